@@ -1,0 +1,106 @@
+// swift-tools-version:6.1
+import PackageDescription
+
+/// Settings shared by every target, in the manner of Hummingbird's manifest.
+let swiftSettings: [SwiftSetting] = [
+    .enableUpcomingFeature("ExistentialAny"),
+    .enableUpcomingFeature("MemberImportVisibility"),
+]
+
+let package = Package(
+    name: "tally",
+    platforms: [.macOS(.v15), .iOS(.v18)],
+    products: [
+        .library(name: "TallyAPI", targets: ["TallyAPI"]),
+        .library(name: "TallyServer", targets: ["TallyServer"]),
+        .executable(name: "tally", targets: ["tally"]),
+    ],
+    dependencies: [
+        .package(url: "https://github.com/hummingbird-project/hummingbird.git", from: "2.28.1"),
+        .package(url: "https://github.com/hummingbird-project/hummingbird-auth.git", from: "2.5.0"),
+        .package(url: "https://github.com/vapor/postgres-nio.git", from: "1.33.2"),
+        .package(url: "https://github.com/groue/GRDB.swift.git", from: "7.10.0"),
+        .package(url: "https://github.com/vapor/jwt-kit.git", from: "5.7.1"),
+        .package(url: "https://github.com/swift-server/swift-prometheus.git", from: "2.4.1"),
+        .package(url: "https://github.com/apple/swift-metrics.git", from: "2.13.0"),
+        .package(url: "https://github.com/swift-server/swift-service-lifecycle.git", from: "2.13.0"),
+        .package(url: "https://github.com/apple/swift-log.git", from: "1.16.2"),
+        .package(url: "https://github.com/apple/swift-argument-parser.git", from: "1.8.2"),
+        .package(url: "https://github.com/apple/swift-crypto.git", "3.12.3"..<"5.0.0"),
+        .package(url: "https://github.com/jpsim/Yams.git", from: "6.2.2"),
+    ],
+    targets: [
+        // Wire types shared by the server, the SDK and apps: Foundation only.
+        .target(name: "TallyAPI", swiftSettings: swiftSettings),
+        // Domain model, pure rules, clocks and the storage protocol.
+        .target(
+            name: "TallyStore",
+            dependencies: [
+                "TallyAPI",
+                .product(name: "Crypto", package: "swift-crypto"),
+            ],
+            swiftSettings: swiftSettings
+        ),
+        // The embedded store: SQLite through GRDB.
+        .target(
+            name: "TallySQLite",
+            dependencies: [
+                "TallyStore",
+                .product(name: "GRDB", package: "GRDB.swift"),
+            ],
+            swiftSettings: swiftSettings
+        ),
+        // The scale-out store: PostgreSQL through PostgresNIO.
+        .target(
+            name: "TallyPostgres",
+            dependencies: [
+                "TallyStore",
+                .product(name: "PostgresNIO", package: "postgres-nio"),
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+            ],
+            swiftSettings: swiftSettings
+        ),
+        // The HTTP server: buildApplication, routes by feature, middleware.
+        .target(
+            name: "TallyServer",
+            dependencies: [
+                "TallyAPI", "TallyStore", "TallySQLite", "TallyPostgres",
+                .product(name: "Hummingbird", package: "hummingbird"),
+                .product(name: "HummingbirdBcrypt", package: "hummingbird-auth"),
+                .product(name: "JWTKit", package: "jwt-kit"),
+                .product(name: "Metrics", package: "swift-metrics"),
+                .product(name: "Prometheus", package: "swift-prometheus"),
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "Yams", package: "Yams"),
+            ],
+            swiftSettings: swiftSettings
+        ),
+        // The command line: serve, migrate, admin.
+        .executableTarget(
+            name: "tally",
+            dependencies: [
+                "TallyAPI", "TallyServer", "TallyStore", "TallySQLite", "TallyPostgres",
+                .product(name: "ArgumentParser", package: "swift-argument-parser"),
+                .product(name: "Hummingbird", package: "hummingbird"),
+                .product(name: "Logging", package: "swift-log"),
+            ],
+            swiftSettings: swiftSettings
+        ),
+        .testTarget(
+            name: "TallyStoreTests",
+            dependencies: ["TallyStore", "TallySQLite", "TallyPostgres"],
+            swiftSettings: swiftSettings
+        ),
+        .testTarget(
+            name: "TallyServerTests",
+            dependencies: [
+                "TallyServer", "TallyStore", "TallySQLite",
+                .product(name: "HummingbirdTesting", package: "hummingbird"),
+                .product(name: "Yams", package: "Yams"),
+            ],
+            swiftSettings: swiftSettings
+        ),
+    ]
+)

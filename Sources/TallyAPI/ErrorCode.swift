@@ -1,0 +1,69 @@
+/// A machine-readable error code, the `code` of every `{"error":{"code","message"}}` body.
+///
+/// A struct rather than an enum so that new codes never break clients that switch over the known ones.
+public struct ErrorCode: RawRepresentable, Codable, Hashable, Sendable, CustomStringConvertible {
+    /// The code as it appears on the wire.
+    public let rawValue: String
+    /// Wraps a wire code.
+    public init(rawValue: String) { self.rawValue = rawValue }
+    /// The wire code.
+    public var description: String { rawValue }
+
+    public init(from decoder: any Decoder) throws {
+        self.rawValue = try decoder.singleValueContainer().decode(String.self)
+    }
+
+    public func encode(to encoder: any Encoder) throws {
+        var container = encoder.singleValueContainer()
+        try container.encode(rawValue)
+    }
+}
+
+extension ErrorCode {
+    /// The body is not valid JSON, or a field has the wrong type or is missing.
+    public static let invalidJSON = ErrorCode(rawValue: "invalid_json")
+    /// A field is present but its value is out of range or malformed.
+    public static let invalidField = ErrorCode(rawValue: "invalid_field")
+    /// A query parameter is malformed.
+    public static let invalidQuery = ErrorCode(rawValue: "invalid_query")
+    /// The pagination cursor was not issued by this server.
+    public static let invalidCursor = ErrorCode(rawValue: "invalid_cursor")
+    /// The request body exceeds the size limit.
+    public static let bodyTooLarge = ErrorCode(rawValue: "body_too_large")
+    /// No access token, or one that is malformed, expired or revoked.
+    public static let unauthorized = ErrorCode(rawValue: "unauthorized")
+    /// The admin key is missing or wrong.
+    public static let forbidden = ErrorCode(rawValue: "forbidden")
+    /// Email and password do not match an account.
+    public static let invalidCredentials = ErrorCode(rawValue: "invalid_credentials")
+    /// The refresh token is unknown, expired or revoked.
+    public static let invalidRefreshToken = ErrorCode(rawValue: "invalid_refresh_token")
+    /// A refresh token was presented twice; its whole family is now revoked.
+    public static let refreshTokenReused = ErrorCode(rawValue: "refresh_token_reused")
+    /// The email is already linked to another account.
+    public static let credentialInUse = ErrorCode(rawValue: "credential_in_use")
+    /// The account already has an email and password.
+    public static let alreadyLinked = ErrorCode(rawValue: "already_linked")
+    /// The resource does not exist (or belongs to someone else).
+    public static let notFound = ErrorCode(rawValue: "not_found")
+    /// The HTTP method is not supported on this path.
+    public static let methodNotAllowed = ErrorCode(rawValue: "method_not_allowed")
+    /// The wallet's available balance is below the amount asked for.
+    public static let insufficientTokens = ErrorCode(rawValue: "insufficient_tokens")
+    /// A quota-only action has no free uses left today.
+    public static let quotaExhausted = ErrorCode(rawValue: "quota_exhausted")
+    /// The hold was already captured, released or expired.
+    public static let holdNotOpen = ErrorCode(rawValue: "hold_not_open")
+    /// The `Idempotency-Key` header is required on this endpoint.
+    public static let idempotencyKeyRequired = ErrorCode(rawValue: "idempotency_key_required")
+    /// The `Idempotency-Key` was used before with a different request.
+    public static let idempotencyMismatch = ErrorCode(rawValue: "idempotency_mismatch")
+    /// A request with the same `Idempotency-Key` is still being processed.
+    public static let idempotencyKeyInUse = ErrorCode(rawValue: "idempotency_key_in_use")
+    /// Too many requests; see `Retry-After`.
+    public static let rateLimited = ErrorCode(rawValue: "rate_limited")
+    /// The database is unreachable.
+    public static let unavailable = ErrorCode(rawValue: "unavailable")
+    /// A fault inside the server; details are in its logs, never in the response.
+    public static let internalError = ErrorCode(rawValue: "internal")
+}

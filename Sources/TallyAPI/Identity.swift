@@ -1,0 +1,98 @@
+import Foundation
+
+/// `POST /v1/auth/guest`: sign in (or up) by an installation secret.
+public struct GuestSignInRequest: Codable, Hashable, Sendable {
+    /// A random secret the app generated once and keeps in secure storage (16–128 characters).
+    public var deviceId: String
+    /// Creates the request.
+    public init(deviceId: String) { self.deviceId = deviceId }
+}
+
+/// The tokens returned by every sign-in and refresh.
+public struct SessionTokens: Codable, Hashable, Sendable {
+    /// The account these tokens act for.
+    public var userId: String
+    /// `true` until the account is linked to an email and password.
+    public var isGuest: Bool
+    /// Short-lived signed token for `Authorization: Bearer`.
+    public var accessToken: String
+    /// Single-use token that buys the next pair at `POST /v1/auth/refresh`.
+    public var refreshToken: String
+    /// Seconds until `accessToken` expires.
+    public var expiresIn: Int
+
+    /// Creates a token pair.
+    public init(userId: String, isGuest: Bool, accessToken: String, refreshToken: String, expiresIn: Int) {
+        self.userId = userId
+        self.isGuest = isGuest
+        self.accessToken = accessToken
+        self.refreshToken = refreshToken
+        self.expiresIn = expiresIn
+    }
+}
+
+/// `POST /v1/auth/refresh`.
+public struct RefreshRequest: Codable, Hashable, Sendable {
+    /// The refresh token from the last sign-in or refresh.
+    public var refreshToken: String
+    /// Creates the request.
+    public init(refreshToken: String) { self.refreshToken = refreshToken }
+}
+
+/// `POST /v1/auth/link` and `POST /v1/auth/sign-in`.
+public struct CredentialsRequest: Codable, Hashable, Sendable {
+    /// The account's email address.
+    public var email: String
+    /// The account's password (8–256 characters).
+    public var password: String
+    /// Creates the request.
+    public init(email: String, password: String) {
+        self.email = email
+        self.password = password
+    }
+}
+
+/// `GET /v1/me`: the caller's account.
+public struct Me: Codable, Hashable, Sendable {
+    /// Stable account id; it survives linking a guest to an email.
+    public var userId: String
+    /// `true` until linked to an email and password.
+    public var isGuest: Bool
+    /// The linked email, if any.
+    public var email: String?
+    /// IANA time zone whose midnight resets daily quotas.
+    public var timezone: String
+    /// The app's language tag for this user, if set.
+    public var language: String?
+    /// Premium entitlement end, if any.
+    public var premiumUntil: Date?
+    /// When the account was created.
+    public var createdAt: Date
+
+    /// Creates the account view.
+    public init(
+        userId: String, isGuest: Bool, email: String?, timezone: String, language: String?,
+        premiumUntil: Date?, createdAt: Date
+    ) {
+        self.userId = userId
+        self.isGuest = isGuest
+        self.email = email
+        self.timezone = timezone
+        self.language = language
+        self.premiumUntil = premiumUntil
+        self.createdAt = createdAt
+    }
+}
+
+/// `PATCH /v1/me`: fields left out are unchanged.
+public struct UpdateMeRequest: Codable, Hashable, Sendable {
+    /// An IANA time zone name such as `Europe/Paris`.
+    public var timezone: String?
+    /// A language tag such as `en` or `pt-BR`.
+    public var language: String?
+    /// Creates the request.
+    public init(timezone: String? = nil, language: String? = nil) {
+        self.timezone = timezone
+        self.language = language
+    }
+}

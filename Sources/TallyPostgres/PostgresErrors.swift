@@ -1,0 +1,107 @@
+import PostgresNIO
+import TallyStore
+
+/// What went wrong in PostgreSQL, without the values involved: the `underlying` error of a ``StoreError``
+/// from ``PostgresStore``. Server messages and details are left out on purpose (they quote emails,
+/// hashes and tokens), so this is safe to log.
+public struct PostgresFailure: Error, Sendable, CustomStringConvertible {
+    /// The kind of failure: a PostgresNIO error code (`server`, `connectionError`, ...) or the store's own.
+    public var kind: String
+    /// The SQLSTATE the server reported, for server errors.
+    public var sqlState: String?
+    /// The violated constraint, for constraint violations.
+    public var constraint: String?
+    /// The table involved, when the server named one.
+    public var table: String?
+
+    /// Creates a failure.
+    public init(kind: String, sqlState: String? = nil, constraint: String? = nil, table: String? = nil) {
+        self.kind = kind
+        self.sqlState = sqlState
+        self.constraint = constraint
+        self.table = table
+    }
+
+    /// The failure without values: kind, SQLSTATE, table and constraint names.
+    public var description: String {
+        var parts = ["PostgresFailure(\(kind)"]
+        if let sqlState { parts.append("sqlstate \(sqlState)") }
+        if let table { parts.append("table \(table)") }
+        if let constraint { parts.append("constraint \(constraint)") }
+        return parts.joined(separator: ", ") + ")"
+    }
+}
+
+/// Internal signal: the transaction read something that changed under it (an idempotency key committed
+/// by another instance, a wallet moved); rolling back and running it again gives the right answer.
+struct RetryTransaction: Error {}
+
+/// Internal wrapper for an error thrown by the caller's `render`: passed through as is, never mapped.
+struct CallerError: Error {
+    let error: any Error
+}
+
+/// How the store reacts to an error thrown while talking to PostgreSQL.
+enum ErrorDisposition {
+    /// Report this error (already a ``StoreError`` or the caller's own error).
+    case fail(any Error)
+    /// Roll back and run the whole unit again (serialization failure, deadlock, ``RetryTransaction``).
+    case retry(any Error)
+}
+
+extension ErrorDisposition {
+    /// Maps anything PostgresNIO or the store's closures threw.
+    static func classify(_ error: any Error) -> ErrorDisposition {
+        switch error {
+        case let error as StoreError:
+            return .fail(error)
+        case let error as CallerError:
+            return .fail(error.error)
+        case is CancellationError:
+            return .fail(error)
+        case is RetryTransaction:
+            return .retry(StoreError(.unavailable, underlying: PostgresFailure(kind: "conflict")))
+        case let error as PostgresTransactionError:
+            // The closure's error first: a failed ROLLBACK after it changes nothing for the caller.
+            if let inner = error.closureError ?? error.beginError ?? error.commitError ?? error.rollbackError {
+                return classify(inner)
+            }
+            return .fail(StoreError(.unavailable, underlying: PostgresFailure(kind: "transaction")))
+        case let error as PSQLError:
+            return classify(error)
+        case let error as PostgresDecodingError:
+            return .fail(StoreError(.unavailable, underlying: PostgresFailure(kind: "decoding \(error.code)")))
+        case let error as PostgresFailure:
+            return .fail(StoreError(.unavailable, underlying: error))
+        default:
+            // Pool and channel errors: the database cannot be reached.
+            return .fail(StoreError(.unavailable, underlying: PostgresFailure(kind: "\(type(of: error))")))
+        }
+    }
+
+    private static func classify(_ error: PSQLError) -> ErrorDisposition {
+        guard error.code == .server, let info = error.serverInfo, let sqlState = info[.sqlState] else {
+            return .fail(StoreError(.unavailable, underlying: PostgresFailure(kind: "\(error.code)")))
+        }
+        let failure = PostgresFailure(
+            kind: "server", sqlState: sqlState, constraint: info[.constraintName], table: info[.tableName])
+        switch sqlState {
+        case "40001", "40P01":
+            // serialization_failure, deadlock_detected: the transaction can simply run again.
+            return .retry(StoreError(.unavailable, underlying: failure))
+        case _ where sqlState.hasPrefix("23"), _ where sqlState.hasPrefix("22"):
+            // Integrity constraint violations, and data exceptions (a NUL byte in text, a number out of range):
+            // the input was refused.
+            return .fail(StoreError(.invalidInput, underlying: failure))
+        default:
+            return .fail(StoreError(.unavailable, underlying: failure))
+        }
+    }
+}
+
+extension StoreError {
+    /// Whether this is the refusal of a value by the named constraint.
+    func violates(_ constraint: String) -> Bool {
+        code == .invalidInput && (underlying as? PostgresFailure)?.constraint == constraint
+    }
+}

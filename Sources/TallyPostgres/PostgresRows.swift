@@ -1,0 +1,123 @@
+import Foundation
+import Logging
+import PostgresNIO
+import TallyStore
+
+/// Reads a row's cells in column order, each into the type the caller names.
+struct Cells {
+    private var iterator: PostgresRow.Iterator
+
+    init(_ row: PostgresRow) { iterator = row.makeIterator() }
+
+    mutating func next<Value: PostgresDecodable>(_: Value.Type = Value.self) throws -> Value {
+        guard let cell = iterator.next() else { throw PostgresFailure(kind: "missing column") }
+        return try cell.decode(Value.self)
+    }
+}
+
+extension PostgresConnection {
+    /// Runs `query` in the caller's transaction and collects its rows.
+    @discardableResult
+    func rows(_ query: PostgresQuery, logger: Logger) async throws -> [PostgresRow] {
+        try await self.query(query, logger: logger).collect()
+    }
+}
+
+/// Decoding of rows into the store's records. Each reads the columns in the order its comment gives.
+extension UserRecord {
+    /// `id, email, timezone, language, premium_until, created_at`
+    init(_ cells: inout Cells) throws {
+        let id: String = try cells.next()
+        let email: String? = try cells.next()
+        let timezone: String = try cells.next()
+        let language: String? = try cells.next()
+        let premiumUntil: Int64? = try cells.next()
+        let createdAt: Int64 = try cells.next()
+        self.init(
+            id: id, email: email, timezone: timezone, language: language, premiumUntil: premiumUntil.map(Date.init(millis:)),
+            createdAt: Date(millis: createdAt))
+    }
+
+    /// The record as the database returns it after storing it (instants truncated to milliseconds).
+    var stored: UserRecord {
+        var user = self
+        user.premiumUntil = premiumUntil.map { Date(millis: $0.millis) }
+        user.createdAt = Date(millis: createdAt.millis)
+        return user
+    }
+}
+
+extension WalletState {
+    /// `balance, held, version`
+    init(_ cells: inout Cells) throws {
+        let balance: Int64 = try cells.next()
+        let held: Int64 = try cells.next()
+        let version: Int64 = try cells.next()
+        self.init(balance: balance, held: held, version: version)
+    }
+}
+
+extension HoldRecord {
+    /// `id, user_id, amount, status, captured_amount, created_at, expires_at`; `nil` when `id` is NULL.
+    static func read(_ cells: inout Cells) throws -> HoldRecord? {
+        let id: String? = try cells.next()
+        let userId: String? = try cells.next()
+        let amount: Int64? = try cells.next()
+        let status: String? = try cells.next()
+        let capturedAmount: Int64? = try cells.next()
+        let createdAt: Int64? = try cells.next()
+        let expiresAt: Int64? = try cells.next()
+        guard let id, let userId, let amount, let status, let createdAt, let expiresAt else { return nil }
+        return HoldRecord(
+            id: id, userId: userId, amount: amount, status: HoldStatus(rawValue: status) ?? .open,
+            capturedAmount: capturedAmount, createdAt: Date(millis: createdAt), expiresAt: Date(millis: expiresAt))
+    }
+}
+
+extension LedgerEntryRecord {
+    /// `id, kind, amount, held_change, balance_after, reason, created_at`
+    init(_ cells: inout Cells) throws {
+        let id: Int64 = try cells.next()
+        let kind: String = try cells.next()
+        let amount: Int64 = try cells.next()
+        let heldChange: Int64 = try cells.next()
+        let balanceAfter: Int64 = try cells.next()
+        let reason: String? = try cells.next()
+        let createdAt: Int64 = try cells.next()
+        self.init(
+            id: id, kind: EntryKind(rawValue: kind) ?? .grant, amount: amount, heldChange: heldChange,
+            balanceAfter: balanceAfter, reason: reason, createdAt: Date(millis: createdAt))
+    }
+}
+
+/// Quota counters aggregated as three parallel arrays: `quotas, used, window_ends` (NULL when none).
+func readCounters(_ cells: inout Cells) throws -> [String: QuotaCounter] {
+    let quotas: [String]? = try cells.next()
+    let used: [Int64]? = try cells.next()
+    let windowEnds: [Int64]? = try cells.next()
+    guard let quotas, let used, let windowEnds, quotas.count == used.count, quotas.count == windowEnds.count else {
+        return [:]
+    }
+    var counters: [String: QuotaCounter] = [:]
+    for index in quotas.indices {
+        counters[quotas[index]] = QuotaCounter(used: Int(used[index]), windowEnd: Date(millis: windowEnds[index]))
+    }
+    return counters
+}
+
+/// A user's open holds aggregated as parallel arrays: `ids, amounts, created_ats, expires_ats` (NULL when none).
+func readOpenHolds(_ cells: inout Cells, userId: String) throws -> [HoldRecord] {
+    let ids: [String]? = try cells.next()
+    let amounts: [Int64]? = try cells.next()
+    let createdAts: [Int64]? = try cells.next()
+    let expiresAts: [Int64]? = try cells.next()
+    guard let ids, let amounts, let createdAts, let expiresAts else { return [] }
+    guard ids.count == amounts.count, ids.count == createdAts.count, ids.count == expiresAts.count else {
+        throw PostgresFailure(kind: "mismatched hold arrays")
+    }
+    return ids.indices.map { index in
+        HoldRecord(
+            id: ids[index], userId: userId, amount: amounts[index], status: .open, capturedAmount: nil,
+            createdAt: Date(millis: createdAts[index]), expiresAt: Date(millis: expiresAts[index]))
+    }
+}

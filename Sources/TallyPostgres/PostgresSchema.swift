@@ -1,0 +1,139 @@
+/// The PostgreSQL schema, one migration per version: the SQLite schema (`Schema.swift` of TallySQLite)
+/// translated statement by statement. Invariants live here as constraints, so a bug in Swift cannot
+/// write a negative balance or a hold charged twice.
+///
+/// Integers and millisecond timestamps are `BIGINT`, response bodies `BYTEA`. Every statement is
+/// constant text, executed one at a time inside the migration transaction.
+enum PostgresSchema {
+    /// A schema version and the statements that reach it from the previous one.
+    struct Migration: Sendable {
+        let version: Int
+        let statements: [String]
+    }
+
+    /// Records which versions are applied; created (if missing) under the migration lock.
+    static let versionTable = """
+        CREATE TABLE IF NOT EXISTS tally_schema_migrations (
+          version INT PRIMARY KEY,
+          applied_at BIGINT NOT NULL
+        )
+        """
+
+    /// Every migration, oldest first.
+    static let migrations: [Migration] = [Migration(version: 1, statements: v1)]
+
+    static let v1: [String] = [
+        """
+        CREATE TABLE users (
+          id TEXT PRIMARY KEY,
+          email TEXT,
+          password_hash TEXT,
+          timezone TEXT NOT NULL DEFAULT 'UTC',
+          language TEXT,
+          premium_until BIGINT,
+          created_at BIGINT NOT NULL,
+          CONSTRAINT users_email_key UNIQUE (email),
+          CHECK ((email IS NULL) = (password_hash IS NULL))
+        )
+        """,
+        """
+        CREATE TABLE device_credentials (
+          device_hash TEXT PRIMARY KEY,
+          user_id TEXT NOT NULL REFERENCES users(id) ON DELETE CASCADE,
+          created_at BIGINT NOT NULL
+        )
+        """,
+        "CREATE INDEX device_credentials_user ON device_credentials(user_id)",
+        """
+        CREATE TABLE guest_signups (
+          ip_hash TEXT NOT NULL,
+          created_at BIGINT NOT NULL
+        )
+        """,
+        "CREATE INDEX guest_signups_ip ON guest_signups(ip_hash, created_at)",
+        """
+        CREATE TABLE sessions (
+          id TEXT PRIMARY KEY,
+          user_id TEXT NOT NULL REFERENCES users(id) ON DELETE CASCADE,
+          created_at BIGINT NOT NULL,
+          revoked_at BIGINT
+        )
+        """,
+        "CREATE INDEX sessions_user ON sessions(user_id)",
+        """
+        CREATE TABLE refresh_tokens (
+          token_hash TEXT PRIMARY KEY,
+          session_id TEXT NOT NULL REFERENCES sessions(id) ON DELETE CASCADE,
+          expires_at BIGINT NOT NULL,
+          used_at BIGINT
+        )
+        """,
+        "CREATE INDEX refresh_tokens_session ON refresh_tokens(session_id)",
+        // Updated on every ledger entry: leave room on each page for HOT updates.
+        """
+        CREATE TABLE wallets (
+          user_id TEXT PRIMARY KEY REFERENCES users(id) ON DELETE CASCADE,
+          balance BIGINT NOT NULL CHECK (balance >= 0),
+          held BIGINT NOT NULL CHECK (held >= 0 AND held <= balance),
+          version BIGINT NOT NULL CHECK (version >= 0)
+        ) WITH (fillfactor = 80)
+        """,
+        """
+        CREATE TABLE ledger_entries (
+          id BIGINT GENERATED ALWAYS AS IDENTITY (SEQUENCE NAME ledger_entries_id_seq) PRIMARY KEY,
+          user_id TEXT NOT NULL REFERENCES users(id) ON DELETE CASCADE,
+          kind TEXT NOT NULL CHECK (kind IN ('grant', 'debit', 'hold', 'capture', 'release', 'expire')),
+          amount BIGINT NOT NULL,
+          held_change BIGINT NOT NULL,
+          balance_after BIGINT NOT NULL CHECK (balance_after >= 0),
+          held_after BIGINT NOT NULL CHECK (held_after >= 0 AND held_after <= balance_after),
+          reason TEXT,
+          created_at BIGINT NOT NULL
+        )
+        """,
+        "CREATE INDEX ledger_entries_user ON ledger_entries(user_id, id)",
+        """
+        CREATE TABLE holds (
+          id TEXT PRIMARY KEY,
+          user_id TEXT NOT NULL REFERENCES users(id) ON DELETE CASCADE,
+          amount BIGINT NOT NULL CHECK (amount > 0),
+          status TEXT NOT NULL CHECK (status IN ('open', 'captured', 'released', 'expired')),
+          captured_amount BIGINT CHECK (captured_amount >= 0 AND captured_amount <= amount),
+          created_at BIGINT NOT NULL,
+          expires_at BIGINT NOT NULL,
+          settled_at BIGINT,
+          CHECK ((status = 'captured') = (captured_amount IS NOT NULL)),
+          CHECK ((status = 'open') = (settled_at IS NULL))
+        )
+        """,
+        "CREATE INDEX holds_open ON holds(expires_at) WHERE status = 'open'",
+        "CREATE INDEX holds_user ON holds(user_id, status)",
+        """
+        CREATE TABLE quota_counters (
+          user_id TEXT NOT NULL REFERENCES users(id) ON DELETE CASCADE,
+          quota TEXT NOT NULL,
+          used BIGINT NOT NULL CHECK (used >= 0),
+          window_end BIGINT NOT NULL,
+          PRIMARY KEY (user_id, quota)
+        ) WITH (fillfactor = 80)
+        """,
+        """
+        CREATE TABLE idempotency_keys (
+          scope TEXT NOT NULL,
+          key TEXT NOT NULL,
+          fingerprint TEXT NOT NULL,
+          status BIGINT NOT NULL,
+          body BYTEA NOT NULL,
+          created_at BIGINT NOT NULL,
+          PRIMARY KEY (scope, key)
+        )
+        """,
+        "CREATE INDEX idempotency_keys_created ON idempotency_keys(created_at)",
+        """
+        CREATE TABLE server_secrets (
+          name TEXT PRIMARY KEY,
+          value TEXT NOT NULL
+        )
+        """,
+    ]
+}

@@ -1,0 +1,220 @@
+import Foundation
+import Logging
+import PostgresNIO
+import TallyStore
+
+extension PostgresStore {
+    /// A known device signs in with one statement. A new one takes advisory locks on its device hash and
+    /// its address (in that order, so two sign-ups cannot deadlock), then looks again with a fresh snapshot:
+    /// of several concurrent first calls for a device, from any number of instances, exactly one creates
+    /// the account and the others find it.
+    public func signInGuest(
+        deviceHash: String, ipHash: String, signupsPerHour: Int, signupGrant: Int64, sessionId: String,
+        refresh: NewRefreshToken, now: Date
+    ) async throws -> SessionGrant {
+        if let user = try await sessionForDevice(deviceHash, sessionId: sessionId, refresh: refresh, now: now, on: nil) {
+            return SessionGrant(user: user, sessionId: sessionId, created: false)
+        }
+        return try await transaction { connection in
+            try await connection.rows(
+                """
+                SELECT pg_advisory_xact_lock(hashtextextended('device:' || \(deviceHash), 0)),
+                       pg_advisory_xact_lock(hashtextextended('ip:' || \(ipHash), 0))
+                """, logger: logger)
+            if let user = try await sessionForDevice(deviceHash, sessionId: sessionId, refresh: refresh, now: now, on: connection) {
+                return SessionGrant(user: user, sessionId: sessionId, created: false)
+            }
+            let windowStart = now.addingTimeInterval(-3600).millis
+            let recent = try await connection.rows(
+                "SELECT count(*), min(created_at) FROM guest_signups WHERE ip_hash = \(ipHash) AND created_at > \(windowStart)",
+                logger: logger)
+            var cells = Cells(recent[0])
+            let count: Int64 = try cells.next()
+            let oldest: Int64? = try cells.next()
+            if count >= signupsPerHour {
+                let oldest = oldest ?? now.millis
+                throw StoreError(.rateLimited, retryAfter: max(1, Double(oldest + 3_600_000 - now.millis) / 1000))
+            }
+            let user = UserRecord(
+                id: UUID().uuidString.lowercased(), email: nil, timezone: "UTC", language: nil, premiumUntil: nil, createdAt: now)
+            let grant = signupGrant > 0 ? PlannedEntry(kind: .grant, amount: signupGrant, heldChange: 0, reason: "signup") : nil
+            let empty = WalletState(balance: 0, held: 0, version: 0)
+            let wallet = grant.map { empty.applying($0) } ?? empty
+            try await connection.rows(
+                """
+                WITH new_user AS (
+                  INSERT INTO users (id, timezone, created_at) VALUES (\(user.id), 'UTC', \(now.millis)) RETURNING id
+                ), new_wallet AS (
+                  INSERT INTO wallets (user_id, balance, held, version)
+                  SELECT id, \(wallet.balance), \(wallet.held), \(wallet.version) FROM new_user
+                ), device AS (
+                  INSERT INTO device_credentials (device_hash, user_id, created_at) SELECT \(deviceHash), id, \(now.millis) FROM new_user
+                ), signup AS (
+                  INSERT INTO guest_signups (ip_hash, created_at) VALUES (\(ipHash), \(now.millis))
+                ), entry AS (
+                  INSERT INTO ledger_entries (user_id, kind, amount, held_change, balance_after, held_after, reason, created_at)
+                  SELECT id, \(grant?.kind.rawValue)::TEXT, \(grant?.amount)::BIGINT, \(grant?.heldChange)::BIGINT,
+                         \(wallet.balance), \(wallet.held), \(grant?.reason)::TEXT, \(now.millis)
+                  FROM new_user WHERE \(grant != nil)
+                ), session AS (
+                  INSERT INTO sessions (id, user_id, created_at) SELECT \(sessionId), id, \(now.millis) FROM new_user RETURNING id
+                )
+                INSERT INTO refresh_tokens (token_hash, session_id, expires_at)
+                SELECT \(refresh.hash), id, \(refresh.expiresAt.millis) FROM session
+                """, logger: logger)
+            return SessionGrant(user: user.stored, sessionId: sessionId, created: true)
+        }
+    }
+
+    /// Opens a session for the account of `deviceHash`, if there is one: one statement, in the
+    /// transaction of `connection`, or on its own when `nil`.
+    private func sessionForDevice(
+        _ deviceHash: String, sessionId: String, refresh: NewRefreshToken, now: Date, on connection: PostgresConnection?
+    ) async throws -> UserRecord? {
+        let query: PostgresQuery = """
+            WITH account AS (
+              SELECT u.id, u.email, u.timezone, u.language, u.premium_until, u.created_at
+              FROM device_credentials d JOIN users u ON u.id = d.user_id WHERE d.device_hash = \(deviceHash)
+            ), session AS (
+              INSERT INTO sessions (id, user_id, created_at) SELECT \(sessionId), id, \(now.millis) FROM account RETURNING id
+            ), token AS (
+              INSERT INTO refresh_tokens (token_hash, session_id, expires_at)
+              SELECT \(refresh.hash), id, \(refresh.expiresAt.millis) FROM session
+            )
+            SELECT id, email, timezone, language, premium_until, created_at FROM account
+            """
+        let rows: [PostgresRow]
+        if let connection {
+            rows = try await connection.rows(query, logger: logger)
+        } else {
+            rows = try await self.rows(query)
+        }
+        guard let row = rows.first else { return nil }
+        var cells = Cells(row)
+        return try UserRecord(&cells)
+    }
+
+    public func openSession(userId: String, sessionId: String, refresh: NewRefreshToken, now: Date) async throws -> SessionGrant {
+        let rows = try await self.rows(
+            """
+            WITH account AS (
+              SELECT id, email, timezone, language, premium_until, created_at FROM users WHERE id = \(userId)
+            ), session AS (
+              INSERT INTO sessions (id, user_id, created_at) SELECT \(sessionId), id, \(now.millis) FROM account RETURNING id
+            ), token AS (
+              INSERT INTO refresh_tokens (token_hash, session_id, expires_at)
+              SELECT \(refresh.hash), id, \(refresh.expiresAt.millis) FROM session
+            )
+            SELECT id, email, timezone, language, premium_until, created_at FROM account
+            """)
+        guard let row = rows.first else { throw StoreError(.userNotFound) }
+        var cells = Cells(row)
+        return SessionGrant(user: try UserRecord(&cells), sessionId: sessionId, created: false)
+    }
+
+    /// One statement claims the token (`used_at IS NULL` decides between concurrent claims, even across
+    /// instances) and stores `next`. A token already used, or claimed by a concurrent call, revokes its
+    /// session in a second statement, committed before `.refreshTokenReused` is thrown.
+    public func rotateRefreshToken(hash: String, next: NewRefreshToken, now: Date) async throws -> SessionGrant {
+        let rows = try await self.rows(
+            """
+            WITH token AS (
+              SELECT r.session_id, r.expires_at, r.used_at, s.revoked_at,
+                     u.id, u.email, u.timezone, u.language, u.premium_until, u.created_at
+              FROM refresh_tokens r JOIN sessions s ON s.id = r.session_id JOIN users u ON u.id = s.user_id
+              WHERE r.token_hash = \(hash)
+            ), claim AS (
+              UPDATE refresh_tokens r SET used_at = \(now.millis)
+              FROM sessions s
+              WHERE r.token_hash = \(hash) AND r.used_at IS NULL AND r.expires_at > \(now.millis)
+                AND s.id = r.session_id AND s.revoked_at IS NULL
+              RETURNING r.session_id
+            ), successor AS (
+              INSERT INTO refresh_tokens (token_hash, session_id, expires_at)
+              SELECT \(next.hash), session_id, \(next.expiresAt.millis) FROM claim
+            )
+            SELECT token.*, (SELECT count(*) FROM claim) FROM token
+            """)
+        guard let row = rows.first else { throw StoreError(.invalidRefreshToken) }
+        var cells = Cells(row)
+        let sessionId: String = try cells.next()
+        let expiresAt: Int64 = try cells.next()
+        let usedAt: Int64? = try cells.next()
+        let revokedAt: Int64? = try cells.next()
+        let user = try UserRecord(&cells)
+        let claimed: Int64 = try cells.next()
+        if revokedAt != nil { throw StoreError(.invalidRefreshToken) }
+        if claimed == 1 { return SessionGrant(user: user, sessionId: sessionId, created: false) }
+        // Not claimed: used before, or used by a concurrent call between this statement's snapshot and its
+        // update (then it was unused and unexpired here). Either way the token was presented twice.
+        if usedAt != nil || expiresAt > now.millis {
+            try await self.rows("UPDATE sessions SET revoked_at = \(now.millis) WHERE id = \(sessionId) AND revoked_at IS NULL")
+            throw StoreError(.refreshTokenReused)
+        }
+        throw StoreError(.invalidRefreshToken)
+    }
+
+    public func revokeSession(id: String, now: Date) async throws {
+        try await rows("UPDATE sessions SET revoked_at = \(now.millis) WHERE id = \(id) AND revoked_at IS NULL")
+    }
+
+    public func liveSessionUser(sessionId: String) async throws -> String? {
+        guard let row = try await rows("SELECT user_id FROM sessions WHERE id = \(sessionId) AND revoked_at IS NULL").first
+        else { return nil }
+        var cells = Cells(row)
+        return try cells.next(String.self)
+    }
+
+    /// One statement links a guest; the unique constraint on `users.email` refuses an email in use,
+    /// also when two accounts link it concurrently.
+    public func linkCredentials(userId: String, email: String, passwordHash: String) async throws -> UserRecord {
+        let rows: [PostgresRow]
+        do {
+            rows = try await self.rows(
+                """
+                UPDATE users SET email = \(email), password_hash = \(passwordHash)
+                WHERE id = \(userId) AND email IS NULL
+                RETURNING id, email, timezone, language, premium_until, created_at
+                """)
+        } catch let error as StoreError where error.violates("users_email_key") {
+            throw StoreError(.credentialInUse)
+        }
+        if let row = rows.first {
+            var cells = Cells(row)
+            return try UserRecord(&cells)
+        }
+        guard try await user(id: userId) != nil else { throw StoreError(.userNotFound) }
+        throw StoreError(.alreadyLinked)
+    }
+
+    public func passwordHash(email: String) async throws -> (userId: String, passwordHash: String)? {
+        guard let row = try await rows("SELECT id, password_hash FROM users WHERE email = \(email)").first else { return nil }
+        var cells = Cells(row)
+        let userId: String = try cells.next()
+        guard let hash: String = try cells.next() else { return nil }
+        return (userId, hash)
+    }
+
+    public func user(id: String) async throws -> UserRecord? {
+        guard
+            let row = try await rows(
+                "SELECT id, email, timezone, language, premium_until, created_at FROM users WHERE id = \(id)"
+            ).first
+        else { return nil }
+        var cells = Cells(row)
+        return try UserRecord(&cells)
+    }
+
+    /// Locks the wallet first, like every command on the account, so a deletion never deadlocks with one.
+    public func deleteUser(id: String) async throws -> Bool {
+        try await transaction { connection in
+            try await connection.rows("SELECT 1 FROM wallets WHERE user_id = \(id) FOR UPDATE", logger: logger)
+            let deleted = try await connection.rows(
+                """
+                WITH keys AS (DELETE FROM idempotency_keys WHERE scope = \(id))
+                DELETE FROM users WHERE id = \(id) RETURNING 1
+                """, logger: logger)
+            return !deleted.isEmpty
+        }
+    }
+}

@@ -1,0 +1,162 @@
+import Foundation
+import Logging
+import PostgresNIO
+import TallyStore
+
+extension PostgresStore {
+    /// One transaction of four statements in the common case: the idempotency key's advisory lock, its
+    /// stored response and the wallet's row lock; the locked account (with counters, holds and the next
+    /// entry id); the planned writes together with the stored response; and the commit (plus BEGIN).
+    public func execute(
+        _ command: Command, idempotency: IdempotencyKey?, now: Date,
+        render: @Sendable (CommandOutcome) throws -> StoredResponse
+    ) async throws -> Execution {
+        try await transaction { connection in
+            let userId = command.userId
+            if let idempotency {
+                if case .replay(let response) = try await claim(idempotency, userId: userId, on: connection) {
+                    return .replayed(response)
+                }
+            } else {
+                guard try await lockWallet(userId: userId, on: connection) else { throw StoreError(.userNotFound) }
+            }
+            let allocate = Self.mayAppend(command)
+            guard
+                var account = try await lockedAccount(
+                    userId: userId, holdId: Self.holdId(of: command), allocateEntryId: allocate, now: now, on: connection)
+            else { throw StoreError(.userNotFound) }
+            try await releaseExpired(&account, allocateEntryId: allocate, now: now, on: connection)
+
+            var snapshot = LedgerSnapshot(user: account.user, wallet: account.wallet, hold: account.hold)
+            if case .performAction(_, let action, _) = command, let quota = action.quota {
+                snapshot.counter = account.counters[quota]
+            }
+            let plan: LedgerPlan
+            do throws(StoreError) {
+                plan = try LedgerPlanner.plan(command, snapshot: snapshot, now: now)
+            } catch {
+                throw StoreError(error.code, state: account.state)
+            }
+            if plan.entry != nil, account.entryId == nil { account.entryId = try await nextEntryId(on: connection) }
+
+            let outcome = Self.outcome(of: plan, on: account, now: now)
+            let response: StoredResponse
+            do {
+                response = try render(outcome)
+            } catch {
+                throw CallerError(error: error)
+            }
+            try await apply(
+                plan, to: account, remembering: idempotency.map { ($0, response) }, now: now, on: connection)
+            return .executed(response)
+        }
+    }
+
+    public func wallet(userId: String, now: Date) async throws -> WalletState? {
+        let rows = try await self.rows(
+            """
+            SELECT balance, held, version,
+                   held > 0 AND EXISTS (
+                     SELECT 1 FROM holds WHERE user_id = \(userId) AND status = 'open' AND expires_at <= \(now.millis))
+            FROM wallets WHERE user_id = \(userId)
+            """)
+        guard let row = rows.first else { return nil }
+        var cells = Cells(row)
+        let wallet = try WalletState(&cells)
+        guard try cells.next(Bool.self) else { return wallet }
+        return try await releaseExpiredHolds(userId: userId, now: now)?.wallet
+    }
+
+    public func accountState(userId: String, now: Date) async throws -> AccountState? {
+        let rows = try await self.rows(
+            """
+            SELECT u.id, u.email, u.timezone, u.language, u.premium_until, u.created_at,
+                   w.balance, w.held, w.version, c.quotas, c.used, c.window_ends,
+                   w.held > 0 AND EXISTS (
+                     SELECT 1 FROM holds WHERE user_id = u.id AND status = 'open' AND expires_at <= \(now.millis))
+            FROM users u JOIN wallets w ON w.user_id = u.id
+            LEFT JOIN LATERAL (
+              SELECT array_agg(quota ORDER BY quota) AS quotas, array_agg(used ORDER BY quota) AS used,
+                     array_agg(window_end ORDER BY quota) AS window_ends
+              FROM quota_counters WHERE user_id = u.id
+            ) c ON true
+            WHERE u.id = \(userId)
+            """)
+        guard let row = rows.first else { return nil }
+        var cells = Cells(row)
+        let state = AccountState(user: try UserRecord(&cells), wallet: try WalletState(&cells), counters: try readCounters(&cells))
+        guard try cells.next(Bool.self) else { return state }
+        return try await releaseExpiredHolds(userId: userId, now: now)
+    }
+
+    public func entries(userId: String, before: Int64?, limit: Int) async throws -> [LedgerEntryRecord] {
+        // A negative limit means no limit, as in SQLite.
+        let limit: Int? = limit < 0 ? nil : limit
+        return try await rows(
+            """
+            SELECT id, kind, amount, held_change, balance_after, reason, created_at FROM ledger_entries
+            WHERE user_id = \(userId) AND id < \(before ?? Int64.max)
+            ORDER BY id DESC LIMIT \(limit)::BIGINT
+            """
+        ).map { row in
+            var cells = Cells(row)
+            return try LedgerEntryRecord(&cells)
+        }
+    }
+
+    public func hold(id: String, userId: String) async throws -> HoldRecord? {
+        guard
+            let row = try await rows(
+                """
+                SELECT id, user_id, amount, status, captured_amount, created_at, expires_at FROM holds
+                WHERE id = \(id) AND user_id = \(userId)
+                """
+            ).first
+        else { return nil }
+        var cells = Cells(row)
+        return try HoldRecord.read(&cells)
+    }
+
+    // MARK: Planning helpers
+
+    /// Whether the command can append a ledger entry (then the snapshot takes an entry id in passing).
+    static func mayAppend(_ command: Command) -> Bool {
+        switch command {
+        case .grant, .createHold, .captureHold, .releaseHold: return true
+        case .performAction(_, let action, _): return action.tokens != nil
+        case .setPremium, .updateProfile: return false
+        }
+    }
+
+    /// The existing hold the command settles.
+    static func holdId(of command: Command) -> String? {
+        switch command {
+        case .captureHold(_, let holdId, _), .releaseHold(_, let holdId): return holdId
+        default: return nil
+        }
+    }
+
+    /// What the command does, computed from the locked account and the plan exactly as the writes will
+    /// leave the rows (instants truncated to milliseconds), so the response is rendered before they run.
+    static func outcome(of plan: LedgerPlan, on account: LockedAccount, now: Date) -> CommandOutcome {
+        var state = account.state
+        var entry: LedgerEntryRecord?
+        if let planned = plan.entry, let id = account.entryId {
+            state.wallet = account.wallet.applying(planned)
+            entry = LedgerEntryRecord(
+                id: id, kind: planned.kind, amount: planned.amount, heldChange: planned.heldChange,
+                balanceAfter: state.wallet.balance, reason: planned.reason, createdAt: now)
+        }
+        var hold = plan.newHold
+        if let settle = plan.settleHold, var settled = account.hold {
+            settled.status = settle.status
+            settled.capturedAmount = settle.capturedAmount
+            hold = settled
+        }
+        if let (quota, counter) = plan.counter {
+            state.counters[quota] = QuotaCounter(used: counter.used, windowEnd: Date(millis: counter.windowEnd.millis))
+        }
+        if let user = plan.user { state.user = user.stored }
+        return CommandOutcome(state: state, entry: entry, hold: hold, payment: plan.payment)
+    }
+}

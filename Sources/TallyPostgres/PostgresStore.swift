@@ -1,0 +1,116 @@
+import Foundation
+import Logging
+import PostgresNIO
+import ServiceLifecycle
+import TallyStore
+
+/// The scale-out store: PostgreSQL through PostgresNIO's pooled ``PostgresClient``. Several server
+/// processes may share one database; every account's commands serialise on its wallet row
+/// (`SELECT ... FOR UPDATE`), so each sees the books exactly as the previous one left them.
+///
+/// The client does nothing until it runs: run the store (it is a `Service`) or its ``client`` in the
+/// server's `ServiceGroup`, then call ``migrate()``.
+public final class PostgresStore: TallyStorage {
+    /// The connection pool. Run exactly one of ``run()`` or `client.run()`.
+    public let client: PostgresClient
+    let logger: Logger
+
+    /// The default pool size.
+    public static let defaultMaximumConnections = 20
+
+    /// How many times a unit of work runs before a deadlock or a conflict is reported as `.unavailable`.
+    static let maxAttempts = 5
+
+    /// Creates a store on `configuration` (its `options.maximumConnections` is the pool size).
+    public init(configuration: PostgresClient.Configuration, logger: Logger) {
+        self.logger = logger
+        self.client = PostgresClient(configuration: configuration, backgroundLogger: logger)
+    }
+
+    /// Creates a store from a `postgres://user:password@host:port/database` URL (see
+    /// ``configuration(url:maximumConnections:)``) with a pool of `maximumConnections`.
+    public convenience init(url: String, maximumConnections: Int = PostgresStore.defaultMaximumConnections, logger: Logger) throws {
+        self.init(configuration: try Self.configuration(url: url, maximumConnections: maximumConnections), logger: logger)
+    }
+
+    /// Parses `postgres://` or `postgresql://` URLs: user, password, host, port (5432) and database
+    /// (default: the user). TLS is not used: `sslmode` may be absent, `disable`, `allow` or `prefer`.
+    public static func configuration(
+        url: String, maximumConnections: Int = PostgresStore.defaultMaximumConnections
+    ) throws -> PostgresClient.Configuration {
+        guard let components = URLComponents(string: url), let scheme = components.scheme?.lowercased(),
+            scheme == "postgres" || scheme == "postgresql"
+        else { throw PostgresURLError("expected postgres://user:password@host:port/database") }
+        guard var host = components.host, !host.isEmpty else { throw PostgresURLError("the URL has no host") }
+        if host.hasPrefix("["), host.hasSuffix("]") { host = String(host.dropFirst().dropLast()) }
+        guard let username = components.user, !username.isEmpty else { throw PostgresURLError("the URL has no user") }
+        let port = components.port ?? 5432
+        guard (1...65_535).contains(port) else { throw PostgresURLError("the port is out of range") }
+        var database = components.path
+        if database.hasPrefix("/") { database.removeFirst() }
+        guard !database.contains("/") else { throw PostgresURLError("the database name contains '/'") }
+        for item in components.queryItems ?? [] where item.name == "sslmode" {
+            switch item.value ?? "" {
+            case "disable", "allow", "prefer": break
+            default: throw PostgresURLError("sslmode '\(item.value ?? "")' is not supported: TLS is disabled")
+            }
+        }
+        guard maximumConnections >= 1 else { throw PostgresURLError("maximumConnections must be at least 1") }
+        var configuration = PostgresClient.Configuration(
+            host: host, port: port, username: username, password: components.password,
+            database: database.isEmpty ? username : database, tls: .disable)
+        configuration.options.maximumConnections = maximumConnections
+        return configuration
+    }
+
+    // MARK: Running queries
+
+    /// Runs `body` in one transaction on a pooled connection; runs it again (up to ``maxAttempts``) after a
+    /// deadlock, a serialization failure or a ``RetryTransaction``, and maps errors to ``StoreError``.
+    func transaction<T: Sendable>(_ body: (PostgresConnection) async throws -> T) async throws -> T {
+        try await retrying {
+            try await client.withTransaction(logger: logger) { connection in try await body(connection) }
+        }
+    }
+
+    /// Runs one statement on its own (committed when it returns) and collects its rows.
+    @discardableResult
+    func rows(_ query: PostgresQuery) async throws -> [PostgresRow] {
+        try await retrying { try await client.query(query, logger: logger).collect() }
+    }
+
+    private func retrying<T>(_ work: () async throws -> T) async throws -> T {
+        var attempt = 1
+        while true {
+            do {
+                return try await work()
+            } catch {
+                switch ErrorDisposition.classify(error) {
+                case .fail(let error):
+                    throw error
+                case .retry(let error):
+                    guard attempt < Self.maxAttempts else { throw error }
+                    logger.debug("postgres: running a transaction again after a conflict", metadata: ["attempt": "\(attempt)"])
+                    try await Task.sleep(for: .milliseconds(Int.random(in: 1...(4 << attempt))))
+                    attempt += 1
+                }
+            }
+        }
+    }
+}
+
+extension PostgresStore: Service {
+    /// Runs the connection pool until the task is cancelled or the service group shuts down gracefully.
+    public func run() async throws {
+        await client.run()
+    }
+}
+
+/// A database URL that cannot be used. The description never contains the password.
+public struct PostgresURLError: Error, Sendable, CustomStringConvertible {
+    /// What is wrong with the URL.
+    public var description: String
+
+    /// Creates the error.
+    public init(_ description: String) { self.description = "invalid database URL: " + description }
+}

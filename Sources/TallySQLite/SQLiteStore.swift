@@ -1,0 +1,135 @@
+import Foundation
+import GRDB
+import TallyStore
+
+/// The embedded store: one SQLite file in WAL mode, written through GRDB's single serialized writer,
+/// so every transaction sees the books exactly as the previous one left them.
+///
+/// One process owns the file; to scale past one machine, use the PostgreSQL store.
+public final class SQLiteStore: MaintenanceStore {
+    let pool: DatabasePool
+
+    /// Opens (creating if needed) the database at `path`. Call ``migrate()`` before use.
+    public init(path: String) throws {
+        var configuration = Configuration()
+        configuration.busyMode = .timeout(10)
+        configuration.foreignKeysEnabled = true
+        configuration.prepareDatabase { db in
+            try db.execute(sql: "PRAGMA synchronous = NORMAL")
+        }
+        do {
+            pool = try DatabasePool(path: path, configuration: configuration)
+        } catch {
+            throw StoreError(.unavailable, underlying: error)
+        }
+    }
+
+    // MARK: MaintenanceStore
+
+    public func migrate() async throws {
+        try await run { try Schema.migrator.migrate(self.pool) }
+    }
+
+    public func ping() async throws {
+        _ = try await read { db in try Int.fetchOne(db, sql: "SELECT 1") }
+    }
+
+    public func secret(named name: String, orCreate make: @Sendable () -> String) async throws -> String {
+        let candidate = make()
+        return try await write { db in
+            if let value = try String.fetchOne(db, sql: "SELECT value FROM server_secrets WHERE name = ?", arguments: [name]) {
+                return value
+            }
+            try db.execute(sql: "INSERT INTO server_secrets (name, value) VALUES (?, ?)", arguments: [name, candidate])
+            return candidate
+        }
+    }
+
+    public func expireHolds(now: Date, limit: Int) async throws -> Int {
+        try await write { db in
+            let users = try String.fetchAll(
+                db,
+                sql: """
+                    SELECT DISTINCT user_id FROM (SELECT user_id FROM holds
+                    WHERE status = 'open' AND expires_at <= ? ORDER BY expires_at LIMIT ?)
+                    """,
+                arguments: [now.millis, limit])
+            var expired = 0
+            for user in users { expired += try Self.expireHolds(db, userId: user, now: now) }
+            return expired
+        }
+    }
+
+    public func purge(idempotencyBefore: Date, signupsBefore: Date) async throws {
+        try await write { db in
+            try db.execute(sql: "DELETE FROM idempotency_keys WHERE created_at < ?", arguments: [idempotencyBefore.millis])
+            try db.execute(sql: "DELETE FROM guest_signups WHERE created_at < ?", arguments: [signupsBefore.millis])
+        }
+    }
+
+    // MARK: Helpers shared by the extensions
+
+    func read<T: Sendable>(_ body: @Sendable @escaping (Database) throws -> T) async throws -> T {
+        try await run { try await self.pool.read(body) }
+    }
+
+    func write<T: Sendable>(_ body: @Sendable @escaping (Database) throws -> T) async throws -> T {
+        try await run { try await self.pool.write(body) }
+    }
+
+    /// Maps GRDB's errors to ``StoreError``; lets ``StoreError`` through.
+    private func run<T>(_ body: () async throws -> T) async throws -> T {
+        do {
+            return try await body()
+        } catch let error as StoreError {
+            throw error
+        } catch let error as DatabaseError {
+            switch error.resultCode {
+            case .SQLITE_CONSTRAINT: throw StoreError(.invalidInput, underlying: error)
+            default: throw StoreError(.unavailable, underlying: error)
+            }
+        }
+    }
+
+    /// Appends `entry` to the ledger and moves the wallet with it, in the caller's transaction.
+    static func append(_ entry: PlannedEntry, userId: String, now: Date, _ db: Database) throws -> (LedgerEntryRecord, WalletState) {
+        guard
+            let row = try Row.fetchOne(
+                db,
+                sql: """
+                    UPDATE wallets SET balance = balance + ?, held = held + ?, version = version + 1
+                    WHERE user_id = ? RETURNING balance, held, version
+                    """,
+                arguments: [entry.amount, entry.heldChange, userId])
+        else { throw StoreError(.userNotFound) }
+        let wallet = WalletState(row: row)
+        try db.execute(
+            sql: """
+                INSERT INTO ledger_entries (user_id, kind, amount, held_change, balance_after, held_after, reason, created_at)
+                VALUES (?, ?, ?, ?, ?, ?, ?, ?)
+                """,
+            arguments: [
+                userId, entry.kind.rawValue, entry.amount, entry.heldChange, wallet.balance, wallet.held, entry.reason,
+                now.millis,
+            ])
+        let record = LedgerEntryRecord(
+            id: db.lastInsertedRowID, kind: entry.kind, amount: entry.amount, heldChange: entry.heldChange,
+            balanceAfter: wallet.balance, reason: entry.reason, createdAt: now)
+        return (record, wallet)
+    }
+
+    /// Releases the account's holds that expired by `now`; returns how many.
+    static func expireHolds(_ db: Database, userId: String, now: Date) throws -> Int {
+        let holds = try Row.fetchAll(
+            db, sql: "SELECT * FROM holds WHERE user_id = ? AND status = 'open' AND expires_at <= ?",
+            arguments: [userId, now.millis]
+        ).map(HoldRecord.init(row:))
+        for hold in holds {
+            try db.execute(
+                sql: "UPDATE holds SET status = 'expired', settled_at = ? WHERE id = ? AND status = 'open'",
+                arguments: [now.millis, hold.id])
+            _ = try append(LedgerPlanner.expiry(of: hold), userId: userId, now: now, db)
+        }
+        return holds.count
+    }
+}

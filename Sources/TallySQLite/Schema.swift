@@ -1,0 +1,104 @@
+import GRDB
+
+/// The SQLite schema, one migration per version. Invariants live here as constraints,
+/// so a bug in Swift cannot write a negative balance or a hold charged twice.
+enum Schema {
+    static var migrator: DatabaseMigrator {
+        var migrator = DatabaseMigrator()
+        migrator.registerMigration("v1") { db in
+            try db.execute(sql: v1)
+        }
+        return migrator
+    }
+
+    static let v1 = """
+        CREATE TABLE users (
+          id TEXT PRIMARY KEY NOT NULL,
+          email TEXT UNIQUE,
+          password_hash TEXT,
+          timezone TEXT NOT NULL DEFAULT 'UTC',
+          language TEXT,
+          premium_until INTEGER,
+          created_at INTEGER NOT NULL,
+          CHECK ((email IS NULL) = (password_hash IS NULL))
+        );
+        CREATE TABLE device_credentials (
+          device_hash TEXT PRIMARY KEY NOT NULL,
+          user_id TEXT NOT NULL REFERENCES users(id) ON DELETE CASCADE,
+          created_at INTEGER NOT NULL
+        );
+        CREATE INDEX device_credentials_user ON device_credentials(user_id);
+        CREATE TABLE guest_signups (
+          ip_hash TEXT NOT NULL,
+          created_at INTEGER NOT NULL
+        );
+        CREATE INDEX guest_signups_ip ON guest_signups(ip_hash, created_at);
+        CREATE TABLE sessions (
+          id TEXT PRIMARY KEY NOT NULL,
+          user_id TEXT NOT NULL REFERENCES users(id) ON DELETE CASCADE,
+          created_at INTEGER NOT NULL,
+          revoked_at INTEGER
+        );
+        CREATE INDEX sessions_user ON sessions(user_id);
+        CREATE TABLE refresh_tokens (
+          token_hash TEXT PRIMARY KEY NOT NULL,
+          session_id TEXT NOT NULL REFERENCES sessions(id) ON DELETE CASCADE,
+          expires_at INTEGER NOT NULL,
+          used_at INTEGER
+        );
+        CREATE INDEX refresh_tokens_session ON refresh_tokens(session_id);
+        CREATE TABLE wallets (
+          user_id TEXT PRIMARY KEY NOT NULL REFERENCES users(id) ON DELETE CASCADE,
+          balance INTEGER NOT NULL CHECK (balance >= 0),
+          held INTEGER NOT NULL CHECK (held >= 0 AND held <= balance),
+          version INTEGER NOT NULL CHECK (version >= 0)
+        );
+        CREATE TABLE ledger_entries (
+          id INTEGER PRIMARY KEY AUTOINCREMENT,
+          user_id TEXT NOT NULL REFERENCES users(id) ON DELETE CASCADE,
+          kind TEXT NOT NULL CHECK (kind IN ('grant', 'debit', 'hold', 'capture', 'release', 'expire')),
+          amount INTEGER NOT NULL,
+          held_change INTEGER NOT NULL,
+          balance_after INTEGER NOT NULL CHECK (balance_after >= 0),
+          held_after INTEGER NOT NULL CHECK (held_after >= 0 AND held_after <= balance_after),
+          reason TEXT,
+          created_at INTEGER NOT NULL
+        );
+        CREATE INDEX ledger_entries_user ON ledger_entries(user_id, id);
+        CREATE TABLE holds (
+          id TEXT PRIMARY KEY NOT NULL,
+          user_id TEXT NOT NULL REFERENCES users(id) ON DELETE CASCADE,
+          amount INTEGER NOT NULL CHECK (amount > 0),
+          status TEXT NOT NULL CHECK (status IN ('open', 'captured', 'released', 'expired')),
+          captured_amount INTEGER CHECK (captured_amount >= 0 AND captured_amount <= amount),
+          created_at INTEGER NOT NULL,
+          expires_at INTEGER NOT NULL,
+          settled_at INTEGER,
+          CHECK ((status = 'captured') = (captured_amount IS NOT NULL)),
+          CHECK ((status = 'open') = (settled_at IS NULL))
+        );
+        CREATE INDEX holds_open ON holds(expires_at) WHERE status = 'open';
+        CREATE INDEX holds_user ON holds(user_id, status);
+        CREATE TABLE quota_counters (
+          user_id TEXT NOT NULL REFERENCES users(id) ON DELETE CASCADE,
+          quota TEXT NOT NULL,
+          used INTEGER NOT NULL CHECK (used >= 0),
+          window_end INTEGER NOT NULL,
+          PRIMARY KEY (user_id, quota)
+        );
+        CREATE TABLE idempotency_keys (
+          scope TEXT NOT NULL,
+          key TEXT NOT NULL,
+          fingerprint TEXT NOT NULL,
+          status INTEGER NOT NULL,
+          body BLOB NOT NULL,
+          created_at INTEGER NOT NULL,
+          PRIMARY KEY (scope, key)
+        );
+        CREATE INDEX idempotency_keys_created ON idempotency_keys(created_at);
+        CREATE TABLE server_secrets (
+          name TEXT PRIMARY KEY NOT NULL,
+          value TEXT NOT NULL
+        );
+        """
+}

@@ -1,0 +1,75 @@
+import Foundation
+import Hummingbird
+import TallyAPI
+import TallyStore
+
+/// `/admin/v1/*`: called by the app's own backend with `Authorization: Bearer $TALLY_ADMIN_KEY`.
+struct AdminController {
+    let services: TallyServices
+
+    func addRoutes(to group: RouterGroup<TallyRequestContext>) {
+        group.add(middleware: AdminKeyMiddleware(adminKey: services.configuration.adminKey ?? ""))
+        group.get("users/:userId", use: user)
+        group.post("users/:userId/grants", use: grant)
+        group.put("users/:userId/premium", use: premium)
+    }
+
+    @Sendable func user(_ request: Request, context: TallyRequestContext) async throws -> Response {
+        let userId = try Self.userId(context)
+        guard let state = try await services.store.accountState(userId: userId, now: services.clock.now) else {
+            throw APIError(.notFound, "No such user.")
+        }
+        return JSONResponse.make(
+            body: AdminUserView(me: Me(state.user), wallet: Wallet(state.wallet), quotas: services.views.quotas(for: state)))
+    }
+
+    @Sendable func grant(_ request: Request, context: TallyRequestContext) async throws -> Response {
+        let userId = try Self.userId(context)
+        let body = try await JSONBody<GrantRequest>.read(request, context: context).value
+        let amount = try Validate.amount(body.amount)
+        let reason = try Validate.text(body.reason, field: "reason", length: 1...200)
+        return try await services.runner.run(
+            .grant(userId: userId, amount: amount, reason: reason), request: request, scope: "admin",
+            requestFingerprint: CommandRunner.fingerprint(request, body: body), status: .created
+        ) { outcome in
+            guard let entry = outcome.entry else { throw APIError(.internalError, "Internal error.") }
+            return GrantResponse(entry: LedgerEntry(entry), wallet: Wallet(outcome.state.wallet))
+        }
+    }
+
+    @Sendable func premium(_ request: Request, context: TallyRequestContext) async throws -> Response {
+        let userId = try Self.userId(context)
+        let body = try await JSONBody<PremiumRequest>.read(request, context: context).value
+        return try await services.runner.run(
+            .setPremium(userId: userId, until: body.until.map { Date(millis: $0.millis) }), request: request,
+            scope: "admin", requestFingerprint: CommandRunner.fingerprint(request, body: body)
+        ) { Me($0.state.user) }
+    }
+
+    static func userId(_ context: TallyRequestContext) throws -> String {
+        guard let id = context.parameters.get("userId"), UUID(uuidString: id) != nil else {
+            throw APIError(.notFound, "No such user.")
+        }
+        return id.lowercased()
+    }
+}
+
+/// An account as the admin API shows it.
+struct AdminUserView: Codable, Sendable {
+    var me: Me
+    var wallet: Wallet
+    var quotas: [Quota]
+}
+
+/// Admits only requests bearing the admin key, compared in constant time.
+struct AdminKeyMiddleware: RouterMiddleware {
+    typealias Context = TallyRequestContext
+    let adminKey: String
+
+    func handle(_ request: Request, context: Context, next: (Request, Context) async throws -> Response) async throws -> Response {
+        guard !adminKey.isEmpty, let token = request.headers[.authorization].flatMap(AuthMiddleware.bearer),
+            Secrets.constantTimeEqual(token, adminKey)
+        else { throw APIError(.forbidden, "The admin key is missing or wrong.", status: .unauthorized) }
+        return try await next(request, context)
+    }
+}

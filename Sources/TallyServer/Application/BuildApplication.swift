@@ -1,0 +1,75 @@
+import Foundation
+import Hummingbird
+import Logging
+import Metrics
+import Prometheus
+import ServiceLifecycle
+import TallySQLite
+import TallyStore
+
+/// Builds the Tally server: opens the store named by the configuration, adds the routes, and
+/// composes the services (database client, housekeeping, HTTP server) into one application.
+///
+/// Migrations and secrets load before the server accepts connections. `configureRouter` lets an
+/// embedding app add its own routes next to Tally's, with access to the same services.
+public func buildApplication(
+    configuration: TallyConfiguration,
+    clock: any WallClock = SystemClock(),
+    logger: Logger = Logger(label: "tally"),
+    onServerRunning: @escaping @Sendable (_ port: Int) async -> Void = { _ in },
+    configureRouter: (Router<TallyRequestContext>, TallyServices) -> Void = { _, _ in }
+) throws -> some ApplicationProtocol {
+    var services: [any Service] = []
+    let store: any TallyStorage
+    if let url = configuration.databaseURL {
+        let postgres = try makePostgresStore(url: url, poolSize: configuration.postgresPoolSize, logger: logger)
+        services.append(postgres.service)
+        store = postgres.store
+    } else {
+        try FileManager.default.createDirectory(atPath: configuration.dataDirectory, withIntermediateDirectories: true)
+        store = try SQLiteStore(path: (configuration.dataDirectory as NSString).appendingPathComponent("tally.sqlite"))
+    }
+    let tally = TallyServices(store: store, clock: clock, configuration: configuration)
+    let registry = PrometheusCollectorRegistry()
+    let router = buildRouter(services: tally, registry: registry)
+    configureRouter(router, tally)
+    services.append(
+        Housekeeping(store: store, clock: clock, interval: configuration.housekeepingInterval, logger: logger))
+    var app = Application(
+        router: router,
+        configuration: .init(
+            address: .hostname(configuration.host, port: configuration.port), serverName: "tally",
+            backlog: configuration.backlog),
+        services: services,
+        onServerRunning: { channel in await onServerRunning(channel.localAddress?.port ?? configuration.port) },
+        logger: logger)
+    app.beforeServerStarts {
+        try await store.migrate()
+        try await tally.loadSecrets()
+    }
+    return app
+}
+
+/// The router with every Tally route; exposed for embedding and for tests.
+public func buildRouter(services: TallyServices, registry: PrometheusCollectorRegistry) -> Router<TallyRequestContext> {
+    let router = Router(context: TallyRequestContext.self)
+    router.add(middleware: RequestMetricsMiddleware(factory: PrometheusMetricsFactory(registry: registry)))
+    router.add(middleware: ErrorMiddleware())
+    OperationsController(services: services, registry: registry).addRoutes(to: router)
+
+    let identity = IdentityController(services: services)
+    let metering = MeteringController(services: services)
+    let v1 = router.group("v1")
+    identity.addPublicRoutes(to: v1)
+    metering.addPublicRoutes(to: v1)
+
+    let user = router.group("v1")
+        .add(middleware: AuthMiddleware(tokens: services.tokens, store: services.store))
+        .group(context: AuthenticatedContext.self)
+    identity.addRoutes(to: user)
+    WalletController(services: services).addRoutes(to: user)
+    metering.addRoutes(to: user)
+
+    AdminController(services: services).addRoutes(to: router.group("admin/v1"))
+    return router
+}

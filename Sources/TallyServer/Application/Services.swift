@@ -1,0 +1,43 @@
+import Foundation
+import Synchronization
+import TallyStore
+
+/// What the route handlers share: built once by ``buildApplication(configuration:clock:logger:configureRouter:)``.
+public struct TallyServices: Sendable {
+    /// The database.
+    public let store: any TallyStorage
+    /// The clock every TTL and midnight reads.
+    public let clock: any WallClock
+    /// Quotas and actions.
+    public let catalog: Catalog
+    let configuration: TallyConfiguration
+    let tokens: TokenService
+    let views: QuotaViews
+    let runner: CommandRunner
+    let secrets: RuntimeSecrets
+
+    init(store: any TallyStorage, clock: any WallClock, configuration: TallyConfiguration) {
+        self.store = store
+        self.clock = clock
+        self.catalog = configuration.metering.catalog
+        self.configuration = configuration
+        self.tokens = TokenService(
+            clock: clock, accessTokenTTL: configuration.accessTokenTTL, refreshTokenTTL: configuration.refreshTokenTTL)
+        self.views = QuotaViews(catalog: catalog, clock: clock)
+        self.runner = CommandRunner(store: store, clock: clock, views: views, inFlight: InFlightKeys())
+        self.secrets = RuntimeSecrets()
+    }
+
+    /// Loads the secrets shared through the database (JWT signing key, IP-hash key); run before serving.
+    func loadSecrets() async throws {
+        let signing = try await store.secret(named: "jwt-hs256") { Secrets.random(bytes: 32) }
+        await tokens.install(signingKey: signing)
+        let ipKey = try await store.secret(named: "ip-hash") { Secrets.random(bytes: 32) }
+        secrets.ipHashKey.withLock { $0 = ipKey }
+    }
+}
+
+/// Secrets read from the database at start-up.
+final class RuntimeSecrets: Sendable {
+    let ipHashKey = Mutex("")
+}

@@ -1,0 +1,107 @@
+import Foundation
+import TallyStore
+import Yams
+
+/// Everything `tally serve` can be told. Defaults run an embedded server on 127.0.0.1:8080.
+public struct TallyConfiguration: Sendable {
+    /// Address to bind.
+    public var host = "127.0.0.1"
+    /// Port to bind (0: any free port).
+    public var port = 8080
+    /// Listen backlog; raise it (and the kernel's `somaxconn`) for many simultaneous connects.
+    public var backlog = 256
+    /// Where the embedded database and generated admin key live.
+    public var dataDirectory = "tally-data"
+    /// `postgres://user:pass@host:port/db` to use PostgreSQL instead of the embedded SQLite.
+    public var databaseURL: String?
+    /// PostgreSQL connections per server process.
+    public var postgresPoolSize = 20
+    /// The key of the admin API; ``AdminKey/resolve(configured:dataDirectory:)`` fills it in.
+    public var adminKey: String?
+    /// Quotas, actions and sign-up rules.
+    public var metering = MeteringConfiguration()
+    /// Lifetime of access tokens.
+    public var accessTokenTTL: TimeInterval = 15 * 60
+    /// Lifetime of refresh tokens.
+    public var refreshTokenTTL: TimeInterval = 30 * 24 * 3600
+    /// bcrypt cost for passwords (12 in production; tests lower it).
+    public var bcryptCost: UInt8 = 12
+    /// How often expired holds of idle accounts are swept.
+    public var housekeepingInterval: Duration = .seconds(1)
+
+    /// The defaults.
+    public init() {}
+}
+
+/// The metering part of the configuration file (`TALLY_CONFIG`, YAML or JSON).
+public struct MeteringConfiguration: Sendable {
+    /// The quotas, actions and sign-up grant.
+    public var catalog: Catalog = .standard
+    /// New guest accounts allowed per client IP per hour.
+    public var guestSignupsPerIPPerHour = 30
+
+    /// The default: ``Catalog/standard``, 30 guest sign-ups per IP per hour.
+    public init() {}
+
+    /// Parses a configuration file; JSON is accepted since it is YAML too.
+    ///
+    /// ```yaml
+    /// signupGrant: 0
+    /// guestSignupsPerIPPerHour: 30
+    /// quotas: [{name: readings, daily: 3}]
+    /// actions: [{name: reading.face, quota: readings, tokens: 5}, {name: ai.query, tokens: 3}]
+    /// ```
+    public init(yaml text: String) throws {
+        struct File: Decodable {
+            var signupGrant: Int64?
+            var guestSignupsPerIPPerHour: Int?
+            var quotas: [QuotaSpec]?
+            var actions: [ActionSpec]?
+        }
+        let file: File
+        do {
+            file = try YAMLDecoder().decode(File.self, from: text)
+        } catch {
+            throw ConfigurationError("the configuration file is not valid YAML/JSON of the expected shape: \(error)")
+        }
+        do {
+            catalog = try Catalog(
+                signupGrant: file.signupGrant ?? 0, quotas: file.quotas ?? Catalog.standard.quotas,
+                actions: file.actions ?? Catalog.standard.actions)
+        } catch {
+            throw ConfigurationError(error.description)
+        }
+        guestSignupsPerIPPerHour = file.guestSignupsPerIPPerHour ?? 30
+        guard guestSignupsPerIPPerHour >= 1 else { throw ConfigurationError("guestSignupsPerIPPerHour must be at least 1") }
+    }
+}
+
+/// A configuration that cannot be used; the message says what to fix.
+public struct ConfigurationError: Error, CustomStringConvertible {
+    /// What is wrong.
+    public var description: String
+    /// Creates the error.
+    public init(_ description: String) { self.description = description }
+}
+
+/// The admin key: `TALLY_ADMIN_KEY` when set, else generated once and kept in the data directory.
+public enum AdminKey {
+    /// The key to use, and whether it was just generated (so the caller prints it once).
+    public static func resolve(configured: String?, dataDirectory: String) throws -> (key: String, generated: Bool) {
+        if let configured, !configured.isEmpty {
+            guard configured.utf8.count >= 16 else { throw ConfigurationError("TALLY_ADMIN_KEY must be at least 16 characters") }
+            return (configured, false)
+        }
+        let path = (dataDirectory as NSString).appendingPathComponent("admin-key")
+        if let existing = try? String(contentsOfFile: path, encoding: .utf8).trimmingCharacters(in: .whitespacesAndNewlines),
+            !existing.isEmpty
+        {
+            return (existing, false)
+        }
+        let key = "tally_admin_" + Secrets.random(bytes: 24)
+        try FileManager.default.createDirectory(atPath: dataDirectory, withIntermediateDirectories: true)
+        guard FileManager.default.createFile(atPath: path, contents: Data((key + "\n").utf8), attributes: [.posixPermissions: 0o600])
+        else { throw ConfigurationError("cannot write \(path)") }
+        return (key, true)
+    }
+}

@@ -1,0 +1,88 @@
+import Foundation
+import HTTPTypes
+import Hummingbird
+import TallyAPI
+import TallyStore
+
+/// An error meant for the client: a status, a code and a message, rendered as `{"error":{"code","message"}}`.
+public struct APIError: Error, HTTPResponseError, CustomStringConvertible {
+    /// HTTP status.
+    public var status: HTTPResponse.Status
+    /// The body.
+    public var body: ErrorResponse
+    /// Extra headers such as `Retry-After`.
+    public var headers: HTTPFields
+
+    /// Creates an error whose status follows from its code.
+    public init(_ code: ErrorCode, _ message: String, status: HTTPResponse.Status? = nil, headers: HTTPFields = [:]) {
+        self.status = status ?? Self.status(for: code)
+        self.body = ErrorResponse(error: ErrorDetail(code: code, message: message))
+        self.headers = headers
+    }
+
+    /// The code and status only.
+    public var description: String { "APIError(\(status.code) \(body.error.code))" }
+
+    public func response(from request: Request, context: some RequestContext) throws -> Response {
+        var response = JSONResponse.make(status: status, body: body)
+        response.headers.append(contentsOf: headers)
+        return response
+    }
+
+    static func status(for code: ErrorCode) -> HTTPResponse.Status {
+        switch code {
+        case .unauthorized, .invalidCredentials, .invalidRefreshToken, .refreshTokenReused: return .unauthorized
+        case .forbidden: return .forbidden
+        case .notFound: return .notFound
+        case .methodNotAllowed: return .methodNotAllowed
+        case .insufficientTokens, .quotaExhausted: return HTTPResponse.Status(code: 402, reasonPhrase: "Payment Required")
+        case .credentialInUse, .alreadyLinked, .holdNotOpen, .idempotencyKeyInUse: return .conflict
+        case .idempotencyMismatch: return .unprocessableContent
+        case .bodyTooLarge: return .contentTooLarge
+        case .rateLimited: return .tooManyRequests
+        case .unavailable: return .serviceUnavailable
+        case .internalError: return .internalServerError
+        default: return .badRequest
+        }
+    }
+}
+
+extension APIError {
+    /// The client-facing form of a store failure.
+    init(_ error: StoreError, views: QuotaViews? = nil) {
+        switch error.code {
+        case .userNotFound: self.init(.notFound, "No such user.")
+        case .holdNotFound: self.init(.notFound, "No such hold.")
+        case .holdNotOpen: self.init(.holdNotOpen, "The hold was already captured, released or expired.")
+        case .insufficientTokens: self.init(.insufficientTokens, "Not enough tokens available.")
+        case .quotaExhausted: self.init(.quotaExhausted, "No free uses left today.")
+        case .credentialInUse: self.init(.credentialInUse, "This email belongs to another account.")
+        case .alreadyLinked: self.init(.alreadyLinked, "This account already has an email.")
+        case .invalidRefreshToken: self.init(.invalidRefreshToken, "The refresh token is invalid, expired or revoked.")
+        case .refreshTokenReused:
+            self.init(.refreshTokenReused, "The refresh token was already used; the session is revoked. Sign in again.")
+        case .idempotencyMismatch:
+            self.init(.idempotencyMismatch, "This Idempotency-Key was used with a different request.")
+        case .idempotencyKeyInUse:
+            self.init(.idempotencyKeyInUse, "A request with this Idempotency-Key is still in progress; retry later.")
+        case .invalidInput: self.init(.invalidField, "A value is out of range.")
+        case .rateLimited:
+            let seconds = Int((error.retryAfter ?? 60).rounded(.up))
+            self.init(.rateLimited, "Too many new accounts from this address; retry later.", headers: [.retryAfter: "\(seconds)"])
+        default: self.init(.unavailable, "The database is unavailable; retry later.", headers: [.retryAfter: "1"])
+        }
+        if let state = error.state, let views {
+            body.wallet = Wallet(state.wallet)
+            body.quotas = views.quotas(for: state)
+        }
+    }
+}
+
+extension HTTPField.Name {
+    /// `Retry-After`.
+    static let retryAfter = HTTPField.Name("Retry-After")!
+    /// `Idempotency-Key`.
+    static let idempotencyKey = HTTPField.Name(TallyHeader.idempotencyKey)!
+    /// `Idempotent-Replayed`.
+    static let idempotentReplayed = HTTPField.Name(TallyHeader.idempotentReplayed)!
+}

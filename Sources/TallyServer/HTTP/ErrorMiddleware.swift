@@ -1,0 +1,40 @@
+import Hummingbird
+import Logging
+import TallyAPI
+import TallyStore
+
+/// Turns every error into the API's JSON error shape. Expected failures keep their status; anything
+/// unexpected is logged (type only, no values) and becomes a 500 whose body reveals nothing.
+struct ErrorMiddleware<Context: RequestContext>: RouterMiddleware {
+    func handle(_ request: Request, context: Context, next: (Request, Context) async throws -> Response) async throws -> Response {
+        do {
+            return try await next(request, context)
+        } catch let error as APIError {
+            return try error.response(from: request, context: context)
+        } catch let error as StoreError {
+            if error.code == .unavailable {
+                context.logger.error("store unavailable", metadata: ["error.type": "\(type(of: error.underlying))"])
+            }
+            return try APIError(error).response(from: request, context: context)
+        } catch let error as HTTPError {
+            return try Self.map(error).response(from: request, context: context)
+        } catch {
+            context.logger.error("unhandled error", metadata: ["error.type": "\(type(of: error))"])
+            return try APIError(.internalError, "Internal error.").response(from: request, context: context)
+        }
+    }
+
+    static func map(_ error: HTTPError) -> APIError {
+        switch error.status {
+        case .notFound: return APIError(.notFound, "No such route.")
+        case .methodNotAllowed: return APIError(.methodNotAllowed, "Method not allowed on this route.")
+        case .contentTooLarge: return APIError(.bodyTooLarge, "The request body is too large.")
+        case .unauthorized: return APIError(.unauthorized, "A valid access token is required.")
+        default:
+            if (400..<500).contains(error.status.code) {
+                return APIError(.invalidJSON, "Bad request.", status: error.status)
+            }
+            return APIError(.internalError, "Internal error.")
+        }
+    }
+}

@@ -1,0 +1,82 @@
+import Foundation
+import HTTPTypes
+import Hummingbird
+import NIOCore
+import TallyAPI
+
+/// JSON in and out, with the API's conventions and clean 4xx errors for bad bodies.
+enum JSONResponse {
+    static let encoder = TallyJSON.encoder()
+    static let decoder = TallyJSON.decoder()
+
+    /// Encodes `body` as a response.
+    static func make(status: HTTPResponse.Status = .ok, body: some Encodable, headers: HTTPFields = [:]) -> Response {
+        let bytes = (try? encoder.encode(body)) ?? Data(#"{"error":{"code":"internal","message":"encoding failed"}}"#.utf8)
+        return make(status: status, bytes: bytes, headers: headers)
+    }
+
+    /// A response with an already encoded body.
+    static func make(status: HTTPResponse.Status, bytes: some Collection<UInt8>, headers: HTTPFields = [:]) -> Response {
+        var fields = headers
+        fields[.contentType] = "application/json; charset=utf-8"
+        return Response(status: status, headers: fields, body: .init(byteBuffer: ByteBuffer(bytes: bytes)))
+    }
+
+    /// Encodes a value to bytes for storage under an idempotency key.
+    static func bytes(_ body: some Encodable) throws -> [UInt8] {
+        [UInt8](try encoder.encode(body))
+    }
+}
+
+/// A decoded JSON request body together with its raw bytes (for idempotency fingerprints).
+struct JSONBody<Value: Decodable> {
+    let value: Value
+    let raw: ByteBuffer
+
+    /// Reads and decodes the body; malformed, mistyped or missing fields are 400, oversize is 413.
+    static func read(_ request: Request, context: some RequestContext) async throws -> JSONBody {
+        let buffer: ByteBuffer
+        do {
+            buffer = try await request.body.collect(upTo: context.maxUploadSize)
+        } catch {
+            throw APIError(.bodyTooLarge, "The request body exceeds \(context.maxUploadSize) bytes.")
+        }
+        do {
+            return JSONBody(value: try JSONResponse.decoder.decode(Value.self, from: Data(buffer.readableBytesView)), raw: buffer)
+        } catch let error as DecodingError {
+            throw APIError(.invalidJSON, Self.describe(error))
+        } catch {
+            throw APIError(.invalidJSON, "The body is not valid JSON.")
+        }
+    }
+
+    private static func describe(_ error: DecodingError) -> String {
+        func path(_ context: DecodingError.Context) -> String {
+            let path = context.codingPath.map(\.stringValue).joined(separator: ".")
+            return path.isEmpty ? "the body" : "'\(path)'"
+        }
+        switch error {
+        case .keyNotFound(let key, let context):
+            let parent = context.codingPath.map(\.stringValue) + [key.stringValue]
+            return "Missing field '\(parent.joined(separator: "."))'."
+        case .typeMismatch(let type, let context):
+            return "Wrong type for \(path(context)): expected \(Self.name(of: type))."
+        case .valueNotFound(let type, let context):
+            return "Null for \(path(context)): expected \(Self.name(of: type))."
+        case .dataCorrupted(let context):
+            return context.codingPath.isEmpty ? "The body is not valid JSON." : "Invalid value for \(path(context))."
+        @unknown default:
+            return "The body is not valid JSON."
+        }
+    }
+
+    private static func name(of type: Any.Type) -> String {
+        switch type {
+        case is String.Type: return "a string"
+        case is Int.Type, is Int64.Type: return "an integer"
+        case is Bool.Type: return "a boolean"
+        case is Date.Type: return "an ISO 8601 date"
+        default: return "\(type)"
+        }
+    }
+}

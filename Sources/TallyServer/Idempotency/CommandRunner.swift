@@ -1,0 +1,84 @@
+import Foundation
+import HTTPTypes
+import Hummingbird
+import Synchronization
+import TallyAPI
+import TallyStore
+
+/// Runs a store command for an HTTP handler with Stripe-style `Idempotency-Key` semantics:
+/// the same key and request replay the first response; the same key with another request is 422;
+/// a duplicate arriving while the first is in flight is 409. Refusals (4xx) store nothing, so they
+/// can be retried once the cause is fixed.
+struct CommandRunner: Sendable {
+    let store: any TallyStorage
+    let clock: any WallClock
+    let views: QuotaViews
+    let inFlight: InFlightKeys
+
+    /// Whether the endpoint insists on a key.
+    enum KeyPolicy { case optional, required }
+
+    /// Runs `command` and renders its outcome as the response body with `status`.
+    /// - Parameters:
+    ///   - scope: whose keys: the user id, or `admin`.
+    ///   - requestFingerprint: a canonical form of the request (method, path, decoded body).
+    func run<Body: Encodable & Sendable>(
+        _ command: Command, request: Request, scope: String, requestFingerprint: String, keyPolicy: KeyPolicy = .optional,
+        status: HTTPResponse.Status = .ok, render: @escaping @Sendable (CommandOutcome) throws -> Body
+    ) async throws -> Response {
+        let key = try Self.idempotencyKey(request, policy: keyPolicy)
+        let idempotency = key.map {
+            IdempotencyKey(scope: scope, key: $0, fingerprint: Secrets.sha256(requestFingerprint))
+        }
+        let claim = idempotency.map { "\($0.scope)\u{0}\($0.key)" }
+        if let claim, !inFlight.claim(claim) {
+            throw APIError(StoreError(.idempotencyKeyInUse))
+        }
+        defer { if let claim { inFlight.release(claim) } }
+        let execution: Execution
+        do {
+            execution = try await store.execute(command, idempotency: idempotency, now: clock.now) { outcome in
+                StoredResponse(status: Int(status.code), body: try JSONResponse.bytes(render(outcome)))
+            }
+        } catch let error as StoreError {
+            throw APIError(error, views: views)
+        }
+        var headers: HTTPFields = [:]
+        if case .replayed = execution { headers[.idempotentReplayed] = "true" }
+        let stored = execution.response
+        return JSONResponse.make(status: HTTPResponse.Status(code: stored.status), bytes: stored.body, headers: headers)
+    }
+
+    /// The request's key: 1–255 printable ASCII characters.
+    static func idempotencyKey(_ request: Request, policy: KeyPolicy) throws -> String? {
+        guard let key = request.headers[.idempotencyKey] else {
+            if policy == .required {
+                throw APIError(.idempotencyKeyRequired, "This endpoint requires an Idempotency-Key header (one per user intent).")
+            }
+            return nil
+        }
+        guard (1...255).contains(key.utf8.count), key.utf8.allSatisfy({ $0 >= 0x21 && $0 <= 0x7E }) else {
+            throw APIError(.invalidField, "Idempotency-Key must be 1 to 255 printable ASCII characters.")
+        }
+        return key
+    }
+
+    /// A canonical description of a request: method, path and the decoded body re-encoded with sorted keys,
+    /// so the same request with other whitespace or key order is still the same request.
+    static func fingerprint(_ request: Request, body: (some Encodable)?) -> String {
+        let encoded = body.flatMap { try? JSONResponse.encoder.encode($0) }.map { String(decoding: $0, as: UTF8.self) } ?? ""
+        return "\(request.method.rawValue) \(request.uri.path)\n\(encoded)"
+    }
+}
+
+/// Keys being processed by this process, so a concurrent duplicate gets 409 at once. Across processes
+/// the PostgreSQL store adds an advisory lock per key.
+final class InFlightKeys: Sendable {
+    private let keys = Mutex(Set<String>())
+
+    /// Claims `key`; `false` if it is already claimed.
+    func claim(_ key: String) -> Bool { keys.withLock { $0.insert(key).inserted } }
+
+    /// Releases a claimed key.
+    func release(_ key: String) { _ = keys.withLock { $0.remove(key) } }
+}

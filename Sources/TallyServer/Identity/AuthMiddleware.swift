@@ -1,0 +1,35 @@
+import Foundation
+import Hummingbird
+import Logging
+import TallyAPI
+import TallyStore
+
+/// Verifies `Authorization: Bearer <access token>` and sets ``TallyRequestContext/identity``.
+///
+/// The token must be validly signed, unexpired, and belong to a session that is still live (not signed
+/// out, account not deleted). The user id comes only from the token, never from the request.
+struct AuthMiddleware: RouterMiddleware {
+    typealias Context = TallyRequestContext
+    let tokens: TokenService
+    let store: any TallyStorage
+
+    func handle(_ request: Request, context: Context, next: (Request, Context) async throws -> Response) async throws -> Response {
+        guard let token = request.headers[.authorization].flatMap(Self.bearer),
+            let identity = await tokens.verify(token),
+            try await store.liveSessionUser(sessionId: identity.sessionId) == identity.userId
+        else {
+            throw APIError(.unauthorized, "A valid access token is required.")
+        }
+        var context = context
+        context.identity = identity
+        context.logger[metadataKey: "tally.user"] = .string(identity.userId)
+        return try await next(request, context)
+    }
+
+    /// The token of a `Bearer` authorization header.
+    static func bearer(_ header: String) -> String? {
+        let prefix = "Bearer "
+        guard header.count > prefix.count, header.prefix(prefix.count).lowercased() == prefix.lowercased() else { return nil }
+        return String(header.dropFirst(prefix.count)).trimmingCharacters(in: .whitespaces)
+    }
+}

@@ -1,0 +1,123 @@
+import Foundation
+import Hummingbird
+import HummingbirdBcrypt
+import Logging
+import NIOPosix
+import Synchronization
+import TallyAPI
+import TallyStore
+
+/// `/v1/auth/*` and `/v1/me`: guest identity, sessions, linking, the account.
+struct IdentityController {
+    let services: TallyServices
+    /// A bcrypt hash of a random string, checked when an email has no account.
+    let decoyHash: String
+    var store: any TallyStorage { services.store }
+
+    init(services: TallyServices) {
+        self.services = services
+        self.decoyHash = Bcrypt.hash(Secrets.random(bytes: 16), cost: services.configuration.bcryptCost)
+    }
+
+    func addPublicRoutes(to group: RouterGroup<TallyRequestContext>) {
+        group.post("auth/guest", use: guest)
+        group.post("auth/refresh", use: refresh)
+        group.post("auth/sign-in", use: signIn)
+    }
+
+    func addRoutes(to group: RouterGroup<AuthenticatedContext>) {
+        group.post("auth/link", use: link)
+        group.post("auth/sign-out", use: signOut)
+        group.get("me", use: me)
+        group.patch("me", use: updateMe)
+        group.delete("me", use: deleteMe)
+    }
+
+    @Sendable func guest(_ request: Request, context: TallyRequestContext) async throws -> Response {
+        let body = try await JSONBody<GuestSignInRequest>.read(request, context: context).value
+        let deviceHash = Secrets.sha256(try Validate.deviceId(body.deviceId))
+        let ipHash = Secrets.hmac(context.remoteIP, key: services.secrets.ipHashKey.withLock { $0 })
+        let (refreshToken, record) = services.tokens.refreshToken()
+        let grant = try await store.signInGuest(
+            deviceHash: deviceHash, ipHash: ipHash, signupsPerHour: services.configuration.metering.guestSignupsPerIPPerHour,
+            signupGrant: services.catalog.signupGrant, sessionId: UUID().uuidString.lowercased(), refresh: record,
+            now: services.clock.now)
+        if grant.created { context.logger.info("guest created", metadata: ["tally.user": .string(grant.user.id)]) }
+        return try await tokensResponse(grant, refreshToken: refreshToken, status: grant.created ? .created : .ok)
+    }
+
+    @Sendable func refresh(_ request: Request, context: TallyRequestContext) async throws -> Response {
+        let body = try await JSONBody<RefreshRequest>.read(request, context: context).value
+        guard (1...512).contains(body.refreshToken.utf8.count) else {
+            throw APIError(StoreError(.invalidRefreshToken))
+        }
+        let (refreshToken, record) = services.tokens.refreshToken()
+        let grant = try await store.rotateRefreshToken(hash: Secrets.sha256(body.refreshToken), next: record, now: services.clock.now)
+        return try await tokensResponse(grant, refreshToken: refreshToken)
+    }
+
+    @Sendable func signIn(_ request: Request, context: TallyRequestContext) async throws -> Response {
+        let body = try await JSONBody<CredentialsRequest>.read(request, context: context).value
+        let email = try Validate.email(body.email)
+        let password = try Validate.password(body.password)
+        let account = try await store.passwordHash(email: email)
+        // Without an account, still spend a bcrypt check so timing does not reveal which emails exist.
+        let hash = account?.passwordHash ?? decoyHash
+        let matches = try await NIOThreadPool.singleton.runIfActive { Bcrypt.verify(password, hash: hash) }
+        guard let account, matches else {
+            throw APIError(.invalidCredentials, "Email or password is wrong.")
+        }
+        let (refreshToken, record) = services.tokens.refreshToken()
+        let grant = try await store.openSession(
+            userId: account.userId, sessionId: UUID().uuidString.lowercased(), refresh: record, now: services.clock.now)
+        return try await tokensResponse(grant, refreshToken: refreshToken)
+    }
+
+    @Sendable func link(_ request: Request, context: AuthenticatedContext) async throws -> Response {
+        let body = try await JSONBody<CredentialsRequest>.read(request, context: context).value
+        let email = try Validate.email(body.email)
+        let password = try Validate.password(body.password)
+        let cost = services.configuration.bcryptCost
+        let hash = try await NIOThreadPool.singleton.runIfActive { Bcrypt.hash(password, cost: cost) }
+        let user = try await store.linkCredentials(userId: context.identity.userId, email: email, passwordHash: hash)
+        context.logger.info("guest linked")
+        return JSONResponse.make(body: Me(user))
+    }
+
+    @Sendable func signOut(_ request: Request, context: AuthenticatedContext) async throws -> HTTPResponse.Status {
+        try await store.revokeSession(id: context.identity.sessionId, now: services.clock.now)
+        return .noContent
+    }
+
+    @Sendable func me(_ request: Request, context: AuthenticatedContext) async throws -> Response {
+        guard let user = try await store.user(id: context.identity.userId) else {
+            throw APIError(.unauthorized, "A valid access token is required.")
+        }
+        return JSONResponse.make(body: Me(user))
+    }
+
+    @Sendable func updateMe(_ request: Request, context: AuthenticatedContext) async throws -> Response {
+        let body = try await JSONBody<UpdateMeRequest>.read(request, context: context).value
+        let timezone = try body.timezone.map(Validate.timezone)
+        let language = try body.language.map(Validate.language)
+        let userId = context.identity.userId
+        return try await services.runner.run(
+            .updateProfile(userId: userId, timezone: timezone, language: language), request: request, scope: userId,
+            requestFingerprint: CommandRunner.fingerprint(request, body: body)
+        ) { Me($0.state.user) }
+    }
+
+    @Sendable func deleteMe(_ request: Request, context: AuthenticatedContext) async throws -> HTTPResponse.Status {
+        _ = try await store.deleteUser(id: context.identity.userId)
+        context.logger.info("account deleted")
+        return .noContent
+    }
+
+    private func tokensResponse(_ grant: SessionGrant, refreshToken: String, status: HTTPResponse.Status = .ok) async throws -> Response {
+        let access = try await services.tokens.accessToken(userId: grant.user.id, sessionId: grant.sessionId)
+        let tokens = SessionTokens(
+            userId: grant.user.id, isGuest: grant.user.isGuest, accessToken: access.token, refreshToken: refreshToken,
+            expiresIn: access.expiresIn)
+        return JSONResponse.make(status: status, body: tokens, headers: [.cacheControl: "no-store"])
+    }
+}

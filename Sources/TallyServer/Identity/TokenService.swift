@@ -1,0 +1,97 @@
+import Crypto
+import Foundation
+import JWTKit
+import Synchronization
+import TallyStore
+
+/// Signs and verifies access tokens (HS256 JWTs) and mints refresh tokens.
+///
+/// The signing key is a secret stored in the database, so every instance on the same database
+/// accepts the tokens of every other. Expiry is checked against the injected clock.
+final class TokenService: Sendable {
+    private let keys = JWTKeyCollection()
+    private let ready = Mutex(false)
+    let clock: any WallClock
+    let accessTokenTTL: TimeInterval
+    let refreshTokenTTL: TimeInterval
+
+    init(clock: any WallClock, accessTokenTTL: TimeInterval, refreshTokenTTL: TimeInterval) {
+        self.clock = clock
+        self.accessTokenTTL = accessTokenTTL
+        self.refreshTokenTTL = refreshTokenTTL
+    }
+
+    /// Installs the signing key (a base64 secret of 32 random bytes); called once before the server starts.
+    func install(signingKey: String) async {
+        await keys.add(hmac: HMACKey(from: Data(base64Encoded: signingKey) ?? Data(signingKey.utf8)), digestAlgorithm: .sha256)
+        ready.withLock { $0 = true }
+    }
+
+    /// A signed access token for a session, and its lifetime in seconds.
+    func accessToken(userId: String, sessionId: String) async throws -> (token: String, expiresIn: Int) {
+        let now = clock.now
+        let claims = AccessClaims(
+            sub: SubjectClaim(value: userId), sid: sessionId, iat: IssuedAtClaim(value: now),
+            exp: ExpirationClaim(value: now.addingTimeInterval(accessTokenTTL)))
+        return (try await keys.sign(claims), Int(accessTokenTTL))
+    }
+
+    /// The identity in a valid, unexpired access token; `nil` for anything else.
+    func verify(_ token: String) async -> Identity? {
+        guard ready.withLock({ $0 }), token.utf8.count < 2048,
+            let claims = try? await keys.verify(token, as: AccessClaims.self),
+            claims.exp.value > clock.now
+        else { return nil }
+        return Identity(userId: claims.sub.value, sessionId: claims.sid)
+    }
+
+    /// A new refresh token to hand out, and what to store (its hash and expiry).
+    func refreshToken() -> (token: String, record: NewRefreshToken) {
+        let token = Secrets.random(bytes: 32)
+        return (token, NewRefreshToken(hash: Secrets.sha256(token), expiresAt: clock.now.addingTimeInterval(refreshTokenTTL)))
+    }
+}
+
+/// The claims of an access token: who (`sub`), which session (`sid`), and until when.
+struct AccessClaims: JWTPayload {
+    var sub: SubjectClaim
+    var sid: String
+    var iat: IssuedAtClaim
+    var exp: ExpirationClaim
+
+    /// Expiry is checked by ``TokenService`` against the injected clock.
+    func verify(using algorithm: some JWTAlgorithm) async throws {}
+}
+
+/// Random secrets and one-way hashes.
+enum Secrets {
+    /// `bytes` cryptographically random bytes, base64url without padding.
+    static func random(bytes count: Int) -> String {
+        var generator = SystemRandomNumberGenerator()
+        let bytes = (0..<count).map { _ in UInt8.random(in: .min ... .max, using: &generator) }
+        return base64URL(Data(bytes))
+    }
+
+    /// Hex SHA-256: for high-entropy secrets (device secrets, refresh tokens) that are stored only hashed.
+    static func sha256(_ value: String) -> String {
+        SHA256.hash(data: Data(value.utf8)).map { String(format: "%02x", $0) }.joined()
+    }
+
+    /// Hex HMAC-SHA-256 under `key`: for low-entropy values such as IP addresses.
+    static func hmac(_ value: String, key: String) -> String {
+        let mac = HMAC<SHA256>.authenticationCode(for: Data(value.utf8), using: SymmetricKey(data: Data(key.utf8)))
+        return Data(mac).map { String(format: "%02x", $0) }.joined()
+    }
+
+    /// Compares two secrets in time independent of where they differ.
+    static func constantTimeEqual(_ a: String, _ b: String) -> Bool {
+        let x = SHA256.hash(data: Data(a.utf8))
+        let y = SHA256.hash(data: Data(b.utf8))
+        return zip(x, y).reduce(UInt8(0)) { $0 | ($1.0 ^ $1.1) } == 0
+    }
+
+    static func base64URL(_ data: Data) -> String {
+        data.base64EncodedString().replacingOccurrences(of: "+", with: "-").replacingOccurrences(of: "/", with: "_")
+            .replacingOccurrences(of: "=", with: "")
+    }
+}

@@ -1,0 +1,54 @@
+import Foundation
+import Hummingbird
+import Logging
+import TallyAPI
+import TallyStore
+
+/// `/v1/quotas`, `/v1/actions` and `POST /v1/actions/{name}`: the one call an app makes when its user does something that costs.
+struct MeteringController {
+    let services: TallyServices
+
+    func addPublicRoutes(to group: RouterGroup<TallyRequestContext>) {
+        group.get("actions", use: actions)
+    }
+
+    func addRoutes(to group: RouterGroup<AuthenticatedContext>) {
+        group.get("quotas", use: quotas)
+        group.post("actions/:name", use: perform)
+    }
+
+    @Sendable func actions(_ request: Request, context: TallyRequestContext) async throws -> Response {
+        let items = services.catalog.actions.map { ActionPrice(name: $0.name, quota: $0.quota, tokens: $0.tokens) }
+        return JSONResponse.make(body: ActionList(items: items), headers: [.cacheControl: "public, max-age=300"])
+    }
+
+    @Sendable func quotas(_ request: Request, context: AuthenticatedContext) async throws -> Response {
+        guard let state = try await services.store.accountState(userId: context.identity.userId, now: services.clock.now) else {
+            throw APIError(.unauthorized, "A valid access token is required.")
+        }
+        return JSONResponse.make(body: QuotaList(items: services.views.quotas(for: state)))
+    }
+
+    @Sendable func perform(_ request: Request, context: AuthenticatedContext) async throws -> Response {
+        guard let name = context.parameters.get("name"), let action = services.catalog.action(named: name) else {
+            throw APIError(.notFound, "No such action.")
+        }
+        let limit = action.quota.flatMap { services.catalog.quota(named: $0)?.daily }
+        let userId = context.identity.userId
+        let views = services.views
+        return try await services.runner.run(
+            .performAction(userId: userId, action: action, quotaLimit: limit), request: request, scope: userId,
+            requestFingerprint: CommandRunner.fingerprint(request, body: String?.none), keyPolicy: .required
+        ) { outcome in
+            let (payment, charged): (ActionPayment, Int64) =
+                switch outcome.payment {
+                case .charge(let tokens): (.tokens, tokens)
+                case .premium: (.premium, 0)
+                default: (.quota, 0)
+                }
+            return ActionResult(
+                action: action.name, paidWith: payment, tokensCharged: charged, wallet: Wallet(outcome.state.wallet),
+                quotas: views.quotas(for: outcome.state))
+        }
+    }
+}

@@ -1,0 +1,44 @@
+import Foundation
+import Logging
+import ServiceLifecycle
+import TallyStore
+
+/// Releases expired holds of every account and deletes old idempotency and sign-up records.
+///
+/// Requests already release a caller's own expired holds before touching the wallet; this sweep makes
+/// sure holds of idle accounts are released too. Several instances may sweep at once safely.
+struct Housekeeping: Service {
+    let store: any TallyStorage
+    let clock: any WallClock
+    let interval: Duration
+    let logger: Logger
+
+    /// Idempotency records are kept 48 hours (clients are promised at least 24).
+    static let idempotencyRetention: Double = 48 * 3600
+
+    /// One sweep: expire holds, purge old records. Returns the number of holds released.
+    func sweep() async throws -> Int {
+        let now = clock.now
+        var released = 0
+        while true {
+            let batch = try await store.expireHolds(now: now, limit: 500)
+            released += batch
+            if batch < 500 { break }
+        }
+        try await store.purge(
+            idempotencyBefore: now.addingTimeInterval(-Self.idempotencyRetention), signupsBefore: now.addingTimeInterval(-7200))
+        return released
+    }
+
+    func run() async throws {
+        while !Task.isCancelled && !Task.isShuttingDownGracefully {
+            do {
+                let released = try await sweep()
+                if released > 0 { logger.debug("expired holds released", metadata: ["count": "\(released)"]) }
+            } catch {
+                logger.warning("housekeeping sweep failed", metadata: ["error": "\(error)"])
+            }
+            try? await cancelWhenGracefulShutdown { try await Task.sleep(for: interval) }
+        }
+    }
+}

@@ -1,0 +1,98 @@
+import Foundation
+
+/// A state change to one account, applied by a store in one transaction.
+///
+/// Every mutation the API offers is one case, so idempotency, hold expiry and the
+/// authoritative state of the response are handled once per store, not once per endpoint.
+public enum Command: Sendable, Hashable {
+    /// Add tokens (`reason` goes to the ledger).
+    case grant(userId: String, amount: Int64, reason: String)
+    /// Reserve tokens until `expiresAt`.
+    case createHold(userId: String, holdId: String, amount: Int64, expiresAt: Date)
+    /// Charge `amount` of an open hold and release the rest.
+    case captureHold(userId: String, holdId: String, amount: Int64)
+    /// Release an open hold.
+    case releaseHold(userId: String, holdId: String)
+    /// Perform a metered action: a free quota use, else its token price.
+    case performAction(userId: String, action: ActionSpec, quotaLimit: Int?)
+    /// Set or clear the premium entitlement.
+    case setPremium(userId: String, until: Date?)
+    /// Change the profile; `nil` fields are left alone.
+    case updateProfile(userId: String, timezone: String?, language: String?)
+
+    /// The account the command changes.
+    public var userId: String {
+        switch self {
+        case .grant(let userId, _, _), .createHold(let userId, _, _, _), .captureHold(let userId, _, _),
+            .releaseHold(let userId, _), .performAction(let userId, _, _), .setPremium(let userId, _),
+            .updateProfile(let userId, _, _):
+            return userId
+        }
+    }
+}
+
+/// What a command did, with the account state right after it (read in the same transaction).
+public struct CommandOutcome: Sendable, Hashable {
+    /// The account after the command.
+    public var state: AccountState
+    /// The ledger entry written, if one was.
+    public var entry: LedgerEntryRecord?
+    /// The hold created or settled, if any.
+    public var hold: HoldRecord?
+    /// How an action was paid, for `performAction`.
+    public var payment: ActionDecision?
+
+    /// Creates an outcome.
+    public init(state: AccountState, entry: LedgerEntryRecord? = nil, hold: HoldRecord? = nil, payment: ActionDecision? = nil) {
+        self.state = state
+        self.entry = entry
+        self.hold = hold
+        self.payment = payment
+    }
+}
+
+/// The identity of a request under an `Idempotency-Key`.
+public struct IdempotencyKey: Sendable, Hashable {
+    /// Whose key: a user id, or `admin`.
+    public var scope: String
+    /// The client's key.
+    public var key: String
+    /// A hash of the method, path and body: the same key with another request is refused.
+    public var fingerprint: String
+
+    /// Creates the key.
+    public init(scope: String, key: String, fingerprint: String) {
+        self.scope = scope
+        self.key = key
+        self.fingerprint = fingerprint
+    }
+}
+
+/// A rendered response, stored under its idempotency key and replayed byte for byte.
+public struct StoredResponse: Sendable, Hashable {
+    /// HTTP status code.
+    public var status: Int
+    /// The JSON body.
+    public var body: [UInt8]
+
+    /// Creates a stored response.
+    public init(status: Int, body: [UInt8]) {
+        self.status = status
+        self.body = body
+    }
+}
+
+/// The result of `execute`: the command ran now, or an earlier run's response is replayed.
+public enum Execution: Sendable, Hashable {
+    /// The command ran in this call.
+    case executed(StoredResponse)
+    /// The key was seen before with the same request: this is the first response.
+    case replayed(StoredResponse)
+
+    /// The response to send either way.
+    public var response: StoredResponse {
+        switch self {
+        case .executed(let response), .replayed(let response): return response
+        }
+    }
+}

@@ -1,0 +1,167 @@
+import Foundation
+
+/// What a store reads, under lock, before applying a command.
+public struct LedgerSnapshot: Sendable, Hashable {
+    /// The account.
+    public var user: UserRecord
+    /// Its wallet.
+    public var wallet: WalletState
+    /// The hold named by the command, if any.
+    public var hold: HoldRecord?
+    /// The counter of the action's quota, if any and if it exists.
+    public var counter: QuotaCounter?
+
+    /// Creates a snapshot.
+    public init(user: UserRecord, wallet: WalletState, hold: HoldRecord? = nil, counter: QuotaCounter? = nil) {
+        self.user = user
+        self.wallet = wallet
+        self.hold = hold
+        self.counter = counter
+    }
+}
+
+/// A ledger entry to append: the wallet moves by exactly `amount` and `heldChange` with it.
+public struct PlannedEntry: Sendable, Hashable {
+    /// Entry kind.
+    public var kind: EntryKind
+    /// Signed change to the balance.
+    public var amount: Int64
+    /// Signed change to the held amount.
+    public var heldChange: Int64
+    /// Reason for the ledger.
+    public var reason: String?
+
+    /// Creates a planned entry.
+    public init(kind: EntryKind, amount: Int64, heldChange: Int64, reason: String?) {
+        self.kind = kind
+        self.amount = amount
+        self.heldChange = heldChange
+        self.reason = reason
+    }
+}
+
+/// The writes a command needs, decided from a snapshot by ``LedgerPlanner``. A store applies
+/// them in the same transaction it read the snapshot in, and nothing else.
+public struct LedgerPlan: Sendable, Hashable {
+    /// The entry to append and apply to the wallet (balance, held, version + 1).
+    public var entry: PlannedEntry?
+    /// A hold to insert.
+    public var newHold: HoldRecord?
+    /// The new status (and captured amount) of the snapshot's hold.
+    public var settleHold: (status: HoldStatus, capturedAmount: Int64?)?
+    /// A quota counter to write, by quota name.
+    public var counter: (quota: String, value: QuotaCounter)?
+    /// The profile after the command, when it changes.
+    public var user: UserRecord?
+    /// How an action was paid.
+    public var payment: ActionDecision?
+
+    /// An empty plan.
+    public init() {}
+
+    public static func == (lhs: LedgerPlan, rhs: LedgerPlan) -> Bool {
+        lhs.entry == rhs.entry && lhs.newHold == rhs.newHold && lhs.settleHold?.status == rhs.settleHold?.status
+            && lhs.settleHold?.capturedAmount == rhs.settleHold?.capturedAmount && lhs.counter?.quota == rhs.counter?.quota
+            && lhs.counter?.value == rhs.counter?.value && lhs.user == rhs.user && lhs.payment == rhs.payment
+    }
+
+    public func hash(into hasher: inout Hasher) {
+        hasher.combine(entry)
+        hasher.combine(newHold)
+        hasher.combine(payment)
+    }
+}
+
+/// The ledger's rules as a pure function from (command, snapshot, now) to a plan.
+/// Both stores call it, so SQLite and PostgreSQL cannot disagree about money.
+public enum LedgerPlanner {
+    /// Plans `command` against `snapshot`, or throws the refusal (which leaves nothing behind).
+    public static func plan(_ command: Command, snapshot: LedgerSnapshot, now: Date) throws(StoreError) -> LedgerPlan {
+        var plan = LedgerPlan()
+        let wallet = snapshot.wallet
+        switch command {
+        case .grant(_, let amount, let reason):
+            guard amount > 0, amount <= Limits.maxAmount else { throw StoreError(.invalidInput) }
+            plan.entry = PlannedEntry(kind: .grant, amount: amount, heldChange: 0, reason: reason)
+
+        case .createHold(let userId, let holdId, let amount, let expiresAt):
+            guard amount > 0, amount <= Limits.maxAmount, expiresAt > now else { throw StoreError(.invalidInput) }
+            guard wallet.available >= amount else { throw StoreError(.insufficientTokens) }
+            plan.entry = PlannedEntry(kind: .hold, amount: 0, heldChange: amount, reason: holdId)
+            plan.newHold = HoldRecord(
+                id: holdId, userId: userId, amount: amount, status: .open, capturedAmount: nil, createdAt: now,
+                expiresAt: expiresAt)
+
+        case .captureHold(_, let holdId, let amount):
+            let hold = try openHold(snapshot, now: now)
+            guard amount >= 0, amount <= hold.amount else { throw StoreError(.invalidInput) }
+            plan.entry = PlannedEntry(kind: .capture, amount: -amount, heldChange: -hold.amount, reason: holdId)
+            plan.settleHold = (.captured, amount)
+
+        case .releaseHold(_, let holdId):
+            let hold = try openHold(snapshot, now: now)
+            plan.entry = PlannedEntry(kind: .release, amount: 0, heldChange: -hold.amount, reason: holdId)
+            plan.settleHold = (.released, nil)
+
+        case .performAction(_, let action, let quotaLimit):
+            let timeZone = TimeZone(identifier: snapshot.user.timezone) ?? .gmt
+            let counter = action.quota.map { _ in QuotaWindow.current(snapshot.counter, now: now, timeZone: timeZone) }
+            let remaining = counter.flatMap { counter in quotaLimit.map { $0 - counter.used } }
+            let decision = ActionDecision.decide(
+                action: action, isPremium: snapshot.user.isPremium(at: now), quotaRemaining: remaining,
+                available: wallet.available)
+            plan.payment = decision
+            switch decision {
+            case .useQuota:
+                if let quota = action.quota, var counter {
+                    counter.used += 1
+                    plan.counter = (quota, counter)
+                }
+            case .premium:
+                break
+            case .charge(let tokens):
+                plan.entry = PlannedEntry(kind: .debit, amount: -tokens, heldChange: 0, reason: action.name)
+            case .insufficientTokens:
+                throw StoreError(.insufficientTokens)
+            case .quotaExhausted:
+                throw StoreError(.quotaExhausted)
+            }
+
+        case .setPremium(_, let until):
+            var user = snapshot.user
+            user.premiumUntil = until
+            plan.user = user
+
+        case .updateProfile(_, let timezone, let language):
+            var user = snapshot.user
+            if let timezone { user.timezone = timezone }
+            if let language { user.language = language }
+            plan.user = user
+        }
+        if let entry = plan.entry {
+            let balance = wallet.balance + entry.amount
+            let held = wallet.held + entry.heldChange
+            // The schema enforces these too; checking here turns a constraint error into a clean refusal.
+            guard balance >= 0, held >= 0, held <= balance else { throw StoreError(.insufficientTokens) }
+        }
+        return plan
+    }
+
+    /// The entry that releases an expired hold.
+    public static func expiry(of hold: HoldRecord) -> PlannedEntry {
+        PlannedEntry(kind: .expire, amount: 0, heldChange: -hold.amount, reason: hold.id)
+    }
+
+    private static func openHold(_ snapshot: LedgerSnapshot, now: Date) throws(StoreError) -> HoldRecord {
+        guard let hold = snapshot.hold else { throw StoreError(.holdNotFound) }
+        guard hold.status == .open, hold.expiresAt > now else { throw StoreError(.holdNotOpen) }
+        return hold
+    }
+}
+
+extension WalletState {
+    /// The wallet after `entry`.
+    public func applying(_ entry: PlannedEntry) -> WalletState {
+        WalletState(balance: balance + entry.amount, held: held + entry.heldChange, version: version + 1)
+    }
+}

@@ -1,0 +1,210 @@
+import Foundation
+
+/// An account as stored.
+public struct UserRecord: Sendable, Hashable {
+    /// Stable id (a lowercase UUID).
+    public var id: String
+    /// Linked email, `nil` for guests.
+    public var email: String?
+    /// IANA time zone for quota resets.
+    public var timezone: String
+    /// Language tag, if set.
+    public var language: String?
+    /// End of premium, if any.
+    public var premiumUntil: Date?
+    /// Creation time.
+    public var createdAt: Date
+
+    /// Creates a record.
+    public init(id: String, email: String?, timezone: String, language: String?, premiumUntil: Date?, createdAt: Date) {
+        self.id = id
+        self.email = email
+        self.timezone = timezone
+        self.language = language
+        self.premiumUntil = premiumUntil
+        self.createdAt = createdAt
+    }
+
+    /// A guest has no email.
+    public var isGuest: Bool { email == nil }
+
+    /// Whether premium is active at `now`.
+    public func isPremium(at now: Date) -> Bool {
+        guard let premiumUntil else { return false }
+        return premiumUntil > now
+    }
+}
+
+/// A wallet row: the running totals of its ledger entries.
+public struct WalletState: Sendable, Hashable {
+    /// Sum of entry amounts.
+    public var balance: Int64
+    /// Sum of entry held changes.
+    public var held: Int64
+    /// Incremented by every entry.
+    public var version: Int64
+
+    /// Creates a wallet state.
+    public init(balance: Int64, held: Int64, version: Int64) {
+        self.balance = balance
+        self.held = held
+        self.version = version
+    }
+
+    /// What can be spent or held now.
+    public var available: Int64 { balance - held }
+}
+
+/// The kinds of ledger entries.
+public enum EntryKind: String, Sendable, CaseIterable {
+    /// Tokens added (admin grant, signup grant).
+    case grant
+    /// Tokens spent by a metered action.
+    case debit
+    /// Tokens reserved by a hold (amount 0, held +n).
+    case hold
+    /// A hold charged (amount -charged, held -reserved).
+    case capture
+    /// A hold released by the client (held -reserved).
+    case release
+    /// A hold released by its timeout (held -reserved).
+    case expire
+}
+
+/// One ledger row.
+public struct LedgerEntryRecord: Sendable, Hashable {
+    /// Ledger-wide increasing id.
+    public var id: Int64
+    /// What kind of movement.
+    public var kind: EntryKind
+    /// Signed change to the balance.
+    public var amount: Int64
+    /// Signed change to the held amount.
+    public var heldChange: Int64
+    /// Balance after this entry.
+    public var balanceAfter: Int64
+    /// Free-text reason (action name, grant reason, hold id).
+    public var reason: String?
+    /// When written.
+    public var createdAt: Date
+
+    /// Creates an entry.
+    public init(
+        id: Int64, kind: EntryKind, amount: Int64, heldChange: Int64, balanceAfter: Int64, reason: String?,
+        createdAt: Date
+    ) {
+        self.id = id
+        self.kind = kind
+        self.amount = amount
+        self.heldChange = heldChange
+        self.balanceAfter = balanceAfter
+        self.reason = reason
+        self.createdAt = createdAt
+    }
+}
+
+/// The life cycle of a hold: open, then exactly one of the other three.
+public enum HoldStatus: String, Sendable {
+    /// Reserving tokens.
+    case open
+    /// Charged (possibly for less than reserved).
+    case captured
+    /// Released by the client.
+    case released
+    /// Released by its timeout.
+    case expired
+}
+
+/// A hold as stored.
+public struct HoldRecord: Sendable, Hashable {
+    /// Hold id (a lowercase UUID).
+    public var id: String
+    /// Owner.
+    public var userId: String
+    /// Tokens reserved.
+    public var amount: Int64
+    /// Current status.
+    public var status: HoldStatus
+    /// Tokens charged, once captured.
+    public var capturedAmount: Int64?
+    /// When it was created.
+    public var createdAt: Date
+    /// When it releases itself if still open.
+    public var expiresAt: Date
+
+    /// Creates a hold.
+    public init(
+        id: String, userId: String, amount: Int64, status: HoldStatus, capturedAmount: Int64?, createdAt: Date,
+        expiresAt: Date
+    ) {
+        self.id = id
+        self.userId = userId
+        self.amount = amount
+        self.status = status
+        self.capturedAmount = capturedAmount
+        self.createdAt = createdAt
+        self.expiresAt = expiresAt
+    }
+}
+
+/// Free uses spent in one quota window.
+public struct QuotaCounter: Sendable, Hashable {
+    /// Uses spent in the window.
+    public var used: Int
+    /// End of the window (exclusive).
+    public var windowEnd: Date
+
+    /// Creates a counter.
+    public init(used: Int, windowEnd: Date) {
+        self.used = used
+        self.windowEnd = windowEnd
+    }
+}
+
+/// Everything needed to render a caller's wallet and quotas, read in one transaction.
+public struct AccountState: Sendable, Hashable {
+    /// The account.
+    public var user: UserRecord
+    /// Its wallet.
+    public var wallet: WalletState
+    /// Its quota counters by quota name (absent: never used).
+    public var counters: [String: QuotaCounter]
+
+    /// Creates an account state.
+    public init(user: UserRecord, wallet: WalletState, counters: [String: QuotaCounter]) {
+        self.user = user
+        self.wallet = wallet
+        self.counters = counters
+    }
+}
+
+/// A refresh token to store: only its hash, never the token.
+public struct NewRefreshToken: Sendable, Hashable {
+    /// SHA-256 of the token.
+    public var hash: String
+    /// When it stops working.
+    public var expiresAt: Date
+
+    /// Creates the record.
+    public init(hash: String, expiresAt: Date) {
+        self.hash = hash
+        self.expiresAt = expiresAt
+    }
+}
+
+/// A session (a refresh-token family) that was opened or continued.
+public struct SessionGrant: Sendable, Hashable {
+    /// The account signed in.
+    public var user: UserRecord
+    /// The session id, carried in access tokens as `sid`.
+    public var sessionId: String
+    /// Whether this call created the account (guest sign-up).
+    public var created: Bool
+
+    /// Creates the grant.
+    public init(user: UserRecord, sessionId: String, created: Bool) {
+        self.user = user
+        self.sessionId = sessionId
+        self.created = created
+    }
+}

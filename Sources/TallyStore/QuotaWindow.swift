@@ -1,0 +1,67 @@
+import Foundation
+
+/// When daily quota windows start and end: pure functions, tested without I/O.
+///
+/// A window normally runs from one local midnight to the next in the user's time zone.
+/// Two rules keep a time-zone change from buying extra free uses:
+/// - an unexpired window is never cut short: it keeps the end it was created with;
+/// - a new window starts no earlier than the previous one ended, and ends at the first local
+///   midnight at least 23 hours after its start (23 h covers the short day of a DST change).
+/// So windows never start less than 23 hours apart, whatever the user does with their zone.
+public enum QuotaWindow {
+    /// The shortest window: a local day that loses an hour to daylight saving time.
+    public static let minimumLength: TimeInterval = 23 * 3600
+
+    /// The counter that applies at `now`: `counter` itself while its window is open, else a fresh
+    /// zero counter for the window that contains `now`.
+    public static func current(_ counter: QuotaCounter?, now: Date, timeZone: TimeZone) -> QuotaCounter {
+        if let counter, now < counter.windowEnd { return counter }
+        let localMidnight = startOfDay(containing: now, in: timeZone)
+        let start = max(counter?.windowEnd ?? localMidnight, localMidnight)
+        return QuotaCounter(used: 0, windowEnd: firstMidnight(atOrAfter: start.addingTimeInterval(minimumLength), in: timeZone))
+    }
+
+    /// The local midnight that begins the day containing `instant`.
+    public static func startOfDay(containing instant: Date, in timeZone: TimeZone) -> Date {
+        var calendar = Calendar(identifier: .gregorian)
+        calendar.timeZone = timeZone
+        return calendar.startOfDay(for: instant)
+    }
+
+    /// The first local midnight at or after `instant`.
+    public static func firstMidnight(atOrAfter instant: Date, in timeZone: TimeZone) -> Date {
+        let midnight = startOfDay(containing: instant, in: timeZone)
+        if midnight == instant { return midnight }
+        var calendar = Calendar(identifier: .gregorian)
+        calendar.timeZone = timeZone
+        let nextDay = calendar.date(byAdding: .day, value: 1, to: midnight) ?? midnight.addingTimeInterval(86_400)
+        return calendar.startOfDay(for: nextDay)
+    }
+}
+
+/// How a metered action is paid: a pure decision over the state read in the transaction.
+public enum ActionDecision: Sendable, Hashable {
+    /// Spend one free use of the action's quota.
+    case useQuota
+    /// Free under premium; nothing is counted.
+    case premium
+    /// Charge this many tokens.
+    case charge(Int64)
+    /// Refuse: the action costs tokens and too few are available.
+    case insufficientTokens
+    /// Refuse: a quota-only action with no free use left.
+    case quotaExhausted
+
+    /// Decides how `action` is paid for.
+    /// - Parameters:
+    ///   - quotaRemaining: free uses left in the action's quota window (`nil` if it has no quota).
+    ///   - available: the wallet's spendable tokens.
+    public static func decide(action: ActionSpec, isPremium: Bool, quotaRemaining: Int?, available: Int64) -> ActionDecision {
+        if action.quota != nil {
+            if isPremium { return .premium }
+            if let quotaRemaining, quotaRemaining > 0 { return .useQuota }
+        }
+        guard let tokens = action.tokens else { return .quotaExhausted }
+        return available >= tokens ? .charge(tokens) : .insufficientTokens
+    }
+}

@@ -1,0 +1,83 @@
+import Foundation
+
+/// Accounts, sessions and credentials.
+public protocol IdentityStore: Sendable {
+    /// Finds the account of a device secret (by its hash) or creates a guest for it, and opens a session.
+    /// Exactly one account per `deviceHash`, even under concurrent first calls. Creating counts against
+    /// `signupsPerHour` for `ipHash`, else throws `.rateLimited` with `retryAfter`.
+    func signInGuest(
+        deviceHash: String, ipHash: String, signupsPerHour: Int, signupGrant: Int64, sessionId: String,
+        refresh: NewRefreshToken, now: Date
+    ) async throws -> SessionGrant
+
+    /// Opens a session for an existing account (after a password check).
+    func openSession(userId: String, sessionId: String, refresh: NewRefreshToken, now: Date) async throws -> SessionGrant
+
+    /// Exchanges a refresh token (by hash) for `next`, in the same session. A token presented twice
+    /// revokes its session and throws `.refreshTokenReused`; unknown, expired or revoked throws `.invalidRefreshToken`.
+    func rotateRefreshToken(hash: String, next: NewRefreshToken, now: Date) async throws -> SessionGrant
+
+    /// Revokes a session: its refresh tokens stop working, and so do its access tokens.
+    func revokeSession(id: String, now: Date) async throws
+
+    /// The user of a session that is not revoked, or `nil`.
+    func liveSessionUser(sessionId: String) async throws -> String?
+
+    /// Adds an email and password to a guest in place. Throws `.credentialInUse`, `.alreadyLinked` or `.userNotFound`.
+    func linkCredentials(userId: String, email: String, passwordHash: String) async throws -> UserRecord
+
+    /// The account and password hash for an email, if any.
+    func passwordHash(email: String) async throws -> (userId: String, passwordHash: String)?
+
+    /// The account, if it exists.
+    func user(id: String) async throws -> UserRecord?
+
+    /// Deletes the account and everything that belongs to it. Returns whether it existed.
+    func deleteUser(id: String) async throws -> Bool
+}
+
+/// The wallet ledger, holds and quota counters.
+public protocol LedgerStore: Sendable {
+    /// Runs `command` in one transaction: replays an earlier response when `idempotency` was seen before
+    /// with the same fingerprint, throws `.idempotencyMismatch` when with another; releases the account's
+    /// expired holds; applies ``LedgerPlanner``'s plan; renders the response with `render` and stores it
+    /// under the key. A refusal (thrown ``StoreError``) leaves nothing behind, and carries the account
+    /// state for `.insufficientTokens` and `.quotaExhausted`.
+    func execute(
+        _ command: Command, idempotency: IdempotencyKey?, now: Date,
+        render: @Sendable (CommandOutcome) throws -> StoredResponse
+    ) async throws -> Execution
+
+    /// The account's wallet, with every hold expired by `now` released first.
+    func wallet(userId: String, now: Date) async throws -> WalletState?
+
+    /// The account, wallet and quota counters, with expired holds released first.
+    func accountState(userId: String, now: Date) async throws -> AccountState?
+
+    /// Ledger entries of the account, newest first, with ids below `before` when given.
+    func entries(userId: String, before: Int64?, limit: Int) async throws -> [LedgerEntryRecord]
+
+    /// A hold of the account.
+    func hold(id: String, userId: String) async throws -> HoldRecord?
+}
+
+/// Schema, secrets and housekeeping.
+public protocol MaintenanceStore: Sendable {
+    /// Applies pending schema migrations; safe when several instances start at once.
+    func migrate() async throws
+
+    /// Succeeds when the database answers.
+    func ping() async throws
+
+    /// A server-wide secret shared by every instance on this database, created by `make` on first use.
+    func secret(named name: String, orCreate make: @Sendable () -> String) async throws -> String
+
+    /// Releases up to `limit` holds of any account that expired by `now`; returns how many.
+    func expireHolds(now: Date, limit: Int) async throws -> Int
+
+    /// Deletes idempotency records and guest sign-up records older than the given instants.
+    func purge(idempotencyBefore: Date, signupsBefore: Date) async throws
+}
+
+/// Everything the server needs from a database.
+public typealias TallyStorage = IdentityStore & LedgerStore & MaintenanceStore

@@ -1,0 +1,69 @@
+import Foundation
+
+/// Every failure a store reports. Refusals that leave the books unchanged carry what the
+/// client needs (the account state on 402, the wait on 429).
+///
+/// The code wraps a private enum so new cases never break callers; `description` is
+/// redacted and never contains ids, emails or tokens.
+public struct StoreError: Error, Sendable, CustomStringConvertible {
+    /// The kind of failure.
+    public struct Code: Hashable, Sendable, CustomStringConvertible {
+        fileprivate enum Base: String, Sendable {
+            case userNotFound, holdNotFound, holdNotOpen, insufficientTokens, quotaExhausted
+            case credentialInUse, alreadyLinked, invalidRefreshToken, refreshTokenReused
+            case rateLimited, idempotencyMismatch, idempotencyKeyInUse, invalidInput, unavailable
+        }
+        fileprivate let base: Base
+        /// The code's name.
+        public var description: String { base.rawValue }
+
+        /// The account does not exist.
+        public static let userNotFound = Code(base: .userNotFound)
+        /// No such hold for this account.
+        public static let holdNotFound = Code(base: .holdNotFound)
+        /// The hold was already captured, released or expired.
+        public static let holdNotOpen = Code(base: .holdNotOpen)
+        /// Too few tokens available.
+        public static let insufficientTokens = Code(base: .insufficientTokens)
+        /// No free use left of a quota-only action.
+        public static let quotaExhausted = Code(base: .quotaExhausted)
+        /// The email belongs to another account.
+        public static let credentialInUse = Code(base: .credentialInUse)
+        /// The account already has an email.
+        public static let alreadyLinked = Code(base: .alreadyLinked)
+        /// Unknown, expired or revoked refresh token.
+        public static let invalidRefreshToken = Code(base: .invalidRefreshToken)
+        /// A rotated refresh token was presented again; the family is revoked.
+        public static let refreshTokenReused = Code(base: .refreshTokenReused)
+        /// Too many guest sign-ups from one address.
+        public static let rateLimited = Code(base: .rateLimited)
+        /// The idempotency key was used with another request.
+        public static let idempotencyMismatch = Code(base: .idempotencyMismatch)
+        /// The idempotency key is being processed by another request.
+        public static let idempotencyKeyInUse = Code(base: .idempotencyKeyInUse)
+        /// The store refused a value (a schema constraint).
+        public static let invalidInput = Code(base: .invalidInput)
+        /// The database could not be reached.
+        public static let unavailable = Code(base: .unavailable)
+    }
+
+    /// The kind of failure.
+    public var code: Code
+    /// The account state at the refusal, for `insufficientTokens` and `quotaExhausted`.
+    public var state: AccountState?
+    /// How long to wait, for `rateLimited`.
+    public var retryAfter: TimeInterval?
+    /// Underlying error, for logs only.
+    public var underlying: (any Error)?
+
+    /// Creates an error.
+    public init(_ code: Code, state: AccountState? = nil, retryAfter: TimeInterval? = nil, underlying: (any Error)? = nil) {
+        self.code = code
+        self.state = state
+        self.retryAfter = retryAfter
+        self.underlying = underlying
+    }
+
+    /// The code only: safe for logs and clients.
+    public var description: String { "StoreError(\(code))" }
+}

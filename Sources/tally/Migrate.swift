@@ -1,0 +1,31 @@
+import ArgumentParser
+import Foundation
+import Logging
+import TallyPostgres
+import TallySQLite
+import TallyServer
+import TallyStore
+
+/// `tally migrate`: apply pending schema migrations and exit (servers also migrate at start).
+struct Migrate: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(abstract: "Apply pending database migrations and exit.")
+
+    @OptionGroup var store: StoreOptions
+
+    func run() async throws {
+        let configuration = try store.configuration()
+        if let url = configuration.databaseURL {
+            let postgres = try PostgresStore(url: url, maximumConnections: 2, logger: Logger(label: "tally.migrate"))
+            try await withThrowingTaskGroup(of: Void.self) { group in
+                group.addTask { try await postgres.run() }
+                try await postgres.migrate()
+                group.cancelAll()
+            }
+        } else {
+            let path = configuration.dataDirectory + "/tally.sqlite"
+            try FileManager.default.createDirectory(atPath: configuration.dataDirectory, withIntermediateDirectories: true)
+            try await SQLiteStore(path: path).migrate()
+        }
+        print("migrations applied")
+    }
+}

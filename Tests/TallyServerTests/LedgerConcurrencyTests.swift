@@ -1,0 +1,93 @@
+import Foundation
+import TallyAPI
+import TallyStore
+import Testing
+
+/// The money invariants under real concurrency, over real HTTP, on every store.
+@Suite("Ledger under concurrency")
+struct LedgerConcurrencyTests {
+    static let catalog = try! Catalog(signupGrant: 0, quotas: [], actions: [ActionSpec(name: "debit1", tokens: 1)])
+
+    @Test("200 concurrent 1-token debits on a 100-token wallet: exactly 100 succeed", arguments: StoreKind.available)
+    func concurrentDebits(kind: StoreKind) async throws {
+        try await LiveServer.with(kind, catalog: Self.catalog) { server in
+            let admin = server.connection()
+            let user = try await admin.newGuest()
+            try await admin.grant(100, to: user)
+            let statuses = try await concurrently(200, server: server) { index, connection in
+                try await connection.send(
+                    .post, "/v1/actions/debit1", token: user.accessToken, headers: [.idempotencyKey: "debit-\(index)"]
+                ).status.code
+            }
+            #expect(statuses.filter { $0 == 200 }.count == 100)
+            #expect(statuses.filter { $0 == 402 }.count == 100)
+            let wallet = try await admin.wallet(user)
+            #expect(wallet.balance == 0)
+            try await admin.expectBooksBalance(user)
+            await admin.close()
+        }
+    }
+
+    @Test("50 concurrent retries with one Idempotency-Key charge once", arguments: StoreKind.available)
+    func concurrentRetries(kind: StoreKind) async throws {
+        try await LiveServer.with(kind, catalog: Self.catalog) { server in
+            let admin = server.connection()
+            let user = try await admin.newGuest()
+            try await admin.grant(10, to: user)
+            let responses = try await concurrently(50, server: server) { _, connection in
+                try await connection.send(.post, "/v1/actions/debit1", token: user.accessToken, headers: [.idempotencyKey: "one-intent"])
+            }
+            let succeeded = responses.filter { $0.status == .ok }
+            #expect(!succeeded.isEmpty)
+            #expect(responses.allSatisfy { $0.status == .ok || ($0.status == .conflict && $0.errorCode == "idempotency_key_in_use") })
+            // Every success carries the first response, byte for byte.
+            #expect(Set(succeeded.map(\.body)).count == 1)
+            let retry = try await admin.send(.post, "/v1/actions/debit1", token: user.accessToken, headers: [.idempotencyKey: "one-intent"])
+            #expect(retry.status == .ok && retry.body == succeeded[0].body && retry.headers[.idempotentReplayed] == "true")
+            #expect(try await admin.wallet(user).balance == 9)
+            try await admin.expectBooksBalance(user)
+            await admin.close()
+        }
+    }
+
+    @Test("Concurrent first guest calls with one deviceId create exactly one user", arguments: StoreKind.available)
+    func concurrentGuestSignIn(kind: StoreKind) async throws {
+        try await LiveServer.with(kind) { server in
+            let deviceId = "device-" + UUID().uuidString
+            let users = try await concurrently(50, server: server) { _, connection in
+                try await connection.newGuest(deviceId: deviceId).userId
+            }
+            #expect(Set(users).count == 1)
+        }
+    }
+
+    @Test("Holds, captures and releases racing debits keep every invariant", arguments: StoreKind.available)
+    func holdsRacingDebits(kind: StoreKind) async throws {
+        try await LiveServer.with(kind, catalog: Self.catalog) { server in
+            let admin = server.connection()
+            let user = try await admin.newGuest()
+            try await admin.grant(500, to: user)
+            _ = try await concurrently(60, server: server) { index, connection in
+                switch index % 3 {
+                case 0:
+                    return try await connection.send(.post, "/v1/actions/debit1", token: user.accessToken, headers: [.idempotencyKey: "d\(index)"]).status.code
+                case 1:
+                    let hold = try await connection.send(.post, "/v1/wallet/holds", token: user.accessToken, json: CreateHoldRequest(amount: 10, ttlSeconds: 60))
+                    guard hold.status == .created else { return hold.status.code }
+                    let id = try hold.decode(Hold.self).holdId
+                    return try await connection.send(.post, "/v1/wallet/holds/\(id)/capture", token: user.accessToken, json: CaptureHoldRequest(amount: 7)).status.code
+                default:
+                    let hold = try await connection.send(.post, "/v1/wallet/holds", token: user.accessToken, json: CreateHoldRequest(amount: 5, ttlSeconds: 60))
+                    guard hold.status == .created else { return hold.status.code }
+                    let id = try hold.decode(Hold.self).holdId
+                    return try await connection.send(.delete, "/v1/wallet/holds/\(id)", token: user.accessToken).status.code
+                }
+            }
+            let wallet = try await admin.wallet(user)
+            #expect(wallet.held == 0)
+            #expect(wallet.balance == 500 - 20 * 1 - 20 * 7)
+            try await admin.expectBooksBalance(user)
+            await admin.close()
+        }
+    }
+}

@@ -1,0 +1,206 @@
+import Foundation
+import HTTPTypes
+import Hummingbird
+import HummingbirdTesting
+import Logging
+import NIOCore
+import ServiceLifecycle
+import TallyAPI
+import TallyServer
+import TallyStore
+import Testing
+
+/// Which database a live server test runs on.
+enum StoreKind: String, CaseIterable, CustomTestStringConvertible, Sendable {
+    case sqlite, postgres
+    var testDescription: String { rawValue }
+
+    /// The PostgreSQL URL provisioned by `scripts/test`, if any.
+    static var postgresURL: String? {
+        ProcessInfo.processInfo.environment["TALLY_TEST_DATABASE_URL"].flatMap { $0.isEmpty ? nil : $0 }
+    }
+
+    /// SQLite always; PostgreSQL when provisioned. With `TALLY_REQUIRE_POSTGRES=1` a missing database fails the run.
+    static var available: [StoreKind] {
+        postgresURL != nil || ProcessInfo.processInfo.environment["TALLY_REQUIRE_POSTGRES"] == "1" ? [.sqlite, .postgres] : [.sqlite]
+    }
+}
+
+/// A Tally server running for real on a loopback port, with a manual clock.
+struct LiveServer: Sendable {
+    let port: Int
+    let clock: ManualClock
+    let adminKey: String
+
+    /// A new HTTP connection to the server.
+    func connection() -> APIConnection { APIConnection(port: port, adminKey: adminKey) }
+
+    /// Starts a server on `kind`, runs `body`, then shuts the server down gracefully.
+    static func with<T: Sendable>(
+        _ kind: StoreKind, catalog: Catalog = .standard, signupsPerHour: Int = 1000,
+        _ body: @Sendable (LiveServer) async throws -> T
+    ) async throws -> T {
+        let clock = ManualClock(Date(timeIntervalSince1970: 1_800_000_000))  // 2027-01-15T08:00:00Z
+        var configuration = TallyConfiguration()
+        configuration.port = 0
+        configuration.bcryptCost = 4
+        configuration.housekeepingInterval = .seconds(3600)
+        configuration.metering.catalog = catalog
+        configuration.metering.guestSignupsPerIPPerHour = signupsPerHour
+        configuration.adminKey = "test-admin-key-0123456789"
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("tally-test-\(UUID().uuidString)").path
+        configuration.dataDirectory = directory
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        if kind == .postgres {
+            guard let url = StoreKind.postgresURL else {
+                Issue.record("TALLY_REQUIRE_POSTGRES=1 but TALLY_TEST_DATABASE_URL is not set: run the tests with scripts/test")
+                throw CancellationError()
+            }
+            configuration.databaseURL = url
+        }
+        var logger = Logger(label: "tally.test")
+        logger.logLevel = .warning
+        let (ports, continuation) = AsyncStream.makeStream(of: Int.self)
+        let app = try buildApplication(configuration: configuration, clock: clock, logger: logger) { port in
+            continuation.yield(port)
+        }
+        let adminKey = configuration.adminKey!
+        return try await withThrowingTaskGroup(of: Void.self) { group in
+            let serviceGroup = ServiceGroup(configuration: .init(services: [app], logger: logger))
+            group.addTask { try await serviceGroup.run() }
+            var iterator = ports.makeAsyncIterator()
+            guard let port = await iterator.next() else { throw CancellationError() }
+            do {
+                let value = try await body(LiveServer(port: port, clock: clock, adminKey: adminKey))
+                await serviceGroup.triggerGracefulShutdown()
+                return value
+            } catch {
+                await serviceGroup.triggerGracefulShutdown()
+                throw error
+            }
+        }
+    }
+}
+
+/// One keep-alive HTTP connection speaking the Tally API.
+struct APIConnection: Sendable {
+    let client: TestClient
+    let adminKey: String
+
+    init(port: Int, adminKey: String) {
+        client = TestClient(host: "127.0.0.1", port: port)
+        client.connect()
+        self.adminKey = adminKey
+    }
+
+    func close() async { try? await client.shutdown() }
+
+    /// Sends a request; `json` is encoded with the API's conventions, `raw` is sent as is.
+    func send(
+        _ method: HTTPRequest.Method, _ path: String, token: String? = nil, admin: Bool = false, json: (any Encodable)? = nil,
+        raw: String? = nil, headers extra: HTTPFields = [:]
+    ) async throws -> APIResponse {
+        var headers = extra
+        if let token { headers[.authorization] = "Bearer \(token)" }
+        if admin { headers[.authorization] = "Bearer \(adminKey)" }
+        var body: ByteBuffer?
+        if let json { body = ByteBuffer(bytes: try TallyJSON.encoder().encode(json)) }
+        if let raw { body = ByteBuffer(string: raw) }
+        if body != nil { headers[.contentType] = "application/json" }
+        let response = try await client.execute(.init(path, method: method, authority: "127.0.0.1", headers: headers, body: body))
+        return APIResponse(status: response.status, headers: response.headers, body: response.body.map { Array($0.readableBytesView) } ?? [])
+    }
+}
+
+/// A response, with JSON decoding helpers.
+struct APIResponse: Sendable {
+    let status: HTTPResponse.Status
+    let headers: HTTPFields
+    let body: [UInt8]
+
+    func decode<T: Decodable>(_ type: T.Type = T.self) throws -> T {
+        try TallyJSON.decoder().decode(T.self, from: Data(body))
+    }
+
+    /// The error code of an error response.
+    var errorCode: String? { try? decode(ErrorResponse.self).error.code.rawValue }
+    var text: String { String(decoding: body, as: UTF8.self) }
+}
+
+/// A signed-in test user.
+struct TestUser: Sendable {
+    let userId: String
+    let accessToken: String
+    let refreshToken: String
+}
+
+extension APIConnection {
+    /// Signs in a new guest with a fresh random device secret.
+    func newGuest(deviceId: String = "device-" + UUID().uuidString) async throws -> TestUser {
+        let response = try await send(.post, "/v1/auth/guest", json: GuestSignInRequest(deviceId: deviceId))
+        #expect(response.status == .created || response.status == .ok, "guest sign-in: \(response.status) \(response.text)")
+        let tokens = try response.decode(SessionTokens.self)
+        return TestUser(userId: tokens.userId, accessToken: tokens.accessToken, refreshToken: tokens.refreshToken)
+    }
+
+    /// Grants tokens through the admin API.
+    func grant(_ amount: Int64, to user: TestUser) async throws {
+        let response = try await send(.post, "/admin/v1/users/\(user.userId)/grants", admin: true, json: GrantRequest(amount: amount, reason: "test"))
+        #expect(response.status == .created, "grant: \(response.status) \(response.text)")
+    }
+
+    func wallet(_ user: TestUser) async throws -> Wallet {
+        try await send(.get, "/v1/wallet", token: user.accessToken).decode()
+    }
+
+    /// Every ledger entry of the user, following cursors.
+    func allEntries(_ user: TestUser) async throws -> [LedgerEntry] {
+        var entries: [LedgerEntry] = []
+        var cursor: String?
+        repeat {
+            let path = "/v1/wallet/entries?limit=100" + (cursor.map { "&cursor=\($0)" } ?? "")
+            let page: Page<LedgerEntry> = try await send(.get, path, token: user.accessToken).decode()
+            entries += page.items
+            cursor = page.nextCursor
+        } while cursor != nil
+        return entries
+    }
+
+    /// Checks the books of one user: entries sum to the balance and held amount, nothing negative.
+    func expectBooksBalance(_ user: TestUser, sourceLocation: SourceLocation = #_sourceLocation) async throws {
+        let wallet = try await wallet(user)
+        let entries = try await allEntries(user)
+        #expect(entries.reduce(0) { $0 + $1.amount } == wallet.balance, "entries sum to balance", sourceLocation: sourceLocation)
+        #expect(entries.reduce(0) { $0 + $1.heldChange } == wallet.held, "entries sum to held", sourceLocation: sourceLocation)
+        #expect(wallet.balance >= 0 && wallet.held >= 0 && wallet.held <= wallet.balance, sourceLocation: sourceLocation)
+        #expect(Int64(entries.count) == wallet.version, "one version per entry", sourceLocation: sourceLocation)
+    }
+}
+
+/// Runs `count` copies of `body` concurrently, each on its own connection.
+func concurrently<T: Sendable>(
+    _ count: Int, server: LiveServer, _ body: @escaping @Sendable (Int, APIConnection) async throws -> T
+) async throws -> [T] {
+    try await withThrowingTaskGroup(of: T.self) { group in
+        for index in 0..<count {
+            group.addTask {
+                let connection = server.connection()
+                do {
+                    let value = try await body(index, connection)
+                    await connection.close()
+                    return value
+                } catch {
+                    await connection.close()
+                    throw error
+                }
+            }
+        }
+        return try await group.reduce(into: []) { $0.append($1) }
+    }
+}
+
+extension HTTPField.Name {
+    static let idempotencyKey = HTTPField.Name("Idempotency-Key")!
+    static let idempotentReplayed = HTTPField.Name("Idempotent-Replayed")!
+    static let retryAfter = HTTPField.Name("Retry-After")!
+}

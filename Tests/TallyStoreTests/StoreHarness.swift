@@ -1,0 +1,245 @@
+import Foundation
+import Synchronization
+import TallySQLite
+import TallyStore
+import Testing
+
+/// The storage implementations the conformance suite runs against.
+enum StoreKind: String, CaseIterable, Sendable, CustomTestStringConvertible {
+    case sqlite
+    case postgres
+
+    var testDescription: String { rawValue }
+
+    /// SQLite always; PostgreSQL when `TALLY_TEST_DATABASE_URL` is set, or when `TALLY_REQUIRE_POSTGRES=1`
+    /// (then the PostgreSQL variants fail if no database is configured).
+    static var enabled: [StoreKind] {
+        let environment = ProcessInfo.processInfo.environment
+        let configured = !(environment["TALLY_TEST_DATABASE_URL"] ?? "").isEmpty
+        let required = environment["TALLY_REQUIRE_POSTGRES"] == "1"
+        return configured || required ? [.sqlite, .postgres] : [.sqlite]
+    }
+
+    /// Whether every test of this kind shares one database, so global counts (sweeps) are lower bounds.
+    var isShared: Bool { self == .postgres }
+}
+
+/// A refusal of the harness itself (not of a store).
+struct HarnessError: Error, CustomStringConvertible {
+    var description: String
+    init(_ description: String) { self.description = description }
+}
+
+/// The clock every conformance test starts at unless it needs its own epoch: 2027-01-15T08:00:00Z.
+let defaultStart = Date(timeIntervalSince1970: 1_800_000_000)
+
+/// A fresh random id (lowercase UUID), so tests sharing one PostgreSQL database never collide.
+func randomId(_ prefix: String = "") -> String { prefix + UUID().uuidString.lowercased() }
+
+/// Opens a fresh store of `kind`, migrated, with a ``ManualClock`` at `start`, and runs `body` with it.
+/// Every failure names the store: the test argument, and this label in thrown harness errors.
+func withFixture(
+    _ kind: StoreKind, start: Date = defaultStart, _ body: (Fixture) async throws -> Void
+) async throws {
+    let clock = ManualClock(start)
+    switch kind {
+    case .sqlite:
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("tally-tests-\(randomId())")
+        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let store = try SQLiteStore(path: directory.appendingPathComponent("tally.sqlite").path)
+        try await store.migrate()
+        try await body(Fixture(store: store, kind: kind, clock: clock))
+    case .postgres:
+        try await withPostgresStore { store in
+            try await body(Fixture(store: store, kind: kind, clock: clock))
+        }
+    }
+}
+
+/// Collects what a `render` closure saw, so tests can inspect the outcome of an execution.
+final class OutcomeBox: Sendable {
+    private let value = Mutex<CommandOutcome?>(nil)
+    func set(_ outcome: CommandOutcome) { value.withLock { $0 = outcome } }
+    var outcome: CommandOutcome? { value.withLock { $0 } }
+}
+
+/// The body a conformance test renders: derived from the outcome, so a replay that re-renders
+/// (instead of returning the stored bytes) shows up as a different body.
+struct RenderedBody: Codable, Equatable {
+    var balance: Int64
+    var held: Int64
+    var version: Int64
+    var entryId: Int64?
+    var entryKind: String?
+    var holdStatus: String?
+    var payment: String?
+
+    init(_ outcome: CommandOutcome) {
+        balance = outcome.state.wallet.balance
+        held = outcome.state.wallet.held
+        version = outcome.state.wallet.version
+        entryId = outcome.entry?.id
+        entryKind = outcome.entry?.kind.rawValue
+        holdStatus = outcome.hold?.status.rawValue
+        payment = outcome.payment.map { "\($0)" }
+    }
+
+    static func render(_ outcome: CommandOutcome) throws -> StoredResponse {
+        let encoder = JSONEncoder()
+        encoder.outputFormatting = [.sortedKeys]
+        return StoredResponse(status: 200, body: Array(try encoder.encode(RenderedBody(outcome))))
+    }
+
+    static func decode(_ response: StoredResponse) throws -> RenderedBody {
+        try JSONDecoder().decode(RenderedBody.self, from: Data(response.body))
+    }
+}
+
+/// One store under test, its clock, and helpers that create isolated accounts.
+struct Fixture: Sendable {
+    let store: any TallyStorage
+    let kind: StoreKind
+    let clock: ManualClock
+
+    var now: Date { clock.now }
+
+    /// A refresh token that expires in 30 days.
+    func refresh(expiresIn seconds: TimeInterval = 30 * 86_400) -> NewRefreshToken {
+        NewRefreshToken(hash: randomId("rt-"), expiresAt: now.addingTimeInterval(seconds))
+    }
+
+    /// Signs in a guest with its own device (and, unless given, its own address).
+    func signIn(
+        device: String = randomId("dev-"), ip: String = randomId("ip-"), signupsPerHour: Int = 1_000,
+        signupGrant: Int64 = 0, sessionId: String = randomId("ses-"), refresh: NewRefreshToken? = nil
+    ) async throws -> SessionGrant {
+        try await store.signInGuest(
+            deviceHash: device, ipHash: ip, signupsPerHour: signupsPerHour, signupGrant: signupGrant,
+            sessionId: sessionId, refresh: refresh ?? self.refresh(), now: now)
+    }
+
+    /// A new guest holding `tokens` (granted by an admin grant, so the ledger has one entry when positive).
+    func newUser(tokens: Int64 = 0) async throws -> String {
+        let userId = try await signIn().user.id
+        if tokens > 0 { try await run(.grant(userId: userId, amount: tokens, reason: "test")) }
+        return userId
+    }
+
+    /// Executes `command` and returns the outcome the store rendered.
+    @discardableResult
+    func run(_ command: Command, key: IdempotencyKey? = nil) async throws -> CommandOutcome {
+        let box = OutcomeBox()
+        let execution = try await store.execute(command, idempotency: key, now: now) { outcome in
+            box.set(outcome)
+            return try RenderedBody.render(outcome)
+        }
+        guard case .executed = execution, let outcome = box.outcome else {
+            throw HarnessError("[\(kind)] expected the command to run, got \(execution)")
+        }
+        return outcome
+    }
+
+    /// Executes `command` with the standard renderer and returns the execution.
+    func execute(_ command: Command, key: IdempotencyKey? = nil) async throws -> Execution {
+        try await store.execute(command, idempotency: key, now: now) { try RenderedBody.render($0) }
+    }
+
+    /// Every ledger entry of the account, oldest first, read in pages of `pageSize` through `before:`.
+    func allEntries(_ userId: String, pageSize: Int = 7, sourceLocation: SourceLocation = #_sourceLocation)
+        async throws -> [LedgerEntryRecord]
+    {
+        var newestFirst: [LedgerEntryRecord] = []
+        var before: Int64?
+        while true {
+            let page = try await store.entries(userId: userId, before: before, limit: pageSize)
+            #expect(page.count <= pageSize, "[\(kind)] a page exceeds its limit", sourceLocation: sourceLocation)
+            for (newer, older) in zip(page, page.dropFirst()) {
+                #expect(newer.id > older.id, "[\(kind)] entries are not newest first", sourceLocation: sourceLocation)
+            }
+            if let before, let first = page.first {
+                #expect(first.id < before, "[\(kind)] a page repeats entries", sourceLocation: sourceLocation)
+            }
+            newestFirst += page
+            guard page.count == pageSize, let last = page.last else { break }
+            before = last.id
+        }
+        return newestFirst.reversed()
+    }
+
+    /// The ledger invariants, checked after every test that moves tokens: the entries replay to the wallet.
+    func checkInvariants(_ userIds: [String], sourceLocation: SourceLocation = #_sourceLocation) async throws {
+        for userId in userIds {
+            let wallet = try #require(
+                try await store.wallet(userId: userId, now: now), "[\(kind)] no wallet", sourceLocation: sourceLocation)
+            let entries = try await allEntries(userId, sourceLocation: sourceLocation)
+            var balance: Int64 = 0
+            var held: Int64 = 0
+            for entry in entries {
+                balance += entry.amount
+                held += entry.heldChange
+                #expect(
+                    entry.balanceAfter == balance, "[\(kind)] entry \(entry.id) balanceAfter is inconsistent",
+                    sourceLocation: sourceLocation)
+                #expect(
+                    balance >= 0 && held >= 0 && held <= balance,
+                    "[\(kind)] entry \(entry.id) leaves balance \(balance) held \(held)", sourceLocation: sourceLocation)
+            }
+            #expect(balance == wallet.balance, "[\(kind)] entries sum to \(balance), wallet says \(wallet.balance)",
+                sourceLocation: sourceLocation)
+            #expect(held == wallet.held, "[\(kind)] held changes sum to \(held), wallet says \(wallet.held)",
+                sourceLocation: sourceLocation)
+            #expect(wallet.balance >= 0, "[\(kind)] negative balance", sourceLocation: sourceLocation)
+            #expect(wallet.held >= 0 && wallet.held <= wallet.balance, "[\(kind)] held out of range",
+                sourceLocation: sourceLocation)
+        }
+    }
+}
+
+/// Runs `body`, expecting a ``StoreError`` with `code`; returns it for further checks.
+@discardableResult
+func expectStoreError<T>(
+    _ code: StoreError.Code, _ kind: StoreKind, sourceLocation: SourceLocation = #_sourceLocation,
+    _ body: () async throws -> T
+) async -> StoreError? {
+    do {
+        let value = try await body()
+        Issue.record("[\(kind)] expected StoreError(\(code)), got \(value)", sourceLocation: sourceLocation)
+        return nil
+    } catch let error as StoreError {
+        #expect(error.code == code, "[\(kind)] expected StoreError(\(code))", sourceLocation: sourceLocation)
+        return error
+    } catch {
+        Issue.record("[\(kind)] expected StoreError(\(code)), got \(error)", sourceLocation: sourceLocation)
+        return nil
+    }
+}
+
+/// The result of one of many concurrent calls.
+enum Attempt<Value: Sendable>: Sendable {
+    case success(Value)
+    case failure(StoreError)
+    case other(String)
+}
+
+/// Runs `body(0..<count)` concurrently and collects what each call did.
+func concurrently<Value: Sendable>(
+    _ count: Int, _ body: @escaping @Sendable (Int) async throws -> Value
+) async throws -> [Attempt<Value>] {
+    try await withThrowingTaskGroup(of: Attempt<Value>.self) { group in
+        for index in 0..<count {
+            group.addTask {
+                do {
+                    return .success(try await body(index))
+                } catch let error as StoreError {
+                    return .failure(error)
+                } catch {
+                    return .other("\(error)")
+                }
+            }
+        }
+        var attempts: [Attempt<Value>] = []
+        for try await attempt in group { attempts.append(attempt) }
+        return attempts
+    }
+}
