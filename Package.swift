@@ -7,6 +7,9 @@ let swiftSettings: [SwiftSetting] = [
     .enableUpcomingFeature("MemberImportVisibility"),
 ]
 
+/// Tests keep strict concurrency but not the import-visibility check, which adds noise and no safety there.
+let testSwiftSettings: [SwiftSetting] = [.enableUpcomingFeature("ExistentialAny")]
+
 let package = Package(
     name: "tally",
     platforms: [.macOS(.v15), .iOS(.v18)],
@@ -91,7 +94,7 @@ let package = Package(
         .testTarget(
             name: "TallyStoreTests",
             dependencies: ["TallyStore", "TallySQLite", "TallyPostgres"],
-            swiftSettings: swiftSettings
+            swiftSettings: testSwiftSettings
         ),
         .testTarget(
             name: "TallyServerTests",
@@ -100,7 +103,7 @@ let package = Package(
                 .product(name: "HummingbirdTesting", package: "hummingbird"),
                 .product(name: "Yams", package: "Yams"),
             ],
-            swiftSettings: swiftSettings
+            swiftSettings: testSwiftSettings
         ),
     ]
 )

@@ -9,8 +9,8 @@ struct LockedAccount {
     var wallet: WalletState
     /// Every quota counter of the account, by quota.
     var counters: [String: QuotaCounter]
-    /// Open holds that expired by `now`, in expiry order, not yet released.
-    var expired: [HoldRecord]
+    /// Whether an open hold has expired by `now` and is not yet released.
+    var hasExpiredHolds: Bool
     /// The hold the command names, if any (locked too).
     var hold: HoldRecord?
     /// A ledger entry id taken from the sequence after every earlier entry of the account.
@@ -67,8 +67,8 @@ extension PostgresStore {
     }
 
     /// Reads everything a command may need, in one statement that runs after the wallet lock was taken (so its
-    /// snapshot includes every earlier command on the account): user, wallet, counters, expired open holds
-    /// and the named hold (both locked), and, when asked, the id of the entry the command may append.
+    /// snapshot includes every earlier command on the account): user, wallet, counters, whether an open hold
+    /// has expired, the named hold (locked), and, when asked, the id of the entry the command may append.
     func lockedAccount(
         userId: String, holdId: String?, allocateEntryId: Bool, now: Date, on connection: PostgresConnection
     ) async throws -> LockedAccount? {
@@ -77,25 +77,15 @@ extension PostgresStore {
             SELECT u.id, u.email, u.timezone, u.language, u.premium_until, u.created_at,
                    w.balance, w.held, w.version,
                    c.quotas, c.used, c.window_ends,
-                   x.ids, x.amounts, x.created_ats, x.expires_ats,
+                   w.held > 0 AND EXISTS (
+                     SELECT 1 FROM holds WHERE user_id = u.id AND status = 'open' AND expires_at <= \(now.millis)),
                    h.id, h.user_id, h.amount, h.status, h.captured_amount, h.created_at, h.expires_at,
-                   CASE WHEN \(allocateEntryId) AND x.ids IS NULL THEN nextval('ledger_entries_id_seq') END
+                   CASE WHEN \(allocateEntryId) THEN nextval('ledger_entries_id_seq') END
             FROM users u JOIN wallets w ON w.user_id = u.id
             LEFT JOIN LATERAL (
-              SELECT array_agg(quota ORDER BY quota) AS quotas, array_agg(used ORDER BY quota) AS used,
-                     array_agg(window_end ORDER BY quota) AS window_ends
+              SELECT array_agg(quota) AS quotas, array_agg(used) AS used, array_agg(window_end) AS window_ends
               FROM quota_counters WHERE user_id = u.id
             ) c ON true
-            LEFT JOIN LATERAL (
-              SELECT array_agg(id ORDER BY expires_at, id) AS ids, array_agg(amount ORDER BY expires_at, id) AS amounts,
-                     array_agg(created_at ORDER BY expires_at, id) AS created_ats,
-                     array_agg(expires_at ORDER BY expires_at, id) AS expires_ats
-              FROM (
-                SELECT id, amount, created_at, expires_at FROM holds
-                WHERE user_id = u.id AND status = 'open' AND expires_at <= \(now.millis)
-                FOR UPDATE
-              ) e
-            ) x ON true
             LEFT JOIN LATERAL (
               SELECT id, user_id, amount, status, captured_amount, created_at, expires_at FROM holds
               WHERE id = \(holdId)::TEXT AND user_id = u.id
@@ -108,28 +98,46 @@ extension PostgresStore {
         let user = try UserRecord(&cells)
         let wallet = try WalletState(&cells)
         let counters = try readCounters(&cells)
-        let expired = try readOpenHolds(&cells, userId: user.id)
+        let hasExpired: Bool = try cells.next()
         let hold = try HoldRecord.read(&cells)
         let entryId: Int64? = try cells.next()
-        return LockedAccount(user: user, wallet: wallet, counters: counters, expired: expired, hold: hold, entryId: entryId)
+        return LockedAccount(
+            user: user, wallet: wallet, counters: counters, hasExpiredHolds: hasExpired, hold: hold, entryId: entryId)
     }
 
-    /// Releases the account's expired holds (``LockedAccount/expired``), as SQLite does at the start of every
-    /// command; takes a fresh entry id afterwards when one was asked for, so ids follow the ledger's order.
+    /// Releases the account's expired holds, as SQLite does at the start of every command (a rare path: one
+    /// statement reads and locks them, one releases them all); then takes a new entry id when one was asked
+    /// for, so that ids follow the ledger's order.
     func releaseExpired(
         _ account: inout LockedAccount, allocateEntryId: Bool, now: Date, on connection: PostgresConnection
     ) async throws {
-        guard !account.expired.isEmpty else { return }
+        guard account.hasExpiredHolds else { return }
         let userId = account.user.id
-        let wallets = try await Self.expire(
-            account.expired, wallets: [userId: account.wallet], now: now, on: connection, logger: logger)
+        let rows = try await connection.rows(
+            """
+            SELECT id, amount, created_at, expires_at FROM holds
+            WHERE user_id = \(userId) AND status = 'open' AND expires_at <= \(now.millis)
+            FOR UPDATE
+            """, logger: logger)
+        let expired = try rows.map { row in
+            var cells = Cells(row)
+            let id: String = try cells.next()
+            let amount: Int64 = try cells.next()
+            let createdAt: Int64 = try cells.next()
+            let expiresAt: Int64 = try cells.next()
+            return HoldRecord(
+                id: id, userId: userId, amount: amount, status: .open, capturedAmount: nil,
+                createdAt: Date(millis: createdAt), expiresAt: Date(millis: expiresAt))
+        }
+        account.hasExpiredHolds = false
+        guard !expired.isEmpty else { return }
+        let wallets = try await Self.expire(expired, wallets: [userId: account.wallet], now: now, on: connection, logger: logger)
         guard let wallet = wallets[userId] else { throw RetryTransaction() }
         account.wallet = wallet
-        if var hold = account.hold, account.expired.contains(where: { $0.id == hold.id }) {
+        if var hold = account.hold, expired.contains(where: { $0.id == hold.id }) {
             hold.status = .expired
             account.hold = hold
         }
-        account.expired = []
         if allocateEntryId { account.entryId = try await nextEntryId(on: connection) }
     }
 

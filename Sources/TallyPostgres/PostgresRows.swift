@@ -90,7 +90,8 @@ extension LedgerEntryRecord {
     }
 }
 
-/// Quota counters aggregated as three parallel arrays: `quotas, used, window_ends` (NULL when none).
+/// Quota counters aggregated as three parallel arrays (aggregated in one pass, so in the same order):
+/// `quotas, used, window_ends` (NULL when none).
 func readCounters(_ cells: inout Cells) throws -> [String: QuotaCounter] {
     let quotas: [String]? = try cells.next()
     let used: [Int64]? = try cells.next()
@@ -103,21 +104,4 @@ func readCounters(_ cells: inout Cells) throws -> [String: QuotaCounter] {
         counters[quotas[index]] = QuotaCounter(used: Int(used[index]), windowEnd: Date(millis: windowEnds[index]))
     }
     return counters
-}
-
-/// A user's open holds aggregated as parallel arrays: `ids, amounts, created_ats, expires_ats` (NULL when none).
-func readOpenHolds(_ cells: inout Cells, userId: String) throws -> [HoldRecord] {
-    let ids: [String]? = try cells.next()
-    let amounts: [Int64]? = try cells.next()
-    let createdAts: [Int64]? = try cells.next()
-    let expiresAts: [Int64]? = try cells.next()
-    guard let ids, let amounts, let createdAts, let expiresAts else { return [] }
-    guard ids.count == amounts.count, ids.count == createdAts.count, ids.count == expiresAts.count else {
-        throw PostgresFailure(kind: "mismatched hold arrays")
-    }
-    return ids.indices.map { index in
-        HoldRecord(
-            id: ids[index], userId: userId, amount: amounts[index], status: .open, capturedAmount: nil,
-            createdAt: Date(millis: createdAts[index]), expiresAt: Date(millis: expiresAts[index]))
-    }
 }

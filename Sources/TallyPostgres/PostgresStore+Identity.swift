@@ -94,6 +94,7 @@ extension PostgresStore {
         return try UserRecord(&cells)
     }
 
+    /// Opens a session for an existing account: one statement that reads the account and inserts the session.
     public func openSession(userId: String, sessionId: String, refresh: NewRefreshToken, now: Date) async throws -> SessionGrant {
         let rows = try await self.rows(
             """
@@ -154,10 +155,12 @@ extension PostgresStore {
         throw StoreError(.invalidRefreshToken)
     }
 
+    /// Revokes a session (keeps the first revocation time).
     public func revokeSession(id: String, now: Date) async throws {
         try await rows("UPDATE sessions SET revoked_at = \(now.millis) WHERE id = \(id) AND revoked_at IS NULL")
     }
 
+    /// The user of a session that is not revoked: one primary-key lookup.
     public func liveSessionUser(sessionId: String) async throws -> String? {
         guard let row = try await rows("SELECT user_id FROM sessions WHERE id = \(sessionId) AND revoked_at IS NULL").first
         else { return nil }
@@ -187,6 +190,7 @@ extension PostgresStore {
         throw StoreError(.alreadyLinked)
     }
 
+    /// The account and password hash for an email, if any.
     public func passwordHash(email: String) async throws -> (userId: String, passwordHash: String)? {
         guard let row = try await rows("SELECT id, password_hash FROM users WHERE email = \(email)").first else { return nil }
         var cells = Cells(row)
@@ -195,6 +199,7 @@ extension PostgresStore {
         return (userId, hash)
     }
 
+    /// The account, if it exists.
     public func user(id: String) async throws -> UserRecord? {
         guard
             let row = try await rows(

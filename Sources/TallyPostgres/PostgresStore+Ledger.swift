@@ -4,9 +4,10 @@ import PostgresNIO
 import TallyStore
 
 extension PostgresStore {
-    /// One transaction of four statements in the common case: the idempotency key's advisory lock, its
-    /// stored response and the wallet's row lock; the locked account (with counters, holds and the next
-    /// entry id); the planned writes together with the stored response; and the commit (plus BEGIN).
+    /// One transaction, three statements between BEGIN and COMMIT in the common case: the key's advisory
+    /// lock with its stored response and the wallet's row lock (or the row lock alone without a key); the
+    /// account read after the lock (counters, expired and named holds, the next entry id); the planned
+    /// writes with the response stored under the key. A replay is BEGIN, one statement, COMMIT.
     public func execute(
         _ command: Command, idempotency: IdempotencyKey?, now: Date,
         render: @Sendable (CommandOutcome) throws -> StoredResponse
@@ -52,6 +53,8 @@ extension PostgresStore {
         }
     }
 
+    /// One statement reads the wallet and whether an open hold has expired; only then a transaction
+    /// locks the wallet and releases the expired holds.
     public func wallet(userId: String, now: Date) async throws -> WalletState? {
         let rows = try await self.rows(
             """
@@ -67,6 +70,8 @@ extension PostgresStore {
         return try await releaseExpiredHolds(userId: userId, now: now)?.wallet
     }
 
+    /// One statement reads the account, wallet and counters (and whether a hold has expired; only then
+    /// a transaction locks the wallet and releases the expired holds).
     public func accountState(userId: String, now: Date) async throws -> AccountState? {
         let rows = try await self.rows(
             """
@@ -76,8 +81,8 @@ extension PostgresStore {
                      SELECT 1 FROM holds WHERE user_id = u.id AND status = 'open' AND expires_at <= \(now.millis))
             FROM users u JOIN wallets w ON w.user_id = u.id
             LEFT JOIN LATERAL (
-              SELECT array_agg(quota ORDER BY quota) AS quotas, array_agg(used ORDER BY quota) AS used,
-                     array_agg(window_end ORDER BY quota) AS window_ends
+              SELECT array_agg(quota) AS quotas, array_agg(used) AS used,
+                     array_agg(window_end) AS window_ends
               FROM quota_counters WHERE user_id = u.id
             ) c ON true
             WHERE u.id = \(userId)
@@ -89,6 +94,7 @@ extension PostgresStore {
         return try await releaseExpiredHolds(userId: userId, now: now)
     }
 
+    /// Ledger entries of the account, newest first, with ids below `before` when given.
     public func entries(userId: String, before: Int64?, limit: Int) async throws -> [LedgerEntryRecord] {
         // A negative limit means no limit, as in SQLite.
         let limit: Int? = limit < 0 ? nil : limit
@@ -104,6 +110,7 @@ extension PostgresStore {
         }
     }
 
+    /// A hold of the account.
     public func hold(id: String, userId: String) async throws -> HoldRecord? {
         guard
             let row = try await rows(

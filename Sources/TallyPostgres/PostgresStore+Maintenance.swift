@@ -27,10 +27,13 @@ extension PostgresStore {
         }
     }
 
+    /// Succeeds when the database answers `SELECT 1`.
     public func ping() async throws {
         try await rows("SELECT 1")
     }
 
+    /// The named server secret; `make` runs only when it is missing, and of concurrent creators the
+    /// first insert wins (`ON CONFLICT DO NOTHING`) and everyone returns its value.
     public func secret(named name: String, orCreate make: @Sendable () -> String) async throws -> String {
         if let value = try await storedSecret(name) { return value }
         let value = make()
@@ -98,6 +101,7 @@ extension PostgresStore {
         }
     }
 
+    /// Deletes old idempotency records and guest sign-up records, in one statement.
     public func purge(idempotencyBefore: Date, signupsBefore: Date) async throws {
         try await rows(
             """

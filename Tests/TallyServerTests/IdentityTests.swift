@@ -14,7 +14,7 @@ struct IdentityTests {
             #expect(again.userId == guest.userId)
             try await api.grant(42, to: guest)
 
-            let email = "u\(UUID().uuidString.prefix(8))@example.com"
+            let email = "u\(UUID().uuidString.prefix(8).lowercased())@example.com"
             let linked = try await api.send(.post, "/v1/auth/link", token: guest.accessToken, json: CredentialsRequest(email: email, password: "correct horse"))
             #expect(linked.status == .ok)
             let me = try linked.decode(Me.self)
@@ -48,7 +48,7 @@ struct IdentityTests {
 
     @Test("Access tokens expire by the injected clock; sign-out and account deletion end them", arguments: StoreKind.available)
     func tokenEnd(kind: StoreKind) async throws {
-        try await LiveServer.with(kind) { server in
+        try await LiveServer.with(kind, accessTokenTTL: 900) { server in
             let api = server.connection()
             let user = try await api.newGuest()
             #expect(try await api.send(.get, "/v1/me", token: user.accessToken).status == .ok)

@@ -38,12 +38,14 @@ struct LiveServer: Sendable {
     /// Starts a server on `kind`, runs `body`, then shuts the server down gracefully.
     static func with<T: Sendable>(
         _ kind: StoreKind, catalog: Catalog = .standard, signupsPerHour: Int = 1000,
+        accessTokenTTL: TimeInterval = 30 * 86_400,
         _ body: @Sendable (LiveServer) async throws -> T
     ) async throws -> T {
         let clock = ManualClock(Date(timeIntervalSince1970: 1_800_000_000))  // 2027-01-15T08:00:00Z
         var configuration = TallyConfiguration()
         configuration.port = 0
         configuration.bcryptCost = 4
+        configuration.accessTokenTTL = accessTokenTTL
         configuration.housekeepingInterval = .seconds(3600)
         configuration.metering.catalog = catalog
         configuration.metering.guestSignupsPerIPPerHour = signupsPerHour
@@ -203,4 +205,8 @@ extension HTTPField.Name {
     static let idempotencyKey = HTTPField.Name("Idempotency-Key")!
     static let idempotentReplayed = HTTPField.Name("Idempotent-Replayed")!
     static let retryAfter = HTTPField.Name("Retry-After")!
+}
+
+extension HTTPResponse.Status {
+    static let paymentRequired = HTTPResponse.Status(code: 402, reasonPhrase: "Payment Required")
 }

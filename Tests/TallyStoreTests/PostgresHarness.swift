@@ -1,14 +1,60 @@
 import Foundation
+import Logging
+import TallyPostgres
 import TallyStore
 
-/// Opens the PostgreSQL store named by `TALLY_TEST_DATABASE_URL`, runs it, migrates, and runs `body` with it.
-/// All PostgreSQL tests share that one database, so every test creates its own accounts.
+/// Limits how many PostgreSQL fixtures are open at once, so parallel tests stay under the server's
+/// `max_connections` (each fixture has its own small pool).
+private actor FixtureGate {
+    private var available: Int
+    private var waiters: [CheckedContinuation<Void, Never>] = []
+
+    init(_ count: Int) { available = count }
+
+    func acquire() async {
+        if available > 0 {
+            available -= 1
+            return
+        }
+        await withCheckedContinuation { waiters.append($0) }
+    }
+
+    func release() {
+        if waiters.isEmpty { available += 1 } else { waiters.removeFirst().resume() }
+    }
+}
+
+private let gate = FixtureGate(4)
+
+/// Opens the PostgreSQL store named by `TALLY_TEST_DATABASE_URL`, runs it for the duration of `body`
+/// (cancelled at the end), migrates, and runs `body` with it. All PostgreSQL tests share that one
+/// database, so every test creates its own accounts and the sweeping tests use their own epochs.
 func withPostgresStore(_ body: (any TallyStorage) async throws -> Void) async throws {
     guard let url = ProcessInfo.processInfo.environment["TALLY_TEST_DATABASE_URL"], !url.isEmpty else {
         throw HarnessError(
             "[postgres] TALLY_REQUIRE_POSTGRES=1 but TALLY_TEST_DATABASE_URL is not set: "
                 + "the PostgreSQL conformance tests cannot run")
     }
-    _ = url
-    throw HarnessError("[postgres] PostgresStore is not available yet")
+    var logger = Logger(label: "tally.store-tests")
+    logger.logLevel = .warning
+    let store = try PostgresStore(url: url, maximumConnections: 5, logger: logger)
+
+    await gate.acquire()
+    do {
+        try await withThrowingTaskGroup(of: Void.self) { group in
+            group.addTask { try await store.run() }
+            do {
+                try await store.migrate()
+                try await body(store)
+            } catch {
+                group.cancelAll()
+                throw error
+            }
+            group.cancelAll()
+        }
+    } catch {
+        await gate.release()
+        throw error
+    }
+    await gate.release()
 }

@@ -33,8 +33,9 @@ public func buildApplication(
     let registry = PrometheusCollectorRegistry()
     let router = buildRouter(services: tally, registry: registry)
     configureRouter(router, tally)
+    let ready = StartupGate()
     services.append(
-        Housekeeping(store: store, clock: clock, interval: configuration.housekeepingInterval, logger: logger))
+        Housekeeping(store: store, clock: clock, interval: configuration.housekeepingInterval, logger: logger, ready: ready))
     var app = Application(
         router: router,
         configuration: .init(
@@ -46,6 +47,7 @@ public func buildApplication(
     app.beforeServerStarts {
         try await store.migrate()
         try await tally.loadSecrets()
+        ready.open()
     }
     return app
 }

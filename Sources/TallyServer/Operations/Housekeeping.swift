@@ -12,6 +12,8 @@ struct Housekeeping: Service {
     let clock: any WallClock
     let interval: Duration
     let logger: Logger
+    /// Opened once migrations have run.
+    let ready: StartupGate
 
     /// Idempotency records are kept 48 hours (clients are promised at least 24).
     static let idempotencyRetention: Double = 48 * 3600
@@ -31,6 +33,7 @@ struct Housekeeping: Service {
     }
 
     func run() async throws {
+        await ready.wait()
         while !Task.isCancelled && !Task.isShuttingDownGracefully {
             do {
                 let released = try await sweep()
@@ -41,4 +44,18 @@ struct Housekeeping: Service {
             try? await cancelWhenGracefulShutdown { try await Task.sleep(for: interval) }
         }
     }
+}
+
+/// A one-shot signal: services that need the schema wait on it; start-up opens it after migrating.
+final class StartupGate: Sendable {
+    private let stream: AsyncStream<Void>
+    private let continuation: AsyncStream<Void>.Continuation
+
+    init() { (stream, continuation) = AsyncStream.makeStream(of: Void.self) }
+
+    /// Lets every waiter (present and future) through.
+    func open() { continuation.finish() }
+
+    /// Returns once ``open()`` was called, or the task is cancelled.
+    func wait() async { for await _ in stream {} }
 }
