@@ -38,10 +38,10 @@ struct LiveServer: Sendable {
     /// Starts a server on `kind`, runs `body`, then shuts the server down gracefully.
     static func with<T: Sendable>(
         _ kind: StoreKind, catalog: Catalog = .standard, signupsPerHour: Int = 1000,
-        accessTokenTTL: TimeInterval = 30 * 86_400,
+        accessTokenTTL: TimeInterval = 30 * 86_400, start: Date = Date(timeIntervalSince1970: 1_800_000_000),
         _ body: @Sendable (LiveServer) async throws -> T
     ) async throws -> T {
-        let clock = ManualClock(Date(timeIntervalSince1970: 1_800_000_000))  // 2027-01-15T08:00:00Z
+        let clock = ManualClock(start)  // by default 2027-01-15T08:00:00Z
         var configuration = TallyConfiguration()
         configuration.port = 0
         configuration.bcryptCost = 4

@@ -1,0 +1,123 @@
+import Foundation
+import TallyAPI
+import Testing
+
+/// Two `tally serve` processes on one PostgreSQL: tokens, idempotency keys and the ledger are shared,
+/// and every invariant holds under debits racing across both.
+@Suite("Several server processes, one PostgreSQL")
+struct MultiProcessTests {
+    @Test("Two processes started at once migrate safely and keep every invariant under concurrent debits",
+        .enabled(if: StoreKind.available.contains(.postgres)))
+    func twoProcesses() async throws {
+        guard let url = StoreKind.postgresURL else {
+            Issue.record("TALLY_REQUIRE_POSTGRES=1 but TALLY_TEST_DATABASE_URL is not set: run the tests with scripts/test")
+            return
+        }
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("tally-mp-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let config = directory.appendingPathComponent("tally.json")
+        try Data(#"{"guestSignupsPerIPPerHour": 100000, "quotas": [], "actions": [{"name": "debit1", "tokens": 1}]}"#.utf8)
+            .write(to: config)
+        let adminKey = "multi-process-admin-key-0123"
+        let environment = ["DATABASE_URL": url, "TALLY_CONFIG": config.path, "TALLY_ADMIN_KEY": adminKey, "LOG_LEVEL": "warning"]
+        let first = try ServerProcess(name: "a", directory: directory, environment: environment)
+        let second = try ServerProcess(name: "b", directory: directory, environment: environment)
+        defer {
+            first.stop()
+            second.stop()
+        }
+        let ports = [try await first.port(), try await second.port()]
+
+        let setup = APIConnection(port: ports[0], adminKey: adminKey)
+        let user = try await setup.newGuest()
+        try await setup.grant(100, to: user)
+        let statuses = try await withThrowingTaskGroup(of: UInt16.self) { group in
+            for index in 0..<200 {
+                group.addTask {
+                    let api = APIConnection(port: ports[index % 2], adminKey: adminKey)
+                    let status = try await api.send(
+                        .post, "/v1/actions/debit1", token: user.accessToken, headers: [.idempotencyKey: "mp-\(index)"]
+                    ).status.code
+                    await api.close()
+                    return UInt16(status)
+                }
+            }
+            return try await group.reduce(into: []) { $0.append($1) }
+        }
+        #expect(statuses.filter { $0 == 200 }.count == 100)
+        #expect(statuses.filter { $0 == 402 }.count == 100)
+
+        // One key retried on both processes at once: one charge.
+        try await setup.grant(10, to: user)
+        let retries = try await withThrowingTaskGroup(of: APIResponse.self) { group in
+            for index in 0..<20 {
+                group.addTask {
+                    let api = APIConnection(port: ports[index % 2], adminKey: adminKey)
+                    let response = try await api.send(.post, "/v1/actions/debit1", token: user.accessToken, headers: [.idempotencyKey: "mp-retry"])
+                    await api.close()
+                    return response
+                }
+            }
+            return try await group.reduce(into: []) { $0.append($1) }
+        }
+        #expect(retries.allSatisfy { $0.status == .ok || $0.status == .conflict })
+        #expect(Set(retries.filter { $0.status == .ok }.map(\.body)).count == 1)
+        let other = APIConnection(port: ports[1], adminKey: adminKey)
+        #expect(try await other.wallet(user).balance == 9)
+        try await other.expectBooksBalance(user)
+        await other.close()
+        await setup.close()
+    }
+}
+
+/// A `tally serve` child process on a free port.
+final class ServerProcess: @unchecked Sendable {
+    let process = Process()
+    let output: URL
+
+    init(name: String, directory: URL, environment: [String: String]) throws {
+        output = directory.appendingPathComponent("\(name).log")
+        FileManager.default.createFile(atPath: output.path, contents: nil)
+        process.executableURL = URL(fileURLWithPath: Self.binary)
+        process.arguments = ["serve", "--port", "0", "--data-dir", directory.appendingPathComponent(name).path]
+        process.environment = ProcessInfo.processInfo.environment.merging(environment) { $1 }
+        let handle = try FileHandle(forWritingTo: output)
+        process.standardOutput = handle
+        process.standardError = handle
+        try process.run()
+    }
+
+    /// The built `tally` binary: `TALLY_BIN` (set by scripts/test), else the debug build next to the sources.
+    static var binary: String {
+        if let path = ProcessInfo.processInfo.environment["TALLY_BIN"], !path.isEmpty { return path }
+        let root = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
+        return root.appendingPathComponent(".build/debug/tally").path
+    }
+
+    /// Waits (up to 60 s) for the process to print the port it listens on.
+    func port() async throws -> Int {
+        for _ in 0..<600 {
+            let log = (try? String(contentsOf: output, encoding: .utf8)) ?? ""
+            if let line = log.split(separator: "\n").first(where: { $0.hasPrefix("tally listening on http://") }),
+                let port = line.split(separator: ":").last.flatMap({ Int($0.prefix { $0.isNumber }) })
+            {
+                return port
+            }
+            guard process.isRunning else { throw ProcessError(log: log) }
+            try await Task.sleep(for: .milliseconds(100))
+        }
+        throw ProcessError(log: "no port after 60 s")
+    }
+
+    func stop() {
+        guard process.isRunning else { return }
+        process.terminate()
+        process.waitUntilExit()
+    }
+
+    struct ProcessError: Error, CustomStringConvertible {
+        let log: String
+        var description: String { "tally serve failed:\n\(log)" }
+    }
+}
