@@ -7,13 +7,14 @@ import TallyStore
 typealias Remembered = (key: IdempotencyKey, response: StoredResponse)
 
 extension PostgresStore {
-    /// Applies `plan` to the locked account and stores the response under its key, normally in one
-    /// statement: the entry (wallet, ledger, hold), the counter or the profile, each with the key's row.
+    /// Applies `plan` to the locked account and stores the response under its key, in one statement for
+    /// every plan the planner makes: the entry (wallet and ledger, with the new or settled hold if any), the
+    /// counter, or the profile, each together with the key's row (or the key's row alone).
     func apply(
         _ plan: LedgerPlan, to account: LockedAccount, remembering remembered: Remembered?, now: Date,
         on connection: PostgresConnection
     ) async throws {
-        let movesHolds = plan.entry != nil || plan.newHold != nil || plan.settleHold != nil
+        let movesHolds = plan.newHold != nil || plan.settleHold != nil
         var pending = remembered
         /// The key's row goes with the last statement.
         func take(_ isLast: Bool) -> Remembered? {
@@ -22,7 +23,35 @@ extension PostgresStore {
             return pending
         }
         if movesHolds {
-            try await applyEntry(plan, to: account, remembering: take(plan.counter == nil && plan.user == nil), now: now, on: connection)
+            try await applyHoldEntry(plan, to: account, remembering: take(plan.counter == nil && plan.user == nil), now: now, on: connection)
+        } else if let entry = plan.entry {
+            let remember = take(plan.counter == nil && plan.user == nil)
+            let after = account.wallet.applying(entry)
+            // The hot path (debits, grants): the planning of unused hold statements is worth saving.
+            let rows = try await connection.rows(
+                """
+                WITH moved AS (
+                  UPDATE wallets SET balance = \(after.balance), held = \(after.held), version = \(after.version)
+                  WHERE user_id = \(account.user.id) AND version = \(account.wallet.version)
+                  RETURNING 1
+                ), appended AS (
+                  INSERT INTO ledger_entries (id, user_id, kind, amount, held_change, balance_after, held_after, reason, created_at)
+                  OVERRIDING SYSTEM VALUE
+                  SELECT \(account.entryId)::BIGINT, \(account.user.id), \(entry.kind.rawValue), \(entry.amount), \(entry.heldChange),
+                         \(after.balance), \(after.held), \(entry.reason)::TEXT, \(now.millis)
+                  FROM moved
+                ), remembered AS (
+                  INSERT INTO idempotency_keys (scope, key, fingerprint, status, body, created_at)
+                  SELECT \(remember?.key.scope)::TEXT, \(remember?.key.key)::TEXT, \(remember?.key.fingerprint)::TEXT,
+                         \(remember.map { Int64($0.response.status) })::BIGINT, \(remember.map { Data($0.response.body) })::BYTEA,
+                         \(now.millis)
+                  WHERE \(remember != nil)
+                  ON CONFLICT (scope, key) DO NOTHING
+                  RETURNING 1
+                )
+                SELECT (SELECT count(*) FROM remembered), (SELECT count(*) FROM moved)
+                """, logger: logger)
+            try Self.check(rows, remembered: remember, expected: [1])
         }
         if let (quota, counter) = plan.counter {
             let remember = take(plan.user == nil)
@@ -85,7 +114,7 @@ extension PostgresStore {
 
     /// The wallet, its new ledger entry (with the id the snapshot took), a new hold and a settled hold.
     /// The wallet moves only from the version read under the lock.
-    private func applyEntry(
+    private func applyHoldEntry(
         _ plan: LedgerPlan, to account: LockedAccount, remembering remember: Remembered?, now: Date,
         on connection: PostgresConnection
     ) async throws {

@@ -24,8 +24,8 @@ struct MultiProcessTests {
         let first = try ServerProcess(name: "a", directory: directory, environment: environment)
         let second = try ServerProcess(name: "b", directory: directory, environment: environment)
         defer {
-            first.stop()
-            second.stop()
+            _ = first.stop()
+            _ = second.stop()
         }
         let ports = [try await first.port(), try await second.port()]
 
@@ -68,6 +68,9 @@ struct MultiProcessTests {
         try await other.expectBooksBalance(user)
         await other.close()
         await setup.close()
+        // SIGTERM: graceful shutdown, exit status 0.
+        #expect(first.stop() == 0)
+        #expect(second.stop() == 0)
     }
 }
 
@@ -78,7 +81,7 @@ final class ServerProcess: @unchecked Sendable {
 
     init(name: String, directory: URL, environment: [String: String]) throws {
         output = directory.appendingPathComponent("\(name).log")
-        FileManager.default.createFile(atPath: output.path, contents: nil)
+        _ = FileManager.default.createFile(atPath: output.path, contents: nil)
         process.executableURL = URL(fileURLWithPath: Self.binary)
         process.arguments = ["serve", "--port", "0", "--data-dir", directory.appendingPathComponent(name).path]
         process.environment = ProcessInfo.processInfo.environment.merging(environment) { $1 }
@@ -110,10 +113,12 @@ final class ServerProcess: @unchecked Sendable {
         throw ProcessError(log: "no port after 60 s")
     }
 
-    func stop() {
-        guard process.isRunning else { return }
-        process.terminate()
+    /// Sends SIGTERM and waits; returns the exit status.
+    @discardableResult
+    func stop() -> Int32 {
+        if process.isRunning { process.terminate() }
         process.waitUntilExit()
+        return process.terminationStatus
     }
 
     struct ProcessError: Error, CustomStringConvertible {

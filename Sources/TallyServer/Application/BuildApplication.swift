@@ -29,8 +29,9 @@ public func buildApplication(
         try FileManager.default.createDirectory(atPath: configuration.dataDirectory, withIntermediateDirectories: true)
         store = try SQLiteStore(path: (configuration.dataDirectory as NSString).appendingPathComponent("tally.sqlite"))
     }
-    let tally = TallyServices(store: store, clock: clock, configuration: configuration)
     let registry = PrometheusCollectorRegistry()
+    let tally = TallyServices(
+        store: store, clock: clock, configuration: configuration, metrics: PrometheusMetricsFactory(registry: registry))
     let router = buildRouter(services: tally, registry: registry)
     configureRouter(router, tally)
     let ready = StartupGate()
@@ -55,7 +56,7 @@ public func buildApplication(
 /// The router with every Tally route; exposed for embedding and for tests.
 public func buildRouter(services: TallyServices, registry: PrometheusCollectorRegistry) -> Router<TallyRequestContext> {
     let router = Router(context: TallyRequestContext.self)
-    router.add(middleware: RequestMetricsMiddleware(factory: PrometheusMetricsFactory(registry: registry)))
+    router.add(middleware: RequestMetricsMiddleware(factory: services.metrics))
     router.add(middleware: ErrorMiddleware())
     OperationsController(services: services, registry: registry).addRoutes(to: router)
 
@@ -66,7 +67,7 @@ public func buildRouter(services: TallyServices, registry: PrometheusCollectorRe
     metering.addPublicRoutes(to: v1)
 
     let user = router.group("v1")
-        .add(middleware: AuthMiddleware(tokens: services.tokens, store: services.store))
+        .add(middleware: AuthMiddleware(tokens: services.tokens, store: services.store, sessions: services.sessions))
         .group(context: AuthenticatedContext.self)
     identity.addRoutes(to: user)
     WalletController(services: services).addRoutes(to: user)

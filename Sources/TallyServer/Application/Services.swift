@@ -1,4 +1,5 @@
 import Foundation
+import Metrics
 import Synchronization
 import TallyStore
 
@@ -15,8 +16,10 @@ public struct TallyServices: Sendable {
     let views: QuotaViews
     let runner: CommandRunner
     let secrets: RuntimeSecrets
+    let sessions: SessionCache
+    let metrics: any MetricsFactory
 
-    init(store: any TallyStorage, clock: any WallClock, configuration: TallyConfiguration) {
+    init(store: any TallyStorage, clock: any WallClock, configuration: TallyConfiguration, metrics: any MetricsFactory) {
         self.store = store
         self.clock = clock
         self.catalog = configuration.metering.catalog
@@ -24,8 +27,10 @@ public struct TallyServices: Sendable {
         self.tokens = TokenService(
             clock: clock, accessTokenTTL: configuration.accessTokenTTL, refreshTokenTTL: configuration.refreshTokenTTL)
         self.views = QuotaViews(catalog: catalog, clock: clock)
-        self.runner = CommandRunner(store: store, clock: clock, views: views, inFlight: InFlightKeys())
+        self.runner = CommandRunner(store: store, clock: clock, views: views, inFlight: InFlightKeys(), metrics: metrics)
         self.secrets = RuntimeSecrets()
+        self.sessions = SessionCache(clock: clock)
+        self.metrics = metrics
     }
 
     /// Loads the secrets shared through the database (JWT signing key, IP-hash key); run before serving.

@@ -1,6 +1,7 @@
 import Foundation
 import HTTPTypes
 import Hummingbird
+import Metrics
 import Synchronization
 import TallyAPI
 import TallyStore
@@ -14,6 +15,7 @@ struct CommandRunner: Sendable {
     let clock: any WallClock
     let views: QuotaViews
     let inFlight: InFlightKeys
+    let metrics: any MetricsFactory
 
     /// Whether the endpoint insists on a key.
     enum KeyPolicy { case optional, required }
@@ -41,12 +43,20 @@ struct CommandRunner: Sendable {
                 StoredResponse(status: Int(status.code), body: try JSONResponse.bytes(render(outcome)))
             }
         } catch let error as StoreError {
+            count(command, result: "refused_\(error.code)")
             throw APIError(error, views: views)
         }
+        count(command, result: execution.isReplay ? "replayed" : "executed")
         var headers: HTTPFields = [:]
         if case .replayed = execution { headers[.idempotentReplayed] = "true" }
         let stored = execution.response
         return JSONResponse.make(status: HTTPResponse.Status(code: stored.status), bytes: stored.body, headers: headers)
+    }
+
+    /// Counts ledger operations by command and result (`executed`, `replayed`, `refused_<code>`).
+    private func count(_ command: Command, result: String) {
+        Counter(label: "tally_ledger_operations_total", dimensions: [("operation", command.name), ("result", result)], factory: metrics)
+            .increment()
     }
 
     /// The request's key: 1–255 printable ASCII characters.
@@ -81,4 +91,26 @@ final class InFlightKeys: Sendable {
 
     /// Releases a claimed key.
     func release(_ key: String) { _ = keys.withLock { $0.remove(key) } }
+}
+
+extension Execution {
+    var isReplay: Bool {
+        if case .replayed = self { return true }
+        return false
+    }
+}
+
+extension Command {
+    /// The operation's name in metrics.
+    var name: String {
+        switch self {
+        case .grant: "grant"
+        case .createHold: "hold"
+        case .captureHold: "capture"
+        case .releaseHold: "release"
+        case .performAction: "action"
+        case .setPremium: "premium"
+        case .updateProfile: "profile"
+        }
+    }
 }

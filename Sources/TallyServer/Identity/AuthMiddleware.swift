@@ -12,18 +12,26 @@ struct AuthMiddleware: RouterMiddleware {
     typealias Context = TallyRequestContext
     let tokens: TokenService
     let store: any TallyStorage
+    let sessions: SessionCache
 
     func handle(_ request: Request, context: Context, next: (Request, Context) async throws -> Response) async throws -> Response {
-        guard let token = request.headers[.authorization].flatMap(Self.bearer),
-            let identity = await tokens.verify(token),
-            try await store.liveSessionUser(sessionId: identity.sessionId) == identity.userId
-        else {
+        guard let token = request.headers[.authorization].flatMap(Self.bearer), let identity = try await identity(of: token) else {
             throw APIError(.unauthorized, "A valid access token is required.")
         }
         var context = context
         context.identity = identity
         context.logger[metadataKey: "tally.user"] = .string(identity.userId)
         return try await next(request, context)
+    }
+
+    /// The identity of a token that is validly signed, unexpired and of a live session.
+    func identity(of token: String) async throws -> Identity? {
+        if let identity = sessions.identity(for: token) { return identity }
+        guard let (identity, expiresAt) = await tokens.verify(token),
+            try await store.liveSessionUser(sessionId: identity.sessionId) == identity.userId
+        else { return nil }
+        sessions.remember(token, identity: identity, expiresAt: expiresAt)
+        return identity
     }
 
     /// The token of a `Bearer` authorization header.

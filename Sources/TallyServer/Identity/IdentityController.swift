@@ -86,6 +86,7 @@ struct IdentityController {
 
     @Sendable func signOut(_ request: Request, context: AuthenticatedContext) async throws -> HTTPResponse.Status {
         try await store.revokeSession(id: context.identity.sessionId, now: services.clock.now)
+        services.sessions.evict(sessionId: context.identity.sessionId)
         return .noContent
     }
 
@@ -109,6 +110,7 @@ struct IdentityController {
 
     @Sendable func deleteMe(_ request: Request, context: AuthenticatedContext) async throws -> HTTPResponse.Status {
         _ = try await store.deleteUser(id: context.identity.userId)
+        services.sessions.evict(userId: context.identity.userId)
         context.logger.info("account deleted")
         return .noContent
     }

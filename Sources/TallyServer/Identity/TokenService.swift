@@ -36,13 +36,13 @@ final class TokenService: Sendable {
         return (try await keys.sign(claims), Int(accessTokenTTL))
     }
 
-    /// The identity in a valid, unexpired access token; `nil` for anything else.
-    func verify(_ token: String) async -> Identity? {
+    /// The identity in a valid, unexpired access token and its expiry; `nil` for anything else.
+    func verify(_ token: String) async -> (identity: Identity, expiresAt: Date)? {
         guard ready.withLock({ $0 }), token.utf8.count < 2048,
             let claims = try? await keys.verify(token, as: AccessClaims.self),
             claims.exp.value > clock.now
         else { return nil }
-        return Identity(userId: claims.sub.value, sessionId: claims.sid)
+        return (Identity(userId: claims.sub.value, sessionId: claims.sid), claims.exp.value)
     }
 
     /// A new refresh token to hand out, and what to store (its hash and expiry).

@@ -1,0 +1,61 @@
+import Foundation
+import Synchronization
+import TallyStore
+
+/// Remembers access tokens that were verified and whose session was found live, for a few seconds,
+/// so a busy client's reads skip the signature check and the session lookup.
+///
+/// Sign-out and account deletion evict their entries on this instance at once; on other instances
+/// a revoked session's access tokens stop working within ``recheckInterval``.
+final class SessionCache: Sendable {
+    struct Entry {
+        let identity: Identity
+        let expiresAt: Date
+        let checkedAt: Date
+    }
+
+    private let entries = Mutex<[String: Entry]>([:])
+    private let clock: any WallClock
+    /// How long a session found live is trusted before it is looked up again.
+    let recheckInterval: TimeInterval
+    /// Entries kept at most; the cache is cleared when full (cheap, and it refills on demand).
+    let capacity: Int
+
+    init(clock: any WallClock, recheckInterval: TimeInterval = 5, capacity: Int = 50_000) {
+        self.clock = clock
+        self.recheckInterval = recheckInterval
+        self.capacity = capacity
+    }
+
+    /// The identity of `token` if it was verified recently and has not expired.
+    func identity(for token: String) -> Identity? {
+        let now = clock.now
+        return entries.withLock { entries in
+            guard let entry = entries[token] else { return nil }
+            guard entry.expiresAt > now, now.timeIntervalSince(entry.checkedAt) < recheckInterval else {
+                entries[token] = nil
+                return nil
+            }
+            return entry.identity
+        }
+    }
+
+    /// Records a token just verified against a live session.
+    func remember(_ token: String, identity: Identity, expiresAt: Date) {
+        let entry = Entry(identity: identity, expiresAt: expiresAt, checkedAt: clock.now)
+        entries.withLock { entries in
+            if entries.count >= capacity { entries.removeAll(keepingCapacity: true) }
+            entries[token] = entry
+        }
+    }
+
+    /// Forgets every token of a session (sign-out).
+    func evict(sessionId: String) {
+        entries.withLock { entries in entries = entries.filter { $0.value.identity.sessionId != sessionId } }
+    }
+
+    /// Forgets every token of a user (account deletion).
+    func evict(userId: String) {
+        entries.withLock { entries in entries = entries.filter { $0.value.identity.userId != userId } }
+    }
+}
