@@ -69,7 +69,7 @@ struct AdminKeyMiddleware: RouterMiddleware {
     func handle(_ request: Request, context: Context, next: (Request, Context) async throws -> Response) async throws -> Response {
         guard !adminKey.isEmpty, let token = request.headers[.authorization].flatMap(AuthMiddleware.bearer),
             Secrets.constantTimeEqual(token, adminKey)
-        else { throw APIError(.forbidden, "The admin key is missing or wrong.", status: .unauthorized) }
+        else { throw APIError(.unauthorized, "The admin key is missing or wrong.") }
         return try await next(request, context)
     }
 }
