@@ -13,7 +13,7 @@ enum Validate {
     }
 
     static func text(_ value: String, field: String, length: ClosedRange<Int>) throws -> String {
-        guard length.contains(value.count), !value.contains(where: { $0.isNewline || $0 == "\u{0}" }) else {
+        guard length.contains(value.count), !value.unicodeScalars.contains(where: { $0.value < 0x20 || $0.value == 0x7F }) else {
             throw APIError(.invalidField, "'\(field)' must be \(length.lowerBound) to \(length.upperBound) characters on one line.")
         }
         return value
@@ -30,7 +30,8 @@ enum Validate {
         let email = value.trimmingCharacters(in: .whitespaces).lowercased()
         let parts = email.split(separator: "@", omittingEmptySubsequences: false)
         guard (3...254).contains(email.utf8.count), parts.count == 2, !parts[0].isEmpty, parts[1].contains("."),
-            !parts[1].hasPrefix("."), !parts[1].hasSuffix("."), !email.contains(where: { $0.isWhitespace })
+            !parts[1].hasPrefix("."), !parts[1].hasSuffix("."),
+            !email.unicodeScalars.contains(where: { $0.properties.isWhitespace || $0.value < 0x20 || $0.value == 0x7F })
         else {
             throw APIError(.invalidField, "'email' is not a valid email address.")
         }

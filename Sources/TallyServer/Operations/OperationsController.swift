@@ -9,11 +9,25 @@ struct OperationsController {
     let services: TallyServices
     let registry: PrometheusCollectorRegistry
 
+    /// Runs `body`, or throws `CancellationError` once `timeout` has passed: a database that is down
+    /// must not hold readiness probes for the connection pool's own (minute-long) timeout.
+    static func withTimeout(_ timeout: Duration, _ body: @escaping @Sendable () async throws -> Void) async throws {
+        try await withThrowingTaskGroup(of: Void.self) { group in
+            group.addTask { try await body() }
+            group.addTask {
+                try await Task.sleep(for: timeout)
+                throw CancellationError()
+            }
+            try await group.next()
+            group.cancelAll()
+        }
+    }
+
     func addRoutes(to router: Router<TallyRequestContext>) {
         router.get("health") { _, _ in JSONResponse.make(body: HealthStatus(status: "ok")) }
         router.get("ready") { _, context in
             do {
-                try await services.store.ping()
+                try await Self.withTimeout(.seconds(2)) { try await services.store.ping() }
                 return JSONResponse.make(body: HealthStatus(status: "ok"))
             } catch {
                 context.logger.warning("readiness check failed")
