@@ -2,15 +2,16 @@ import Foundation
 
 /// When daily quota windows start and end: pure functions, tested without I/O.
 ///
-/// A window normally runs from one local midnight to the next in the user's time zone.
-/// Two rules keep a time-zone change from buying extra free uses:
+/// A window normally runs from one local midnight to the next in the user's time zone (23 or 25 hours
+/// on the days daylight saving time changes). Two rules keep a time-zone change from buying extra free uses:
 /// - an unexpired window is never cut short: it keeps the end it was created with;
-/// - a new window starts no earlier than the previous one ended, and ends at the first local
-///   midnight at least 23 hours after its start (23 h covers the short day of a DST change).
-/// So windows never start less than 23 hours apart, whatever the user does with their zone.
+/// - a new window starts no earlier than the previous one ended; if that start is not a local midnight
+///   (the zone changed), the window runs to the first local midnight at least 24 hours later.
+/// So a user who changes zone gets windows of 24 to 48 hours until they are aligned again: never more
+/// free uses than staying put.
 public enum QuotaWindow {
-    /// The shortest window: a local day that loses an hour to daylight saving time.
-    public static let minimumLength: TimeInterval = 23 * 3600
+    /// The shortest window that does not start at a local midnight.
+    public static let minimumUnalignedLength: TimeInterval = 24 * 3600
 
     /// The counter that applies at `now`: `counter` itself while its window is open, else a fresh
     /// zero counter for the window that contains `now`.
@@ -18,7 +19,12 @@ public enum QuotaWindow {
         if let counter, now < counter.windowEnd { return counter }
         let localMidnight = startOfDay(containing: now, in: timeZone)
         let start = max(counter?.windowEnd ?? localMidnight, localMidnight)
-        return QuotaCounter(used: 0, windowEnd: firstMidnight(atOrAfter: start.addingTimeInterval(minimumLength), in: timeZone))
+        let aligned = startOfDay(containing: start, in: timeZone) == start
+        let end =
+            aligned
+            ? firstMidnight(atOrAfter: start.addingTimeInterval(1), in: timeZone)
+            : firstMidnight(atOrAfter: start.addingTimeInterval(minimumUnalignedLength), in: timeZone)
+        return QuotaCounter(used: 0, windowEnd: end)
     }
 
     /// The local midnight that begins the day containing `instant`.

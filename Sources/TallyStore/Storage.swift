@@ -72,7 +72,8 @@ public protocol MaintenanceStore: Sendable {
     /// A server-wide secret shared by every instance on this database, created by `make` on first use.
     func secret(named name: String, orCreate make: @Sendable () -> String) async throws -> String
 
-    /// Releases up to `limit` holds of any account that expired by `now`; returns how many.
+    /// Releases every hold expired by `now` of up to `limit` accounts (those owning the oldest expired
+    /// holds), one account at a time as a command would; returns how many holds it released.
     func expireHolds(now: Date, limit: Int) async throws -> Int
 
     /// Deletes idempotency records and guest sign-up records older than the given instants.

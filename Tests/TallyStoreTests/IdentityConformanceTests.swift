@@ -20,7 +20,8 @@ struct IdentityConformanceTests {
             #expect(try await f.store.user(id: first.user.id) == first.user, "[\(kind)]")
             let other = try await f.signIn()
             #expect(other.created && other.user.id != first.user.id, "[\(kind)]")
-            #expect(try await f.store.wallet(userId: first.user.id, now: f.now) == WalletState(balance: 0, held: 0, version: 0), "[\(kind)]")
+            #expect(
+                try await f.store.wallet(userId: first.user.id, now: f.now) == WalletState(balance: 0, held: 0, version: 0), "[\(kind)]")
             #expect(try await f.store.entries(userId: first.user.id, before: nil, limit: 10).isEmpty, "[\(kind)]")
         }
     }
@@ -62,7 +63,8 @@ struct IdentityConformanceTests {
             let entry = try #require(entries.first)
             #expect(entry.kind == .grant && entry.amount == 40 && entry.heldChange == 0 && entry.balanceAfter == 40, "[\(kind)]")
             #expect(entry.createdAt == f.now, "[\(kind)]")
-            #expect(try await f.store.wallet(userId: grant.user.id, now: f.now) == WalletState(balance: 40, held: 0, version: 1), "[\(kind)]")
+            #expect(
+                try await f.store.wallet(userId: grant.user.id, now: f.now) == WalletState(balance: 40, held: 0, version: 1), "[\(kind)]")
             // Signing in again grants nothing.
             #expect(try await f.signIn(device: device, signupGrant: 40).user.id == grant.user.id, "[\(kind)]")
             let again = try await f.store.accountState(userId: grant.user.id, now: f.now)
@@ -143,7 +145,8 @@ struct IdentityConformanceTests {
             let rotated = try await f.store.rotateRefreshToken(hash: first.hash, next: second, now: f.now)
             #expect(rotated.sessionId == guest.sessionId && rotated.user.id == guest.user.id && !rotated.created, "[\(kind)]")
             let third = f.refresh()
-            #expect(try await f.store.rotateRefreshToken(hash: second.hash, next: third, now: f.now).sessionId == guest.sessionId, "[\(kind)]")
+            #expect(
+                try await f.store.rotateRefreshToken(hash: second.hash, next: third, now: f.now).sessionId == guest.sessionId, "[\(kind)]")
 
             // The first token again: reuse, and the whole session is revoked.
             await expectStoreError(.refreshTokenReused, kind) {
@@ -153,7 +156,8 @@ struct IdentityConformanceTests {
                 try await f.store.rotateRefreshToken(hash: third.hash, next: f.refresh(), now: f.now)
             }
             #expect(try await f.store.liveSessionUser(sessionId: guest.sessionId) == nil, "[\(kind)]")
-            #expect(try await f.store.liveSessionUser(sessionId: other.sessionId) == guest.user.id, "[\(kind)] reuse revoked another session")
+            #expect(
+                try await f.store.liveSessionUser(sessionId: other.sessionId) == guest.user.id, "[\(kind)] reuse revoked another session")
 
             await expectStoreError(.invalidRefreshToken, kind) {
                 try await f.store.rotateRefreshToken(hash: randomId("unknown-"), next: f.refresh(), now: f.now)
@@ -219,7 +223,8 @@ struct IdentityConformanceTests {
             _ = try await f.store.linkCredentials(userId: userId, email: email, passwordHash: "hash")
             let holdId = randomId("hold-")
             try await f.run(.createHold(userId: userId, holdId: holdId, amount: 10, expiresAt: f.now.addingTimeInterval(600)))
-            try await f.run(.performAction(userId: userId, action: ActionSpec(name: "reading", quota: "readings", tokens: 5), quotaLimit: 3))
+            try await f.run(
+                .performAction(userId: userId, action: ActionSpec(name: "reading", quota: "readings", tokens: 5), quotaLimit: 3))
             let key = IdempotencyKey(scope: userId, key: randomId(), fingerprint: "fp")
             _ = try await f.execute(.grant(userId: userId, amount: 1, reason: "keyed"), key: key)
             let survivor = try await f.newUser(tokens: 7)

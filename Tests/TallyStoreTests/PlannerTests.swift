@@ -53,11 +53,15 @@ struct PlannerTests {
     @Test func createHoldNeedsAvailableTokens() throws {
         let expires = t0.addingTimeInterval(300)
         // 100 - 80 held = 20 available.
-        #expect(refusal(.createHold(userId: "u1", holdId: "h2", amount: 21, expiresAt: expires), snapshot(balance: 100, held: 80)) == .insufficientTokens)
+        #expect(
+            refusal(.createHold(userId: "u1", holdId: "h2", amount: 21, expiresAt: expires), snapshot(balance: 100, held: 80))
+                == .insufficientTokens)
         let plan = try LedgerPlanner.plan(
             .createHold(userId: "u1", holdId: "h2", amount: 20, expiresAt: expires), snapshot: snapshot(balance: 100, held: 80), now: t0)
         #expect(plan.entry == PlannedEntry(kind: .hold, amount: 0, heldChange: 20, reason: "h2"))
-        #expect(plan.newHold == HoldRecord(id: "h2", userId: "u1", amount: 20, status: .open, capturedAmount: nil, createdAt: t0, expiresAt: expires))
+        #expect(
+            plan.newHold
+                == HoldRecord(id: "h2", userId: "u1", amount: 20, status: .open, capturedAmount: nil, createdAt: t0, expiresAt: expires))
         #expect(plan.settleHold == nil)
         #expect(WalletState(balance: 100, held: 80, version: 7).applying(plan.entry!).available == 0)
     }
@@ -81,18 +85,22 @@ struct PlannerTests {
     @Test(arguments: [Int64(0), 30])
     func captureWithinTheHoldIsAllowed(amount: Int64) throws {
         let plan = try LedgerPlanner.plan(
-            .captureHold(userId: "u1", holdId: "h1", amount: amount), snapshot: snapshot(balance: 30, held: 30, hold: openHold(30)), now: t0)
+            .captureHold(userId: "u1", holdId: "h1", amount: amount), snapshot: snapshot(balance: 30, held: 30, hold: openHold(30)), now: t0
+        )
         #expect(plan.entry == PlannedEntry(kind: .capture, amount: -amount, heldChange: -30, reason: "h1"))
         #expect(plan.settleHold?.capturedAmount == amount)
     }
 
     @Test(arguments: [Int64(31), -1])
     func captureOutsideTheHoldIsRefused(amount: Int64) {
-        #expect(refusal(.captureHold(userId: "u1", holdId: "h1", amount: amount), snapshot(balance: 100, held: 30, hold: openHold(30))) == .invalidInput)
+        #expect(
+            refusal(.captureHold(userId: "u1", holdId: "h1", amount: amount), snapshot(balance: 100, held: 30, hold: openHold(30)))
+                == .invalidInput)
     }
 
     @Test func releaseReturnsTheHeldTokens() throws {
-        let plan = try LedgerPlanner.plan(.releaseHold(userId: "u1", holdId: "h1"), snapshot: snapshot(balance: 50, held: 30, hold: openHold(30)), now: t0)
+        let plan = try LedgerPlanner.plan(
+            .releaseHold(userId: "u1", holdId: "h1"), snapshot: snapshot(balance: 50, held: 30, hold: openHold(30)), now: t0)
         #expect(plan.entry == PlannedEntry(kind: .release, amount: 0, heldChange: -30, reason: "h1"))
         #expect(plan.settleHold?.status == .released)
         #expect(plan.settleHold?.capturedAmount == nil)
@@ -150,7 +158,8 @@ struct PlannerTests {
     }
 
     @Test func freeUseCountsNoTokens() throws {
-        let plan = try LedgerPlanner.plan(.performAction(userId: "u1", action: reading, quotaLimit: 3), snapshot: snapshot(balance: 0), now: t0)
+        let plan = try LedgerPlanner.plan(
+            .performAction(userId: "u1", action: reading, quotaLimit: 3), snapshot: snapshot(balance: 0), now: t0)
         #expect(plan.payment == .useQuota)
         #expect(plan.entry == nil)
         #expect(plan.counter?.value.used == 1)
@@ -159,15 +168,21 @@ struct PlannerTests {
     @Test func actionPaysFromAvailableNotBalance() {
         // Balance 10 but 8 held: 2 available, the price is 5.
         let exhausted = QuotaCounter(used: 3, windowEnd: t0.addingTimeInterval(3600))
-        #expect(refusal(.performAction(userId: "u1", action: reading, quotaLimit: 3), snapshot(balance: 10, held: 8, counter: exhausted)) == .insufficientTokens)
-        #expect(refusal(.performAction(userId: "u1", action: aiQuery, quotaLimit: nil), snapshot(balance: 10, held: 8)) == .insufficientTokens)
+        #expect(
+            refusal(.performAction(userId: "u1", action: reading, quotaLimit: 3), snapshot(balance: 10, held: 8, counter: exhausted))
+                == .insufficientTokens)
+        #expect(
+            refusal(.performAction(userId: "u1", action: aiQuery, quotaLimit: nil), snapshot(balance: 10, held: 8)) == .insufficientTokens)
     }
 
     @Test func quotaOnlyActionIsExhausted() throws {
         let exhausted = QuotaCounter(used: 3, windowEnd: t0.addingTimeInterval(3600))
-        #expect(refusal(.performAction(userId: "u1", action: freeOnly, quotaLimit: 3), snapshot(balance: 1_000, counter: exhausted)) == .quotaExhausted)
+        #expect(
+            refusal(.performAction(userId: "u1", action: freeOnly, quotaLimit: 3), snapshot(balance: 1_000, counter: exhausted))
+                == .quotaExhausted)
         let used2 = QuotaCounter(used: 2, windowEnd: t0.addingTimeInterval(3600))
-        let plan = try LedgerPlanner.plan(.performAction(userId: "u1", action: freeOnly, quotaLimit: 3), snapshot: snapshot(balance: 0, counter: used2), now: t0)
+        let plan = try LedgerPlanner.plan(
+            .performAction(userId: "u1", action: freeOnly, quotaLimit: 3), snapshot: snapshot(balance: 0, counter: used2), now: t0)
         #expect(plan.payment == .useQuota)
         #expect(plan.counter?.value == QuotaCounter(used: 3, windowEnd: used2.windowEnd))
     }
@@ -177,7 +192,8 @@ struct PlannerTests {
         // window that ends at the next Tokyo midnight (2027-01-15T15:00Z).
         let expired = QuotaCounter(used: 3, windowEnd: t0.addingTimeInterval(-17 * 3600))
         let plan = try LedgerPlanner.plan(
-            .performAction(userId: "u1", action: freeOnly, quotaLimit: 3), snapshot: snapshot(balance: 0, counter: expired, timezone: "Asia/Tokyo"),
+            .performAction(userId: "u1", action: freeOnly, quotaLimit: 3),
+            snapshot: snapshot(balance: 0, counter: expired, timezone: "Asia/Tokyo"),
             now: t0)
         #expect(plan.payment == .useQuota)
         #expect(plan.counter?.value == QuotaCounter(used: 1, windowEnd: t0.addingTimeInterval(7 * 3600)))
@@ -198,7 +214,9 @@ struct PlannerTests {
             .performAction(userId: "u1", action: aiQuery, quotaLimit: nil), snapshot: snapshot(balance: 10, premiumUntil: premium), now: t0)
         #expect(charged.payment == .charge(3))
         #expect(charged.entry == PlannedEntry(kind: .debit, amount: -3, heldChange: 0, reason: "ai.query"))
-        #expect(refusal(.performAction(userId: "u1", action: aiQuery, quotaLimit: nil), snapshot(balance: 2, premiumUntil: premium)) == .insufficientTokens)
+        #expect(
+            refusal(.performAction(userId: "u1", action: aiQuery, quotaLimit: nil), snapshot(balance: 2, premiumUntil: premium))
+                == .insufficientTokens)
         // Premium that ended at `now` is over.
         let lapsed = try LedgerPlanner.plan(
             .performAction(userId: "u1", action: reading, quotaLimit: 3), snapshot: snapshot(balance: 0, premiumUntil: t0), now: t0)
@@ -206,15 +224,18 @@ struct PlannerTests {
     }
 
     @Test func profileCommandsChangeOnlyTheUser() throws {
-        let premium = try LedgerPlanner.plan(.setPremium(userId: "u1", until: t0.addingTimeInterval(60)), snapshot: snapshot(balance: 5), now: t0)
+        let premium = try LedgerPlanner.plan(
+            .setPremium(userId: "u1", until: t0.addingTimeInterval(60)), snapshot: snapshot(balance: 5), now: t0)
         #expect(premium.user?.premiumUntil == t0.addingTimeInterval(60))
         #expect(premium.entry == nil && premium.counter == nil && premium.payment == nil)
-        let cleared = try LedgerPlanner.plan(.setPremium(userId: "u1", until: nil), snapshot: snapshot(balance: 5, premiumUntil: t0), now: t0)
+        let cleared = try LedgerPlanner.plan(
+            .setPremium(userId: "u1", until: nil), snapshot: snapshot(balance: 5, premiumUntil: t0), now: t0)
         #expect(cleared.user?.premiumUntil == nil)
 
         var withLanguage = snapshot(balance: 5)
         withLanguage.user.language = "fr"
-        let zone = try LedgerPlanner.plan(.updateProfile(userId: "u1", timezone: "Asia/Tokyo", language: nil), snapshot: withLanguage, now: t0)
+        let zone = try LedgerPlanner.plan(
+            .updateProfile(userId: "u1", timezone: "Asia/Tokyo", language: nil), snapshot: withLanguage, now: t0)
         #expect(zone.user?.timezone == "Asia/Tokyo")
         #expect(zone.user?.language == "fr")
         let language = try LedgerPlanner.plan(.updateProfile(userId: "u1", timezone: nil, language: "de"), snapshot: withLanguage, now: t0)

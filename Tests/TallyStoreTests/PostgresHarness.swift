@@ -1,5 +1,6 @@
 import Foundation
 import Logging
+import PostgresNIO
 import TallyPostgres
 import TallyStore
 
@@ -27,9 +28,9 @@ private actor FixtureGate {
 private let gate = FixtureGate(4)
 
 /// Opens the PostgreSQL store named by `TALLY_TEST_DATABASE_URL`, runs it for the duration of `body`
-/// (cancelled at the end), migrates, and runs `body` with it. All PostgreSQL tests share that one
-/// database, so every test creates its own accounts and the sweeping tests use their own epochs.
-func withPostgresStore(_ body: (any TallyStorage) async throws -> Void) async throws {
+/// (cancelled at the end), migrates, and runs `body` with it. Tests share that database, so each creates
+/// its own accounts; with `isolated`, the store works in a fresh schema (its `search_path`), dropped afterwards.
+func withPostgresStore(isolated: Bool, _ body: (any TallyStorage) async throws -> Void) async throws {
     guard let url = ProcessInfo.processInfo.environment["TALLY_TEST_DATABASE_URL"], !url.isEmpty else {
         throw HarnessError(
             "[postgres] TALLY_REQUIRE_POSTGRES=1 but TALLY_TEST_DATABASE_URL is not set: "
@@ -37,19 +38,25 @@ func withPostgresStore(_ body: (any TallyStorage) async throws -> Void) async th
     }
     var logger = Logger(label: "tally.store-tests")
     logger.logLevel = .warning
-    let store = try PostgresStore(url: url, maximumConnections: 5, logger: logger)
+    var configuration = try PostgresStore.configuration(url: url, maximumConnections: 5)
+    let schema = isolated ? "tally_test_" + UUID().uuidString.lowercased().replacingOccurrences(of: "-", with: "") : nil
+    if let schema { configuration.options.additionalStartupParameters.append(("search_path", schema)) }
+    let store = PostgresStore(configuration: configuration, logger: logger)
 
     await gate.acquire()
     do {
         try await withThrowingTaskGroup(of: Void.self) { group in
             group.addTask { try await store.run() }
             do {
+                if let schema { try await store.client.query(PostgresQuery(unsafeSQL: "CREATE SCHEMA \(schema)")) }
                 try await store.migrate()
                 try await body(store)
             } catch {
+                if let schema { _ = try? await store.client.query(PostgresQuery(unsafeSQL: "DROP SCHEMA \(schema) CASCADE")) }
                 group.cancelAll()
                 throw error
             }
+            if let schema { try await store.client.query(PostgresQuery(unsafeSQL: "DROP SCHEMA \(schema) CASCADE")) }
             group.cancelAll()
         }
     } catch {

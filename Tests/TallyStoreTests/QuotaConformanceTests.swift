@@ -42,11 +42,14 @@ struct QuotaConformanceTests {
             #expect(exhausted?.state?.counters["readings"]?.used == 3, "[\(kind)]")
 
             f.clock.set(tokyoMidnight.addingTimeInterval(-1))
-            await expectStoreError(.quotaExhausted, kind) { try await f.execute(.performAction(userId: userId, action: horoscope, quotaLimit: 3)) }
+            await expectStoreError(.quotaExhausted, kind) {
+                try await f.execute(.performAction(userId: userId, action: horoscope, quotaLimit: 3))
+            }
             f.clock.set(tokyoMidnight)
             let fresh = try await f.run(perform)
             #expect(fresh.payment == .useQuota, "[\(kind)]")
-            #expect(fresh.state.counters["readings"] == QuotaCounter(used: 1, windowEnd: tokyoMidnight.addingTimeInterval(86_400)), "[\(kind)]")
+            #expect(
+                fresh.state.counters["readings"] == QuotaCounter(used: 1, windowEnd: tokyoMidnight.addingTimeInterval(86_400)), "[\(kind)]")
             #expect(try await f.store.accountState(userId: userId, now: f.now)?.counters["readings"]?.used == 1, "[\(kind)]")
             try await f.checkInvariants([userId])
         }
@@ -70,7 +73,9 @@ struct QuotaConformanceTests {
             // At the New York midnight a new window opens; it ends at a Tokyo midnight at least 23 hours later.
             f.clock.set(newYorkMidnight)
             let outcome = try await f.run(perform)
-            #expect(outcome.state.counters["readings"] == QuotaCounter(used: 1, windowEnd: Date(timeIntervalSince1970: 1_800_000_000 + 55 * 3600)), "[\(kind)]")
+            #expect(
+                outcome.state.counters["readings"]
+                    == QuotaCounter(used: 1, windowEnd: Date(timeIntervalSince1970: 1_800_000_000 + 55 * 3600)), "[\(kind)]")
         }
     }
 
@@ -117,7 +122,9 @@ struct QuotaConformanceTests {
             let stored = try await f.store.user(id: userId)
             #expect(stored?.timezone == "Asia/Tokyo" && stored?.language == "de" && stored?.isGuest == true, "[\(kind)]")
             #expect(try await f.store.wallet(userId: userId, now: f.now) == WalletState(balance: 3, held: 0, version: 1), "[\(kind)]")
-            await expectStoreError(.userNotFound, kind) { try await f.execute(.updateProfile(userId: randomId(), timezone: "UTC", language: nil)) }
+            await expectStoreError(.userNotFound, kind) {
+                try await f.execute(.updateProfile(userId: randomId(), timezone: "UTC", language: nil))
+            }
         }
     }
 }

@@ -53,17 +53,25 @@ struct QuotaWindowTests {
         let end = try instant("2027-01-16T00:00:00+09:00")
         let counter = QuotaCounter(used: 3, windowEnd: end)
         #expect(QuotaWindow.current(counter, now: end.addingTimeInterval(-0.001), timeZone: tokyo) == counter)
-        #expect(QuotaWindow.current(counter, now: end, timeZone: tokyo) == QuotaCounter(used: 0, windowEnd: try instant("2027-01-17T00:00:00+09:00")))
+        #expect(
+            QuotaWindow.current(counter, now: end, timeZone: tokyo)
+                == QuotaCounter(used: 0, windowEnd: try instant("2027-01-17T00:00:00+09:00")))
         // Long after: the window of the day containing now, not a chain of missed days.
         let later = try instant("2027-02-03T13:00:00+09:00")
-        #expect(QuotaWindow.current(counter, now: later, timeZone: tokyo) == QuotaCounter(used: 0, windowEnd: try instant("2027-02-04T00:00:00+09:00")))
+        #expect(
+            QuotaWindow.current(counter, now: later, timeZone: tokyo)
+                == QuotaCounter(used: 0, windowEnd: try instant("2027-02-04T00:00:00+09:00")))
     }
 
     @Test func springForwardDayIs23HoursAndEndsAtMidnight() throws {
         let newYork = try zone("America/New_York")
         // 2027-03-14 is the second Sunday of March: 02:00 EST becomes 03:00 EDT.
         let ends = windowEnds(from: try instant("2027-03-12T12:00:00-05:00"), count: 4, in: newYork)
-        #expect(ends == (try ["2027-03-13T00:00:00-05:00", "2027-03-14T00:00:00-05:00", "2027-03-15T00:00:00-04:00", "2027-03-16T00:00:00-04:00"].map(instant)))
+        #expect(
+            ends
+                == (try [
+                    "2027-03-13T00:00:00-05:00", "2027-03-14T00:00:00-05:00", "2027-03-15T00:00:00-04:00", "2027-03-16T00:00:00-04:00",
+                ].map(instant)))
         #expect(ends[2].timeIntervalSince(ends[1]) == 23 * 3600)
         #expect(ends.allSatisfy { isLocalMidnight($0, newYork) })
         // First use in the afternoon of the short day.
@@ -75,7 +83,11 @@ struct QuotaWindowTests {
         let newYork = try zone("America/New_York")
         // 2027-11-07 is the first Sunday of November: 02:00 EDT becomes 01:00 EST.
         let ends = windowEnds(from: try instant("2027-11-05T12:00:00-04:00"), count: 4, in: newYork)
-        #expect(ends == (try ["2027-11-06T00:00:00-04:00", "2027-11-07T00:00:00-04:00", "2027-11-08T00:00:00-05:00", "2027-11-09T00:00:00-05:00"].map(instant)))
+        #expect(
+            ends
+                == (try [
+                    "2027-11-06T00:00:00-04:00", "2027-11-07T00:00:00-04:00", "2027-11-08T00:00:00-05:00", "2027-11-09T00:00:00-05:00",
+                ].map(instant)))
         #expect(ends[2].timeIntervalSince(ends[1]) == 25 * 3600)
         #expect(ends.allSatisfy { isLocalMidnight($0, newYork) })
         // During the repeated hour (01:30 EST, the second one).
@@ -95,13 +107,14 @@ struct QuotaWindowTests {
     }
 
     @Test func zoneChangeNeverYieldsAWindowUnder23Hours() throws {
-        // The New York window ended at 05:00Z; Halifax's midnight comes one hour earlier each day.
+        // The New York window ended at 05:00Z; Halifax's midnight comes one hour earlier (04:00Z). The new
+        // window cannot end at the Halifax midnight 23 hours later: it does not start at a local midnight,
+        // so it runs to the first Halifax midnight at least 24 hours on.
         let previousEnd = try instant("2027-01-16T00:00:00-05:00")
         let counter = QuotaCounter(used: 3, windowEnd: previousEnd)
         let halifax = try zone("America/Halifax")
         let next = QuotaWindow.current(counter, now: previousEnd, timeZone: halifax)
-        #expect(next == QuotaCounter(used: 0, windowEnd: try instant("2027-01-17T00:00:00-04:00")))
-        #expect(next.windowEnd.timeIntervalSince(previousEnd) == QuotaWindow.minimumLength)
+        #expect(next == QuotaCounter(used: 0, windowEnd: try instant("2027-01-18T00:00:00-04:00")))
 
         // Every zone, at several moments after the end: the new window starts no earlier than the old one
         // ended, lasts at least 23 hours from there, and ends at a local midnight of the new zone.
@@ -112,11 +125,23 @@ struct QuotaWindowTests {
             for timeZone in zones {
                 let fresh = QuotaWindow.current(counter, now: now, timeZone: timeZone)
                 #expect(fresh.used == 0)
-                #expect(fresh.windowEnd.timeIntervalSince(previousEnd) >= QuotaWindow.minimumLength, "\(timeZone.identifier) after \(delay)s")
+                #expect(fresh.windowEnd.timeIntervalSince(previousEnd) >= 23 * 3600, "\(timeZone.identifier) after \(delay)s")
                 #expect(fresh.windowEnd > now)
                 #expect(QuotaWindow.startOfDay(containing: fresh.windowEnd, in: timeZone) == fresh.windowEnd, "\(timeZone.identifier)")
             }
         }
+    }
+
+    @Test func windowNotStartingAtLocalMidnightLastsAtLeast24Hours() throws {
+        // A Tokyo window ended at 15:00Z; in New York that is 10:00, so the next window starts unaligned
+        // and runs to the first New York midnight at least 24 hours later (2027-01-17T05:00Z, 38 hours).
+        let previousEnd = try instant("2027-01-16T00:00:00+09:00")
+        let next = QuotaWindow.current(
+            QuotaCounter(used: 3, windowEnd: previousEnd), now: previousEnd, timeZone: try zone("America/New_York"))
+        #expect(next == QuotaCounter(used: 0, windowEnd: try instant("2027-01-17T00:00:00-05:00")))
+        // Aligned again, the day after is an ordinary day.
+        let after = QuotaWindow.current(next, now: next.windowEnd, timeZone: try zone("America/New_York"))
+        #expect(after.windowEnd.timeIntervalSince(next.windowEnd) == 24 * 3600)
     }
 
     /// Counts the windows a user goes through in `days` days from `start`, acting as soon as each window ends
@@ -144,20 +169,20 @@ struct QuotaWindowTests {
         #expect(result.windows == 31)
     }
 
-    /// A user who, every day, moves to the zone whose midnight ends the next window soonest. The rules promise
-    /// that changing zone cannot buy extra free uses: over 30 days, no more windows than an honest user (days + 1).
-    @Test func zoneHoppingCannotBuyExtraWindows() throws {
+    /// A user who, every day, moves to the zone whose midnight ends the next window soonest. Changing zone
+    /// cannot buy extra free uses: over 30 days, no more windows than an honest user (days + 1). Run from
+    /// several dates, so daylight-saving changes (US, EU, Chile, Australia, New Zealand) fall inside.
+    @Test(arguments: ["2027-01-15T08:00:00Z", "2027-03-01T08:00:00Z", "2027-09-20T08:00:00Z", "2027-10-20T08:00:00Z"])
+    func zoneHoppingCannotBuyExtraWindows(start: String) throws {
         let days = 30
         let zones = TimeZone.knownTimeZoneIdentifiers.compactMap(TimeZone.init(identifier:))
-        let result = simulate(days: days, from: Date(timeIntervalSince1970: 1_800_000_000), firstZone: try zone("America/New_York")) { counter, now in
-            zones.min { QuotaWindow.current(counter, now: now, timeZone: $0).windowEnd < QuotaWindow.current(counter, now: now, timeZone: $1).windowEnd }!
+        let newYork = try zone("America/New_York")
+        let honest = simulate(days: days, from: try instant(start), firstZone: newYork) { _, _ in newYork }
+        #expect(honest.windows == days + 1)
+        let hopper = simulate(days: days, from: try instant(start), firstZone: newYork) { counter, now in
+            zones.map { ($0, QuotaWindow.current(counter, now: now, timeZone: $0).windowEnd) }.min { $0.1 < $1.1 }!.0
         }
-        // The documented floor holds: no window after the first is shorter than 23 hours.
-        #expect(result.lengths.dropFirst().allSatisfy { $0 >= QuotaWindow.minimumLength })
-        // The promise does not: 23-hour windows are available every day by moving one hour east (wrapping
-        // from UTC+14 to UTC-9), which yields 32 windows in 30 days. See the report on QuotaWindow.current.
-        withKnownIssue("QuotaWindow: a daily eastward zone hop gets a 23h window every day (24/23 free uses per day)") {
-            #expect(result.windows <= days + 1)
-        }
+        #expect(hopper.windows <= days + 1)
+        #expect(hopper.lengths.dropFirst().allSatisfy { $0 >= 23 * 3600 }, "\(hopper.lengths.map { $0 / 3600 })")
     }
 }

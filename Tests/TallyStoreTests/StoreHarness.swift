@@ -19,9 +19,6 @@ enum StoreKind: String, CaseIterable, Sendable, CustomTestStringConvertible {
         let required = environment["TALLY_REQUIRE_POSTGRES"] == "1"
         return configured || required ? [.sqlite, .postgres] : [.sqlite]
     }
-
-    /// Whether every test of this kind shares one database, so global counts (sweeps) are lower bounds.
-    var isShared: Bool { self == .postgres }
 }
 
 /// A refusal of the harness itself (not of a store).
@@ -30,7 +27,7 @@ struct HarnessError: Error, CustomStringConvertible {
     init(_ description: String) { self.description = description }
 }
 
-/// The clock every conformance test starts at unless it needs its own epoch: 2027-01-15T08:00:00Z.
+/// The instant every conformance test's clock starts at: 2027-01-15T08:00:00Z (17:00 in Tokyo, 03:00 in New York).
 let defaultStart = Date(timeIntervalSince1970: 1_800_000_000)
 
 /// A fresh random id (lowercase UUID), so tests sharing one PostgreSQL database never collide.
@@ -38,8 +35,12 @@ func randomId(_ prefix: String = "") -> String { prefix + UUID().uuidString.lowe
 
 /// Opens a fresh store of `kind`, migrated, with a ``ManualClock`` at `start`, and runs `body` with it.
 /// Every failure names the store: the test argument, and this label in thrown harness errors.
+///
+/// SQLite gets a new file per test. PostgreSQL tests share one database and isolate themselves with
+/// random ids; tests of server-wide operations (`expireHolds`, `purge`) pass `isolated: true` to get a
+/// schema of their own, so they neither disturb nor are disturbed by other tests and servers.
 func withFixture(
-    _ kind: StoreKind, start: Date = defaultStart, _ body: (Fixture) async throws -> Void
+    _ kind: StoreKind, start: Date = defaultStart, isolated: Bool = false, _ body: (Fixture) async throws -> Void
 ) async throws {
     let clock = ManualClock(start)
     switch kind {
@@ -51,7 +52,7 @@ func withFixture(
         try await store.migrate()
         try await body(Fixture(store: store, kind: kind, clock: clock))
     case .postgres:
-        try await withPostgresStore { store in
+        try await withPostgresStore(isolated: isolated) { store in
             try await body(Fixture(store: store, kind: kind, clock: clock))
         }
     }
@@ -185,12 +186,15 @@ struct Fixture: Sendable {
                     balance >= 0 && held >= 0 && held <= balance,
                     "[\(kind)] entry \(entry.id) leaves balance \(balance) held \(held)", sourceLocation: sourceLocation)
             }
-            #expect(balance == wallet.balance, "[\(kind)] entries sum to \(balance), wallet says \(wallet.balance)",
+            #expect(
+                balance == wallet.balance, "[\(kind)] entries sum to \(balance), wallet says \(wallet.balance)",
                 sourceLocation: sourceLocation)
-            #expect(held == wallet.held, "[\(kind)] held changes sum to \(held), wallet says \(wallet.held)",
+            #expect(
+                held == wallet.held, "[\(kind)] held changes sum to \(held), wallet says \(wallet.held)",
                 sourceLocation: sourceLocation)
             #expect(wallet.balance >= 0, "[\(kind)] negative balance", sourceLocation: sourceLocation)
-            #expect(wallet.held >= 0 && wallet.held <= wallet.balance, "[\(kind)] held out of range",
+            #expect(
+                wallet.held >= 0 && wallet.held <= wallet.balance, "[\(kind)] held out of range",
                 sourceLocation: sourceLocation)
         }
     }

@@ -22,10 +22,11 @@ struct Housekeeping: Service {
     func sweep() async throws -> Int {
         let now = clock.now
         var released = 0
-        while true {
-            let batch = try await store.expireHolds(now: now, limit: 500)
+        // Batches of 100 accounts; bounded so one sweep cannot run forever behind a flood of holds.
+        for _ in 0..<100 {
+            let batch = try await store.expireHolds(now: now, limit: 100)
             released += batch
-            if batch < 500 { break }
+            if batch == 0 { break }
         }
         try await store.purge(
             idempotencyBefore: now.addingTimeInterval(-Self.idempotencyRetention), signupsBefore: now.addingTimeInterval(-7200))
