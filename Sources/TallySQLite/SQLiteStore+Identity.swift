@@ -9,17 +9,14 @@ extension SQLiteStore: IdentityStore {
     ) async throws -> SessionGrant {
         try await write { db in
             var created = false
-            let existing = try Row.fetchOne(
-                db,
-                sql: "SELECT u.* FROM device_credentials d JOIN users u ON u.id = d.user_id WHERE d.device_hash = ?",
+            let existing = try db.fetchRow(sql: "SELECT u.* FROM device_credentials d JOIN users u ON u.id = d.user_id WHERE d.device_hash = ?",
                 arguments: [deviceHash])
             let user: UserRecord
             if let existing {
                 user = UserRecord(row: existing)
             } else {
                 let windowStart = now.addingTimeInterval(-3600).millis
-                let recent = try Row.fetchOne(
-                    db, sql: "SELECT count(*) AS n, min(created_at) AS oldest FROM guest_signups WHERE ip_hash = ? AND created_at > ?",
+                let recent = try db.fetchRow(sql: "SELECT count(*) AS n, min(created_at) AS oldest FROM guest_signups WHERE ip_hash = ? AND created_at > ?",
                     arguments: [ipHash, windowStart])
                 let count: Int = recent?["n"] ?? 0
                 if count >= signupsPerHour {
@@ -29,15 +26,11 @@ extension SQLiteStore: IdentityStore {
                 user = UserRecord(
                     id: UUID().uuidString.lowercased(), email: nil, timezone: "UTC", language: nil, premiumUntil: nil,
                     createdAt: now)
-                try db.execute(
-                    sql: "INSERT INTO users (id, timezone, created_at) VALUES (?, 'UTC', ?)", arguments: [user.id, now.millis])
-                try db.execute(
-                    sql: "INSERT INTO wallets (user_id, balance, held, version) VALUES (?, 0, 0, 0)", arguments: [user.id])
-                try db.execute(
-                    sql: "INSERT INTO device_credentials (device_hash, user_id, created_at) VALUES (?, ?, ?)",
+                try db.run(sql: "INSERT INTO users (id, timezone, created_at) VALUES (?, 'UTC', ?)", arguments: [user.id, now.millis])
+                try db.run(sql: "INSERT INTO wallets (user_id, balance, held, version) VALUES (?, 0, 0, 0)", arguments: [user.id])
+                try db.run(sql: "INSERT INTO device_credentials (device_hash, user_id, created_at) VALUES (?, ?, ?)",
                     arguments: [deviceHash, user.id, now.millis])
-                try db.execute(
-                    sql: "INSERT INTO guest_signups (ip_hash, created_at) VALUES (?, ?)", arguments: [ipHash, now.millis])
+                try db.run(sql: "INSERT INTO guest_signups (ip_hash, created_at) VALUES (?, ?)", arguments: [ipHash, now.millis])
                 if signupGrant > 0 {
                     let entry = PlannedEntry(kind: .grant, amount: signupGrant, heldChange: 0, reason: "signup")
                     _ = try Self.append(entry, userId: user.id, now: now, db)
@@ -51,7 +44,7 @@ extension SQLiteStore: IdentityStore {
 
     public func openSession(userId: String, sessionId: String, refresh: NewRefreshToken, now: Date) async throws -> SessionGrant {
         try await write { db in
-            guard let row = try Row.fetchOne(db, sql: "SELECT * FROM users WHERE id = ?", arguments: [userId]) else {
+            guard let row = try db.fetchRow(sql: "SELECT * FROM users WHERE id = ?", arguments: [userId]) else {
                 throw StoreError(.userNotFound)
             }
             try Self.insertSession(db, userId: userId, sessionId: sessionId, refresh: refresh, now: now)
@@ -63,9 +56,7 @@ extension SQLiteStore: IdentityStore {
         // Reuse must revoke the session *and* report it, so the revocation commits before the error is thrown.
         let result: Result<SessionGrant, StoreError> = try await write { db in
             guard
-                let token = try Row.fetchOne(
-                    db,
-                    sql: """
+                let token = try db.fetchRow(sql: """
                         SELECT r.session_id, r.expires_at, r.used_at, s.revoked_at, u.*
                         FROM refresh_tokens r JOIN sessions s ON s.id = r.session_id JOIN users u ON u.id = s.user_id
                         WHERE r.token_hash = ?
@@ -75,13 +66,12 @@ extension SQLiteStore: IdentityStore {
             let sessionId: String = token["session_id"]
             if (token["revoked_at"] as Int64?) != nil { return .failure(StoreError(.invalidRefreshToken)) }
             if (token["used_at"] as Int64?) != nil {
-                try db.execute(sql: "UPDATE sessions SET revoked_at = ? WHERE id = ?", arguments: [now.millis, sessionId])
+                try db.run(sql: "UPDATE sessions SET revoked_at = ? WHERE id = ?", arguments: [now.millis, sessionId])
                 return .failure(StoreError(.refreshTokenReused))
             }
             if (token["expires_at"] as Int64) <= now.millis { return .failure(StoreError(.invalidRefreshToken)) }
-            try db.execute(sql: "UPDATE refresh_tokens SET used_at = ? WHERE token_hash = ?", arguments: [now.millis, hash])
-            try db.execute(
-                sql: "INSERT INTO refresh_tokens (token_hash, session_id, expires_at) VALUES (?, ?, ?)",
+            try db.run(sql: "UPDATE refresh_tokens SET used_at = ? WHERE token_hash = ?", arguments: [now.millis, hash])
+            try db.run(sql: "INSERT INTO refresh_tokens (token_hash, session_id, expires_at) VALUES (?, ?, ?)",
                 arguments: [next.hash, sessionId, next.expiresAt.millis])
             return .success(SessionGrant(user: UserRecord(row: token), sessionId: sessionId, created: false))
         }
@@ -90,30 +80,27 @@ extension SQLiteStore: IdentityStore {
 
     public func revokeSession(id: String, now: Date) async throws {
         try await write { db in
-            try db.execute(
-                sql: "UPDATE sessions SET revoked_at = ? WHERE id = ? AND revoked_at IS NULL", arguments: [now.millis, id])
+            try db.run(sql: "UPDATE sessions SET revoked_at = ? WHERE id = ? AND revoked_at IS NULL", arguments: [now.millis, id])
         }
     }
 
     public func liveSessionUser(sessionId: String) async throws -> String? {
         try await read { db in
-            try String.fetchOne(
-                db, sql: "SELECT user_id FROM sessions WHERE id = ? AND revoked_at IS NULL", arguments: [sessionId])
+            try db.fetchValue(String.self, sql: "SELECT user_id FROM sessions WHERE id = ? AND revoked_at IS NULL", arguments: [sessionId])
         }
     }
 
     public func linkCredentials(userId: String, email: String, passwordHash: String) async throws -> UserRecord {
         try await write { db in
-            guard let row = try Row.fetchOne(db, sql: "SELECT * FROM users WHERE id = ?", arguments: [userId]) else {
+            guard let row = try db.fetchRow(sql: "SELECT * FROM users WHERE id = ?", arguments: [userId]) else {
                 throw StoreError(.userNotFound)
             }
             var user = UserRecord(row: row)
             guard user.email == nil else { throw StoreError(.alreadyLinked) }
-            if try Bool.fetchOne(db, sql: "SELECT EXISTS (SELECT 1 FROM users WHERE email = ?)", arguments: [email]) == true {
+            if try db.fetchValue(Bool.self, sql: "SELECT EXISTS (SELECT 1 FROM users WHERE email = ?)", arguments: [email]) == true {
                 throw StoreError(.credentialInUse)
             }
-            try db.execute(
-                sql: "UPDATE users SET email = ?, password_hash = ? WHERE id = ?", arguments: [email, passwordHash, userId])
+            try db.run(sql: "UPDATE users SET email = ?, password_hash = ? WHERE id = ?", arguments: [email, passwordHash, userId])
             user.email = email
             return user
         }
@@ -121,7 +108,7 @@ extension SQLiteStore: IdentityStore {
 
     public func passwordHash(email: String) async throws -> (userId: String, passwordHash: String)? {
         let account = try await read { db -> [String]? in
-            guard let row = try Row.fetchOne(db, sql: "SELECT id, password_hash FROM users WHERE email = ?", arguments: [email]),
+            guard let row = try db.fetchRow(sql: "SELECT id, password_hash FROM users WHERE email = ?", arguments: [email]),
                 let hash = row["password_hash"] as String?
             else { return nil }
             return [row["id"], hash]
@@ -131,23 +118,21 @@ extension SQLiteStore: IdentityStore {
 
     public func user(id: String) async throws -> UserRecord? {
         try await read { db in
-            try Row.fetchOne(db, sql: "SELECT * FROM users WHERE id = ?", arguments: [id]).map(UserRecord.init(row:))
+            try db.fetchRow(sql: "SELECT * FROM users WHERE id = ?", arguments: [id]).map(UserRecord.init(row:))
         }
     }
 
     public func deleteUser(id: String) async throws -> Bool {
         try await write { db in
-            try db.execute(sql: "DELETE FROM idempotency_keys WHERE scope = ?", arguments: [id])
-            try db.execute(sql: "DELETE FROM users WHERE id = ?", arguments: [id])
+            try db.run(sql: "DELETE FROM idempotency_keys WHERE scope = ?", arguments: [id])
+            try db.run(sql: "DELETE FROM users WHERE id = ?", arguments: [id])
             return db.changesCount > 0
         }
     }
 
     static func insertSession(_ db: Database, userId: String, sessionId: String, refresh: NewRefreshToken, now: Date) throws {
-        try db.execute(
-            sql: "INSERT INTO sessions (id, user_id, created_at) VALUES (?, ?, ?)", arguments: [sessionId, userId, now.millis])
-        try db.execute(
-            sql: "INSERT INTO refresh_tokens (token_hash, session_id, expires_at) VALUES (?, ?, ?)",
+        try db.run(sql: "INSERT INTO sessions (id, user_id, created_at) VALUES (?, ?, ?)", arguments: [sessionId, userId, now.millis])
+        try db.run(sql: "INSERT INTO refresh_tokens (token_hash, session_id, expires_at) VALUES (?, ?, ?)",
             arguments: [refresh.hash, sessionId, refresh.expiresAt.millis])
     }
 }

@@ -11,8 +11,7 @@ extension SQLiteStore: LedgerStore {
         try await withoutActuallyEscaping(render) { render in
             try await write { db in
                 if let idempotency,
-                    let row = try Row.fetchOne(
-                        db, sql: "SELECT fingerprint, status, body FROM idempotency_keys WHERE scope = ? AND key = ?",
+                    let row = try db.fetchRow(sql: "SELECT fingerprint, status, body FROM idempotency_keys WHERE scope = ? AND key = ?",
                         arguments: [idempotency.scope, idempotency.key])
                 {
                     guard (row["fingerprint"] as String) == idempotency.fingerprint else {
@@ -32,8 +31,7 @@ extension SQLiteStore: LedgerStore {
                 let outcome = try Self.apply(plan, snapshot: snapshot, now: now, db)
                 let response = try render(outcome)
                 if let idempotency {
-                    try db.execute(
-                        sql: """
+                    try db.run(sql: """
                             INSERT INTO idempotency_keys (scope, key, fingerprint, status, body, created_at)
                             VALUES (?, ?, ?, ?, ?, ?)
                             """,
@@ -49,19 +47,18 @@ extension SQLiteStore: LedgerStore {
 
     public func wallet(userId: String, now: Date) async throws -> WalletState? {
         let (wallet, mustExpire) = try await read { db -> (WalletState?, Bool) in
-            guard let row = try Row.fetchOne(db, sql: "SELECT balance, held, version FROM wallets WHERE user_id = ?", arguments: [userId])
+            guard let row = try db.fetchRow(sql: "SELECT balance, held, version FROM wallets WHERE user_id = ?", arguments: [userId])
             else { return (nil, false) }
             let wallet = WalletState(row: row)
             guard wallet.held > 0 else { return (wallet, false) }
-            let expired = try Bool.fetchOne(
-                db, sql: "SELECT EXISTS (SELECT 1 FROM holds WHERE user_id = ? AND status = 'open' AND expires_at <= ?)",
+            let expired = try db.fetchValue(Bool.self, sql: "SELECT EXISTS (SELECT 1 FROM holds WHERE user_id = ? AND status = 'open' AND expires_at <= ?)",
                 arguments: [userId, now.millis]) ?? false
             return (wallet, expired)
         }
         guard mustExpire else { return wallet }
         return try await write { db in
             _ = try Self.expireHolds(db, userId: userId, now: now)
-            return try Row.fetchOne(db, sql: "SELECT balance, held, version FROM wallets WHERE user_id = ?", arguments: [userId])
+            return try db.fetchRow(sql: "SELECT balance, held, version FROM wallets WHERE user_id = ?", arguments: [userId])
                 .map(WalletState.init(row:))
         }
     }
@@ -75,8 +72,7 @@ extension SQLiteStore: LedgerStore {
 
     public func entries(userId: String, before: Int64?, limit: Int) async throws -> [LedgerEntryRecord] {
         try await read { db in
-            try Row.fetchAll(
-                db, sql: "SELECT * FROM ledger_entries WHERE user_id = ? AND id < ? ORDER BY id DESC LIMIT ?",
+            try db.fetchRows(sql: "SELECT * FROM ledger_entries WHERE user_id = ? AND id < ? ORDER BY id DESC LIMIT ?",
                 arguments: [userId, before ?? Int64.max, limit]
             ).map(LedgerEntryRecord.init(row:))
         }
@@ -84,7 +80,7 @@ extension SQLiteStore: LedgerStore {
 
     public func hold(id: String, userId: String) async throws -> HoldRecord? {
         try await read { db in
-            try Row.fetchOne(db, sql: "SELECT * FROM holds WHERE id = ? AND user_id = ?", arguments: [id, userId])
+            try db.fetchRow(sql: "SELECT * FROM holds WHERE id = ? AND user_id = ?", arguments: [id, userId])
                 .map(HoldRecord.init(row:))
         }
     }
@@ -94,19 +90,17 @@ extension SQLiteStore: LedgerStore {
     static func snapshot(for command: Command, now: Date, _ db: Database) throws -> LedgerSnapshot {
         let userId = command.userId
         guard
-            let row = try Row.fetchOne(
-                db, sql: "SELECT u.*, w.balance, w.held, w.version FROM users u JOIN wallets w ON w.user_id = u.id WHERE u.id = ?",
+            let row = try db.fetchRow(sql: "SELECT u.*, w.balance, w.held, w.version FROM users u JOIN wallets w ON w.user_id = u.id WHERE u.id = ?",
                 arguments: [userId])
         else { throw StoreError(.userNotFound) }
         var snapshot = LedgerSnapshot(user: UserRecord(row: row), wallet: WalletState(row: row))
         switch command {
         case .captureHold(_, let holdId, _), .releaseHold(_, let holdId):
-            snapshot.hold = try Row.fetchOne(db, sql: "SELECT * FROM holds WHERE id = ? AND user_id = ?", arguments: [holdId, userId])
+            snapshot.hold = try db.fetchRow(sql: "SELECT * FROM holds WHERE id = ? AND user_id = ?", arguments: [holdId, userId])
                 .map(HoldRecord.init(row:))
         case .performAction(_, let action, _):
             if let quota = action.quota {
-                snapshot.counter = try Row.fetchOne(
-                    db, sql: "SELECT used, window_end FROM quota_counters WHERE user_id = ? AND quota = ?",
+                snapshot.counter = try db.fetchRow(sql: "SELECT used, window_end FROM quota_counters WHERE user_id = ? AND quota = ?",
                     arguments: [userId, quota]
                 ).map { QuotaCounter(used: $0["used"], windowEnd: Date(millis: $0["window_end"])) }
             }
@@ -120,13 +114,11 @@ extension SQLiteStore: LedgerStore {
         let userId = snapshot.user.id
         var hold = plan.newHold
         if let newHold = plan.newHold {
-            try db.execute(
-                sql: "INSERT INTO holds (id, user_id, amount, status, created_at, expires_at) VALUES (?, ?, ?, 'open', ?, ?)",
+            try db.run(sql: "INSERT INTO holds (id, user_id, amount, status, created_at, expires_at) VALUES (?, ?, ?, 'open', ?, ?)",
                 arguments: [newHold.id, userId, newHold.amount, now.millis, newHold.expiresAt.millis])
         }
         if let settle = plan.settleHold, var settled = snapshot.hold {
-            try db.execute(
-                sql: "UPDATE holds SET status = ?, captured_amount = ?, settled_at = ? WHERE id = ? AND status = 'open'",
+            try db.run(sql: "UPDATE holds SET status = ?, captured_amount = ?, settled_at = ? WHERE id = ? AND status = 'open'",
                 arguments: [settle.status.rawValue, settle.capturedAmount, now.millis, settled.id])
             guard db.changesCount == 1 else { throw StoreError(.holdNotOpen) }
             settled.status = settle.status
@@ -138,16 +130,14 @@ extension SQLiteStore: LedgerStore {
             entry = try append(planned, userId: userId, now: now, db).0
         }
         if let (quota, counter) = plan.counter {
-            try db.execute(
-                sql: """
+            try db.run(sql: """
                     INSERT INTO quota_counters (user_id, quota, used, window_end) VALUES (?, ?, ?, ?)
                     ON CONFLICT (user_id, quota) DO UPDATE SET used = excluded.used, window_end = excluded.window_end
                     """,
                 arguments: [userId, quota, counter.used, counter.windowEnd.millis])
         }
         if let user = plan.user {
-            try db.execute(
-                sql: "UPDATE users SET timezone = ?, language = ?, premium_until = ? WHERE id = ?",
+            try db.run(sql: "UPDATE users SET timezone = ?, language = ?, premium_until = ? WHERE id = ?",
                 arguments: [user.timezone, user.language, user.premiumUntil?.millis, userId])
         }
         guard let state = try accountState(db, userId: userId) else { throw StoreError(.userNotFound) }
@@ -156,12 +146,11 @@ extension SQLiteStore: LedgerStore {
 
     static func accountState(_ db: Database, userId: String) throws -> AccountState? {
         guard
-            let row = try Row.fetchOne(
-                db, sql: "SELECT u.*, w.balance, w.held, w.version FROM users u JOIN wallets w ON w.user_id = u.id WHERE u.id = ?",
+            let row = try db.fetchRow(sql: "SELECT u.*, w.balance, w.held, w.version FROM users u JOIN wallets w ON w.user_id = u.id WHERE u.id = ?",
                 arguments: [userId])
         else { return nil }
         var counters: [String: QuotaCounter] = [:]
-        for counter in try Row.fetchAll(db, sql: "SELECT quota, used, window_end FROM quota_counters WHERE user_id = ?", arguments: [userId]) {
+        for counter in try db.fetchRows(sql: "SELECT quota, used, window_end FROM quota_counters WHERE user_id = ?", arguments: [userId]) {
             counters[counter["quota"]] = QuotaCounter(used: counter["used"], windowEnd: Date(millis: counter["window_end"]))
         }
         return AccountState(user: UserRecord(row: row), wallet: WalletState(row: row), counters: counters)

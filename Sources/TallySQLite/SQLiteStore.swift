@@ -15,7 +15,7 @@ public final class SQLiteStore: MaintenanceStore {
         configuration.busyMode = .timeout(10)
         configuration.foreignKeysEnabled = true
         configuration.prepareDatabase { db in
-            try db.execute(sql: "PRAGMA synchronous = NORMAL")
+            try db.run(sql: "PRAGMA synchronous = NORMAL")
         }
         do {
             pool = try DatabasePool(path: path, configuration: configuration)
@@ -31,25 +31,23 @@ public final class SQLiteStore: MaintenanceStore {
     }
 
     public func ping() async throws {
-        _ = try await read { db in try Int.fetchOne(db, sql: "SELECT 1") }
+        _ = try await read { db in try db.fetchValue(Int.self, sql: "SELECT 1") }
     }
 
     public func secret(named name: String, orCreate make: @Sendable () -> String) async throws -> String {
         let candidate = make()
         return try await write { db in
-            if let value = try String.fetchOne(db, sql: "SELECT value FROM server_secrets WHERE name = ?", arguments: [name]) {
+            if let value = try db.fetchValue(String.self, sql: "SELECT value FROM server_secrets WHERE name = ?", arguments: [name]) {
                 return value
             }
-            try db.execute(sql: "INSERT INTO server_secrets (name, value) VALUES (?, ?)", arguments: [name, candidate])
+            try db.run(sql: "INSERT INTO server_secrets (name, value) VALUES (?, ?)", arguments: [name, candidate])
             return candidate
         }
     }
 
     public func expireHolds(now: Date, limit: Int) async throws -> Int {
         try await write { db in
-            let users = try String.fetchAll(
-                db,
-                sql: """
+            let users = try db.fetchValues(String.self, sql: """
                     SELECT DISTINCT user_id FROM (SELECT user_id FROM holds
                     WHERE status = 'open' AND expires_at <= ? ORDER BY expires_at LIMIT ?)
                     """,
@@ -62,19 +60,24 @@ public final class SQLiteStore: MaintenanceStore {
 
     public func purge(idempotencyBefore: Date, signupsBefore: Date) async throws {
         try await write { db in
-            try db.execute(sql: "DELETE FROM idempotency_keys WHERE created_at < ?", arguments: [idempotencyBefore.millis])
-            try db.execute(sql: "DELETE FROM guest_signups WHERE created_at < ?", arguments: [signupsBefore.millis])
+            try db.run(sql: "DELETE FROM idempotency_keys WHERE created_at < ?", arguments: [idempotencyBefore.millis])
+            try db.run(sql: "DELETE FROM guest_signups WHERE created_at < ?", arguments: [signupsBefore.millis])
         }
     }
 
     // MARK: Helpers shared by the extensions
 
+    /// Runs `body` on a reader connection, on the calling thread.
+    ///
+    /// The synchronous GRDB API is used on purpose: these transactions take microseconds, and running
+    /// them on the caller's thread avoids two thread hand-offs per call, which cost more than the SQL.
     func read<T: Sendable>(_ body: @Sendable @escaping (Database) throws -> T) async throws -> T {
-        try await run { try await self.pool.read(body) }
+        try await run { try self.pool.read(body) }
     }
 
+    /// Runs `body` in a write transaction on the single writer connection, on the calling thread.
     func write<T: Sendable>(_ body: @Sendable @escaping (Database) throws -> T) async throws -> T {
-        try await run { try await self.pool.write(body) }
+        try await run { try self.pool.write(body) }
     }
 
     /// Maps GRDB's errors to ``StoreError``; lets ``StoreError`` through.
@@ -94,17 +97,14 @@ public final class SQLiteStore: MaintenanceStore {
     /// Appends `entry` to the ledger and moves the wallet with it, in the caller's transaction.
     static func append(_ entry: PlannedEntry, userId: String, now: Date, _ db: Database) throws -> (LedgerEntryRecord, WalletState) {
         guard
-            let row = try Row.fetchOne(
-                db,
-                sql: """
+            let row = try db.fetchRow(sql: """
                     UPDATE wallets SET balance = balance + ?, held = held + ?, version = version + 1
                     WHERE user_id = ? RETURNING balance, held, version
                     """,
                 arguments: [entry.amount, entry.heldChange, userId])
         else { throw StoreError(.userNotFound) }
         let wallet = WalletState(row: row)
-        try db.execute(
-            sql: """
+        try db.run(sql: """
                 INSERT INTO ledger_entries (user_id, kind, amount, held_change, balance_after, held_after, reason, created_at)
                 VALUES (?, ?, ?, ?, ?, ?, ?, ?)
                 """,
@@ -120,13 +120,11 @@ public final class SQLiteStore: MaintenanceStore {
 
     /// Releases the account's holds that expired by `now`; returns how many.
     static func expireHolds(_ db: Database, userId: String, now: Date) throws -> Int {
-        let holds = try Row.fetchAll(
-            db, sql: "SELECT * FROM holds WHERE user_id = ? AND status = 'open' AND expires_at <= ?",
+        let holds = try db.fetchRows(sql: "SELECT * FROM holds WHERE user_id = ? AND status = 'open' AND expires_at <= ?",
             arguments: [userId, now.millis]
         ).map(HoldRecord.init(row:))
         for hold in holds {
-            try db.execute(
-                sql: "UPDATE holds SET status = 'expired', settled_at = ? WHERE id = ? AND status = 'open'",
+            try db.run(sql: "UPDATE holds SET status = 'expired', settled_at = ? WHERE id = ? AND status = 'open'",
                 arguments: [now.millis, hold.id])
             _ = try append(LedgerPlanner.expiry(of: hold), userId: userId, now: now, db)
         }

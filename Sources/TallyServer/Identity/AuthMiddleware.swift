@@ -34,10 +34,13 @@ struct AuthMiddleware: RouterMiddleware {
         return identity
     }
 
-    /// The token of a `Bearer` authorization header.
+    /// The token of a `Bearer` authorization header (scheme case-insensitive, surrounding spaces ignored).
     static func bearer(_ header: String) -> String? {
-        let prefix = "Bearer "
-        guard header.count > prefix.count, header.prefix(prefix.count).lowercased() == prefix.lowercased() else { return nil }
-        return String(header.dropFirst(prefix.count)).trimmingCharacters(in: .whitespaces)
+        var utf8 = Substring(header).utf8
+        guard utf8.count > 7, utf8.prefix(7).elementsEqual("bearer ".utf8, by: { ($0 | 0x20) == $1 }) else { return nil }
+        utf8 = utf8.dropFirst(7)
+        while utf8.first == 0x20 { utf8 = utf8.dropFirst() }
+        while utf8.last == 0x20 { utf8 = utf8.dropLast() }
+        return utf8.isEmpty ? nil : String(Substring(utf8))
     }
 }

@@ -74,13 +74,25 @@ enum Secrets {
 
     /// Hex SHA-256: for high-entropy secrets (device secrets, refresh tokens) that are stored only hashed.
     static func sha256(_ value: String) -> String {
-        SHA256.hash(data: Data(value.utf8)).map { String(format: "%02x", $0) }.joined()
+        hex(SHA256.hash(data: Data(value.utf8)))
     }
 
     /// Hex HMAC-SHA-256 under `key`: for low-entropy values such as IP addresses.
     static func hmac(_ value: String, key: String) -> String {
         let mac = HMAC<SHA256>.authenticationCode(for: Data(value.utf8), using: SymmetricKey(data: Data(key.utf8)))
-        return Data(mac).map { String(format: "%02x", $0) }.joined()
+        return hex(mac)
+    }
+
+    /// Lower-case hexadecimal of a digest.
+    static func hex(_ bytes: some Sequence<UInt8>) -> String {
+        let digits = Array("0123456789abcdef".utf8)
+        var out: [UInt8] = []
+        out.reserveCapacity(64)
+        for byte in bytes {
+            out.append(digits[Int(byte >> 4)])
+            out.append(digits[Int(byte & 0x0F)])
+        }
+        return String(decoding: out, as: UTF8.self)
     }
 
     /// Compares two secrets in time independent of where they differ.
