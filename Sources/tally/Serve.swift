@@ -21,7 +21,8 @@ struct Serve: AsyncParsableCommand {
         let admin = try AdminKey.resolve(configured: configuration.adminKey, dataDirectory: configuration.dataDirectory)
         configuration.adminKey = admin.key
         if admin.generated {
-            print("Generated the admin key (saved in \(configuration.dataDirectory)/admin-key; shown once):\n  \(admin.key)")
+            let notice = "Generated the admin key (saved in \(configuration.dataDirectory)/admin-key; shown once):\n  \(admin.key)\n"
+            FileHandle.standardOutput.write(Data(notice.utf8))
         }
         var logger = Logger(label: "tally")
         logger.logLevel = ProcessInfo.processInfo.environment["LOG_LEVEL"].flatMap(Logger.Level.init(rawValue:)) ?? .info
