@@ -14,18 +14,12 @@ extension PostgresStore {
         _ plan: LedgerPlan, to account: LockedAccount, remembering remembered: Remembered?, now: Date,
         on connection: PostgresConnection
     ) async throws {
-        let movesHolds = plan.newHold != nil || plan.settleHold != nil
-        var pending = remembered
-        /// The key's row goes with the last statement.
-        func take(_ isLast: Bool) -> Remembered? {
-            guard isLast else { return nil }
-            defer { pending = nil }
-            return pending
-        }
-        if movesHolds {
-            try await applyHoldEntry(plan, to: account, remembering: take(plan.counter == nil && plan.user == nil), now: now, on: connection)
+        // The planner makes at most one kind of write per plan (hold movement, entry, counter or profile),
+        // so exactly one statement runs and the key's row goes with it.
+        let remember = remembered
+        if plan.newHold != nil || plan.settleHold != nil {
+            try await applyHoldEntry(plan, to: account, remembering: remember, now: now, on: connection)
         } else if let entry = plan.entry {
-            let remember = take(plan.counter == nil && plan.user == nil)
             let after = account.wallet.applying(entry)
             // The hot path (debits, grants): the planning of unused hold statements is worth saving.
             let rows = try await connection.rows(
@@ -52,9 +46,7 @@ extension PostgresStore {
                 SELECT (SELECT count(*) FROM remembered), (SELECT count(*) FROM moved)
                 """, logger: logger)
             try Self.check(rows, remembered: remember, expected: [1])
-        }
-        if let (quota, counter) = plan.counter {
-            let remember = take(plan.user == nil)
+        } else if let (quota, counter) = plan.counter {
             let rows = try await connection.rows(
                 """
                 WITH counted AS (
@@ -73,9 +65,7 @@ extension PostgresStore {
                 SELECT (SELECT count(*) FROM remembered)
                 """, logger: logger)
             try Self.check(rows, remembered: remember, expected: [])
-        }
-        if let user = plan.user {
-            let remember = take(true)
+        } else if let user = plan.user {
             let rows = try await connection.rows(
                 """
                 WITH changed AS (
@@ -94,8 +84,7 @@ extension PostgresStore {
                 SELECT (SELECT count(*) FROM remembered)
                 """, logger: logger)
             try Self.check(rows, remembered: remember, expected: [])
-        }
-        if let remember = pending {
+        } else if let remember {
             // Nothing to write but the response (a premium action).
             let rows = try await connection.rows(
                 """
