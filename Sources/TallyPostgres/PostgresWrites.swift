@@ -14,12 +14,18 @@ extension PostgresStore {
         _ plan: LedgerPlan, to account: LockedAccount, remembering remembered: Remembered?, now: Date,
         on connection: PostgresConnection
     ) async throws {
-        // The planner makes at most one kind of write per plan (hold movement, entry, counter or profile),
-        // so exactly one statement runs and the key's row goes with it.
-        let remember = remembered
-        if plan.newHold != nil || plan.settleHold != nil {
-            try await applyHoldEntry(plan, to: account, remembering: remember, now: now, on: connection)
+        let movesHolds = plan.newHold != nil || plan.settleHold != nil
+        var pending = remembered
+        /// The key's row goes with the last statement.
+        func take(_ isLast: Bool) -> Remembered? {
+            guard isLast else { return nil }
+            defer { pending = nil }
+            return pending
+        }
+        if movesHolds {
+            try await applyHoldEntry(plan, to: account, remembering: take(plan.counter == nil && plan.user == nil), now: now, on: connection)
         } else if let entry = plan.entry {
+            let remember = take(plan.counter == nil && plan.user == nil)
             let after = account.wallet.applying(entry)
             // The hot path (debits, grants): the planning of unused hold statements is worth saving.
             let rows = try await connection.rows(
@@ -46,7 +52,9 @@ extension PostgresStore {
                 SELECT (SELECT count(*) FROM remembered), (SELECT count(*) FROM moved)
                 """, logger: logger)
             try Self.check(rows, remembered: remember, expected: [1])
-        } else if let (quota, counter) = plan.counter {
+        }
+        if let (quota, counter) = plan.counter {
+            let remember = take(plan.user == nil)
             let rows = try await connection.rows(
                 """
                 WITH counted AS (
@@ -65,7 +73,9 @@ extension PostgresStore {
                 SELECT (SELECT count(*) FROM remembered)
                 """, logger: logger)
             try Self.check(rows, remembered: remember, expected: [])
-        } else if let user = plan.user {
+        }
+        if let user = plan.user {
+            let remember = take(true)
             let rows = try await connection.rows(
                 """
                 WITH changed AS (
@@ -84,7 +94,8 @@ extension PostgresStore {
                 SELECT (SELECT count(*) FROM remembered)
                 """, logger: logger)
             try Self.check(rows, remembered: remember, expected: [])
-        } else if let remember {
+        }
+        if let remember = pending {
             // Nothing to write but the response (a premium action).
             let rows = try await connection.rows(
                 """
