@@ -99,8 +99,9 @@ let package = Package(
         .testTarget(
             name: "TallyServerTests",
             dependencies: [
-                "TallyServer", "TallyStore", "TallySQLite",
+                "TallyServer", "TallyStore", "TallySQLite", "TallyPostgres",
                 .product(name: "HummingbirdTesting", package: "hummingbird"),
+                .product(name: "PostgresNIO", package: "postgres-nio"),
                 .product(name: "Yams", package: "Yams"),
             ],
             swiftSettings: testSwiftSettings

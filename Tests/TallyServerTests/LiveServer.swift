@@ -53,13 +53,21 @@ struct LiveServer: Sendable {
         let directory = FileManager.default.temporaryDirectory.appendingPathComponent("tally-test-\(UUID().uuidString)").path
         configuration.dataDirectory = directory
         defer { try? FileManager.default.removeItem(atPath: directory) }
-        if kind == .postgres {
-            guard let url = StoreKind.postgresURL else {
-                Issue.record("TALLY_REQUIRE_POSTGRES=1 but TALLY_TEST_DATABASE_URL is not set: run the tests with scripts/test")
-                throw CancellationError()
-            }
-            configuration.databaseURL = url
+        guard kind == .postgres else { return try await run(configuration, clock: clock, body) }
+        guard let baseURL = StoreKind.postgresURL else {
+            Issue.record("TALLY_REQUIRE_POSTGRES=1 but TALLY_TEST_DATABASE_URL is not set: run the tests with scripts/test")
+            throw CancellationError()
         }
+        return try await ScratchDatabase.with(baseURL: baseURL) { url in
+            configuration.databaseURL = url
+            return try await run(configuration, clock: clock, body)
+        }
+    }
+
+    /// Runs the configured server until `body` returns, then shuts it down gracefully.
+    private static func run<T: Sendable>(
+        _ configuration: TallyConfiguration, clock: ManualClock, _ body: @Sendable (LiveServer) async throws -> T
+    ) async throws -> T {
         var logger = Logger(label: "tally.test")
         logger.logLevel = .warning
         let (ports, continuation) = AsyncStream.makeStream(of: Int.self)

@@ -1,0 +1,49 @@
+import Foundation
+import Logging
+import PostgresNIO
+import TallyPostgres
+
+/// A PostgreSQL database of its own for one test, created next to the provisioned one and dropped afterwards.
+///
+/// Every Tally server sweeps expired holds and purges old idempotency keys of *all* accounts by its
+/// own clock. Tests move their manual clocks days ahead, so servers sharing one database would expire
+/// other tests' holds and forget their keys; a database per server keeps each test's world its own.
+enum ScratchDatabase {
+    /// Creates a database on the server named by `baseURL`, runs `body` with its URL, then drops it.
+    static func with<T>(baseURL: String, _ body: (String) async throws -> T) async throws -> T {
+        let name = "tally_t_" + UUID().uuidString.lowercased().replacingOccurrences(of: "-", with: "")
+        try await admin(baseURL, "CREATE DATABASE \(name)")
+        guard var components = URLComponents(string: baseURL) else { throw ScratchError("bad URL") }
+        components.path = "/" + name
+        guard let url = components.string else { throw ScratchError("bad URL") }
+        do {
+            let value = try await body(url)
+            try await admin(baseURL, "DROP DATABASE \(name) WITH (FORCE)")
+            return value
+        } catch {
+            try? await admin(baseURL, "DROP DATABASE \(name) WITH (FORCE)")
+            throw error
+        }
+    }
+
+    /// Runs one statement on the base database (the name is generated above, never user input).
+    private static func admin(_ baseURL: String, _ sql: String) async throws {
+        var logger = Logger(label: "tally.test.scratch")
+        logger.logLevel = .error
+        let client = PostgresClient(configuration: try PostgresStore.configuration(url: baseURL, maximumConnections: 1), backgroundLogger: logger)
+        try await withThrowingTaskGroup(of: Void.self) { group in
+            group.addTask { await client.run() }
+            defer { group.cancelAll() }
+            do {
+                try await client.query(PostgresQuery(unsafeSQL: sql), logger: logger)
+            } catch {
+                throw ScratchError("\(sql): \(String(reflecting: error))")
+            }
+        }
+    }
+}
+
+struct ScratchError: Error, CustomStringConvertible {
+    let description: String
+    init(_ description: String) { self.description = description }
+}
