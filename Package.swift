@@ -15,6 +15,7 @@ let package = Package(
     platforms: [.macOS(.v15), .iOS(.v18)],
     products: [
         .library(name: "TallyAPI", targets: ["TallyAPI"]),
+        .library(name: "TallyClient", targets: ["TallyClient"]),
         .library(name: "TallyServer", targets: ["TallyServer"]),
         .executable(name: "tally", targets: ["tally"]),
     ],
@@ -80,12 +81,25 @@ let package = Package(
             ],
             swiftSettings: swiftSettings
         ),
-        // The command line: serve, migrate, admin.
+        // The client SDK for iOS and Linux: session, transport, query cache, optimistic mutations.
+        // No server module may be imported here.
+        .target(
+            name: "TallyClient",
+            dependencies: [
+                "TallyAPI",
+                .product(name: "GRDB", package: "GRDB.swift"),
+                .product(name: "Metrics", package: "swift-metrics"),
+            ],
+            swiftSettings: swiftSettings
+        ),
+        // The command line: serve, migrate, admin, demo.
         .executableTarget(
             name: "tally",
             dependencies: [
-                "TallyAPI", "TallyServer", "TallyStore", "TallySQLite", "TallyPostgres",
+                "TallyAPI", "TallyClient", "TallyServer", "TallyStore", "TallySQLite", "TallyPostgres",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+                .product(name: "UnixSignals", package: "swift-service-lifecycle"),
                 .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "Logging", package: "swift-log"),
             ],
@@ -94,6 +108,17 @@ let package = Package(
         .testTarget(
             name: "TallyStoreTests",
             dependencies: ["TallyStore", "TallySQLite", "TallyPostgres"],
+            swiftSettings: testSwiftSettings
+        ),
+        .testTarget(
+            name: "TallyClientTests",
+            dependencies: [
+                "TallyClient", "TallyAPI", "TallyServer", "TallyStore",
+                .product(name: "GRDB", package: "GRDB.swift"),
+                .product(name: "Hummingbird", package: "hummingbird"),
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+                .product(name: "Logging", package: "swift-log"),
+            ],
             swiftSettings: testSwiftSettings
         ),
         .testTarget(

@@ -1,0 +1,380 @@
+import Foundation
+import Synchronization
+
+/// The cache's engine, type-erased: confirmed values in a cost-bounded LRU, optimistic layers above
+/// them, observers, and the ordering rules that keep late answers from overwriting newer state.
+///
+/// Rules (each one a complaint against TanStack Query or SWR that users still file):
+/// - An optimistic change is a layer over the confirmed value; rollback removes the layer, so the value
+///   shown afterwards is exactly what it would have been without the mutation.
+/// - A fetch that was in flight when a mutation of its key started or settled is discarded: it may
+///   predate the mutation and would resurrect an old value.
+/// - While mutations of a key are in flight, their confirmations are held and applied together when the
+///   last one settles, so a response that already includes a sibling's charge never meets that
+///   sibling's estimate (no doubled deduction); ``Query/supersedes`` picks the newest among them.
+/// - Clearing (sign-out) bumps a generation; anything started before is dropped when it returns.
+final class QueryCache: Sendable {
+    /// A value the server confirmed. `value` is decoded lazily for entries loaded from disk.
+    struct Confirmed: Sendable {
+        var value: (any Sendable)?
+        var data: Data
+        var etag: String?
+        var confirmedAt: Date
+        var fromDisk: Bool
+    }
+
+    /// An optimistic change of one key by one mutation.
+    struct Layer: Sendable {
+        var mutation: UInt64
+        var apply: @Sendable (any Sendable) -> any Sendable
+        /// The mutation succeeded and its confirmation is held: the layer stays until the confirmation is applied.
+        var settled = false
+    }
+
+    /// What an observer is told.
+    struct Snapshot: Sendable {
+        var value: (any Sendable)?
+        var isStale: Bool
+        var isFetching: Bool
+        var error: ClientError?
+        var confirmedAt: Date?
+        var pending: Int
+    }
+
+    /// How a key's values are decoded, ordered and refetched; set by the first typed access.
+    struct Definition: Sendable {
+        var staleAfter: TimeInterval
+        var decode: @Sendable (Data) throws -> any Sendable
+        var supersedes: @Sendable (any Sendable, any Sendable) -> Bool
+    }
+
+    /// Per-key bookkeeping that outlives LRU eviction while it matters.
+    private struct Slot {
+        var definition: Definition?
+        var layers: [Layer] = []
+        var inFlight = 0
+        var epoch: UInt64 = 0
+        var held: [Confirmed] = []
+        var isFetching = false
+        var error: ClientError?
+        var invalidated = false
+        var watchers: [UInt64: @Sendable (Snapshot) -> Void] = [:]
+    }
+
+    private struct State {
+        var lru: CostLRU<String, Confirmed>
+        var slots: [String: Slot] = [:]
+        var nextId: UInt64 = 0
+        var generation: UInt64 = 0
+    }
+
+    /// Identifies a fetch so its answer can be judged when it returns.
+    struct FetchTicket: Sendable {
+        var key: String
+        var epoch: UInt64
+        var generation: UInt64
+        var etag: String?
+    }
+
+    /// Identifies a mutation's layers.
+    struct MutationTicket: Sendable {
+        var id: UInt64
+        var keys: [String]
+        var generation: UInt64
+    }
+
+    private let state: Mutex<State>
+    private let clock: any ClientClock
+
+    init(countLimit: Int, costLimit: Int, clock: any ClientClock) {
+        state = Mutex(State(lru: CostLRU(countLimit: countLimit, costLimit: costLimit)))
+        self.clock = clock
+    }
+
+    /// Per-entry bookkeeping added to the byte cost of each value.
+    static let entryOverhead = 128
+
+    // MARK: Reading
+
+    /// Records how `key` is decoded and ordered; returns true the first time (later calls change nothing).
+    @discardableResult
+    func define(_ key: String, _ definition: @autoclosure () -> Definition) -> Bool {
+        state.withLock { state in Self.define(key, definition, in: &state) }
+    }
+
+    private static func define(_ key: String, _ definition: () -> Definition, in state: inout State) -> Bool {
+        if state.slots[key]?.definition != nil { return false }
+        state.slots[key, default: Slot()].definition = definition()
+        return true
+    }
+
+    /// The current state of `key`, defining it first if needed (one lock: the cache-hit fast path).
+    func snapshot(_ key: String, defining definition: @autoclosure () -> Definition) -> (snapshot: Snapshot, defined: Bool) {
+        let now = clock.now
+        return state.withLock { state in
+            let defined = Self.define(key, definition, in: &state)
+            return (Self.snapshot(key, in: &state, now: now, touch: true), defined)
+        }
+    }
+
+    /// The current state of `key`, marking it recently used.
+    func snapshot(_ key: String) -> Snapshot {
+        let now = clock.now
+        return state.withLock { Self.snapshot(key, in: &$0, now: now, touch: true) }
+    }
+
+    /// The ETag of the confirmed value, for revalidation.
+    func etag(_ key: String) -> String? { state.withLock { $0.lru.peek(key)?.etag } }
+
+    private static func snapshot(_ key: String, in state: inout State, now: Date, touch: Bool) -> Snapshot {
+        let slot = state.slots[key]
+        var confirmed = touch ? state.lru.value(forKey: key) : state.lru.peek(key)
+        if var entry = confirmed, entry.value == nil, let decode = slot?.definition?.decode {
+            entry.value = try? decode(entry.data)
+            if entry.value != nil {
+                state.lru.insert(entry, forKey: key, cost: entry.data.count + entryOverhead)
+                confirmed = entry
+            }
+        }
+        var value = confirmed?.value
+        if let base = value, let layers = slot?.layers {
+            value = layers.reduce(base) { $1.apply($0) }
+        }
+        let staleAfter = slot?.definition?.staleAfter ?? 0
+        let isStale = confirmed.map { $0.fromDisk || now.timeIntervalSince($0.confirmedAt) >= staleAfter } ?? true
+        return Snapshot(
+            value: value, isStale: isStale || (slot?.invalidated ?? false), isFetching: slot?.isFetching ?? false,
+            error: slot?.error, confirmedAt: confirmed?.confirmedAt, pending: slot?.layers.count ?? 0)
+    }
+
+    private static func notify(_ key: String, in state: inout State, now: Date) {
+        guard let watchers = state.slots[key]?.watchers, !watchers.isEmpty else { return }
+        let snapshot = snapshot(key, in: &state, now: now, touch: false)
+        // Yielding inside the lock keeps every observer's sequence in the order the changes happened.
+        for watcher in watchers.values { watcher(snapshot) }
+    }
+
+    // MARK: Observing
+
+    /// Registers `watcher` and sends it the current state; returns the id for ``unwatch(_:id:)``.
+    func watch(_ key: String, _ watcher: @escaping @Sendable (Snapshot) -> Void) -> UInt64 {
+        let now = clock.now
+        return state.withLock { state in
+            state.nextId += 1
+            state.slots[key, default: Slot()].watchers[state.nextId] = watcher
+            watcher(Self.snapshot(key, in: &state, now: now, touch: true))
+            return state.nextId
+        }
+    }
+
+    func unwatch(_ key: String, id: UInt64) {
+        state.withLock { state in
+            state.slots[key]?.watchers[id] = nil
+            Self.dropIfIdle(key, in: &state)
+        }
+    }
+
+    /// Keys that have observers.
+    var watchedKeys: [String] { state.withLock { $0.slots.filter { !$0.value.watchers.isEmpty }.map(\.key) } }
+
+    private static func dropIfIdle(_ key: String, in state: inout State) {
+        guard let slot = state.slots[key] else { return }
+        if slot.watchers.isEmpty && slot.layers.isEmpty && slot.inFlight == 0 && !slot.isFetching && slot.held.isEmpty
+            && !slot.invalidated && slot.error == nil && state.lru.peek(key) == nil
+        {
+            state.slots[key] = nil
+        }
+    }
+
+    // MARK: Fetching
+
+    /// Marks `key` as fetching and returns the ticket its answer is judged by.
+    func beginFetch(_ key: String) -> FetchTicket {
+        let now = clock.now
+        return state.withLock { state in
+            state.slots[key, default: Slot()].isFetching = true
+            let ticket = FetchTicket(
+                key: key, epoch: state.slots[key]!.epoch, generation: state.generation, etag: state.lru.peek(key)?.etag)
+            Self.notify(key, in: &state, now: now)
+            return ticket
+        }
+    }
+
+    /// How a fetch ended.
+    enum FetchResult: Sendable {
+        case value(Confirmed)
+        case notModified
+        case failed(ClientError)
+    }
+
+    /// Applies a fetch's answer if it is still current. Returns the entry to persist, if one was stored.
+    @discardableResult
+    func finishFetch(_ ticket: FetchTicket, _ result: FetchResult) -> Confirmed? {
+        let now = clock.now
+        return state.withLock { state -> Confirmed? in
+            guard state.generation == ticket.generation else { return nil }
+            var slot = state.slots[ticket.key, default: Slot()]
+            slot.isFetching = false
+            var stored: Confirmed?
+            let current = slot.inFlight == 0 && slot.epoch == ticket.epoch
+            switch result {
+            case .value(let confirmed):
+                slot.error = nil
+                if current, Self.accepts(confirmed, over: state.lru.peek(ticket.key), slot.definition) {
+                    state.lru.insert(confirmed, forKey: ticket.key, cost: confirmed.data.count + Self.entryOverhead)
+                    slot.invalidated = false
+                    stored = confirmed
+                }
+            case .notModified:
+                slot.error = nil
+                if current, var entry = state.lru.peek(ticket.key), entry.etag == ticket.etag {
+                    entry.confirmedAt = now
+                    entry.fromDisk = false
+                    state.lru.insert(entry, forKey: ticket.key, cost: entry.data.count + Self.entryOverhead)
+                    slot.invalidated = false
+                    stored = entry
+                }
+            case .failed(let error):
+                slot.error = error
+            }
+            state.slots[ticket.key] = slot
+            Self.notify(ticket.key, in: &state, now: now)
+            Self.dropIfIdle(ticket.key, in: &state)
+            return stored
+        }
+    }
+
+    private static func accepts(_ new: Confirmed, over current: Confirmed?, _ definition: Definition?) -> Bool {
+        guard let current, let old = current.value, let candidate = new.value, let definition else { return true }
+        return definition.supersedes(candidate, old)
+    }
+
+    // MARK: Mutating
+
+    /// Applies a mutation's optimistic layers at once and notifies observers.
+    func beginMutation(_ layers: [(key: String, apply: @Sendable (any Sendable) -> any Sendable)]) -> MutationTicket {
+        let now = clock.now
+        return state.withLock { state in
+            state.nextId += 1
+            let id = state.nextId
+            var keys: [String] = []
+            for layer in layers where !keys.contains(layer.key) { keys.append(layer.key) }
+            for (key, apply) in layers {
+                state.slots[key, default: Slot()].layers.append(Layer(mutation: id, apply: apply))
+            }
+            for key in keys {
+                state.slots[key]!.inFlight += 1
+                state.slots[key]!.epoch += 1
+                Self.notify(key, in: &state, now: now)
+            }
+            return MutationTicket(id: id, keys: keys, generation: state.generation)
+        }
+    }
+
+    /// Settles a mutation. A failure removes its layers at once (exact rollback). A success keeps its
+    /// layers until its confirmations are applied, which happens when the key's last in-flight mutation
+    /// settles, so neither a lost nor a doubled deduction is ever shown. Returns the entries stored (to persist).
+    func settleMutation(
+        _ ticket: MutationTicket, succeeded: Bool, confirmations: [(key: String, value: Confirmed)]
+    ) -> [(key: String, value: Confirmed)] {
+        let now = clock.now
+        return state.withLock { state in
+            guard state.generation == ticket.generation else { return [] }
+            var stored: [(key: String, value: Confirmed)] = []
+            let keys = ticket.keys + confirmations.map(\.key).filter { !ticket.keys.contains($0) }
+            for key in keys {
+                var slot = state.slots[key, default: Slot()]
+                let confirmed = confirmations.filter { $0.key == key }.map(\.value)
+                if ticket.keys.contains(key) {
+                    slot.inFlight -= 1
+                    if succeeded && !confirmed.isEmpty {
+                        for index in slot.layers.indices where slot.layers[index].mutation == ticket.id { slot.layers[index].settled = true }
+                    } else {
+                        slot.layers.removeAll { $0.mutation == ticket.id }
+                        // Done on the server but not confirmed here: refetch rather than show the old value as fresh.
+                        if succeeded { slot.invalidated = true }
+                    }
+                }
+                slot.epoch += 1
+                slot.held.append(contentsOf: confirmed)
+                if slot.inFlight == 0 {
+                    slot.layers.removeAll(where: \.settled)
+                    var best = state.lru.peek(key)
+                    var changed = false
+                    for candidate in slot.held where Self.accepts(candidate, over: best, slot.definition) {
+                        best = candidate
+                        changed = true
+                    }
+                    slot.held = []
+                    if changed, let best {
+                        state.lru.insert(best, forKey: key, cost: best.data.count + Self.entryOverhead)
+                        slot.invalidated = false
+                        stored.append((key, best))
+                    }
+                }
+                state.slots[key] = slot
+                Self.notify(key, in: &state, now: now)
+                Self.dropIfIdle(key, in: &state)
+            }
+            return stored
+        }
+    }
+
+    // MARK: Invalidation and clearing
+
+    /// Marks matching keys stale; returns those with observers (the caller refetches them).
+    func invalidate(where matches: (String) -> Bool) -> [String] {
+        let now = clock.now
+        return state.withLock { state in
+            let keys = Set(state.slots.keys.filter(matches)).union(state.lru.keysByRecency.filter(matches))
+            var watched: [String] = []
+            for key in keys {
+                state.slots[key, default: Slot()].invalidated = true
+                if !(state.slots[key]?.watchers.isEmpty ?? true) { watched.append(key) }
+                Self.notify(key, in: &state, now: now)
+            }
+            return watched
+        }
+    }
+
+    /// Forgets every value, layer and pending answer (sign-out, user switch). Observers stay and see empty states.
+    func clear() {
+        let now = clock.now
+        state.withLock { state in
+            state.generation += 1
+            state.lru.removeAll()
+            for key in Array(state.slots.keys) {
+                let watchers = state.slots[key]!.watchers
+                var slot = Slot()
+                slot.definition = state.slots[key]!.definition
+                slot.watchers = watchers
+                state.slots[key] = watchers.isEmpty ? nil : slot
+                Self.notify(key, in: &state, now: now)
+            }
+        }
+    }
+
+    /// Loads values kept on disk (shown as stale until revalidated); never replaces a value already in memory.
+    func load(_ entries: [(key: String, data: Data, etag: String?, confirmedAt: Date)]) {
+        let now = clock.now
+        state.withLock { state in
+            for entry in entries where state.lru.peek(entry.key) == nil {
+                let confirmed = Confirmed(value: nil, data: entry.data, etag: entry.etag, confirmedAt: entry.confirmedAt, fromDisk: true)
+                state.lru.insert(confirmed, forKey: entry.key, cost: entry.data.count + Self.entryOverhead)
+                Self.notify(entry.key, in: &state, now: now)
+            }
+        }
+    }
+
+    /// Number of values held and their total cost, for tests and metrics.
+    var usage: (count: Int, cost: Int) { state.withLock { ($0.lru.count, $0.lru.totalCost) } }
+
+    /// Whether any state (value, layer, held answer) remains for `key`.
+    func holdsAnything(_ key: String) -> Bool {
+        state.withLock { state in
+            guard state.lru.peek(key) == nil else { return true }
+            guard let slot = state.slots[key] else { return false }
+            return !slot.layers.isEmpty || !slot.held.isEmpty
+        }
+    }
+}

@@ -1,0 +1,48 @@
+import Foundation
+import TallyAPI
+
+extension Client {
+    /// Performs `mutation`: its optimistic changes show at once; the answer's authoritative values
+    /// replace them, or on failure they are removed (the shown state is exactly as before) and the error is thrown.
+    @discardableResult
+    public func mutate<Response>(_ mutation: Mutation<Response>) async throws -> Response {
+        let (body, shared) = try await writes.run(mutation.idempotencyKey) { [self] in try await send(mutation) }
+        if shared { metrics.recordCoalesced(operation: mutation.operation) }
+        return try decode(Response.self, body)
+    }
+
+    private func send<Response>(_ mutation: Mutation<Response>) async throws -> Data {
+        let ticket = cache.beginMutation(mutation.optimistic.map { ($0.key, $0.apply) })
+        do {
+            let response = try await inScope(mutation.scope) {
+                try await executor.send(
+                    Endpoint(
+                        method: mutation.method, path: mutation.path, operation: mutation.operation,
+                        kind: mutation.isLongRunning ? .ai : .write),
+                    body: mutation.body, headers: [TallyHeader.idempotencyKey: mutation.idempotencyKey], auth: session)
+            }
+            let decoded = try decode(Response.self, response.body)
+            settle(ticket, succeeded: true, mutation.confirm(decoded))
+            return response.body
+        } catch {
+            let failure = error as? ClientError
+            settle(ticket, succeeded: false, failure.map(mutation.confirmOnError) ?? [])
+            throw error
+        }
+    }
+
+    private func inScope<T: Sendable>(_ scope: String?, _ body: () async throws -> T) async throws -> T {
+        guard let scope else { return try await body() }
+        return try await scopes.run(scope, body)
+    }
+
+    private func settle(_ ticket: QueryCache.MutationTicket, succeeded: Bool, _ confirmations: [Confirmation]) {
+        let now = configuration.clock.now
+        let stored = cache.settleMutation(
+            ticket, succeeded: succeeded,
+            confirmations: confirmations.map {
+                ($0.key, QueryCache.Confirmed(value: $0.value, data: $0.data, etag: nil, confirmedAt: now, fromDisk: false))
+            })
+        for (key, confirmed) in stored { persist(confirmed, key: key) }
+    }
+}

@@ -1,0 +1,88 @@
+import Foundation
+import Synchronization
+import TallyAPI
+
+/// The Tally SDK: one per app, created at launch and injected where needed.
+///
+/// It signs the installation in as a guest (or a linked account), caches server reads with
+/// stale-while-revalidate, and performs metered actions optimistically, reconciling with the
+/// server's answer or rolling back exactly.
+public final class Client: Sendable {
+    /// Counts and latencies of what the SDK did.
+    public let metrics: ClientMetrics
+    let configuration: ClientConfiguration
+    let executor: RequestExecutor
+    let session: SessionManager
+    let cache: QueryCache
+    let reads = Coalescer<String, Void>()
+    let writes = Coalescer<String, Data>()
+    let scopes = ScopeQueue()
+    let userId: Locked<String?>
+    /// Refetchers of observed keys, by key (set by the first typed access).
+    let refetchers = Locked<[String: @Sendable (Client) async -> Void]>([:])
+
+    /// Creates a client; nothing is read or sent until ``restore()`` or a sign-in.
+    public init(configuration: ClientConfiguration) {
+        self.configuration = configuration
+        metrics = configuration.metrics
+        let transport = configuration.transport ?? URLSessionTransport(baseURL: configuration.baseURL)
+        executor = RequestExecutor(
+            transport: transport, clock: configuration.clock, retry: configuration.retry, timeouts: configuration.timeouts,
+            metrics: configuration.metrics, random: configuration.random)
+        let cache = QueryCache(
+            countLimit: configuration.cacheCountLimit, costLimit: configuration.cacheByteLimit, clock: configuration.clock)
+        self.cache = cache
+        let userId = Locked<String?>(nil)
+        self.userId = userId
+        let persistence = configuration.cacheStore
+        session = SessionManager(
+            secureStore: configuration.secureStore, clock: configuration.clock, executor: executor
+        ) { previous, current in
+            // A different user: nothing of the previous one may stay in memory or on disk.
+            cache.clear()
+            userId.withLock { $0 = current }
+            if let previous { try? persistence?.removeAll(userId: previous) }
+            if let current, let entries = try? persistence?.entries(userId: current) {
+                cache.load(entries.map { ($0.key, $0.data, $0.etag, $0.confirmedAt) })
+            }
+        }
+    }
+
+    // MARK: Session
+
+    /// The signed-in user, if any.
+    public var user: SessionUser? { get async { await session.user } }
+
+    /// Restores the previous launch's session and its cached values (shown stale until revalidated).
+    /// Returns the user, or nil when the app must sign in.
+    @discardableResult
+    public func restore() async throws -> SessionUser? {
+        guard let user = try await session.restore() else { return nil }
+        userId.withLock { $0 = user.userId }
+        if let entries = try configuration.cacheStore?.entries(userId: user.userId) {
+            cache.load(entries.map { ($0.key, $0.data, $0.etag, $0.confirmedAt) })
+        }
+        return user
+    }
+
+    /// Signs this installation in as its guest account (created on first use, with the sign-up grant).
+    @discardableResult
+    public func signInAsGuest() async throws -> SessionUser { try await session.signInAsGuest() }
+
+    /// Signs in to a linked account.
+    @discardableResult
+    public func signIn(email: String, password: String) async throws -> SessionUser {
+        try await session.signIn(email: email, password: password)
+    }
+
+    /// Links the current guest account to an email and password, in place (same wallet).
+    @discardableResult
+    public func link(email: String, password: String) async throws -> Me {
+        let me = try await session.link(email: email, password: password)
+        _ = cache.invalidate { $0 == "me" }
+        return me
+    }
+
+    /// Signs out: the server session ends and every cached value, pending answer and persisted entry of the user is removed.
+    public func signOut() async { await session.signOut() }
+}

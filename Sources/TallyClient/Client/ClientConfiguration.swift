@@ -1,0 +1,45 @@
+import Foundation
+
+/// Everything a ``Client`` needs; only the server URL and a secure store are required.
+public struct ClientConfiguration: Sendable {
+    /// The Tally server, e.g. `https://api.example.com`.
+    public var baseURL: URL
+    /// Where the installation secret and refresh token live: ``KeychainSecureStore`` on Apple platforms.
+    public var secureStore: any SecureStore
+    /// Where cached values persist across launches, per user; nil keeps them in memory only.
+    public var cacheStore: (any CacheStore)?
+    /// How requests are sent; nil uses URLSession.
+    public var transport: (any HTTPTransport)?
+    /// The source of time for TTLs, backoff and token expiry.
+    public var clock: any ClientClock
+    /// Per-kind request timeouts.
+    public var timeouts: Timeouts
+    /// Backoff and retry rules.
+    public var retry: RetryPolicy
+    /// The memory cache's entry limit (the field notes' image cache: 500).
+    public var cacheCountLimit: Int
+    /// The memory cache's byte limit (the field notes' image cache: 100 MB).
+    public var cacheByteLimit: Int
+    /// Seconds the wallet and quotas stay fresh; observers refetch them after this age and on foreground.
+    public var balanceStaleAfter: TimeInterval
+    /// Where counts and latencies are recorded.
+    public var metrics: ClientMetrics
+    /// A uniform draw in [0, 1) for backoff jitter; tests fix it.
+    public var random: @Sendable () -> Double
+
+    /// Creates a configuration with the defaults described on each property.
+    public init(baseURL: URL, secureStore: any SecureStore, cacheStore: (any CacheStore)? = nil) {
+        self.baseURL = baseURL
+        self.secureStore = secureStore
+        self.cacheStore = cacheStore
+        transport = nil
+        clock = SystemClientClock()
+        timeouts = Timeouts()
+        retry = RetryPolicy()
+        cacheCountLimit = 500
+        cacheByteLimit = 100 * 1024 * 1024
+        balanceStaleAfter = 30
+        metrics = ClientMetrics()
+        random = { Double.random(in: 0..<1) }
+    }
+}

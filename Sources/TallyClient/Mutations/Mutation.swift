@@ -1,0 +1,71 @@
+import Foundation
+import TallyAPI
+
+/// An optimistic change to one cached value, applied at once and removed when the mutation settles.
+public struct OptimisticUpdate: Sendable {
+    let key: String
+    let apply: @Sendable (any Sendable) -> any Sendable
+
+    /// Changes the value of `query` with `transform` while the mutation is in flight.
+    public static func update<Value>(_ query: Query<Value>, _ transform: @escaping @Sendable (Value) -> Value) -> Self {
+        OptimisticUpdate(key: query.key) { value in (value as? Value).map(transform) ?? value }
+    }
+}
+
+/// An authoritative value a mutation's answer carries for a cached key.
+public struct Confirmation: Sendable {
+    let key: String
+    let value: any Sendable
+    let data: Data
+
+    /// The server says `query`'s value is now `value`.
+    public static func of<Value>(_ query: Query<Value>, _ value: Value) -> Self? {
+        guard let data = try? TallyJSON.encoder().encode(value) else { return nil }
+        return Confirmation(key: query.key, value: value, data: data)
+    }
+}
+
+/// A write to the server, made safe to retry by its Idempotency-Key, with its optimistic changes and
+/// the authoritative values its answer (or its refusal) carries.
+public struct Mutation<Response: Decodable & Sendable>: Sendable {
+    /// `POST`, `PATCH`, `DELETE`.
+    public var method: String
+    /// The path, e.g. `/v1/actions/reading`.
+    public var path: String
+    /// The route template for metrics, e.g. `POST /v1/actions/{name}`.
+    public var operation: String
+    /// The JSON body, if any.
+    public var body: Data?
+    /// One key per user intent, reused by every retry: the server charges it once. Two calls with the
+    /// same key while the first is in flight are one write (a double tap).
+    public var idempotencyKey: String
+    /// Mutations with the same scope run one after another; nil runs at once.
+    public var scope: String?
+    /// Changes shown while the mutation is in flight.
+    public var optimistic: [OptimisticUpdate]
+    /// The authoritative values in a successful answer.
+    public var confirm: @Sendable (Response) -> [Confirmation]
+    /// The authoritative values a refusal carries (a 402 carries the wallet and quotas).
+    public var confirmOnError: @Sendable (ClientError) -> [Confirmation]
+    /// Calls that wait for an AI model get the longer timeout.
+    public var isLongRunning: Bool
+
+    /// Creates a mutation; `idempotencyKey` defaults to a new random key (one intent).
+    public init(
+        method: String, path: String, operation: String? = nil, body: Data? = nil, idempotencyKey: String = UUID().uuidString,
+        scope: String? = nil, optimistic: [OptimisticUpdate] = [], isLongRunning: Bool = false,
+        confirm: @escaping @Sendable (Response) -> [Confirmation] = { _ in [] },
+        confirmOnError: @escaping @Sendable (ClientError) -> [Confirmation] = { _ in [] }
+    ) {
+        self.method = method
+        self.path = path
+        self.operation = operation ?? "\(method) \(path)"
+        self.body = body
+        self.idempotencyKey = idempotencyKey
+        self.scope = scope
+        self.optimistic = optimistic
+        self.isLongRunning = isLongRunning
+        self.confirm = confirm
+        self.confirmOnError = confirmOnError
+    }
+}

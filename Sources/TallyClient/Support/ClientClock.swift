@@ -1,0 +1,90 @@
+import Foundation
+import Synchronization
+
+/// The SDK's source of time: every TTL, backoff delay and token expiry reads it, so tests can
+/// move time forward instead of sleeping.
+public protocol ClientClock: Sendable {
+    /// The current wall-clock time.
+    var now: Date { get }
+    /// Suspends for `duration` of this clock's time; throws `CancellationError` if the task is cancelled.
+    func sleep(for duration: Duration) async throws
+}
+
+/// Real time: `Date()` and `Task.sleep`.
+public struct SystemClientClock: ClientClock {
+    /// Creates the system clock.
+    public init() {}
+    /// The current time.
+    public var now: Date { Date() }
+    /// Sleeps for real.
+    public func sleep(for duration: Duration) async throws { try await Task.sleep(for: duration) }
+}
+
+/// A clock that moves only when told to: sleepers wake when ``advance(by:)`` passes their deadline.
+public final class TestClock: ClientClock {
+    private struct Sleeper {
+        let id: UInt64
+        let deadline: Date
+        let continuation: CheckedContinuation<Void, any Error>
+    }
+
+    private struct State {
+        var now: Date
+        var nextId: UInt64 = 0
+        var sleepers: [Sleeper] = []
+    }
+
+    private let state: Mutex<State>
+
+    /// Creates a clock reading `start`.
+    public init(_ start: Date = Date(timeIntervalSince1970: 1_800_000_000)) { state = Mutex(State(now: start)) }
+
+    /// The clock's current time.
+    public var now: Date { state.withLock { $0.now } }
+
+    /// How many tasks are sleeping on this clock (tests wait for this before advancing).
+    public var sleeperCount: Int { state.withLock { $0.sleepers.count } }
+
+    /// Moves time forward and wakes every sleeper whose deadline has passed.
+    public func advance(by seconds: TimeInterval) {
+        let woken: [Sleeper] = state.withLock { state in
+            state.now = state.now.addingTimeInterval(seconds)
+            let now = state.now
+            let due = state.sleepers.filter { $0.deadline <= now }
+            state.sleepers.removeAll { $0.deadline <= now }
+            return due
+        }
+        for sleeper in woken { sleeper.continuation.resume() }
+    }
+
+    /// Waits (yielding, not sleeping) until at least `count` tasks sleep on this clock.
+    public func waitForSleepers(_ count: Int = 1) async {
+        while sleeperCount < count { await Task.yield() }
+    }
+
+    /// Suspends until the clock is advanced past `now + duration`.
+    public func sleep(for duration: Duration) async throws {
+        let seconds = Double(duration.components.seconds) + Double(duration.components.attoseconds) / 1e18
+        if seconds <= 0 { return try Task.checkCancellation() }
+        let id: UInt64 = state.withLock { state in
+            state.nextId += 1
+            return state.nextId
+        }
+        try await withTaskCancellationHandler {
+            try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<Void, any Error>) in
+                let cancelled = state.withLock { state -> Bool in
+                    if Task.isCancelled { return true }
+                    state.sleepers.append(Sleeper(id: id, deadline: state.now.addingTimeInterval(seconds), continuation: continuation))
+                    return false
+                }
+                if cancelled { continuation.resume(throwing: CancellationError()) }
+            }
+        } onCancel: {
+            let sleeper = state.withLock { state -> Sleeper? in
+                guard let index = state.sleepers.firstIndex(where: { $0.id == id }) else { return nil }
+                return state.sleepers.remove(at: index)
+            }
+            sleeper?.continuation.resume(throwing: CancellationError())
+        }
+    }
+}

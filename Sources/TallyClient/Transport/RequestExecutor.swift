@@ -1,0 +1,96 @@
+import Foundation
+import TallyAPI
+
+/// Sends one logical request: adds the session's bearer token, enforces the timeout, retries what is
+/// safe with jittered backoff on the injected clock, refreshes the session once on 401, records
+/// metrics, and turns failures into ``ClientError``.
+final class RequestExecutor: Sendable {
+    let transport: any HTTPTransport
+    let clock: any ClientClock
+    let retry: RetryPolicy
+    let timeouts: Timeouts
+    let metrics: ClientMetrics
+    let random: @Sendable () -> Double
+
+    init(
+        transport: any HTTPTransport, clock: any ClientClock, retry: RetryPolicy, timeouts: Timeouts, metrics: ClientMetrics,
+        random: @escaping @Sendable () -> Double
+    ) {
+        self.transport = transport
+        self.clock = clock
+        self.retry = retry
+        self.timeouts = timeouts
+        self.metrics = metrics
+        self.random = random
+    }
+
+    /// Sends `endpoint`; `auth` supplies and refreshes the access token for authenticated endpoints.
+    /// Returns 2xx and 304 responses; everything else throws.
+    func send(
+        _ endpoint: Endpoint, body: Data? = nil, headers: [String: String] = [:], auth: (any AccessTokenProvider)?
+    ) async throws -> TransportResponse {
+        let safe = RetryPolicy.isSafeToRetry(method: endpoint.method, hasIdempotencyKey: headers[TallyHeader.idempotencyKey] != nil)
+        var attempt = 0
+        var refreshed = false
+        while true {
+            attempt += 1
+            try Task.checkCancellation()
+            var request = TransportRequest(
+                method: endpoint.method, path: endpoint.path, headers: headers, body: body, timeout: endpoint.timeout(timeouts))
+            if body != nil { request.headers["Content-Type"] = "application/json" }
+            var token: String?
+            if endpoint.authenticated {
+                guard let auth else { throw ClientError.unauthorized }
+                token = try await auth.accessToken()
+                request.headers["Authorization"] = "Bearer \(token!)"
+            }
+            let started = ContinuousClock.now
+            let failure: AttemptFailure
+            let mapped: ClientError
+            do {
+                let response = try await transport.send(request)
+                metrics.recordRequest(operation: endpoint.operation, status: response.status, duration: ContinuousClock.now - started)
+                if (200..<300).contains(response.status) || response.status == 304 { return response }
+                if response.status == 401, endpoint.authenticated, !refreshed, let auth, let token {
+                    refreshed = true
+                    try await auth.refresh(after: token)
+                    attempt -= 1
+                    continue
+                }
+                let detail = try? TallyJSON.decoder().decode(ErrorResponse.self, from: response.body)
+                let retryAfter = response.header("Retry-After").flatMap(TimeInterval.init)
+                failure = .status(response.status, code: detail?.error.code.rawValue, retryAfter: retryAfter)
+                mapped = Self.error(status: response.status, detail: detail, retryAfter: retryAfter)
+            } catch let error as TransportError {
+                metrics.recordRequest(operation: endpoint.operation, status: nil, duration: ContinuousClock.now - started)
+                failure = .transport(error)
+                mapped = error == .timedOut ? .timedOut : .offline
+            }
+            guard let delay = retry.delay(afterAttempt: attempt, failure: failure, safeToRetry: safe, unitRandom: random()) else {
+                throw mapped
+            }
+            metrics.recordRetry(operation: endpoint.operation)
+            try await clock.sleep(for: delay)
+        }
+    }
+
+    /// The typed error for an HTTP error status and the server's error body.
+    static func error(status: Int, detail: ErrorResponse?, retryAfter: TimeInterval?) -> ClientError {
+        let code = detail?.error.code ?? ErrorCode(rawValue: "http_\(status)")
+        switch (status, code) {
+        case (402, .quotaExhausted): return .quotaExhausted(wallet: detail?.wallet, quotas: detail?.quotas ?? [])
+        case (402, _): return .insufficientTokens(wallet: detail?.wallet, quotas: detail?.quotas ?? [])
+        case (401, _): return .unauthorized
+        case (429, _): return .rateLimited(retryAfter: retryAfter)
+        default: return .server(status: status, code: code, message: detail?.error.message ?? "HTTP \(status)")
+        }
+    }
+}
+
+/// Supplies access tokens and refreshes them; the session implements it.
+protocol AccessTokenProvider: Sendable {
+    /// A token valid now (refreshed first if it is about to expire).
+    func accessToken() async throws -> String
+    /// Called when `token` was refused with 401: refreshes once for all callers holding that token.
+    func refresh(after token: String) async throws
+}

@@ -1,0 +1,78 @@
+import Foundation
+
+#if canImport(FoundationNetworking)
+import FoundationNetworking
+#endif
+
+/// Sends requests with URLSession (FoundationNetworking on Linux). No HTTP cache: the SDK revalidates with ETags itself.
+///
+/// `TransportRequest.timeout` is a deadline for the whole attempt, enforced here: URLSession's own
+/// `timeoutInterval` is an idle timeout on Apple platforms and whole seconds only on Linux.
+public final class URLSessionTransport: HTTPTransport {
+    private let baseURL: String
+    private let session: URLSession
+
+    /// Creates a transport sending paths relative to `baseURL`, with its own ephemeral, cookie-less, cache-less session.
+    public init(baseURL: URL) {
+        var base = baseURL.absoluteString
+        while base.hasSuffix("/") { base.removeLast() }
+        self.baseURL = base
+        let configuration = URLSessionConfiguration.ephemeral
+        configuration.urlCache = nil
+        configuration.requestCachePolicy = .reloadIgnoringLocalCacheData
+        configuration.httpCookieStorage = nil
+        configuration.httpShouldSetCookies = false
+        session = URLSession(configuration: configuration)
+    }
+
+    deinit { session.finishTasksAndInvalidate() }
+
+    /// Sends one attempt; cancelling the calling task cancels the request and throws `CancellationError`.
+    public func send(_ request: TransportRequest) async throws -> TransportResponse {
+        let urlRequest = try makeURLRequest(request)
+        let (data, response) = try await withThrowingTaskGroup(of: (Data, URLResponse).self) { group in
+            group.addTask { [session] in
+                do { return try await session.data(for: urlRequest) } catch { throw Self.map(error) }
+            }
+            group.addTask {
+                try await Task.sleep(for: request.timeout)
+                throw TransportError.timedOut
+            }
+            defer { group.cancelAll() }
+            guard let first = try await group.next() else { throw CancellationError() }
+            return first
+        }
+        guard let http = response as? HTTPURLResponse else { throw TransportError.connectionLost }
+        var headers: [String: String] = [:]
+        for (name, value) in http.allHeaderFields {
+            guard let name = name as? String else { continue }
+            headers[name] = value as? String ?? "\(value)"
+        }
+        return TransportResponse(status: http.statusCode, headers: headers, body: data)
+    }
+
+    private func makeURLRequest(_ request: TransportRequest) throws -> URLRequest {
+        guard let url = URL(string: baseURL + request.path) else { throw TransportError.offline }
+        var urlRequest = URLRequest(url: url, cachePolicy: .reloadIgnoringLocalCacheData)
+        urlRequest.httpMethod = request.method
+        urlRequest.httpBody = request.body
+        // A backstop only, never shorter than the deadline (Linux truncates it to whole seconds).
+        urlRequest.timeoutInterval = max(1, Double(request.timeout.components.seconds + 1))
+        for (name, value) in request.headers { urlRequest.setValue(value, forHTTPHeaderField: name) }
+        return urlRequest
+    }
+
+    /// URLSession's errors as the SDK's: no route → offline, timeout → timedOut, cancelled → CancellationError,
+    /// anything else → connectionLost (the server may have acted).
+    private static func map(_ error: any Error) -> any Error {
+        if error is CancellationError { return error }
+        let nsError = error as NSError
+        guard nsError.domain == NSURLErrorDomain else { return Task.isCancelled ? CancellationError() : TransportError.connectionLost }
+        switch URLError.Code(rawValue: nsError.code) {
+        case .cancelled: return CancellationError()
+        case .timedOut: return TransportError.timedOut
+        case .cannotConnectToHost, .notConnectedToInternet, .cannotFindHost, .dnsLookupFailed: return TransportError.offline
+        default: return Task.isCancelled ? CancellationError() : TransportError.connectionLost
+        }
+    }
+}

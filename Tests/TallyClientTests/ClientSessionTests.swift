@@ -1,0 +1,101 @@
+import Foundation
+import TallyAPI
+@testable import TallyClient
+import Testing
+
+/// Sessions against the real server: guest sign-in, single-flight refresh, sign-out that leaves nothing behind.
+@Suite("Client sessions")
+struct ClientSessionTests {
+    @Test("A guest signs in once per installation; the same installation gets the same account")
+    func guestIdentity() async throws {
+        try await TallyTestServer.with { server in
+            let store = MemorySecureStore()
+            let (first, _) = server.client(secureStore: store)
+            let user = try await first.signInAsGuest()
+            #expect(user.isGuest)
+            let (second, _) = server.client(secureStore: store)
+            #expect(try await second.restore() == user)
+            #expect(try await second.signInAsGuest() == user)
+            let (stranger, _) = server.client()
+            #expect(try await stranger.signInAsGuest() != user)
+        }
+    }
+
+    @Test("Fifty requests refused with 401 at once cause one refresh")
+    func singleFlightRefresh() async throws {
+        try await TallyTestServer.with { server in
+            let (client, transport) = server.client()
+            try await client.signInAsGuest()
+            // The server's clock passes the access token's expiry; the client's does not, so every request gets 401.
+            server.serverClock.advance(by: 16 * 60)
+            try await withThrowingTaskGroup(of: Wallet.self) { group in
+                for index in 0..<50 {
+                    group.addTask { try await client.fetch(Query<Wallet>(key: "wallet-\(index)", path: "/v1/wallet")) }
+                }
+                for try await wallet in group { #expect(wallet.balance == 0) }
+            }
+            #expect(transport.count(path: "/v1/auth/refresh") == 1)
+            #expect(transport.requests.filter { $0.path == "/v1/wallet" }.count == 100)
+        }
+    }
+
+    @Test("An access token about to expire by the client's clock is refreshed before the request, once")
+    func proactiveRefresh() async throws {
+        try await TallyTestServer.with { server in
+            let clock = TestClock()
+            let (client, transport) = server.client(clock: clock)
+            try await client.signInAsGuest()
+            server.serverClock.advance(by: 15 * 60)
+            clock.advance(by: 15 * 60)
+            try await withThrowingTaskGroup(of: Void.self) { group in
+                for index in 0..<20 {
+                    group.addTask { _ = try await client.fetch(Query<Wallet>(key: "w\(index)", path: "/v1/wallet")) }
+                }
+                try await group.waitForAll()
+            }
+            #expect(transport.count(path: "/v1/auth/refresh") == 1)
+            #expect(transport.count(path: "/v1/wallet") == 20)  // no request was sent with the dying token
+        }
+    }
+
+    @Test("Sign-out leaves nothing of the previous user in memory, in the secure store or on disk")
+    func signOutForgetsEverything() async throws {
+        try await TallyTestServer.with { server in
+            let directory = FileManager.default.temporaryDirectory.appendingPathComponent("tally-signout-\(UUID().uuidString)")
+            defer { try? FileManager.default.removeItem(at: directory) }
+            let secure = try FileSecureStore(directory: directory.appendingPathComponent("secure"))
+            let databasePath = directory.appendingPathComponent("cache.sqlite").path
+            let (client, _) = server.client(secureStore: secure, cacheStore: try SQLiteCacheStore(path: databasePath))
+            let user = try await client.signInAsGuest()
+            try await server.grant(42, to: user.userId)
+            _ = try await client.fetch(client.walletQuery)
+            _ = try await client.fetch(client.quotasQuery)
+            _ = try await client.perform("ai.query")
+            #expect(try diskBytes(directory).contains(Data(user.userId.utf8)))
+
+            await client.signOut()
+            #expect(client.value(client.walletQuery) == nil)
+            #expect(client.value(client.quotasQuery) == nil)
+            #expect(client.cache.usage.count == 0)
+            #expect(await client.user == nil)
+            #expect(try secure.read("session") == nil)
+            #expect(try secure.read("installation-secret") == nil)
+            #expect(!(try diskBytes(directory).contains(Data(user.userId.utf8))))
+
+            // The next guest on this device is a new account, not the previous user's.
+            let next = try await client.signInAsGuest()
+            #expect(next.userId != user.userId)
+            #expect(try await client.fetch(client.walletQuery).balance == 0)
+        }
+    }
+
+    /// Every byte of every file under `directory` (database, WAL, secure files), concatenated.
+    private func diskBytes(_ directory: URL) throws -> Data {
+        var all = Data()
+        let enumerator = FileManager.default.enumerator(at: directory, includingPropertiesForKeys: nil)
+        while let url = enumerator?.nextObject() as? URL {
+            if let data = try? Data(contentsOf: url) { all.append(data) }
+        }
+        return all
+    }
+}

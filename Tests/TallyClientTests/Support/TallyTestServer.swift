@@ -1,0 +1,88 @@
+import Foundation
+import Hummingbird
+import Logging
+import ServiceLifecycle
+import TallyAPI
+import TallyClient
+import TallyServer
+import TallyStore
+
+/// A real Tally server on loopback (embedded SQLite in a temp directory, manual clock), and clients
+/// that talk to it through URLSession wrapped in a fault-injecting transport.
+struct TallyTestServer: Sendable {
+    let port: Int
+    /// The server's clock (moves token expiry and quota windows on the server).
+    let serverClock: ManualClock
+    let adminKey: String
+
+    var baseURL: URL { URL(string: "http://127.0.0.1:\(port)")! }
+
+    /// Runs `body` against a fresh server, then shuts it down.
+    static func with<T: Sendable>(
+        catalog: Catalog = .standard, _ body: @Sendable (TallyTestServer) async throws -> T
+    ) async throws -> T {
+        let clock = ManualClock(Date(timeIntervalSince1970: 1_800_000_000))
+        var configuration = TallyConfiguration()
+        configuration.port = 0
+        configuration.bcryptCost = 4
+        configuration.housekeepingInterval = .seconds(3600)
+        configuration.metering.catalog = catalog
+        configuration.metering.guestSignupsPerIPPerHour = 100_000
+        configuration.adminKey = "client-test-admin-key-0123456789"
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("tally-client-\(UUID().uuidString)").path
+        configuration.dataDirectory = directory
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        var logger = Logger(label: "tally.client-test")
+        logger.logLevel = .warning
+        let (ports, continuation) = AsyncStream.makeStream(of: Int.self)
+        let app = try buildApplication(configuration: configuration, clock: clock, logger: logger) { continuation.yield($0) }
+        let adminKey = configuration.adminKey!
+        return try await withThrowingTaskGroup(of: Void.self) { group in
+            let services = ServiceGroup(configuration: .init(services: [app], logger: logger))
+            group.addTask { try await services.run() }
+            var iterator = ports.makeAsyncIterator()
+            guard let port = await iterator.next() else { throw CancellationError() }
+            do {
+                let value = try await body(TallyTestServer(port: port, serverClock: clock, adminKey: adminKey))
+                await services.triggerGracefulShutdown()
+                return value
+            } catch {
+                await services.triggerGracefulShutdown()
+                throw error
+            }
+        }
+    }
+
+    /// A client of this server with its own clock, secure store and fault-injecting transport.
+    func client(
+        clock: TestClock = TestClock(), secureStore: any SecureStore = MemorySecureStore(), cacheStore: (any CacheStore)? = nil,
+        retry: RetryPolicy = RetryPolicy(), configure: (inout ClientConfiguration) -> Void = { _ in }
+    ) -> (Client, FaultInjectingTransport) {
+        let transport = FaultInjectingTransport(wrapping: URLSessionTransport(baseURL: baseURL), clock: clock)
+        var configuration = ClientConfiguration(baseURL: baseURL, secureStore: secureStore, cacheStore: cacheStore)
+        configuration.transport = transport
+        configuration.clock = clock
+        configuration.retry = retry
+        configuration.random = { 0 }  // no jitter: retries wait zero seconds unless Retry-After says otherwise
+        configuration.metrics = ClientMetrics(exportLabel: nil)
+        configure(&configuration)
+        return (Client(configuration: configuration), transport)
+    }
+
+    /// Grants `amount` tokens to `userId` through the admin API.
+    func grant(_ amount: Int64, to userId: String) async throws {
+        let transport = URLSessionTransport(baseURL: baseURL)
+        let body = try TallyJSON.encoder().encode(GrantRequest(amount: amount, reason: "test"))
+        let response = try await transport.send(
+            TransportRequest(
+                method: "POST", path: "/admin/v1/users/\(userId)/grants",
+                headers: ["Authorization": "Bearer \(adminKey)", "Content-Type": "application/json", "Idempotency-Key": UUID().uuidString],
+                body: body, timeout: .seconds(10)))
+        guard response.status == 200 || response.status == 201 else { throw TestFailure("grant answered \(response.status)") }
+    }
+}
+
+struct TestFailure: Error, CustomStringConvertible {
+    let description: String
+    init(_ description: String) { self.description = description }
+}
