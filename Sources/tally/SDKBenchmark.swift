@@ -26,7 +26,8 @@ struct SDKBenchmark: AsyncParsableCommand {
     }
 
     static let rows: [(String, String, String)] = [
-        ("cache-hit read p50", "µs", "≤ 1 µs"), ("cache-hit read p99", "µs", ""),
+        ("cache-hit read p50, timed singly", "µs", "≤ 1 µs"), ("cache-hit read p99, timed singly", "µs", ""),
+        ("cache-hit read p50, batches of 100", "µs", "≤ 1 µs"), ("cache-hit read p99, batches of 100", "µs", ""),
         ("LRU insert with eviction p50", "µs", "≤ 2 µs"), ("LRU insert with eviction p99", "µs", ""),
         ("coalesced fan-out: requests for 1,000 reads", "", "1"), ("coalesced fan-out: last waiter resumed after response", "ms", "≤ 5 ms"),
         ("optimistic apply → observer p50", "ms", ""), ("optimistic apply → observer p99", "ms", "≤ 1 ms"),
@@ -47,7 +48,8 @@ struct SDKBenchmark: AsyncParsableCommand {
         _ = try await client.fetch(client.quotasQuery)
         _ = try await client.fetch(.actions())
 
-        // 1. A cache-hit read: the synchronous value for first paint.
+        // 1. A cache-hit read: the synchronous value for first paint. Timed one by one (two clock reads
+        //    included) and in batches of 100 (the clock's cost spread out).
         var samples = [Double]()
         samples.reserveCapacity(100_000)
         var sink: Int64 = 0
@@ -56,7 +58,14 @@ struct SDKBenchmark: AsyncParsableCommand {
             sink &+= client.value(wallet)?.balance ?? 0
             samples.append(micros(ContinuousClock.now - start))
         }
-        (out["cache-hit read p50"], out["cache-hit read p99"]) = percentiles(&samples)
+        (out["cache-hit read p50, timed singly"], out["cache-hit read p99, timed singly"]) = percentiles(&samples)
+        samples.removeAll(keepingCapacity: true)
+        for _ in 0..<2_000 {
+            let start = ContinuousClock.now
+            for _ in 0..<100 { sink &+= client.value(wallet)?.balance ?? 0 }
+            samples.append(micros(ContinuousClock.now - start) / 100)
+        }
+        (out["cache-hit read p50, batches of 100"], out["cache-hit read p99, batches of 100"]) = percentiles(&samples)
         if sink == 42 { print("") }
 
         // 2. LRU insert that evicts: a full cache of 500 entries, every insert pushes the oldest out.

@@ -74,6 +74,17 @@ public struct QueryState<Value: Sendable>: Sendable {
     /// How many optimistic changes are applied on top of the confirmed value.
     public var pendingMutations: Int
 
+    /// Creates a state.
+    @inlinable
+    public init(value: Value?, isStale: Bool, isFetching: Bool, error: ClientError?, confirmedAt: Date?, pendingMutations: Int) {
+        self.value = value
+        self.isStale = isStale
+        self.isFetching = isFetching
+        self.error = error
+        self.confirmedAt = confirmedAt
+        self.pendingMutations = pendingMutations
+    }
+
     /// An empty state: nothing loaded yet.
     public static var empty: Self { QueryState(value: nil, isStale: true, isFetching: false, error: nil, confirmedAt: nil, pendingMutations: 0) }
 }

@@ -13,6 +13,7 @@ import Synchronization
 ///   last one settles, so a response that already includes a sibling's charge never meets that
 ///   sibling's estimate (no doubled deduction); ``Query/supersedes`` picks the newest among them.
 /// - Clearing (sign-out) bumps a generation; anything started before is dropped when it returns.
+@usableFromInline
 final class QueryCache: Sendable {
     /// A value the server confirmed. `value` is decoded lazily for entries loaded from disk.
     struct Confirmed: Sendable {
@@ -32,20 +33,32 @@ final class QueryCache: Sendable {
     }
 
     /// What an observer is told.
+    @usableFromInline
     struct Snapshot: Sendable {
-        var value: (any Sendable)?
-        var isStale: Bool
-        var isFetching: Bool
-        var error: ClientError?
-        var confirmedAt: Date?
-        var pending: Int
+        @usableFromInline var value: (any Sendable)?
+        @usableFromInline var isStale: Bool
+        @usableFromInline var isFetching: Bool
+        @usableFromInline var error: ClientError?
+        @usableFromInline var confirmedAt: Date?
+        @usableFromInline var pending: Int
     }
 
     /// How a key's values are decoded, ordered and refetched; set by the first typed access.
+    @usableFromInline
     struct Definition: Sendable {
         var staleAfter: TimeInterval
         var decode: @Sendable (Data) throws -> any Sendable
         var supersedes: @Sendable (any Sendable, any Sendable) -> Bool
+
+        @usableFromInline
+        init(
+            staleAfter: TimeInterval, decode: @escaping @Sendable (Data) throws -> any Sendable,
+            supersedes: @escaping @Sendable (any Sendable, any Sendable) -> Bool
+        ) {
+            self.staleAfter = staleAfter
+            self.decode = decode
+            self.supersedes = supersedes
+        }
     }
 
     /// Per-key bookkeeping that outlives LRU eviction while it matters.
@@ -103,15 +116,19 @@ final class QueryCache: Sendable {
     }
 
     private static func define(_ key: String, _ definition: () -> Definition, in state: inout State) -> Bool {
-        if state.slots[key]?.definition != nil { return false }
+        if let i = state.slots.index(forKey: key), isDefined(&state.slots.values[i]) { return false }
         state.slots[key, default: Slot()].definition = definition()
         return true
     }
 
     /// The current state of `key`, defining it first if needed (one lock: the cache-hit fast path).
+    @usableFromInline
     func snapshot(_ key: String, defining definition: @autoclosure () -> Definition) -> (snapshot: Snapshot, defined: Bool) {
         let now = clock.now
         return state.withLock { state in
+            if let i = state.slots.index(forKey: key), Self.isDefined(&state.slots.values[i]) {
+                return (Self.snapshot(key, in: &state, now: now, touch: true, slot: i), false)
+            }
             let defined = Self.define(key, definition, in: &state)
             return (Self.snapshot(key, in: &state, now: now, touch: true), defined)
         }
@@ -126,26 +143,40 @@ final class QueryCache: Sendable {
     /// The ETag of the confirmed value, for revalidation.
     func etag(_ key: String) -> String? { state.withLock { $0.lru.peek(key)?.etag } }
 
-    private static func snapshot(_ key: String, in state: inout State, now: Date, touch: Bool) -> Snapshot {
-        let slot = state.slots[key]
+    /// Reads the slot in place: `Dictionary.Values`' getter would copy the whole `Slot` (retaining every
+    /// array and closure in it), its `_modify` accessor does not. This is the cache-hit path.
+    private static func snapshot(
+        _ key: String, in state: inout State, now: Date, touch: Bool, slot: Dictionary<String, Slot>.Index? = nil
+    ) -> Snapshot {
         var confirmed = touch ? state.lru.value(forKey: key) : state.lru.peek(key)
-        if var entry = confirmed, entry.value == nil, let decode = slot?.definition?.decode {
+        guard let i = slot ?? state.slots.index(forKey: key) else {
+            return Snapshot(
+                value: confirmed?.value, isStale: true, isFetching: false, error: nil, confirmedAt: confirmed?.confirmedAt,
+                pending: 0)
+        }
+        if var entry = confirmed, entry.value == nil, let decode = state.slots.values[i].definition?.decode {
             entry.value = try? decode(entry.data)
             if entry.value != nil {
                 state.lru.insert(entry, forKey: key, cost: entry.data.count + entryOverhead)
                 confirmed = entry
             }
         }
+        return read(&state.slots.values[i], confirmed, now: now)
+    }
+
+    private static func read(_ slot: inout Slot, _ confirmed: Confirmed?, now: Date) -> Snapshot {
         var value = confirmed?.value
-        if let base = value, let layers = slot?.layers {
-            value = layers.reduce(base) { $1.apply($0) }
+        if !slot.layers.isEmpty, let base = value {
+            value = slot.layers.reduce(base) { $1.apply($0) }
         }
-        let staleAfter = slot?.definition?.staleAfter ?? 0
+        let staleAfter = slot.definition?.staleAfter ?? 0
         let isStale = confirmed.map { $0.fromDisk || now.timeIntervalSince($0.confirmedAt) >= staleAfter } ?? true
         return Snapshot(
-            value: value, isStale: isStale || (slot?.invalidated ?? false), isFetching: slot?.isFetching ?? false,
-            error: slot?.error, confirmedAt: confirmed?.confirmedAt, pending: slot?.layers.count ?? 0)
+            value: value, isStale: isStale || slot.invalidated, isFetching: slot.isFetching, error: slot.error,
+            confirmedAt: confirmed?.confirmedAt, pending: slot.layers.count)
     }
+
+    private static func isDefined(_ slot: inout Slot) -> Bool { slot.definition != nil }
 
     private static func notify(_ key: String, in state: inout State, now: Date) {
         guard let watchers = state.slots[key]?.watchers, !watchers.isEmpty else { return }

@@ -3,6 +3,8 @@ import TallyAPI
 
 extension Client {
     /// The current state of `query`, synchronously, for first paint. Does not fetch.
+    /// Inlinable so the app's module specializes it for its value type: this is the cache-hit path.
+    @inlinable
     public func state<Value>(_ query: Query<Value>) -> QueryState<Value> {
         let (snapshot, defined) = cache.snapshot(query.key, defining: Self.definition(query))
         if defined { registerRefetcher(query) }
@@ -10,6 +12,7 @@ extension Client {
     }
 
     /// The value to show for `query` right now, if any. Does not fetch.
+    @inlinable
     public func value<Value>(_ query: Query<Value>) -> Value? { state(query).value }
 
     /// The value of `query`: a fresh cached value at once; a stale one at once while it is revalidated in
@@ -105,11 +108,13 @@ extension Client {
         if cache.define(query.key, Self.definition(query)) { registerRefetcher(query) }
     }
 
-    private func registerRefetcher<Value>(_ query: Query<Value>) {
+    @usableFromInline
+    func registerRefetcher<Value>(_ query: Query<Value>) {
         refetchers.withLock { $0[query.key] = { client in try? await client.revalidate(query) } }
     }
 
-    private static func definition<Value>(_ query: Query<Value>) -> QueryCache.Definition {
+    @usableFromInline
+    static func definition<Value>(_ query: Query<Value>) -> QueryCache.Definition {
         QueryCache.Definition(
             staleAfter: query.staleAfter,
             decode: { try TallyJSON.decoder().decode(Value.self, from: $0) },
@@ -131,6 +136,7 @@ extension Client {
         }
     }
 
+    @inlinable
     static func typed<Value>(_ snapshot: QueryCache.Snapshot) -> QueryState<Value> {
         QueryState(
             value: snapshot.value as? Value, isStale: snapshot.isStale, isFetching: snapshot.isFetching, error: snapshot.error,

@@ -13,7 +13,7 @@ public final class Client: Sendable {
     let configuration: ClientConfiguration
     let executor: RequestExecutor
     let session: SessionManager
-    let cache: QueryCache
+    @usableFromInline let cache: QueryCache
     let reads = Coalescer<String, Void>()
     let writes = Coalescer<String, Data>()
     let scopes = ScopeQueue()
