@@ -399,13 +399,4 @@ final class QueryCache: Sendable {
 
     /// Number of values held and their total cost, for tests and metrics.
     var usage: (count: Int, cost: Int) { state.withLock { ($0.lru.count, $0.lru.totalCost) } }
-
-    /// Whether any state (value, layer, held answer) remains for `key`.
-    func holdsAnything(_ key: String) -> Bool {
-        state.withLock { state in
-            guard state.lru.peek(key) == nil else { return true }
-            guard let slot = state.slots[key] else { return false }
-            return !slot.layers.isEmpty || !slot.held.isEmpty
-        }
-    }
 }

@@ -130,11 +130,7 @@ extension Client {
         try? store.save(PersistedEntry(key: key, data: confirmed.data, etag: confirmed.etag, confirmedAt: confirmed.confirmedAt), userId: user)
     }
 
-    func decode<Value: Decodable>(_ type: Value.Type, _ data: Data) throws -> Value {
-        do { return try TallyJSON.decoder().decode(type, from: data) } catch {
-            throw ClientError.invalidResponse("\(Value.self) could not be decoded")
-        }
-    }
+    func decode<Value: Decodable>(_ type: Value.Type, _ data: Data) throws -> Value { try decodeAnswer(type, data) }
 
     @inlinable
     static func typed<Value>(_ snapshot: QueryCache.Snapshot) -> QueryState<Value> {

@@ -166,8 +166,6 @@ actor SessionManager: AccessTokenProvider {
     }
 
     private func decode<T: Decodable>(_ type: T.Type, _ response: TransportResponse) throws -> T {
-        do { return try TallyJSON.decoder().decode(type, from: response.body) } catch {
-            throw ClientError.invalidResponse("\(T.self) could not be decoded")
-        }
+        try decodeAnswer(type, response.body)
     }
 }

@@ -94,3 +94,10 @@ protocol AccessTokenProvider: Sendable {
     /// Called when `token` was refused with 401: refreshes once for all callers holding that token.
     func refresh(after token: String) async throws
 }
+
+/// Decodes a server answer; a body that does not match becomes ``ClientError/invalidResponse(_:)``.
+func decodeAnswer<T: Decodable>(_ type: T.Type, _ data: Data) throws -> T {
+    do { return try TallyJSON.decoder().decode(type, from: data) } catch {
+        throw ClientError.invalidResponse("\(T.self) could not be decoded")
+    }
+}
