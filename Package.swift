@@ -32,6 +32,8 @@ let package = Package(
         .package(url: "https://github.com/apple/swift-argument-parser.git", from: "1.8.2"),
         .package(url: "https://github.com/apple/swift-crypto.git", "3.12.3"..<"5.0.0"),
         .package(url: "https://github.com/jpsim/Yams.git", from: "6.2.2"),
+        .package(url: "https://github.com/apple/swift-nio.git", from: "2.101.2"),
+        .package(url: "https://github.com/HdrHistogram/hdrhistogram-swift.git", from: "0.2.0"),
     ],
     targets: [
         // Wire types shared by the server, the SDK and apps: Foundation only.
@@ -92,11 +94,23 @@ let package = Package(
             ],
             swiftSettings: swiftSettings
         ),
-        // The command line: serve, migrate, admin, demo.
+        // The load harness: simulated app users over real connections, the books check, the report.
+        .target(
+            name: "TallyLoad",
+            dependencies: [
+                "TallyAPI", "TallyClient",
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOPosix", package: "swift-nio"),
+                .product(name: "NIOHTTP1", package: "swift-nio"),
+                .product(name: "Histogram", package: "hdrhistogram-swift"),
+            ],
+            swiftSettings: swiftSettings
+        ),
+        // The command line: serve, migrate, admin, demo, load tests.
         .executableTarget(
             name: "tally",
             dependencies: [
-                "TallyAPI", "TallyClient", "TallyServer", "TallyStore", "TallySQLite", "TallyPostgres",
+                "TallyAPI", "TallyClient", "TallyLoad", "TallyServer", "TallyStore", "TallySQLite", "TallyPostgres",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
                 .product(name: "UnixSignals", package: "swift-service-lifecycle"),
@@ -119,6 +133,11 @@ let package = Package(
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
                 .product(name: "Logging", package: "swift-log"),
             ],
+            swiftSettings: testSwiftSettings
+        ),
+        .testTarget(
+            name: "TallyLoadTests",
+            dependencies: ["TallyLoad", "TallyAPI"],
             swiftSettings: testSwiftSettings
         ),
         .testTarget(

@@ -10,6 +10,7 @@ struct AdminController {
     func addRoutes(to group: RouterGroup<TallyRequestContext>) {
         group.add(middleware: AdminKeyMiddleware(adminKey: services.configuration.adminKey ?? ""))
         group.get("users/:userId", use: user)
+        group.get("users/:userId/entries", use: entries)
         group.post("users/:userId/grants", use: grant)
         group.put("users/:userId/premium", use: premium)
     }
@@ -21,6 +22,12 @@ struct AdminController {
         }
         return JSONResponse.make(
             body: AdminUserView(me: Me(state.user), wallet: Wallet(state.wallet), quotas: services.views.quotas(for: state)))
+    }
+
+    @Sendable func entries(_ request: Request, context: TallyRequestContext) async throws -> Response {
+        let userId = try Self.userId(context)
+        guard try await services.store.user(id: userId) != nil else { throw APIError(.notFound, "No such user.") }
+        return try await WalletController.entriesPage(of: userId, request: request, store: services.store)
     }
 
     @Sendable func grant(_ request: Request, context: TallyRequestContext) async throws -> Response {

@@ -30,9 +30,14 @@ struct WalletController {
     }
 
     @Sendable func entries(_ request: Request, context: AuthenticatedContext) async throws -> Response {
-        let limit = try Self.limit(request.uri.queryParameters["limit"].map(String.init))
+        try await Self.entriesPage(of: context.identity.userId, request: request, store: store)
+    }
+
+    /// One page of an account's entries, as `limit` and `cursor` in the query ask (shared with the admin API).
+    static func entriesPage(of userId: String, request: Request, store: any TallyStorage) async throws -> Response {
+        let limit = try limit(request.uri.queryParameters["limit"].map(String.init))
         let before = try request.uri.queryParameters["cursor"].map { try Cursor.decode(String($0)) }
-        let records = try await store.entries(userId: context.identity.userId, before: before, limit: limit + 1)
+        let records = try await store.entries(userId: userId, before: before, limit: limit + 1)
         let page = records.prefix(limit)
         let next = records.count > limit ? page.last.map { Cursor.encode($0.id) } : nil
         return JSONResponse.make(body: Page(items: page.map(LedgerEntry.init), nextCursor: next))

@@ -1,0 +1,71 @@
+import Foundation
+import NIOCore
+import NIOHTTP1
+import Synchronization
+import TallyClient
+
+/// The SDK's transport for simulated app users: a few keep-alive connections per app, like URLSession's
+/// per-host pool, reused across requests. Counts what actually reached the server.
+public final class SDKTransport: HTTPTransport {
+    private let host: String
+    private let port: Int
+    private let group: any EventLoopGroup
+    private let idle = Mutex<[ConnectionBox]>([])
+    private let counts = Mutex(Counts())
+
+    /// Requests sent by method, and connections opened.
+    public struct Counts: Sendable {
+        /// `GET` requests that reached the server.
+        public var reads = 0
+        /// Other requests that reached the server.
+        public var writes = 0
+        /// `GET` requests answered 304 Not Modified.
+        public var notModified = 0
+    }
+
+    /// A transport to `host:port`.
+    public init(host: String, port: Int, group: any EventLoopGroup) {
+        self.host = host
+        self.port = port
+        self.group = group
+    }
+
+    /// What reached the server so far.
+    public var sent: Counts { counts.withLock { $0 } }
+
+    public func send(_ request: TransportRequest) async throws -> TransportResponse {
+        let box = idle.withLock { $0.popLast() } ?? ConnectionBox(LoadConnection(host: host, port: port, group: group))
+        let method = HTTPMethod(rawValue: request.method)
+        let load = LoadRequest(method, request.path, headers: request.headers.map { ($0.key, $0.value) }, body: request.body.map(Array.init))
+        let milliseconds = Int64(request.timeout.components.seconds * 1000 + request.timeout.components.attoseconds / 1_000_000_000_000_000)
+        do {
+            let response = try await box.connection.send(load, timeout: .milliseconds(max(1, milliseconds)))
+            counts.withLock {
+                if method == .GET { $0.reads += 1 } else { $0.writes += 1 }
+                if response.status == 304 { $0.notModified += 1 }
+            }
+            idle.withLock { $0.append(box) }
+            var headers: [String: String] = [:]
+            for (name, value) in response.headers { headers[name.lowercased()] = value }
+            return TransportResponse(status: response.status, headers: headers, body: Data(response.body))
+        } catch LoadTransportError.connectFailed {
+            throw TransportError.offline
+        } catch LoadTransportError.timedOut {
+            throw TransportError.timedOut
+        } catch {
+            throw TransportError.connectionLost
+        }
+    }
+
+    /// Closes every idle connection.
+    public func close() async {
+        let boxes = idle.withLock { boxes in defer { boxes = [] }; return boxes }
+        for box in boxes { await box.connection.close() }
+    }
+}
+
+/// Hands a connection from one request to the next; only one task uses it at a time.
+final class ConnectionBox: @unchecked Sendable {
+    let connection: LoadConnection
+    init(_ connection: LoadConnection) { self.connection = connection }
+}

@@ -1,0 +1,61 @@
+import Foundation
+
+extension LoadReport {
+    /// The report as Markdown: the run, per-operation latency and outcomes, server resources, the SDK's
+    /// read counts and the books.
+    public func markdown(chart: String? = nil) -> String {
+        var lines: [String] = []
+        lines.append("## Load test: \(users) users (\(sdkUsers) through the SDK), \(mode), \(Self.format(durationSeconds)) s")
+        lines.append("")
+        lines.append("Servers: \(servers.joined(separator: ", ")). Set-up (connect, sign in, first grant): \(Self.format(setupSeconds)) s, \(usersReady) of \(users) users ready. Seed \(seed).")
+        if !faults.isEmpty { lines.append("Faults injected: \(faults.joined(separator: "; ")).") }
+        lines.append("")
+        lines.append("| operation | requests | per s | p50 ms | p95 ms | p99 ms | max ms | errors | retried | statuses |")
+        lines.append("|---|---:|---:|---:|---:|---:|---:|---:|---:|---|")
+        for operation in operations + [total] { lines.append(Self.row(operation)) }
+        lines.append("")
+        if !setup.isEmpty {
+            lines.append("Outside the measured phase (set-up and books check):")
+            lines.append("")
+            lines.append("| operation | requests | p50 ms | p99 ms | max ms | errors | retried |")
+            lines.append("|---|---:|---:|---:|---:|---:|---:|")
+            for operation in setup {
+                lines.append("| \(operation.name) | \(operation.count) | \(Self.format(operation.p50)) | \(Self.format(operation.p99)) | \(Self.format(operation.max)) | \(operation.errors) | \(operation.retries) |")
+            }
+            lines.append("")
+        }
+        lines.append("Resources over the measured phase (sampled once a second):")
+        lines.append("")
+        lines.append("| process | CPU % of one core, median | max | resident MB, median | max |")
+        lines.append("|---|---:|---:|---:|---:|")
+        for name in Set(samples.map(\.process)).sorted() {
+            let mine = samples.filter { $0.process == name }
+            let cpu = mine.map(\.cpuPercent).sorted()
+            let rss = mine.map { Double($0.residentBytes) / 1_048_576 }.sorted()
+            lines.append("| \(name) | \(Self.format(Self.median(cpu))) | \(Self.format(cpu.last ?? 0)) | \(Self.format(Self.median(rss))) | \(Self.format(rss.last ?? 0)) |")
+        }
+        lines.append("")
+        if sdkUsers > 0 {
+            let saved = sdk.logicalReads > 0 ? 100 * (1 - Double(sdk.serverReads) / Double(sdk.logicalReads)) : 0
+            lines.append("SDK users: their views asked for \(sdk.logicalReads) reads; \(sdk.serverReads) requests reached the server (\(Self.format(saved)) % fewer), of which \(sdk.notModified) were answered 304. Cache hits \(sdk.cacheHits), coalesced into another app call \(sdk.coalesced), retried attempts \(sdk.retried). Each app only merges its own reads: \(sdkUsers) apps can never share one request.")
+            lines.append("")
+        }
+        lines.append(books.balanced ? "**Books balanced**" : "**Books DO NOT balance**")
+        lines.append("")
+        lines.append("\(books.accounts) accounts checked (\(books.unreadable) unreadable): \(books.grants) grants, \(books.debits) token charges, \(books.captures) captured holds, \(books.refused) requests refused with a 4xx, \(books.uncertain) SDK actions of unknown outcome (each allowed at most one charge). Violations: \(books.violationCount).")
+        for violation in books.violations.prefix(20) { lines.append("- \(violation)") }
+        if let chart { lines += ["", "![latency over time](\(chart))"] }
+        return lines.joined(separator: "\n") + "\n"
+    }
+
+    static func row(_ operation: OperationSummary) -> String {
+        let statuses = operation.outcomes.sorted { $0.key < $1.key }.map { "\($0.key)×\($0.value)" }.joined(separator: " ")
+        return "| \(operation.name) | \(operation.count) | \(format(operation.perSecond)) | \(format(operation.p50)) | \(format(operation.p95)) | \(format(operation.p99)) | \(format(operation.max)) | \(operation.errors) | \(operation.retries) | \(statuses) |"
+    }
+
+    static func format(_ value: Double) -> String {
+        value >= 100 ? String(format: "%.0f", value) : value >= 10 ? String(format: "%.1f", value) : String(format: "%.2f", value)
+    }
+
+    static func median(_ sorted: [Double]) -> Double { sorted.isEmpty ? 0 : sorted[sorted.count / 2] }
+}

@@ -1,0 +1,126 @@
+import Foundation
+import Synchronization
+
+/// `tally serve` child processes for a load run: started on free ports, killed and restarted on the same
+/// port for fault injection, stopped at the end.
+public final class ServerFleet: Sendable {
+    /// How to start the servers.
+    public struct Settings: Sendable {
+        /// The `tally` binary.
+        public var binary: String
+        /// Working directory: data, configuration and logs.
+        public var directory: URL
+        /// How many processes (more than one needs `DATABASE_URL`).
+        public var count = 1
+        /// `--backlog` of each.
+        public var backlog = 16_384
+        /// The PostgreSQL the servers share; nil runs one server on the embedded SQLite.
+        public var databaseURL: String?
+        /// Extra environment (`TALLY_POSTGRES_POOL`, `LOG_LEVEL`…).
+        public var environment: [String: String] = [:]
+
+        /// Settings for `binary` working in `directory`.
+        public init(binary: String, directory: URL) {
+            self.binary = binary
+            self.directory = directory
+        }
+    }
+
+    /// The metering configuration a load run expects: a quota action, a token action, no sign-up limit.
+    public static let configuration = """
+        signupGrant: 0
+        guestSignupsPerIPPerHour: 1000000000
+        quotas:
+          - {name: readings, daily: 3}
+        actions:
+          - {name: reading, quota: readings, tokens: 5}
+          - {name: ai.query, tokens: 3}
+        """
+
+    private struct Member {
+        var process: Process
+        var port: Int
+        var log: URL
+    }
+
+    private let settings: Settings
+    /// The admin key every server shares.
+    public let adminKey: String
+    private let members = Mutex<[Member]>([])
+
+    /// Starts `settings.count` servers and waits until each listens.
+    public init(_ settings: Settings) async throws {
+        guard settings.count == 1 || settings.databaseURL != nil else {
+            throw LoadError("several servers need a PostgreSQL to share: the embedded SQLite belongs to one process")
+        }
+        self.settings = settings
+        adminKey = (0..<4).map { _ in UUID().uuidString.replacingOccurrences(of: "-", with: "") }.joined()
+        try FileManager.default.createDirectory(at: settings.directory, withIntermediateDirectories: true)
+        try Self.configuration.write(to: settings.directory.appendingPathComponent("load.yaml"), atomically: true, encoding: .utf8)
+        for index in 0..<settings.count {
+            let member = try await start(index: index, port: 0)
+            members.withLock { $0.append(member) }
+        }
+    }
+
+    /// Base URLs of the servers.
+    public var urls: [URL] { members.withLock { $0.map { URL(string: "http://127.0.0.1:\($0.port)")! } } }
+
+    /// Process ids by name, for the resource samples.
+    public var processes: [(name: String, pid: Int32)] {
+        members.withLock { $0.enumerated().map { ("server \($0.offset + 1)", $0.element.process.processIdentifier) } }
+    }
+
+    /// Kills server `index` with SIGKILL (no graceful shutdown), waits `downFor`, and starts it again on its port.
+    public func crash(_ index: Int, downFor: Duration) async throws {
+        let member = members.withLock { $0[index] }
+        kill(member.process.processIdentifier, SIGKILL)
+        member.process.waitUntilExit()
+        try await Task.sleep(for: downFor)
+        let restarted = try await start(index: index, port: member.port)
+        members.withLock { $0[index] = restarted }
+    }
+
+    /// Stops every server with SIGTERM (graceful) and waits.
+    public func stop() {
+        for member in members.withLock({ $0 }) where member.process.isRunning {
+            member.process.terminate()
+            member.process.waitUntilExit()
+        }
+    }
+
+    private func start(index: Int, port: Int) async throws -> Member {
+        let log = settings.directory.appendingPathComponent("server-\(index + 1).log")
+        if !FileManager.default.fileExists(atPath: log.path) { _ = FileManager.default.createFile(atPath: log.path, contents: nil) }
+        let handle = try FileHandle(forWritingTo: log)
+        try handle.seekToEnd()
+        let offset = try handle.offset()
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: settings.binary)
+        process.arguments = [
+            "serve", "--port", String(port), "--backlog", String(settings.backlog),
+            "--data-dir", settings.directory.appendingPathComponent("data").path,
+        ]
+        var environment = ProcessInfo.processInfo.environment.merging(settings.environment) { $1 }
+        environment["TALLY_CONFIG"] = settings.directory.appendingPathComponent("load.yaml").path
+        environment["TALLY_ADMIN_KEY"] = adminKey
+        environment["DATABASE_URL"] = settings.databaseURL
+        environment["LOG_LEVEL"] = environment["LOG_LEVEL"] ?? "warning"
+        process.environment = environment
+        process.standardOutput = handle
+        process.standardError = handle
+        try process.run()
+        for _ in 0..<1_200 {
+            let text = (try? Data(contentsOf: log)).map { String(decoding: $0.dropFirst(Int(offset)), as: UTF8.self) } ?? ""
+            if let line = text.split(separator: "\n").first(where: { $0.hasPrefix("tally listening on http://") }),
+                let listening = line.split(separator: ":").last.flatMap({ Int($0.prefix { $0.isNumber }) })
+            {
+                return Member(process: process, port: listening, log: log)
+            }
+            guard process.isRunning else { throw LoadError("tally serve exited:\n\(text)") }
+            try await Task.sleep(for: .milliseconds(50))
+        }
+        process.terminate()
+        throw LoadError("tally serve did not listen within 60 s; see \(log.path)")
+    }
+}
