@@ -45,15 +45,13 @@ extension SQLiteStore: LedgerStore {
         }
     }
 
+    /// A reader answers; the single writer is used only when a hold has expired and must be released first.
     public func wallet(userId: String, now: Date) async throws -> WalletState? {
         let (wallet, mustExpire) = try await read { db -> (WalletState?, Bool) in
             guard let row = try db.fetchRow(sql: "SELECT balance, held, version FROM wallets WHERE user_id = ?", arguments: [userId])
             else { return (nil, false) }
             let wallet = WalletState(row: row)
-            guard wallet.held > 0 else { return (wallet, false) }
-            let expired = try db.fetchValue(Bool.self, sql: "SELECT EXISTS (SELECT 1 FROM holds WHERE user_id = ? AND status = 'open' AND expires_at <= ?)",
-                arguments: [userId, now.millis]) ?? false
-            return (wallet, expired)
+            return (wallet, try Self.hasExpiredHold(db, wallet: wallet, userId: userId, now: now))
         }
         guard mustExpire else { return wallet }
         return try await write { db in
@@ -63,11 +61,23 @@ extension SQLiteStore: LedgerStore {
         }
     }
 
+    /// Like ``wallet(userId:now:)``: a reader, and the writer only to release an expired hold first.
     public func accountState(userId: String, now: Date) async throws -> AccountState? {
-        try await write { db in
+        let (state, mustExpire) = try await read { db -> (AccountState?, Bool) in
+            guard let state = try Self.accountState(db, userId: userId) else { return (nil, false) }
+            return (state, try Self.hasExpiredHold(db, wallet: state.wallet, userId: userId, now: now))
+        }
+        guard mustExpire else { return state }
+        return try await write { db in
             _ = try Self.expireHolds(db, userId: userId, now: now)
             return try Self.accountState(db, userId: userId)
         }
+    }
+
+    private static func hasExpiredHold(_ db: Database, wallet: WalletState, userId: String, now: Date) throws -> Bool {
+        guard wallet.held > 0 else { return false }
+        return try db.fetchValue(Bool.self, sql: "SELECT EXISTS (SELECT 1 FROM holds WHERE user_id = ? AND status = 'open' AND expires_at <= ?)",
+            arguments: [userId, now.millis]) ?? false
     }
 
     public func entries(userId: String, before: Int64?, limit: Int) async throws -> [LedgerEntryRecord] {
