@@ -97,6 +97,32 @@ import Testing
         #expect(BooksChecker.check(expected, against: books, prices: prices).map(\.message).contains { $0.contains("hold h1 captured for 3") })
     }
 
+    @Test mutating func unansweredRequestsMayHaveActedAtMostOnce() {
+        var (expected, books) = balanced()
+        expected.uncertainGrants["g2"] = 10  // a grant that got no answer…
+        expected.uncertainHolds = 1  // …and a hold whose creation got none
+        #expect(BooksChecker.check(expected, against: books, prices: prices).isEmpty)  // neither happened: fine
+        books.entries.insert(entry("grant", 10, reason: "g2"), at: 0)
+        books.entries.insert(entry("hold", 0, held: 2, reason: "h3"), at: 0)
+        books.wallet = Wallet(balance: 42, held: 2, version: 9)
+        #expect(BooksChecker.check(expected, against: books, prices: prices).isEmpty)  // both happened once: fine
+        books.entries.insert(entry("grant", 10, reason: "g2"), at: 0)
+        books.entries.insert(entry("hold", 0, held: 2, reason: "h4"), at: 0)
+        books.wallet = Wallet(balance: 52, held: 4, version: 11)
+        let found = BooksChecker.check(expected, against: books, prices: prices).map(\.message)
+        #expect(found.contains("unanswered grant g2 appears 2 times"))
+        #expect(found.contains { $0.hasPrefix("unexpected hold entries") })
+    }
+
+    @Test mutating func aHoldWithAnUnansweredCaptureIsSettledAtMostOnce() {
+        var (expected, books) = balanced()
+        expected.holds["h1"] = .unknown(amount: 4)
+        #expect(BooksChecker.check(expected, against: books, prices: prices).isEmpty)
+        books.entries.insert(entry("release", 0, held: -4, reason: "h1"), at: 0)
+        books.wallet = Wallet(balance: 32, held: -4, version: 8)
+        #expect(!BooksChecker.check(expected, against: books, prices: prices).isEmpty)
+    }
+
     @Test mutating func unsettledRequestsFailTheRun() {
         var (expected, books) = balanced()
         expected.unsettled = 1

@@ -12,6 +12,8 @@ public struct ExpectedBooks: Sendable, Codable, Hashable {
         case captured(amount: Int64, charged: Int64)
         /// Released without a charge.
         case released(amount: Int64)
+        /// Its capture or release got no answer: settled at most once, for at most `amount`.
+        case unknown(amount: Int64)
     }
 
     /// The account.
@@ -20,8 +22,13 @@ public struct ExpectedBooks: Sendable, Codable, Hashable {
     public var grants: [String: Int64] = [:]
     /// Actions paid in tokens that succeeded, by action name.
     public var debits: [String: Int] = [:]
-    /// Actions whose outcome the tool never learnt (the SDK gave up), by action name: each charged at most once.
+    /// Actions whose outcome the tool never learnt (no answer after every retry), by action name: each
+    /// charged at most once.
     public var uncertain: [String: Int] = [:]
+    /// Grants that got no answer, by reason: each in the ledger at most once.
+    public var uncertainGrants: [String: Int64] = [:]
+    /// Holds whose creation got no answer (their ids are unknown): each opened at most once.
+    public var uncertainHolds = 0
     /// Holds opened, by id.
     public var holds: [String: HoldFate] = [:]
     /// Free quota uses seen, by quota name and the end of the window they fell in.

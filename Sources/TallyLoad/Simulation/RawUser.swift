@@ -87,7 +87,10 @@ final class RawUser {
         if abandonFirst {
             try? await caller.connection.abandon(authorized(request))
         }
-        guard let response = await call(operation, request, expected: [200, 402], scheduled: scheduled) else { return }
+        guard let response = await call(operation, request, expected: [200, 402], scheduled: scheduled) else {
+            expectation.uncertain[name, default: 0] += 1
+            return
+        }
         recordAction(response)
     }
 
@@ -105,7 +108,10 @@ final class RawUser {
         let create = LoadRequest(
             .POST, "/v1/wallet/holds", headers: [(TallyHeader.idempotencyKey, UUID().uuidString)],
             body: APICaller.json(CreateHoldRequest(amount: amount, ttlSeconds: 3_600)))
-        guard let response = await call("hold.create", create, expected: [201, 402], scheduled: scheduled) else { return }
+        guard let response = await call("hold.create", create, expected: [201, 402], scheduled: scheduled) else {
+            expectation.uncertainHolds += 1
+            return
+        }
         guard response.status == 201, let hold = APICaller.decode(Hold.self, response) else {
             expectation.refused += 1
             return
@@ -116,13 +122,17 @@ final class RawUser {
             let charge = Int64(rng.next() % UInt64(amount + 1))
             let capture = LoadRequest(
                 .POST, "/v1/wallet/holds/\(hold.holdId)/capture", headers: key, body: APICaller.json(CaptureHoldRequest(amount: charge)))
-            if await call("hold.capture", capture, expected: [200], scheduled: .now)?.status == 200 {
-                expectation.holds[hold.holdId] = .captured(amount: amount, charged: charge)
+            switch await call("hold.capture", capture, expected: [200], scheduled: .now)?.status {
+            case 200: expectation.holds[hold.holdId] = .captured(amount: amount, charged: charge)
+            case nil: expectation.holds[hold.holdId] = .unknown(amount: amount)
+            default: break
             }
         } else {
             let release = LoadRequest(.DELETE, "/v1/wallet/holds/\(hold.holdId)", headers: key)
-            if await call("hold.release", release, expected: [200], scheduled: .now)?.status == 200 {
-                expectation.holds[hold.holdId] = .released(amount: amount)
+            switch await call("hold.release", release, expected: [200], scheduled: .now)?.status {
+            case 200: expectation.holds[hold.holdId] = .released(amount: amount)
+            case nil: expectation.holds[hold.holdId] = .unknown(amount: amount)
+            default: break
             }
         }
     }
@@ -134,8 +144,10 @@ final class RawUser {
             .POST, "/admin/v1/users/\(expectation.userId)/grants",
             headers: [("Authorization", "Bearer \(adminKey)"), (TallyHeader.idempotencyKey, UUID().uuidString)],
             body: APICaller.json(GrantRequest(amount: amount, reason: reason)))
-        if await call(operation, request, expected: [201], scheduled: scheduled, authenticated: false)?.status == 201 {
-            expectation.grants[reason] = amount
+        switch await call(operation, request, expected: [201], scheduled: scheduled, authenticated: false)?.status {
+        case 201: expectation.grants[reason] = amount
+        case nil: expectation.uncertainGrants[reason] = amount
+        default: break
         }
     }
 
