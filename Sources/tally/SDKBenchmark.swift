@@ -1,4 +1,5 @@
 import ArgumentParser
+import Dispatch
 import Foundation
 import Synchronization
 import TallyAPI
@@ -82,23 +83,25 @@ struct SDKBenchmark: AsyncParsableCommand {
         }
         (out["LRU insert with eviction p50"], out["LRU insert with eviction p99"]) = percentiles(&samples)
 
-        // 3. 1,000 identical reads while the response is held back; then release it.
+        // 3. 1,000 identical reads while the response is held back; then release it. The group is drained
+        //    only once every caller has its value: collecting children one by one meanwhile (perf: the
+        //    runtime's TaskGroup::removeChildTask, walking the child list) would compete with the callers.
         transport.hold(path: "/v1/wallet")
         let before = transport.count(path: "/v1/wallet")
-        let resumed = Stamps()
+        let probe = FanOutProbe(expected: 1000)
         try await withThrowingTaskGroup(of: Void.self) { group in
             for _ in 0..<1000 {
                 group.addTask {
+                    defer { probe.arrive() }
                     _ = try await client.fetch(wallet, forceRefresh: true)
-                    let now = ContinuousClock.now
-                    resumed.times.withLock { $0.append(now) }
                 }
             }
             while transport.waiting(path: "/v1/wallet") == 0 { await Task.yield() }
             for _ in 0..<2000 { await Task.yield() }  // let every caller join
             let released = transport.release(path: "/v1/wallet")
+            await probe.allArrived()
+            out["coalesced fan-out: last waiter resumed after response"] = Double(probe.last - released.uptimeNanoseconds) / 1e6
             try await group.waitForAll()
-            out["coalesced fan-out: last waiter resumed after response"] = micros(resumed.times.withLock { $0.max()! } - released) / 1000
         }
         out["coalesced fan-out: requests for 1,000 reads"] = Double(transport.count(path: "/v1/wallet") - before)
 
@@ -134,9 +137,46 @@ struct SDKBenchmark: AsyncParsableCommand {
     }
 }
 
-/// Moments collected from many tasks.
-final class Stamps: Sendable {
-    let times = Mutex<[ContinuousClock.Instant]>([])
+/// When the last of many callers had its value, kept without a lock (1,000 callers taking one lock would
+/// add their own contention to what is measured), and a signal once all of them have.
+final class FanOutProbe: Sendable {
+    /// The latest arrival, in `DispatchTime` nanoseconds (a plain integer: cheap to read and compare).
+    private let latest = Atomic<UInt64>(0)
+    private let arrived = Atomic<Int>(0)
+    private let expected: Int
+    private let finish = Mutex<(done: Bool, waiter: CheckedContinuation<Void, Never>?)>((false, nil))
+
+    init(expected: Int) { self.expected = expected }
+
+    /// Called by each caller once it has its value (or has failed).
+    func arrive() {
+        let nanos = DispatchTime.now().uptimeNanoseconds
+        var current = latest.load(ordering: .relaxed)
+        while nanos > current {
+            let (exchanged, original) = latest.compareExchange(expected: current, desired: nanos, ordering: .relaxed)
+            if exchanged { break }
+            current = original
+        }
+        guard arrived.add(1, ordering: .acquiringAndReleasing).newValue == expected else { return }
+        finish.withLock { state -> CheckedContinuation<Void, Never>? in
+            state.done = true
+            return state.waiter
+        }?.resume()
+    }
+
+    /// Returns once every caller has arrived.
+    func allArrived() async {
+        await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
+            let done = finish.withLock { state -> Bool in
+                if !state.done { state.waiter = continuation }
+                return state.done
+            }
+            if done { continuation.resume() }
+        }
+    }
+
+    /// The moment the last caller arrived, in `DispatchTime` nanoseconds.
+    var last: UInt64 { latest.load(ordering: .acquiring) }
 }
 
 /// Answers the SDK's requests from memory, and can hold one path's answers until released.
@@ -155,12 +195,12 @@ final class CannedTransport: HTTPTransport {
     func hold(path: String) { state.withLock { _ = $0.held.insert(path) } }
 
     /// Lets the held requests of `path` answer; returns the moment they were released.
-    func release(path: String) -> ContinuousClock.Instant {
+    func release(path: String) -> DispatchTime {
         let waiters = state.withLock { state in
             state.held.remove(path)
             return state.waiters.removeValue(forKey: path) ?? []
         }
-        let now = ContinuousClock.now
+        let now = DispatchTime.now()
         for waiter in waiters { waiter.resume() }
         return now
     }

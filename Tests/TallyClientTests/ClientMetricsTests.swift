@@ -51,13 +51,13 @@ import Testing
         metrics.recordCacheMiss()
         metrics.recordNotModified()
         metrics.recordCoalesced(operation: "GET /v1/wallet")
-        metrics.recordCoalesced(operation: "GET /v1/wallet")
+        metrics.recordCoalesced(operation: "GET /v1/wallet", count: 3)  // a call shared with three followers
         metrics.recordRetry(operation: "GET /v1/wallet")
         metrics.recordRequest(operation: "GET /v1/wallet", status: 200, duration: .milliseconds(12))
         let summary = metrics.summary()
         #expect(summary.cacheHits == 3 && summary.cacheMisses == 1)
         #expect(summary.cacheHitRate == 0.75)
-        #expect(summary.notModified == 1 && summary.coalesced == 2 && summary.retried == 1)
+        #expect(summary.notModified == 1 && summary.coalesced == 4 && summary.retried == 1)
         #expect(summary.description.contains("GET /v1/wallet"))
         #expect(summary.description.contains("75.0%"))
 

@@ -181,23 +181,50 @@ struct ClientMutationTests {
         }
     }
 
-    @Test("A refetch that raced a mutation does not wipe the optimistic state or resurrect the old value")
+    @Test("A refetch answered before a mutation but delivered after it neither resurrects the old value nor wipes the optimistic layer")
     func racingRefetch() async throws {
         try await TallyTestServer.with { server in
             let clock = TestClock()
             let (client, transport) = try await ready(server, tokens: 10, clock: clock)
-            // The refetch leaves first but answers last, with the pre-action balance.
-            transport.enqueue([.latency(.seconds(2))], forPathPrefix: "/v1/wallet")
-            let refetch = Task { try await client.fetch(client.walletQuery, forceRefresh: true) }
-            await clock.waitForSleepers(1)
-            transport.enqueue([.latency(.seconds(1))], forPathPrefix: "/v1/actions/")
-            let action = Task { try await client.perform("ai.query") }
+            let wallet = client.walletQuery
+            let quotas = client.quotasQuery
+            func readingsUsed() -> Int? { client.value(quotas)?.items.first?.used }
+
+            // 1. The refetches reach the server first (balance 10, no reading used); their answers are held back.
+            transport.enqueue([.delayResponse(.seconds(2))], forPathPrefix: "/v1/wallet")
+            transport.enqueue([.delayResponse(.seconds(2))], forPathPrefix: "/v1/quotas")
+            let walletRefetch = Task { try await client.fetch(wallet, forceRefresh: true) }
+            let quotasRefetch = Task { try await client.fetch(quotas, forceRefresh: true) }
             await clock.waitForSleepers(2)
-            clock.advance(by: 1)
-            #expect(try await action.value.wallet.balance == 7)
-            clock.advance(by: 1)
-            _ = try await refetch.value
-            #expect(client.value(client.walletQuery)?.balance == 7)
+            // Then one action of each kind is charged and confirmed, and one more of each is still in flight.
+            #expect(try await client.perform("reading").paidWith == .quota)
+            #expect(try await client.perform("ai.query").wallet.balance == 7)
+            transport.enqueue([.latency(.seconds(5)), .latency(.seconds(5))], forPathPrefix: "/v1/actions/")
+            let pending = [Task { try await client.perform("reading") }, Task { try await client.perform("ai.query") }]
+            await clock.waitForSleepers(4)
+            #expect(readingsUsed() == 2 && client.value(wallet)?.balance == 4)
+            // The pre-action answers arrive: the optimistic layers stay on the newest confirmed values.
+            clock.advance(by: 2)
+            _ = try await (walletRefetch.value, quotasRefetch.value)
+            #expect(readingsUsed() == 2 && client.state(quotas).pendingMutations == 1)
+            #expect(client.value(wallet)?.balance == 4 && client.state(wallet).pendingMutations == 1)
+            clock.advance(by: 3)
+            for action in pending { _ = try await action.value }
+            #expect(readingsUsed() == 2 && client.value(wallet)?.balance == 4)
+
+            // 2. With nothing in flight: a quota answer sent before a reading, delivered after its confirmation,
+            //    is older than the confirmed value and is dropped (quotas have no version to order them by).
+            transport.enqueue([.delayResponse(.seconds(2))], forPathPrefix: "/v1/quotas")
+            let staleQuotas = Task { try await client.fetch(quotas, forceRefresh: true) }
+            await clock.waitForSleepers(1)
+            #expect(try await client.perform("reading").quotas.first?.used == 3)
+            clock.advance(by: 2)
+            #expect(try await staleQuotas.value.items.first?.used == 3)
+            #expect(readingsUsed() == 3 && client.state(quotas).pendingMutations == 0)
+
+            // The server agrees with what is shown.
+            #expect(try await client.fetch(quotas, forceRefresh: true).items.first?.used == 3)
+            #expect(try await client.fetch(wallet, forceRefresh: true).balance == 4)
         }
     }
 }

@@ -50,6 +50,13 @@ private final class RunCounter: Sendable {
     var count: Int { value.withLock { $0 } }
 }
 
+/// What a coalescer's `onShared` handlers were told, in order.
+private final class SharedReports: Sendable {
+    private let counts = Mutex<[Int]>([])
+    func record(_ count: Int) { counts.withLock { $0.append(count) } }
+    var all: [Int] { counts.withLock { $0 } }
+}
+
 private struct Boom: Error, Equatable {}
 
 @Suite(.timeLimit(.minutes(1))) struct CoalescerTests {
@@ -82,6 +89,52 @@ private struct Boom: Error, Equatable {}
         #expect(results.allSatisfy { $0.value == 42 })
         #expect(results.count(where: \.shared) == 999)
         #expect(coalescer.inFlightCount == 0)
+    }
+
+    @Test func followersAreReportedOnceWhenTheCallSucceeds() async throws {
+        let coalescer = Coalescer<String, Int>()
+        let gate = Gate()
+        let reports = SharedReports()
+        let operation: @Sendable () async throws -> Int = {
+            try await gate.wait()
+            return 5
+        }
+        let leader = Task { try await coalescer.run("k", onShared: { reports.record($0) }, operation: operation) }
+        await waitForWaiters(coalescer, "k", 1)
+        let followers = (0..<3).map { _ in
+            Task {
+                try await coalescer.run("k", onShared: { _ in Issue.record("only the first caller's handler is kept") }, operation: operation)
+            }
+        }
+        await waitForWaiters(coalescer, "k", 4)
+        // The caller that started the call leaves, and so does one follower: two followers get the value.
+        leader.cancel()
+        followers[0].cancel()
+        await #expect(throws: CancellationError.self) { try await leader.value }
+        await #expect(throws: CancellationError.self) { try await followers[0].value }
+        gate.open()
+        for follower in followers.dropFirst() {
+            let result = try await follower.value
+            #expect(result.value == 5 && result.shared)
+        }
+        #expect(reports.all == [2])
+
+        // A failed call reports nothing; neither does a call nobody joined.
+        let failing = Gate()
+        let first = Task {
+            try await coalescer.run("k", onShared: { reports.record($0) }) {
+                try await failing.wait()
+                throw Boom()
+            }
+        }
+        await waitForWaiters(coalescer, "k", 1)
+        let second = Task { try await coalescer.run("k") { 0 } }
+        await waitForWaiters(coalescer, "k", 2)
+        failing.open()
+        await #expect(throws: Boom.self) { try await first.value }
+        await #expect(throws: Boom.self) { try await second.value }
+        _ = try await coalescer.run("k", onShared: { reports.record($0) }) { 1 }
+        #expect(reports.all == [2])
     }
 
     @Test func errorsAreShared() async throws {

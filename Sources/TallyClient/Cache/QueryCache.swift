@@ -178,9 +178,10 @@ final class QueryCache: Sendable {
 
     private static func isDefined(_ slot: inout Slot) -> Bool { slot.definition != nil }
 
-    private static func notify(_ key: String, in state: inout State, now: Date) {
+    /// Tells `key`'s observers its state; `current` is that state when the caller already has it.
+    private static func notify(_ key: String, in state: inout State, now: Date, current: Snapshot? = nil) {
         guard let watchers = state.slots[key]?.watchers, !watchers.isEmpty else { return }
-        let snapshot = snapshot(key, in: &state, now: now, touch: false)
+        let snapshot = current ?? snapshot(key, in: &state, now: now, touch: false)
         // Yielding inside the lock keeps every observer's sequence in the order the changes happened.
         for watcher in watchers.values { watcher(snapshot) }
     }
@@ -238,12 +239,23 @@ final class QueryCache: Sendable {
         case failed(ClientError)
     }
 
-    /// Applies a fetch's answer if it is still current. Returns the entry to persist, if one was stored.
+    /// What a fetch left behind.
+    struct FetchOutcome: Sendable {
+        /// The entry stored, to persist; nil when the answer was discarded or the fetch failed.
+        var stored: Confirmed?
+        /// The value to show for the key right after (optimistic layers included), read in the same lock,
+        /// so every caller sharing the fetch can be handed it without reading the cache again.
+        var value: (any Sendable)?
+    }
+
+    /// Applies a fetch's answer if it is still current, and returns what to persist and show.
     @discardableResult
-    func finishFetch(_ ticket: FetchTicket, _ result: FetchResult) -> Confirmed? {
+    func finishFetch(_ ticket: FetchTicket, _ result: FetchResult) -> FetchOutcome {
         let now = clock.now
-        return state.withLock { state -> Confirmed? in
-            guard state.generation == ticket.generation else { return nil }
+        return state.withLock { state -> FetchOutcome in
+            guard state.generation == ticket.generation else {
+                return FetchOutcome(stored: nil, value: Self.snapshot(ticket.key, in: &state, now: now, touch: true).value)
+            }
             var slot = state.slots[ticket.key, default: Slot()]
             slot.isFetching = false
             var stored: Confirmed?
@@ -269,9 +281,10 @@ final class QueryCache: Sendable {
                 slot.error = error
             }
             state.slots[ticket.key] = slot
-            Self.notify(ticket.key, in: &state, now: now)
+            let shown = Self.snapshot(ticket.key, in: &state, now: now, touch: true)
+            Self.notify(ticket.key, in: &state, now: now, current: shown)
             Self.dropIfIdle(ticket.key, in: &state)
-            return stored
+            return FetchOutcome(stored: stored, value: shown.value)
         }
     }
 

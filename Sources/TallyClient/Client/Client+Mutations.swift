@@ -6,8 +6,13 @@ extension Client {
     /// replace them, or on failure they are removed (the shown state is exactly as before) and the error is thrown.
     @discardableResult
     public func mutate<Response>(_ mutation: Mutation<Response>) async throws -> Response {
-        let (body, shared) = try await writes.run(mutation.idempotencyKey) { [self] in try await send(mutation) }
-        if shared { metrics.recordCoalesced(operation: mutation.operation) }
+        let (body, _) = try await writes.run(mutation.idempotencyKey) { [self] in
+            let metrics = self.metrics
+            let operation = mutation.operation
+            return .init(
+                operation: { [self] in try await send(mutation) },
+                onShared: { metrics.recordCoalesced(operation: operation, count: $0) })
+        }
         return try decode(Response.self, body)
     }
 

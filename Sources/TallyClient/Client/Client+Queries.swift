@@ -19,23 +19,8 @@ extension Client {
     /// the background; otherwise (nothing cached, older than `maxAge`, or `forceRefresh`) from the server.
     @discardableResult
     public func fetch<Value>(_ query: Query<Value>, forceRefresh: Bool = false) async throws -> Value {
-        let current = state(query)
-        if !forceRefresh, let value = current.value, let confirmedAt = current.confirmedAt {
-            metrics.recordCacheHit()
-            if current.isStale {
-                if configuration.clock.now.timeIntervalSince(confirmedAt) < query.maxAge {
-                    revalidateInBackground(query)
-                    return value
-                }
-            } else {
-                return value
-            }
-        } else if !forceRefresh {
-            metrics.recordCacheMiss()
-        }
-        try await revalidate(query)
-        guard let value = value(query) else { throw ClientError.invalidResponse("no value for \(query.key)") }
-        return value
+        if !forceRefresh, let value = cachedAnswer(query) { return value }
+        return try await revalidate(query)
     }
 
     /// The states of `query` as they change: the current state first, then every change (fetches,
@@ -63,40 +48,71 @@ extension Client {
 
     // MARK: Internals
 
-    /// Fetches `query` now (joining a fetch already in flight), revalidating with the ETag.
-    func revalidate<Value>(_ query: Query<Value>) async throws {
+    /// The cached value `fetch` returns without waiting, if any (a stale one is revalidated in the
+    /// background); counts the cache hit or miss.
+    private func cachedAnswer<Value>(_ query: Query<Value>) -> Value? {
+        let current = state(query)
+        guard let value = current.value, let confirmedAt = current.confirmedAt else {
+            metrics.recordCacheMiss()
+            return nil
+        }
+        metrics.recordCacheHit()
+        if !current.isStale { return value }
+        guard configuration.clock.now.timeIntervalSince(confirmedAt) < query.maxAge else { return nil }
+        revalidateInBackground(query)
+        return value
+    }
+
+    /// Fetches `query` now (joining a fetch already in flight), revalidating with the ETag; returns the
+    /// value shown once the answer is applied. Only the caller that starts the fetch decodes and writes
+    /// the cache, and only it makes the closures to do so; those who join receive that value from the
+    /// coalescer, and are counted once.
+    @discardableResult
+    func revalidate<Value>(_ query: Query<Value>) async throws -> Value {
         define(query)
-        let (_, shared) = try await reads.run(query.key) { [self] in
-            let ticket = cache.beginFetch(query.key)
-            do {
-                var headers: [String: String] = [:]
-                if let etag = ticket.etag { headers["If-None-Match"] = etag }
-                let response = try await executor.send(
-                    Endpoint(method: "GET", path: query.path, operation: query.operation, kind: .read), headers: headers,
-                    auth: session)
-                if response.status == 304 {
-                    metrics.recordNotModified()
-                    persist(cache.finishFetch(ticket, .notModified), key: query.key)
-                    return
-                }
+        let (value, _) = try await reads.callers(of: Value.self).run(query.key) { [self] in
+            let metrics = self.metrics
+            let operation = query.operation
+            return .init(
+                operation: { [self] in try await load(query) },
+                onShared: { metrics.recordCoalesced(operation: operation, count: $0) })
+        }
+        return value
+    }
+
+    /// One GET of `query`, applied to the cache; returns the value to show afterwards.
+    private func load<Value>(_ query: Query<Value>) async throws -> Value {
+        let ticket = cache.beginFetch(query.key)
+        let outcome: QueryCache.FetchOutcome
+        do {
+            var headers: [String: String] = [:]
+            if let etag = ticket.etag { headers["If-None-Match"] = etag }
+            let response = try await executor.send(
+                Endpoint(method: "GET", path: query.path, operation: query.operation, kind: .read), headers: headers, auth: session)
+            if response.status == 304 {
+                metrics.recordNotModified()
+                outcome = cache.finishFetch(ticket, .notModified)
+            } else {
                 let value = try decode(Value.self, response.body)
                 let confirmed = QueryCache.Confirmed(
                     value: value, data: response.body, etag: response.header("ETag"), confirmedAt: configuration.clock.now,
                     fromDisk: false)
-                persist(cache.finishFetch(ticket, .value(confirmed)), key: query.key)
-            } catch let error as ClientError {
-                cache.finishFetch(ticket, .failed(error))
-                throw error
-            } catch {
-                cache.finishFetch(ticket, .failed(.offline))
-                throw error
+                outcome = cache.finishFetch(ticket, .value(confirmed))
             }
+        } catch let error as ClientError {
+            cache.finishFetch(ticket, .failed(error))
+            throw error
+        } catch {
+            cache.finishFetch(ticket, .failed(.offline))
+            throw error
         }
-        if shared { metrics.recordCoalesced(operation: query.operation) }
+        persist(outcome.stored, key: query.key)
+        guard let value = outcome.value as? Value else { throw ClientError.invalidResponse("no value for \(query.key)") }
+        return value
     }
 
     func revalidateInBackground<Value>(_ query: Query<Value>) {
-        Task { try? await self.revalidate(query) }
+        Task { _ = try? await self.revalidate(query) }
     }
 
     private func refetch(_ keys: [String]) {
@@ -110,7 +126,7 @@ extension Client {
 
     @usableFromInline
     func registerRefetcher<Value>(_ query: Query<Value>) {
-        refetchers.withLock { $0[query.key] = { client in try? await client.revalidate(query) } }
+        refetchers.withLock { $0[query.key] = { client in _ = try? await client.revalidate(query) } }
     }
 
     @usableFromInline

@@ -14,7 +14,9 @@ public final class Client: Sendable {
     let executor: RequestExecutor
     let session: SessionManager
     @usableFromInline let cache: QueryCache
-    let reads = Coalescer<String, Void>()
+    /// Reads in flight, by key (one coalescer per value type); each hands the value shown after its answer
+    /// to every caller that joined it.
+    let reads = CoalescersByType<String>()
     let writes = Coalescer<String, Data>()
     let scopes = ScopeQueue()
     let userId: Locked<String?>

@@ -1,12 +1,20 @@
 import Synchronization
 
 /// Runs one operation per key at a time; callers that arrive while it runs share its result (Go's singleflight).
-/// A caller that is cancelled stops waiting (throws CancellationError) without disturbing the others;
-/// the shared operation itself is cancelled only when every waiter has gone. The key is forgotten when the operation ends.
+/// The operation runs once and its value is handed to every caller as is: followers neither decode nor
+/// read anything again. A caller that is cancelled stops waiting (throws CancellationError) without
+/// disturbing the others; the shared operation itself is cancelled only when every waiter has gone.
+/// The key is forgotten when the operation ends.
 public final class Coalescer<Key: Hashable & Sendable, Value: Sendable>: Sendable {
+    /// Told, once per successful call, how many callers besides the one that started it received its value.
+    public typealias SharedHandler = @Sendable (_ followers: Int) -> Void
+
     private struct Call {
         /// Tells this call from a later one for the same key.
         let id: UInt64
+        /// The waiter that started the call (it may leave; the others are followers).
+        let leader: UInt64
+        let onShared: SharedHandler?
         var waiters: [UInt64: CheckedContinuation<Value, any Error>] = [:]
         var task: Task<Void, Never>?
     }
@@ -32,8 +40,36 @@ public final class Coalescer<Key: Hashable & Sendable, Value: Sendable>: Sendabl
     /// How many callers wait for `key` (tests use it to know every caller has joined).
     func waiterCount(for key: Key) -> Int { state.withLock { $0.calls[key]?.waiters.count ?? 0 } }
 
+    /// What the caller that starts a call supplies.
+    public struct Start: Sendable {
+        /// The work whose result every caller of the key receives.
+        public var operation: @Sendable () async throws -> Value
+        /// Told once, after the operation succeeds, how many followers received its value (never 0), so
+        /// counting coalesced callers costs one call, not one per follower.
+        public var onShared: SharedHandler?
+
+        /// Creates a start.
+        public init(operation: @escaping @Sendable () async throws -> Value, onShared: SharedHandler? = nil) {
+            self.operation = operation
+            self.onShared = onShared
+        }
+    }
+
     /// The result of `operation`, and whether this caller joined a call already in flight.
-    public func run(_ key: Key, operation: @escaping @Sendable () async throws -> Value) async throws -> (value: Value, shared: Bool) {
+    /// `onShared` and `operation` are kept only from the caller that starts the call (see ``Start``).
+    public func run(
+        _ key: Key, onShared: SharedHandler? = nil, operation: @escaping @Sendable () async throws -> Value
+    ) async throws -> (value: Value, shared: Bool) {
+        try await run(key) { Start(operation: operation, onShared: onShared) }
+    }
+
+    /// The result of the call for `key`, and whether this caller joined one already in flight.
+    ///
+    /// `start` is called only if this caller starts the call, under the coalescer's lock (so it must be
+    /// quick and must not use this coalescer). A caller that joins thus allocates and retains nothing for
+    /// an operation it will not run, and has nothing to release when it resumes along with the others
+    /// (releases of shared objects from many cores at once contend for their reference counts).
+    public func run(_ key: Key, starting start: () -> Start) async throws -> (value: Value, shared: Bool) {
         let waiterId = state.withLock { $0.makeId() }
         var joined = false
         let value = try await withTaskCancellationHandler {
@@ -46,9 +82,10 @@ public final class Coalescer<Key: Hashable & Sendable, Value: Sendable>: Sendabl
                         state.calls[key]?.waiters[waiterId] = continuation
                     } else {
                         let callId = state.makeId()
-                        var call = Call(id: callId)
+                        let started = start()
+                        var call = Call(id: callId, leader: waiterId, onShared: started.onShared)
                         call.waiters[waiterId] = continuation
-                        call.task = Task { await self.execute(key, callId: callId, operation) }
+                        call.task = Task { await self.execute(key, callId: callId, started.operation) }
                         state.calls[key] = call
                     }
                     return false
@@ -65,12 +102,16 @@ public final class Coalescer<Key: Hashable & Sendable, Value: Sendable>: Sendabl
     private func execute(_ key: Key, callId: UInt64, _ operation: @Sendable () async throws -> Value) async {
         let result: Result<Value, any Error>
         do { result = .success(try await operation()) } catch { result = .failure(error) }
-        let waiters = state.withLock { state -> [CheckedContinuation<Value, any Error>] in
-            guard let call = state.calls[key], call.id == callId else { return [] }
+        let call = state.withLock { state -> Call? in
+            guard let call = state.calls[key], call.id == callId else { return nil }
             state.calls[key] = nil
-            return Array(call.waiters.values)
+            return call
         }
-        for waiter in waiters { waiter.resume(with: result) }
+        guard let call else { return }
+        // Counted before anyone resumes, so a caller that has its value also sees it counted.
+        let followers = call.waiters.count - (call.waiters[call.leader] == nil ? 0 : 1)
+        if case .success = result, followers > 0 { call.onShared?(followers) }
+        for waiter in call.waiters.values { waiter.resume(with: result) }
     }
 
     /// Removes a cancelled waiter; cancels the operation when it was the last one.

@@ -4,8 +4,8 @@ import TallyAPI
 import TallyClient
 import Testing
 
-/// Wraps a transport and, per request, applies the next scripted fault: latency, a dropped request or
-/// response, an error status, or no route. Requests without a scripted fault pass through.
+/// Wraps a transport and, per request, applies the next scripted fault: latency, a stale (delayed) answer,
+/// a dropped request or response, an error status, or no route. Requests without a scripted fault pass through.
 final class FaultInjectingTransport: HTTPTransport {
     /// What to do with one request.
     enum Fault: Sendable, Hashable {
@@ -13,6 +13,9 @@ final class FaultInjectingTransport: HTTPTransport {
         case none
         /// Sleep on the clock, then forward.
         case latency(Duration)
+        /// Forward at once, then sleep on the clock before answering: the answer is the server's state at
+        /// the moment it was sent, however the server changes meanwhile (a truly stale answer).
+        case delayResponse(Duration)
         /// Throw `.connectionLost` without forwarding: the server never saw it.
         case dropRequest
         /// Forward, then throw `.connectionLost`: the server acted but the answer was lost.
@@ -69,6 +72,10 @@ final class FaultInjectingTransport: HTTPTransport {
         case .latency(let duration):
             try await clock.sleep(for: duration)
             return try await wrapped.send(request)
+        case .delayResponse(let duration):
+            let response = try await wrapped.send(request)
+            try await clock.sleep(for: duration)
+            return response
         case .dropRequest:
             throw TransportError.connectionLost
         case .dropResponse:
@@ -142,5 +149,20 @@ final class FaultInjectingTransport: HTTPTransport {
         clock.advance(by: 2)
         #expect(try await slow.value.status == 200)
         #expect(transport.requests.map(\.path) == ["/v1/quotas", "/v1/wallet", "/v1/actions/ai.query"])
+    }
+
+    @Test func aDelayedResponseIsServedBeforeTheDelay() async throws {
+        let clock = TestClock()
+        let inner = OK()
+        let transport = FaultInjectingTransport(wrapping: inner, clock: clock)
+        transport.enqueue([.delayResponse(.seconds(2))])
+        let stale = Task { try await transport.send(get("/v1/wallet")) }
+        await clock.waitForSleepers(1)
+        #expect(inner.served.withLock { $0 } == 1)  // the server answered before the delay began
+        clock.advance(by: 1.9)
+        #expect(clock.sleeperCount == 1)
+        clock.advance(by: 0.1)
+        #expect(try await stale.value.status == 200)
+        #expect(inner.served.withLock { $0 } == 1)
     }
 }
