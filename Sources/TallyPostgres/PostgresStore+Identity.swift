@@ -160,23 +160,28 @@ extension PostgresStore {
         try await rows("UPDATE sessions SET revoked_at = \(now.millis) WHERE id = \(id) AND revoked_at IS NULL")
     }
 
-    /// The user of a session that is not revoked: one primary-key lookup.
+    /// The user of a session that is not revoked: one primary-key lookup (``SessionUserStatement``).
     public func liveSessionUser(sessionId: String) async throws -> String? {
-        guard let row = try await rows("SELECT user_id FROM sessions WHERE id = \(sessionId) AND revoked_at IS NULL").first
+        guard let row = try await retrying({ try await prepared(SessionUserStatement(sessionId: sessionId)) }).first
         else { return nil }
         var cells = Cells(row)
         return try cells.next(String.self)
     }
 
     /// One statement links a guest; the unique constraint on `users.email` refuses an email in use,
-    /// also when two accounts link it concurrently.
+    /// also when two accounts link it concurrently. The wallet row is rewritten unchanged first (locked
+    /// before the user, as commands do), so an optimistic action planned from the old user row fails its
+    /// compare-and-set.
     public func linkCredentials(userId: String, email: String, passwordHash: String) async throws -> UserRecord {
         let rows: [PostgresRow]
         do {
             rows = try await self.rows(
                 """
+                WITH touched AS (
+                  UPDATE wallets SET version = version WHERE user_id = \(userId) RETURNING user_id
+                )
                 UPDATE users SET email = \(email), password_hash = \(passwordHash)
-                WHERE id = \(userId) AND email IS NULL
+                WHERE id = (SELECT user_id FROM touched) AND email IS NULL
                 RETURNING id, email, timezone, language, premium_until, created_at
                 """)
         } catch let error as StoreError where error.violates("users_email_key") {

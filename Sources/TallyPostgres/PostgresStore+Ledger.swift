@@ -4,15 +4,27 @@ import PostgresNIO
 import TallyStore
 
 extension PostgresStore {
-    /// One transaction, three statements between BEGIN and COMMIT in the common case: the key's advisory
-    /// lock with its stored response and the wallet's row lock (or the row lock alone without a key); the
-    /// account read after the lock (counters, expired and named holds, the next entry id); the planned
-    /// writes with the response stored under the key. A replay is BEGIN, one statement, COMMIT.
+    /// An action first runs optimistically (``performOptimistically(_:action:idempotency:now:render:)``: one
+    /// statement, or a read and a write, with no transaction around them; the actions of one account take
+    /// turns in this process, see ``AccountGate``). Everything else, and an action the optimistic path hands
+    /// back, runs in one locking transaction, three statements between BEGIN and COMMIT in the common case:
+    /// the key's advisory lock with its stored response and the wallet's row lock (or the row lock alone
+    /// without a key); the account read after the lock (counters, expired and named holds, the next entry
+    /// id); the planned writes with the response stored under the key. A replay is BEGIN, one statement,
+    /// COMMIT.
     public func execute(
         _ command: Command, idempotency: IdempotencyKey?, now: Date,
         render: @Sendable (CommandOutcome) throws -> StoredResponse
     ) async throws -> Execution {
-        try await transaction { connection in
+        if case .performAction(_, let action, _) = command,
+            let execution = try await gate.withTurn(command.userId, {
+                try await performOptimistically(command, action: action, idempotency: idempotency, now: now, render: render)
+            })
+        {
+            return execution
+        }
+        accounts.remove(command.userId)
+        return try await transaction { connection in
             let userId = command.userId
             if let idempotency {
                 if case .replay(let response) = try await claim(idempotency, userId: userId, on: connection) {
@@ -53,16 +65,10 @@ extension PostgresStore {
         }
     }
 
-    /// One statement reads the wallet and whether an open hold has expired; only then a transaction
-    /// locks the wallet and releases the expired holds.
+    /// One statement (``WalletReadStatement``) reads the wallet and whether an open hold has expired; only
+    /// then a transaction locks the wallet and releases the expired holds.
     public func wallet(userId: String, now: Date) async throws -> WalletState? {
-        let rows = try await self.rows(
-            """
-            SELECT balance, held, version,
-                   held > 0 AND EXISTS (
-                     SELECT 1 FROM holds WHERE user_id = \(userId) AND status = 'open' AND expires_at <= \(now.millis))
-            FROM wallets WHERE user_id = \(userId)
-            """)
+        let rows = try await retrying { try await prepared(WalletReadStatement(userId: userId, now: now)) }
         guard let row = rows.first else { return nil }
         var cells = Cells(row)
         let wallet = try WalletState(&cells)

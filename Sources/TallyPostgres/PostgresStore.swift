@@ -14,6 +14,10 @@ public final class PostgresStore: TallyStorage {
     /// The connection pool. Run exactly one of ``run()`` or `client.run()`.
     public let client: PostgresClient
     let logger: Logger
+    /// The accounts this process wrote last: a hint that saves an action its read.
+    let accounts = AccountCache()
+    /// One optimistic action per account at a time in this process.
+    let gate = AccountGate()
 
     /// The default pool size.
     public static let defaultMaximumConnections = 20
@@ -79,7 +83,8 @@ public final class PostgresStore: TallyStorage {
         try await retrying { try await client.query(query, logger: logger).collect() }
     }
 
-    private func retrying<T>(_ work: () async throws -> T) async throws -> T {
+    /// Runs `work` again (up to ``maxAttempts``, after a short random pause) when it failed on a conflict.
+    func retrying<T>(_ work: () async throws -> T) async throws -> T {
         var attempt = 1
         while true {
             do {

@@ -10,6 +10,10 @@ extension PostgresStore {
     /// Applies `plan` to the locked account and stores the response under its key, in one statement for
     /// every plan the planner makes: the entry (wallet and ledger, with the new or settled hold if any), the
     /// counter, or the profile, each together with the key's row (or the key's row alone).
+    ///
+    /// Every write to what a plan reads rewrites the wallet row — a counter or a profile rewrites it
+    /// unchanged — so the row's `xmin` moves and an optimistic action planned from before fails its
+    /// compare-and-set (see ``ActionWriteStatement``).
     func apply(
         _ plan: LedgerPlan, to account: LockedAccount, remembering remembered: Remembered?, now: Date,
         on connection: PostgresConnection
@@ -57,7 +61,9 @@ extension PostgresStore {
             let remember = take(plan.user == nil)
             let rows = try await connection.rows(
                 """
-                WITH counted AS (
+                WITH touched AS (
+                  UPDATE wallets SET version = version WHERE user_id = \(account.user.id)
+                ), counted AS (
                   INSERT INTO quota_counters (user_id, quota, used, window_end)
                   VALUES (\(account.user.id), \(quota), \(Int64(counter.used)), \(counter.windowEnd.millis))
                   ON CONFLICT (user_id, quota) DO UPDATE SET used = excluded.used, window_end = excluded.window_end
@@ -78,7 +84,9 @@ extension PostgresStore {
             let remember = take(true)
             let rows = try await connection.rows(
                 """
-                WITH changed AS (
+                WITH touched AS (
+                  UPDATE wallets SET version = version WHERE user_id = \(account.user.id)
+                ), changed AS (
                   UPDATE users SET timezone = \(user.timezone), language = \(user.language)::TEXT,
                          premium_until = \(user.premiumUntil?.millis)::BIGINT
                   WHERE id = \(account.user.id)

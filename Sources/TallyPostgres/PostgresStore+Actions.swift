@@ -1,0 +1,165 @@
+import Foundation
+import Logging
+import PostgresNIO
+import TallyStore
+
+/// What the optimistic read found.
+enum ActionRead {
+    /// The key was used before with this request.
+    case replay(StoredResponse)
+    /// The account, ready to plan.
+    case account(CachedAccount)
+    /// No such user, or an open hold has expired: the locking path handles it.
+    case fallBack
+}
+
+extension PostgresStore {
+    /// How many times an action reads its account afresh to try again optimistically before it takes the
+    /// locking path (which, under contention on one wallet, wastes no writes: it queues on the row lock).
+    static let optimisticReads = 1
+
+    /// Runs an action without a transaction of its own: plans from the account as this process last wrote
+    /// it (``AccountCache``), or as one statement reads it with the idempotency lookup, then applies the plan
+    /// in one statement whose wallet compare-and-set covers everything the plan read
+    /// (``ActionWriteStatement``). The wallet row is locked only for that statement and its commit.
+    ///
+    /// A cached account that moved meanwhile (another process wrote it) is read afresh once. A refusal is
+    /// answered only from a fresh read, which also looked the key up; a concurrent duplicate of the key
+    /// makes the write fail or miss, and the next read replays its response. Returns `nil` when the locking
+    /// path must run it: the account has an expired hold to release, or is missing (a replay of a deleted
+    /// user's key, or `.userNotFound`), or the wallet moved under a write planned from a fresh read
+    /// (contention across processes: the locking path queues on the row lock instead of retrying).
+    func performOptimistically(
+        _ command: Command, action: ActionSpec, idempotency: IdempotencyKey?, now: Date,
+        render: @Sendable (CommandOutcome) throws -> StoredResponse
+    ) async throws -> Execution? {
+        let userId = command.userId
+        let known = accounts.account(userId)
+        var cached = known?.trusted == true ? known?.account : nil
+        // An untrusted account is checked against the next read: if nobody else wrote it, trust it again.
+        var expectedStamp = known?.trusted == false ? known?.account.stamp : nil
+        var trusted = known?.trusted ?? true
+        var reads = 0
+        while true {
+            let fresh = cached == nil
+            if fresh {
+                guard reads < Self.optimisticReads else { return nil }
+                reads += 1
+            }
+            let account: CachedAccount
+            if let cached {
+                account = cached
+            } else {
+                let read: ActionRead
+                do {
+                    read = try await readForAction(userId: userId, allocateEntryId: action.tokens != nil, key: idempotency, now: now)
+                } catch is Conflict {
+                    continue
+                }
+                switch read {
+                case .replay(let response): return .replayed(response)
+                case .fallBack: return nil
+                case .account(let read): account = read
+                }
+                if let expectedStamp, expectedStamp == account.stamp { trusted = true }
+            }
+            cached = nil
+
+            var snapshot = LedgerSnapshot(user: account.user, wallet: account.wallet)
+            if let quota = action.quota { snapshot.counter = account.counters[quota] }
+            let plan: LedgerPlan
+            do throws(StoreError) {
+                plan = try LedgerPlanner.plan(command, snapshot: snapshot, now: now)
+            } catch {
+                guard fresh else { continue }
+                throw StoreError(error.code, state: account.state)
+            }
+            guard plan.newHold == nil, plan.settleHold == nil, plan.user == nil else { return nil }
+            if plan.entry != nil, account.entryId == nil {
+                guard fresh else { continue }
+                return nil
+            }
+
+            let response = try render(Self.outcome(of: plan, on: account.locked, now: now))
+            if fresh, plan.entry == nil, plan.counter == nil, idempotency == nil {
+                // Nothing to write (a premium use without a key): the read was the whole command.
+                return .executed(response)
+            }
+            let write = ActionWriteStatement(
+                account: account, plan: plan, remembered: idempotency.map { ($0, response) }, now: now)
+            let rows: [PostgresRow]
+            do {
+                rows = try await conflicting { try await prepared(write) }
+            } catch is Conflict {
+                trusted = fresh && trusted
+                continue
+            }
+            guard let row = rows.first else {
+                // The wallet moved: another process wrote it (this one's actions take turns).
+                (trusted, expectedStamp) = (false, nil)
+                continue
+            }
+            accounts.store(try Self.written(plan, on: account, result: row), trusted: trusted)
+            return .executed(response)
+        }
+    }
+
+    /// The account as the write left it: the plan applied, the wallet's new stamp, and (after an entry) the
+    /// id for the next one, from the write's row.
+    private static func written(_ plan: LedgerPlan, on account: CachedAccount, result row: PostgresRow) throws -> CachedAccount {
+        var cells = Cells(row)
+        var after = account
+        after.stamp = try cells.next()
+        let nextEntryId: Int64? = try cells.next()
+        if let entry = plan.entry {
+            after.wallet = account.wallet.applying(entry)
+            after.entryId = nextEntryId
+        }
+        if let (quota, counter) = plan.counter {
+            after.counters[quota] = QuotaCounter(used: counter.used, windowEnd: Date(millis: counter.windowEnd.millis))
+        }
+        return after
+    }
+
+    /// One statement: the account and the idempotency lookup (``ActionReadStatement``).
+    private func readForAction(userId: String, allocateEntryId: Bool, key: IdempotencyKey?, now: Date) async throws -> ActionRead {
+        let rows = try await conflicting {
+            try await prepared(ActionReadStatement(userId: userId, now: now, allocateEntryId: allocateEntryId, key: key))
+        }
+        guard let row = rows.first else { return .fallBack }
+        var cells = Cells(row)
+        let user = try UserRecord(&cells)
+        let wallet = try WalletState(&cells)
+        let stamp: String = try cells.next()
+        let counters = try readCounters(&cells)
+        let hasExpiredHolds: Bool = try cells.next()
+        let fingerprint: String? = try cells.next()
+        let status: Int64? = try cells.next()
+        let body: Data? = try cells.next()
+        let entryId: Int64? = try cells.next()
+        if let key, let fingerprint, let status, let body {
+            guard fingerprint == key.fingerprint else { throw StoreError(.idempotencyMismatch) }
+            return .replay(StoredResponse(status: Int(status), body: [UInt8](body)))
+        }
+        guard !hasExpiredHolds else { return .fallBack }
+        return .account(CachedAccount(user: user, wallet: wallet, counters: counters, stamp: stamp, entryId: entryId))
+    }
+
+    /// Runs `work`, turning what another writer caused (the key stored meanwhile, a serialization failure, a
+    /// deadlock) into ``Conflict`` and every other error into what the store reports.
+    private func conflicting<T>(_ work: () async throws -> T) async throws -> T {
+        do {
+            return try await work()
+        } catch let error as PSQLError where error.serverInfo?[.constraintName] == "idempotency_keys_pkey" {
+            throw Conflict()
+        } catch {
+            switch ErrorDisposition.classify(error) {
+            case .fail(let error): throw error
+            case .retry: throw Conflict()
+            }
+        }
+    }
+}
+
+/// Internal signal of the optimistic path: another writer got there first; read again.
+private struct Conflict: Error {}
