@@ -121,7 +121,7 @@ let package = Package(
         ),
         .testTarget(
             name: "TallyStoreTests",
-            dependencies: ["TallyStore", "TallySQLite", "TallyPostgres"],
+            dependencies: ["TallyStore", "TallySQLite", "TallyPostgres", .product(name: "GRDB", package: "GRDB.swift")],
             swiftSettings: testSwiftSettings
         ),
         .testTarget(

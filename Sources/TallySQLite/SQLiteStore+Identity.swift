@@ -33,7 +33,7 @@ extension SQLiteStore: IdentityStore {
                 try db.run(sql: "INSERT INTO guest_signups (ip_hash, created_at) VALUES (?, ?)", arguments: [ipHash, now.millis])
                 if signupGrant > 0 {
                     let entry = PlannedEntry(kind: .grant, amount: signupGrant, heldChange: 0, reason: "signup")
-                    _ = try Self.append(entry, userId: user.id, now: now, db)
+                    _ = try self.append(entry, userId: user.id, now: now, db)
                 }
                 created = true
             }
@@ -123,7 +123,9 @@ extension SQLiteStore: IdentityStore {
     }
 
     public func deleteUser(id: String) async throws -> Bool {
-        try await write { db in
+        let wallets = self.wallets
+        return try await write { db in
+            db.afterNextTransaction(onCommit: { _ in wallets.forget(id) })
             try db.run(sql: "DELETE FROM idempotency_keys WHERE scope = ?", arguments: [id])
             try db.run(sql: "DELETE FROM users WHERE id = ?", arguments: [id])
             return db.changesCount > 0

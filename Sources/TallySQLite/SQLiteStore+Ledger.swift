@@ -20,7 +20,7 @@ extension SQLiteStore: LedgerStore {
                     return .replayed(StoredResponse(status: row["status"], body: [UInt8](row["body"] as Data)))
                 }
                 let userId = command.userId
-                _ = try Self.expireHolds(db, userId: userId, now: now)
+                _ = try self.expireHolds(db, userId: userId, now: now)
                 let snapshot = try Self.snapshot(for: command, now: now, db)
                 let plan: LedgerPlan
                 do {
@@ -28,7 +28,7 @@ extension SQLiteStore: LedgerStore {
                 } catch let error as StoreError {
                     throw StoreError(error.code, state: try Self.accountState(db, userId: userId))
                 }
-                let outcome = try Self.apply(plan, snapshot: snapshot, now: now, db)
+                let outcome = try self.apply(plan, snapshot: snapshot, now: now, db)
                 let response = try render(outcome)
                 if let idempotency {
                     try db.run(sql: """
@@ -45,17 +45,27 @@ extension SQLiteStore: LedgerStore {
         }
     }
 
-    /// A reader answers; the single writer is used only when a hold has expired and must be released first.
+    /// From the wallet cache when it has the account; else a reader answers and fills the cache. The single
+    /// writer is used only when a hold has expired and must be released first.
     public func wallet(userId: String, now: Date) async throws -> WalletState? {
-        let (wallet, mustExpire) = try await read { db -> (WalletState?, Bool) in
+        if let wallet = wallets.wallet(userId, now: now) { return wallet }
+        let epoch = wallets.epoch
+        let (entry, mustExpire) = try await read { db -> (WalletCache.Entry?, Bool) in
             guard let row = try db.fetchRow(sql: "SELECT balance, held, version FROM wallets WHERE user_id = ?", arguments: [userId])
             else { return (nil, false) }
             let wallet = WalletState(row: row)
-            return (wallet, try Self.hasExpiredHold(db, wallet: wallet, userId: userId, now: now))
+            guard wallet.held > 0 else { return (WalletCache.Entry(wallet: wallet, firstExpiry: nil), false) }
+            let firstExpiry = try db.fetchValue(Int64.self, sql: "SELECT min(expires_at) FROM holds WHERE user_id = ? AND status = 'open'",
+                arguments: [userId]).map(Date.init(millis:))
+            return (WalletCache.Entry(wallet: wallet, firstExpiry: firstExpiry), firstExpiry.map { $0 <= now } ?? false)
         }
-        guard mustExpire else { return wallet }
+        guard let entry else { return nil }
+        guard mustExpire else {
+            wallets.store(entry, for: userId, readAt: epoch)
+            return entry.wallet
+        }
         return try await write { db in
-            _ = try Self.expireHolds(db, userId: userId, now: now)
+            _ = try self.expireHolds(db, userId: userId, now: now)
             return try db.fetchRow(sql: "SELECT balance, held, version FROM wallets WHERE user_id = ?", arguments: [userId])
                 .map(WalletState.init(row:))
         }
@@ -69,7 +79,7 @@ extension SQLiteStore: LedgerStore {
         }
         guard mustExpire else { return state }
         return try await write { db in
-            _ = try Self.expireHolds(db, userId: userId, now: now)
+            _ = try self.expireHolds(db, userId: userId, now: now)
             return try Self.accountState(db, userId: userId)
         }
     }
@@ -120,7 +130,7 @@ extension SQLiteStore: LedgerStore {
         return snapshot
     }
 
-    static func apply(_ plan: LedgerPlan, snapshot: LedgerSnapshot, now: Date, _ db: Database) throws -> CommandOutcome {
+    func apply(_ plan: LedgerPlan, snapshot: LedgerSnapshot, now: Date, _ db: Database) throws -> CommandOutcome {
         let userId = snapshot.user.id
         var hold = plan.newHold
         if let newHold = plan.newHold {
@@ -150,7 +160,7 @@ extension SQLiteStore: LedgerStore {
             try db.run(sql: "UPDATE users SET timezone = ?, language = ?, premium_until = ? WHERE id = ?",
                 arguments: [user.timezone, user.language, user.premiumUntil?.millis, userId])
         }
-        guard let state = try accountState(db, userId: userId) else { throw StoreError(.userNotFound) }
+        guard let state = try Self.accountState(db, userId: userId) else { throw StoreError(.userNotFound) }
         return CommandOutcome(state: state, entry: entry, hold: hold, payment: plan.payment)
     }
 

@@ -2,15 +2,29 @@ import Foundation
 import GRDB
 import TallyStore
 
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
+
 /// The embedded store: one SQLite file in WAL mode, written through GRDB's single serialized writer,
 /// so every transaction sees the books exactly as the previous one left them.
 ///
-/// One process owns the file; to scale past one machine, use the PostgreSQL store.
+/// One process owns the file (an exclusive lock on `<path>.lock`, held until the store is released), which
+/// is what lets it cache wallets in memory (``WalletCache``); to scale past one machine, use the PostgreSQL
+/// store.
 public final class SQLiteStore: MaintenanceStore {
     let pool: DatabasePool
+    /// The wallets this process read last; every committed change to one forgets it.
+    let wallets = WalletCache()
+    /// The open lock file that marks this process as the database's owner.
+    private let ownership: Int32
 
-    /// Opens (creating if needed) the database at `path`. Call ``migrate()`` before use.
+    /// Opens (creating if needed) the database at `path`. Call ``migrate()`` before use. Throws
+    /// ``DatabaseInUse`` when another store (in this or another process) has the database open.
     public init(path: String) throws {
+        ownership = try Self.takeOwnership(of: path)
         var configuration = Configuration()
         configuration.busyMode = .timeout(10)
         configuration.foreignKeysEnabled = true
@@ -20,8 +34,33 @@ public final class SQLiteStore: MaintenanceStore {
         do {
             pool = try DatabasePool(path: path, configuration: configuration)
         } catch {
+            close(ownership)
             throw StoreError(.unavailable, underlying: error)
         }
+    }
+
+    deinit {
+        close(ownership)
+    }
+
+    /// The database file is in use by another store.
+    public struct DatabaseInUse: Error, CustomStringConvertible {
+        /// The lock file held by the other store.
+        public let lockPath: String
+        public var description: String { "another Tally process has \(lockPath) locked (one process owns an embedded database)" }
+    }
+
+    private static func takeOwnership(of path: String) throws -> Int32 {
+        let lockPath = path + ".lock"
+        let descriptor = open(lockPath, O_RDWR | O_CREAT | O_CLOEXEC, 0o600)
+        guard descriptor >= 0 else {
+            throw StoreError(.unavailable, underlying: POSIXError(POSIXErrorCode(rawValue: errno) ?? .EIO))
+        }
+        guard flock(descriptor, LOCK_EX | LOCK_NB) == 0 else {
+            close(descriptor)
+            throw DatabaseInUse(lockPath: lockPath)
+        }
+        return descriptor
     }
 
     // MARK: MaintenanceStore
@@ -53,7 +92,7 @@ public final class SQLiteStore: MaintenanceStore {
                     """,
                 arguments: [now.millis, limit])
             var expired = 0
-            for user in users { expired += try Self.expireHolds(db, userId: user, now: now) }
+            for user in users { expired += try self.expireHolds(db, userId: user, now: now) }
             return expired
         }
     }
@@ -94,8 +133,11 @@ public final class SQLiteStore: MaintenanceStore {
         }
     }
 
-    /// Appends `entry` to the ledger and moves the wallet with it, in the caller's transaction.
-    static func append(_ entry: PlannedEntry, userId: String, now: Date, _ db: Database) throws -> (LedgerEntryRecord, WalletState) {
+    /// Appends `entry` to the ledger and moves the wallet with it, in the caller's transaction; the wallet
+    /// cache forgets the account when that transaction commits.
+    func append(_ entry: PlannedEntry, userId: String, now: Date, _ db: Database) throws -> (LedgerEntryRecord, WalletState) {
+        let wallets = self.wallets
+        db.afterNextTransaction(onCommit: { _ in wallets.forget(userId) })
         guard
             let row = try db.fetchRow(sql: """
                     UPDATE wallets SET balance = balance + ?, held = held + ?, version = version + 1
@@ -119,7 +161,7 @@ public final class SQLiteStore: MaintenanceStore {
     }
 
     /// Releases the account's holds that expired by `now`; returns how many.
-    static func expireHolds(_ db: Database, userId: String, now: Date) throws -> Int {
+    func expireHolds(_ db: Database, userId: String, now: Date) throws -> Int {
         let holds = try db.fetchRows(sql: "SELECT * FROM holds WHERE user_id = ? AND status = 'open' AND expires_at <= ?",
             arguments: [userId, now.millis]
         ).map(HoldRecord.init(row:))
