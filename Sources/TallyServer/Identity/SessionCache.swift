@@ -6,12 +6,14 @@ import TallyStore
 /// so a busy client's reads skip the signature check and the session lookup.
 ///
 /// Sign-out and account deletion evict their entries on this instance at once; on other instances
-/// a revoked session's access tokens stop working within ``recheckInterval``.
+/// a revoked session's access tokens stop working within ``recheckInterval``. Each entry is rechecked
+/// after a random part of the interval (between half and all of it), so tokens first seen together —
+/// a server's first second under load — do not all go back to the store in the same instant.
 final class SessionCache: Sendable {
     struct Entry {
         let identity: Identity
         let expiresAt: Date
-        let checkedAt: Date
+        let recheckAt: Date
     }
 
     private let entries = Mutex<[String: Entry]>([:])
@@ -32,7 +34,7 @@ final class SessionCache: Sendable {
         let now = clock.now
         return entries.withLock { entries in
             guard let entry = entries[token] else { return nil }
-            guard entry.expiresAt > now, now.timeIntervalSince(entry.checkedAt) < recheckInterval else {
+            guard entry.expiresAt > now, now < entry.recheckAt else {
                 entries[token] = nil
                 return nil
             }
@@ -42,7 +44,8 @@ final class SessionCache: Sendable {
 
     /// Records a token just verified against a live session.
     func remember(_ token: String, identity: Identity, expiresAt: Date) {
-        let entry = Entry(identity: identity, expiresAt: expiresAt, checkedAt: clock.now)
+        let trusted = recheckInterval * Double.random(in: 0.5...1)
+        let entry = Entry(identity: identity, expiresAt: expiresAt, recheckAt: clock.now.addingTimeInterval(trusted))
         entries.withLock { entries in
             if entries.count >= capacity { entries.removeAll(keepingCapacity: true) }
             entries[token] = entry
