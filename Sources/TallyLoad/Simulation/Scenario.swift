@@ -107,8 +107,10 @@ public struct LoadOptions: Sendable {
     public var mix = OperationMix.standard
     /// Seed of the random choices (users, operations, amounts).
     public var seed: UInt64 = 1
-    /// How long a request may take before it is abandoned and retried.
-    public var requestTimeout = Duration.seconds(10)
+    /// How long a request may take before it is abandoned and retried: the SDK's default for writes. An
+    /// overloaded server then shows as latency, not as a storm of reconnects (every abandoned request is
+    /// a new connection, and a server holding 10,000 of them pays for each close; see BENCHMARKS.md).
+    public var requestTimeout = Duration.seconds(30)
     /// How long a mutation is retried (same Idempotency-Key) before its outcome counts as unsettled.
     public var settleDeadline = Duration.seconds(90)
 
