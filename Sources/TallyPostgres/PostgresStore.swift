@@ -77,10 +77,11 @@ public final class PostgresStore: TallyStorage {
         }
     }
 
-    /// Runs one statement on its own (committed when it returns) and collects its rows.
+    /// Runs one statement on its own (committed when it returns) and collects its rows, on a connection
+    /// leased with `withConnection` (see ``prepared(_:)`` for why never `client.query`).
     @discardableResult
     func rows(_ query: PostgresQuery) async throws -> [PostgresRow] {
-        try await retrying { try await client.query(query, logger: logger).collect() }
+        try await retrying { try await client.withConnection { try await $0.rows(query, logger: logger) } }
     }
 
     /// Runs `work` again (up to ``maxAttempts``, after a short random pause) when it failed on a conflict.

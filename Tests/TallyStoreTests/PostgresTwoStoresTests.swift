@@ -1,0 +1,84 @@
+import Foundation
+import Logging
+import PostgresNIO
+import TallyPostgres
+import TallyStore
+import Testing
+
+/// Two `PostgresStore`s on one database behave like two server processes: each has its own pool, account
+/// cache and account gate, so only the database stands between their writes.
+@Suite("PostgreSQL: two stores on one database", .timeLimit(.minutes(1)))
+struct PostgresTwoStoresTests {
+    static let aiQuery = ActionSpec(name: "ai.query", tokens: 3)
+    static let enabled = StoreKind.enabled.contains(.postgres)
+
+    @Test("One idempotency key sent to both stores at once charges once, and no call hangs", .enabled(if: enabled))
+    func oneKeyAcrossStores() async throws {
+        try await withTwoStores { first, second in
+            let clock = ManualClock(defaultStart)
+            let userId = try await Self.newUser(first, tokens: 100, now: clock.now)
+            let key = IdempotencyKey(scope: userId, key: randomId("key-"), fingerprint: "POST /v1/actions/ai.query")
+            let command = Command.performAction(userId: userId, action: Self.aiQuery, quotaLimit: nil)
+            for round in 0..<5 {
+                let roundKey = IdempotencyKey(scope: key.scope, key: "\(key.key)-\(round)", fingerprint: key.fingerprint)
+                let results = try await concurrently(40) { index in
+                    try await (index % 2 == 0 ? first : second).execute(command, idempotency: roundKey, now: clock.now) {
+                        try RenderedBody.render($0)
+                    }
+                }
+                let executed = results.filter { if case .success(.executed) = $0 { true } else { false } }.count
+                #expect(executed == 1, "round \(round): \(results)")
+            }
+            #expect(try await first.wallet(userId: userId, now: clock.now)?.balance == 100 - 5 * 3)
+            #expect(try await second.wallet(userId: userId, now: clock.now)?.balance == 100 - 5 * 3)
+        }
+    }
+
+    @Test("Both stores debiting one account keep the books exact", .enabled(if: enabled))
+    func contendedAccount() async throws {
+        try await withTwoStores { first, second in
+            let clock = ManualClock(defaultStart)
+            let userId = try await Self.newUser(first, tokens: 150, now: clock.now)
+            let command = Command.performAction(userId: userId, action: Self.aiQuery, quotaLimit: nil)
+            let results = try await concurrently(100) { index in
+                let key = IdempotencyKey(scope: userId, key: randomId("k-"), fingerprint: "POST /v1/actions/ai.query")
+                return try await (index % 2 == 0 ? first : second).execute(command, idempotency: key, now: clock.now) {
+                    try RenderedBody.render($0)
+                }
+            }
+            let executed = results.filter { if case .success(.executed) = $0 { true } else { false } }.count
+            #expect(executed == 50, "\(results.filter { if case .success = $0 { false } else { true } })")
+            #expect(try await second.wallet(userId: userId, now: clock.now)?.balance == 0)
+        }
+    }
+
+    private static func newUser(_ store: PostgresStore, tokens: Int64, now: Date) async throws -> String {
+        let grant = try await store.signInGuest(
+            deviceHash: randomId("device-"), ipHash: randomId("ip-"), signupsPerHour: 1_000_000, signupGrant: tokens,
+            sessionId: randomId("session-"), refresh: NewRefreshToken(hash: randomId("refresh-"), expiresAt: now.addingTimeInterval(3600)),
+            now: now)
+        return grant.user.id
+    }
+
+    private func withTwoStores(_ body: (PostgresStore, PostgresStore) async throws -> Void) async throws {
+        guard let url = ProcessInfo.processInfo.environment["TALLY_TEST_DATABASE_URL"], !url.isEmpty else {
+            throw HarnessError("[postgres] TALLY_TEST_DATABASE_URL is not set")
+        }
+        var logger = Logger(label: "tally.two-stores-tests")
+        logger.logLevel = .warning
+        let first = PostgresStore(configuration: try PostgresStore.configuration(url: url, maximumConnections: 4), logger: logger)
+        let second = PostgresStore(configuration: try PostgresStore.configuration(url: url, maximumConnections: 4), logger: logger)
+        try await withThrowingTaskGroup(of: Void.self) { group in
+            group.addTask { try await first.run() }
+            group.addTask { try await second.run() }
+            do {
+                try await first.migrate()
+                try await body(first, second)
+            } catch {
+                group.cancelAll()
+                throw error
+            }
+            group.cancelAll()
+        }
+    }
+}
