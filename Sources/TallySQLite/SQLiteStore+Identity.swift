@@ -66,6 +66,8 @@ extension SQLiteStore: IdentityStore {
             let sessionId: String = token["session_id"]
             if (token["revoked_at"] as Int64?) != nil { return .failure(StoreError(.invalidRefreshToken)) }
             if (token["used_at"] as Int64?) != nil {
+                let sessions = self.sessions
+                db.afterNextTransaction(onCommit: { _ in sessions.forget(sessionId) })
                 try db.run(sql: "UPDATE sessions SET revoked_at = ? WHERE id = ?", arguments: [now.millis, sessionId])
                 return .failure(StoreError(.refreshTokenReused))
             }
@@ -79,15 +81,22 @@ extension SQLiteStore: IdentityStore {
     }
 
     public func revokeSession(id: String, now: Date) async throws {
+        let sessions = self.sessions
         try await write { db in
+            db.afterNextTransaction(onCommit: { _ in sessions.forget(id) })
             try db.run(sql: "UPDATE sessions SET revoked_at = ? WHERE id = ? AND revoked_at IS NULL", arguments: [now.millis, id])
         }
     }
 
+    /// From the session cache when it has the session (revocations forget it on commit); else a reader.
     public func liveSessionUser(sessionId: String) async throws -> String? {
-        try await read { db in
+        if let userId = sessions.value(sessionId) { return userId }
+        let epoch = sessions.epoch
+        let userId = try await read { db in
             try db.fetchValue(String.self, sql: "SELECT user_id FROM sessions WHERE id = ? AND revoked_at IS NULL", arguments: [sessionId])
         }
+        if let userId { sessions.store(userId, for: sessionId, readAt: epoch) }
+        return userId
     }
 
     public func linkCredentials(userId: String, email: String, passwordHash: String) async throws -> UserRecord {
@@ -123,9 +132,12 @@ extension SQLiteStore: IdentityStore {
     }
 
     public func deleteUser(id: String) async throws -> Bool {
-        let wallets = self.wallets
+        let (wallets, sessions) = (self.wallets, self.sessions)
         return try await write { db in
-            db.afterNextTransaction(onCommit: { _ in wallets.forget(id) })
+            db.afterNextTransaction(onCommit: { _ in
+                wallets.forget(id)
+                sessions.forgetAll()
+            })
             try db.run(sql: "DELETE FROM idempotency_keys WHERE scope = ?", arguments: [id])
             try db.run(sql: "DELETE FROM users WHERE id = ?", arguments: [id])
             return db.changesCount > 0

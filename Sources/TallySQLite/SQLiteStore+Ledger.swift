@@ -48,16 +48,16 @@ extension SQLiteStore: LedgerStore {
     /// From the wallet cache when it has the account; else a reader answers and fills the cache. The single
     /// writer is used only when a hold has expired and must be released first.
     public func wallet(userId: String, now: Date) async throws -> WalletState? {
-        if let wallet = wallets.wallet(userId, now: now) { return wallet }
+        if let wallet = wallets.value(userId)?.wallet(at: now) { return wallet }
         let epoch = wallets.epoch
-        let (entry, mustExpire) = try await read { db -> (WalletCache.Entry?, Bool) in
+        let (entry, mustExpire) = try await read { db -> (CachedWallet?, Bool) in
             guard let row = try db.fetchRow(sql: "SELECT balance, held, version FROM wallets WHERE user_id = ?", arguments: [userId])
             else { return (nil, false) }
             let wallet = WalletState(row: row)
-            guard wallet.held > 0 else { return (WalletCache.Entry(wallet: wallet, firstExpiry: nil), false) }
+            guard wallet.held > 0 else { return (CachedWallet(wallet: wallet, firstExpiry: nil), false) }
             let firstExpiry = try db.fetchValue(Int64.self, sql: "SELECT min(expires_at) FROM holds WHERE user_id = ? AND status = 'open'",
                 arguments: [userId]).map(Date.init(millis:))
-            return (WalletCache.Entry(wallet: wallet, firstExpiry: firstExpiry), firstExpiry.map { $0 <= now } ?? false)
+            return (CachedWallet(wallet: wallet, firstExpiry: firstExpiry), firstExpiry.map { $0 <= now } ?? false)
         }
         guard let entry else { return nil }
         guard mustExpire else {

@@ -12,12 +12,14 @@ import Darwin
 /// so every transaction sees the books exactly as the previous one left them.
 ///
 /// One process owns the file (an exclusive lock on `<path>.lock`, held until the store is released), which
-/// is what lets it cache wallets in memory (``WalletCache``); to scale past one machine, use the PostgreSQL
+/// is what lets it cache wallets and sessions in memory (``CommittedCache``); to scale past one machine, use the PostgreSQL
 /// store.
 public final class SQLiteStore: MaintenanceStore {
     let pool: DatabasePool
     /// The wallets this process read last; every committed change to one forgets it.
-    let wallets = WalletCache()
+    let wallets = CommittedCache<CachedWallet>()
+    /// The live sessions this process looked up last (id → user); every committed revocation forgets them.
+    let sessions = CommittedCache<String>()
     /// The open lock file that marks this process as the database's owner.
     private let ownership: Int32
 

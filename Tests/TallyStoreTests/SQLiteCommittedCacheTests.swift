@@ -5,10 +5,10 @@ import TallyStore
 
 @testable import TallySQLite
 
-/// The embedded store serves wallets from memory: it must own its file, and the cache must never answer
-/// with a wallet older than the last committed change.
-@Suite("SQLite wallet cache and file ownership")
-struct SQLiteWalletCacheTests {
+/// The embedded store serves wallets and session liveness from memory: it must own its file, and the
+/// caches must never answer with a value older than the last committed change.
+@Suite("SQLite committed-value caches and file ownership")
+struct SQLiteCommittedCacheTests {
     @Test("A second store on the same file is refused until the first is released")
     func ownership() throws {
         let directory = FileManager.default.temporaryDirectory.appendingPathComponent("tally-owner-\(randomId())")
@@ -24,28 +24,45 @@ struct SQLiteWalletCacheTests {
 
     @Test("A read that began before a commit cannot store what the commit replaced")
     func epochGuardsStores() {
-        let cache = WalletCache()
-        let now = defaultStart
+        let cache = CommittedCache<WalletState>()
         let old = WalletState(balance: 10, held: 0, version: 1)
         let readBegan = cache.epoch
         cache.forget("u")  // a commit landed while the read was running
-        cache.store(.init(wallet: old, firstExpiry: nil), for: "u", readAt: readBegan)
-        #expect(cache.wallet("u", now: now) == nil)
+        cache.store(old, for: "u", readAt: readBegan)
+        #expect(cache.value("u") == nil)
 
         let fresh = cache.epoch
-        cache.store(.init(wallet: old, firstExpiry: nil), for: "u", readAt: fresh)
-        #expect(cache.wallet("u", now: now) == old)
+        cache.store(old, for: "u", readAt: fresh)
+        #expect(cache.value("u") == old)
         cache.forget("u")
-        #expect(cache.wallet("u", now: now) == nil)
+        #expect(cache.value("u") == nil)
+        cache.store(old, for: "u", readAt: cache.epoch)
+        cache.forgetAll()
+        #expect(cache.value("u") == nil)
     }
 
     @Test("A cached wallet with a hold misses from the hold's expiry on")
     func holdExpiryMisses() {
-        let cache = WalletCache()
-        let held = WalletState(balance: 10, held: 4, version: 2)
-        cache.store(.init(wallet: held, firstExpiry: defaultStart.addingTimeInterval(60)), for: "u", readAt: cache.epoch)
-        #expect(cache.wallet("u", now: defaultStart.addingTimeInterval(59)) == held)
-        #expect(cache.wallet("u", now: defaultStart.addingTimeInterval(60)) == nil)
+        let held = CachedWallet(wallet: WalletState(balance: 10, held: 4, version: 2), firstExpiry: defaultStart.addingTimeInterval(60))
+        #expect(held.wallet(at: defaultStart.addingTimeInterval(59)) == held.wallet)
+        #expect(held.wallet(at: defaultStart.addingTimeInterval(60)) == nil)
+    }
+
+    @Test("A revoked session is dead at once, also after it was cached")
+    func sessionRevocation() async throws {
+        try await withFixture(.sqlite) { f in
+            let signedIn = try await f.signIn()
+            let userId = signedIn.user.id
+            #expect(try await f.store.liveSessionUser(sessionId: signedIn.sessionId) == userId)
+            #expect(try await f.store.liveSessionUser(sessionId: signedIn.sessionId) == userId)  // from the cache
+            try await f.store.revokeSession(id: signedIn.sessionId, now: f.now)
+            #expect(try await f.store.liveSessionUser(sessionId: signedIn.sessionId) == nil)
+
+            let other = try await f.signIn()
+            #expect(try await f.store.liveSessionUser(sessionId: other.sessionId) == other.user.id)
+            #expect(try await f.store.deleteUser(id: other.user.id))
+            #expect(try await f.store.liveSessionUser(sessionId: other.sessionId) == nil)
+        }
     }
 
     @Test("Reads racing writes end at the committed wallet")
