@@ -29,17 +29,31 @@ final class SessionCache: Sendable {
         self.capacity = capacity
     }
 
-    /// The identity of `token` if it was verified recently and has not expired.
-    func identity(for token: String) -> Identity? {
+    /// What the cache knows about a token.
+    enum Lookup {
+        /// Verified, unexpired, and its session was found live less than a recheck interval ago.
+        case trusted(Identity)
+        /// Verified and unexpired (its signature need not be checked again), but its session must be looked
+        /// up again.
+        case recheck(Identity, expiresAt: Date)
+    }
+
+    /// What is known about `token`; `nil` when it must be verified from scratch.
+    func lookup(_ token: String) -> Lookup? {
         let now = clock.now
         return entries.withLock { entries in
             guard let entry = entries[token] else { return nil }
-            guard entry.expiresAt > now, now < entry.recheckAt else {
+            guard entry.expiresAt > now else {
                 entries[token] = nil
                 return nil
             }
-            return entry.identity
+            return now < entry.recheckAt ? .trusted(entry.identity) : .recheck(entry.identity, expiresAt: entry.expiresAt)
         }
+    }
+
+    /// Forgets one token (its session was found dead).
+    func evict(token: String) {
+        _ = entries.withLock { $0.removeValue(forKey: token) }
     }
 
     /// Records a token just verified against a live session.
