@@ -19,16 +19,18 @@ extension SQLiteStore: LedgerStore {
                     }
                     return .replayed(StoredResponse(status: row["status"], body: [UInt8](row["body"] as Data)))
                 }
-                let userId = command.userId
-                _ = try self.expireHolds(db, userId: userId, now: now)
-                let snapshot = try Self.snapshot(for: command, now: now, db)
+                var (snapshot, counters) = try Self.snapshot(for: command, now: now, db)
+                // Only an account with something held can have a hold to release first.
+                if snapshot.wallet.held > 0, try self.expireHolds(db, userId: command.userId, now: now) > 0 {
+                    (snapshot, counters) = try Self.snapshot(for: command, now: now, db)
+                }
                 let plan: LedgerPlan
                 do {
                     plan = try LedgerPlanner.plan(command, snapshot: snapshot, now: now)
                 } catch let error as StoreError {
-                    throw StoreError(error.code, state: try Self.accountState(db, userId: userId))
+                    throw StoreError(error.code, state: AccountState(user: snapshot.user, wallet: snapshot.wallet, counters: counters))
                 }
-                let outcome = try self.apply(plan, snapshot: snapshot, now: now, db)
+                let outcome = try self.apply(plan, snapshot: snapshot, counters: counters, now: now, db)
                 let response = try render(outcome)
                 if let idempotency {
                     try db.run(sql: """
@@ -107,30 +109,33 @@ extension SQLiteStore: LedgerStore {
 
     // MARK: Inside the write transaction
 
-    static func snapshot(for command: Command, now: Date, _ db: Database) throws -> LedgerSnapshot {
+    /// The account as a command plans from it (with the command's hold, and its action's counter), and
+    /// every quota counter of the account (for the state the response shows).
+    static func snapshot(for command: Command, now: Date, _ db: Database) throws -> (LedgerSnapshot, [String: QuotaCounter]) {
         let userId = command.userId
         guard
             let row = try db.fetchRow(sql: "SELECT u.*, w.balance, w.held, w.version FROM users u JOIN wallets w ON w.user_id = u.id WHERE u.id = ?",
                 arguments: [userId])
         else { throw StoreError(.userNotFound) }
         var snapshot = LedgerSnapshot(user: UserRecord(row: row), wallet: WalletState(row: row))
+        let counters = try Self.counters(db, userId: userId)
         switch command {
         case .captureHold(_, let holdId, _), .releaseHold(_, let holdId):
             snapshot.hold = try db.fetchRow(sql: "SELECT * FROM holds WHERE id = ? AND user_id = ?", arguments: [holdId, userId])
                 .map(HoldRecord.init(row:))
         case .performAction(_, let action, _):
-            if let quota = action.quota {
-                snapshot.counter = try db.fetchRow(sql: "SELECT used, window_end FROM quota_counters WHERE user_id = ? AND quota = ?",
-                    arguments: [userId, quota]
-                ).map { QuotaCounter(used: $0["used"], windowEnd: Date(millis: $0["window_end"])) }
-            }
+            snapshot.counter = action.quota.flatMap { counters[$0] }
         default:
             break
         }
-        return snapshot
+        return (snapshot, counters)
     }
 
-    func apply(_ plan: LedgerPlan, snapshot: LedgerSnapshot, now: Date, _ db: Database) throws -> CommandOutcome {
+    /// Writes `plan` and returns the outcome, with the account state worked out from the snapshot and the
+    /// writes (the wallet as the update returned it) instead of read again.
+    func apply(
+        _ plan: LedgerPlan, snapshot: LedgerSnapshot, counters: [String: QuotaCounter], now: Date, _ db: Database
+    ) throws -> CommandOutcome {
         let userId = snapshot.user.id
         var hold = plan.newHold
         if let newHold = plan.newHold {
@@ -146,21 +151,24 @@ extension SQLiteStore: LedgerStore {
             hold = settled
         }
         var entry: LedgerEntryRecord?
+        var state = AccountState(user: snapshot.user, wallet: snapshot.wallet, counters: counters)
         if let planned = plan.entry {
-            entry = try append(planned, userId: userId, now: now, db).0
+            (entry, state.wallet) = try append(planned, userId: userId, now: now, db)
         }
         if let (quota, counter) = plan.counter {
+            state.counters[quota] = QuotaCounter(used: counter.used, windowEnd: Date(millis: counter.windowEnd.millis))
             try db.run(sql: """
                     INSERT INTO quota_counters (user_id, quota, used, window_end) VALUES (?, ?, ?, ?)
                     ON CONFLICT (user_id, quota) DO UPDATE SET used = excluded.used, window_end = excluded.window_end
                     """,
                 arguments: [userId, quota, counter.used, counter.windowEnd.millis])
         }
-        if let user = plan.user {
+        if var user = plan.user {
             try db.run(sql: "UPDATE users SET timezone = ?, language = ?, premium_until = ? WHERE id = ?",
                 arguments: [user.timezone, user.language, user.premiumUntil?.millis, userId])
+            user.premiumUntil = user.premiumUntil.map { Date(millis: $0.millis) }
+            state.user = user
         }
-        guard let state = try Self.accountState(db, userId: userId) else { throw StoreError(.userNotFound) }
         return CommandOutcome(state: state, entry: entry, hold: hold, payment: plan.payment)
     }
 
@@ -169,10 +177,16 @@ extension SQLiteStore: LedgerStore {
             let row = try db.fetchRow(sql: "SELECT u.*, w.balance, w.held, w.version FROM users u JOIN wallets w ON w.user_id = u.id WHERE u.id = ?",
                 arguments: [userId])
         else { return nil }
+        let counters = try counters(db, userId: userId)
+        return AccountState(user: UserRecord(row: row), wallet: WalletState(row: row), counters: counters)
+    }
+
+    /// Every quota counter of the account, by quota.
+    static func counters(_ db: Database, userId: String) throws -> [String: QuotaCounter] {
         var counters: [String: QuotaCounter] = [:]
         for counter in try db.fetchRows(sql: "SELECT quota, used, window_end FROM quota_counters WHERE user_id = ?", arguments: [userId]) {
             counters[counter["quota"]] = QuotaCounter(used: counter["used"], windowEnd: Date(millis: counter["window_end"]))
         }
-        return AccountState(user: UserRecord(row: row), wallet: WalletState(row: row), counters: counters)
+        return counters
     }
 }
