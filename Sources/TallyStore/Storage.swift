@@ -45,7 +45,7 @@ public protocol LedgerStore: Sendable {
     /// state for `.insufficientTokens` and `.quotaExhausted`.
     func execute(
         _ command: Command, idempotency: IdempotencyKey?, now: Date,
-        render: @Sendable (CommandOutcome) throws -> StoredResponse
+        render: @escaping @Sendable (CommandOutcome) throws -> StoredResponse
     ) async throws -> Execution
 
     /// The account's wallet, with every hold expired by `now` released first.
