@@ -51,76 +51,144 @@ struct ActionReadStatement: PostgresPreparedStatement {
     func decodeRow(_ row: PostgresRow) throws -> PostgresRow { row }
 }
 
-/// Applies an action's plan in one statement, so atomically and in its own transaction: the wallet moves
-/// from the state read only if its row is still that version (`xmin` and `version` unchanged; the update
-/// waits for a concurrent writer and then re-checks the newest version), and every other write hangs on
-/// that update: the ledger entry, the quota counter, the response under its key. A plan that writes
-/// neither an entry nor a counter rewrites the wallet unchanged, which still checks and moves the stamp.
-///
-/// One row — the wallet's new stamp and, after an entry, the id of the account's next entry — or none
-/// when the wallet moved meanwhile. A key stored meanwhile fails the statement (`idempotency_keys_pkey`),
-/// which undoes it whole.
-struct ActionWriteStatement: PostgresPreparedStatement {
-    static let name = "tally_action_write_v1"
-    static let sql = """
-        WITH moved AS (
-          UPDATE wallets SET balance = $4::BIGINT, held = $5::BIGINT, version = $6::BIGINT
-          WHERE user_id = $1::TEXT AND version = $2::BIGINT AND xmin::text = $3::TEXT
-          RETURNING xmin::text AS stamp
-        ), appended AS (
-          INSERT INTO ledger_entries (id, user_id, kind, amount, held_change, balance_after, held_after, reason, created_at)
-          OVERRIDING SYSTEM VALUE
-          SELECT $7::BIGINT, $1::TEXT, $8::TEXT, $9::BIGINT, $10::BIGINT, $4::BIGINT, $5::BIGINT, $11::TEXT, $12::BIGINT
-          FROM moved WHERE $7::BIGINT IS NOT NULL
-        ), counted AS (
-          INSERT INTO quota_counters (user_id, quota, used, window_end)
-          SELECT $1::TEXT, $13::TEXT, $14::BIGINT, $15::BIGINT FROM moved WHERE $13::TEXT IS NOT NULL
-          ON CONFLICT (user_id, quota) DO UPDATE SET used = excluded.used, window_end = excluded.window_end
-        ), remembered AS (
-          INSERT INTO idempotency_keys (scope, key, fingerprint, status, body, created_at)
-          SELECT $16::TEXT, $17::TEXT, $18::TEXT, $19::BIGINT, $20::BYTEA, $12::BIGINT
-          FROM moved WHERE $17::TEXT IS NOT NULL
-        )
-        SELECT stamp, CASE WHEN $7::BIGINT IS NOT NULL THEN nextval('ledger_entries_id_seq') END FROM moved
-        """
-    typealias Row = PostgresRow
-
-    /// The account as read (its wallet is what the compare-and-set expects).
+/// One optimistic action's write: the account as read (its wallet is what the compare-and-set expects),
+/// the plan, the response to keep under the key, and the moment it happens.
+struct ActionWrite: Sendable {
     var account: CachedAccount
     var plan: LedgerPlan
     var remembered: Remembered?
     var now: Date
+}
+
+/// What a write that went through left: the wallet row's new stamp and, after an entry, an id for the
+/// account's next entry.
+struct ActionWritten: Sendable {
+    var stamp: String
+    var nextEntryId: Int64?
+}
+
+/// Applies the plans of several actions (of distinct accounts) in one statement, so in one transaction
+/// and one commit (see ``WriteBatcher``). Each wallet moves from the state read only if its row is still
+/// that version (`xmin` and `version` unchanged; the update waits for a concurrent writer and then
+/// re-checks the newest version), and every other write of that action hangs on its wallet's update: the
+/// ledger entry, the quota counter, the response under its key. A plan that writes neither an entry nor a
+/// counter rewrites the wallet unchanged, which still checks and moves the stamp.
+///
+/// One row per wallet that moved — its user, new stamp and, after an entry, the id of the account's next
+/// entry; a write whose wallet moved meanwhile has no row. A key stored meanwhile fails the statement
+/// (`idempotency_keys_pkey`), which undoes it whole. Absent optional values travel as sentinels that no
+/// real value takes (entry id 0, empty quota name, empty key), because arrays carry no `NULL`s here.
+struct ActionBatchWriteStatement: PostgresPreparedStatement {
+    static let name = "tally_action_batch_write_v1"
+    static let sql = """
+        WITH b AS MATERIALIZED (
+          SELECT * FROM unnest(
+            $1::TEXT[], $2::BIGINT[], $3::TEXT[], $4::BIGINT[], $5::BIGINT[], $6::BIGINT[],
+            $7::BIGINT[], $8::TEXT[], $9::BIGINT[], $10::BIGINT[], $11::TEXT[], $12::BOOLEAN[], $13::BIGINT[],
+            $14::TEXT[], $15::BIGINT[], $16::BIGINT[],
+            $17::TEXT[], $18::TEXT[], $19::TEXT[], $20::BIGINT[], $21::BYTEA[]
+          ) AS b(user_id, version, stamp, balance, held, new_version,
+                 entry_id, kind, amount, held_change, reason, has_reason, created_at,
+                 quota, used, window_end,
+                 scope, key, fingerprint, status, body)
+        ), moved AS (
+          UPDATE wallets w SET balance = b.balance, held = b.held, version = b.new_version
+          FROM b WHERE w.user_id = b.user_id AND w.version = b.version AND w.xmin::text = b.stamp
+          RETURNING w.user_id, w.xmin::text AS stamp
+        ), appended AS (
+          INSERT INTO ledger_entries (id, user_id, kind, amount, held_change, balance_after, held_after, reason, created_at)
+          OVERRIDING SYSTEM VALUE
+          SELECT b.entry_id, b.user_id, b.kind, b.amount, b.held_change, b.balance, b.held,
+                 CASE WHEN b.has_reason THEN b.reason END, b.created_at
+          FROM moved m JOIN b ON b.user_id = m.user_id WHERE b.entry_id <> 0
+        ), counted AS (
+          INSERT INTO quota_counters (user_id, quota, used, window_end)
+          SELECT b.user_id, b.quota, b.used, b.window_end FROM moved m JOIN b ON b.user_id = m.user_id WHERE b.quota <> ''
+          ON CONFLICT (user_id, quota) DO UPDATE SET used = excluded.used, window_end = excluded.window_end
+        ), remembered AS (
+          INSERT INTO idempotency_keys (scope, key, fingerprint, status, body, created_at)
+          SELECT b.scope, b.key, b.fingerprint, b.status, b.body, b.created_at
+          FROM moved m JOIN b ON b.user_id = m.user_id WHERE b.key <> ''
+        )
+        SELECT m.user_id, m.stamp, CASE WHEN b.entry_id <> 0 THEN nextval('ledger_entries_id_seq') END
+        FROM moved m JOIN b ON b.user_id = m.user_id
+        """
+    typealias Row = PostgresRow
+
+    var writes: [ActionWrite]
 
     func makeBindings() throws -> PostgresBindings {
-        let wallet = account.wallet
-        let entry = plan.entry
-        let after = entry.map { wallet.applying($0) } ?? wallet
-        let counter = plan.counter
-        var bindings = PostgresBindings(capacity: 20)
-        bindings.append(account.user.id)
-        bindings.append(wallet.version)
-        bindings.append(account.stamp)
-        bindings.append(after.balance)
-        bindings.append(after.held)
-        bindings.append(after.version)
-        bindings.append(entry == nil ? nil : account.entryId)
-        bindings.append(entry?.kind.rawValue)
-        bindings.append(entry?.amount)
-        bindings.append(entry?.heldChange)
-        bindings.append(entry?.reason)
-        bindings.append(now.millis)
-        bindings.append(counter?.quota)
-        bindings.append(counter.map { Int64($0.value.used) })
-        bindings.append(counter?.value.windowEnd.millis)
-        bindings.append(remembered?.key.scope)
-        bindings.append(remembered?.key.key)
-        bindings.append(remembered?.key.fingerprint)
-        bindings.append(remembered.map { Int64($0.response.status) })
-        try bindings.append(remembered.map { Data($0.response.body) })
+        var userId: [String] = [], version: [Int64] = [], stamp: [String] = []
+        var balance: [Int64] = [], held: [Int64] = [], newVersion: [Int64] = []
+        var entryId: [Int64] = [], kind: [String] = [], amount: [Int64] = [], heldChange: [Int64] = []
+        var reason: [String] = [], hasReason: [Bool] = [], createdAt: [Int64] = []
+        var quota: [String] = [], used: [Int64] = [], windowEnd: [Int64] = []
+        var scope: [String] = [], key: [String] = [], fingerprint: [String] = [], status: [Int64] = []
+        var body: [ByteBuffer] = []
+        // In user order, so that two processes' batches lock shared wallets in the same order (no deadlock).
+        for write in writes.sorted(by: { $0.account.user.id < $1.account.user.id }) {
+            let wallet = write.account.wallet
+            let entry = write.plan.entry
+            let after = entry.map { wallet.applying($0) } ?? wallet
+            userId.append(write.account.user.id)
+            version.append(wallet.version)
+            stamp.append(write.account.stamp)
+            balance.append(after.balance)
+            held.append(after.held)
+            newVersion.append(after.version)
+            entryId.append(entry == nil ? 0 : write.account.entryId ?? 0)
+            kind.append(entry?.kind.rawValue ?? "")
+            amount.append(entry?.amount ?? 0)
+            heldChange.append(entry?.heldChange ?? 0)
+            reason.append(entry?.reason ?? "")
+            hasReason.append(entry?.reason != nil)
+            createdAt.append(write.now.millis)
+            quota.append(write.plan.counter?.quota ?? "")
+            used.append(write.plan.counter.map { Int64($0.value.used) } ?? 0)
+            windowEnd.append(write.plan.counter?.value.windowEnd.millis ?? 0)
+            scope.append(write.remembered?.key.scope ?? "")
+            key.append(write.remembered?.key.key ?? "")
+            fingerprint.append(write.remembered?.key.fingerprint ?? "")
+            status.append(Int64(write.remembered?.response.status ?? 0))
+            body.append(ByteBuffer(bytes: write.remembered?.response.body ?? []))
+        }
+        var bindings = PostgresBindings(capacity: 21)
+        bindings.append(userId)
+        bindings.append(version)
+        bindings.append(stamp)
+        bindings.append(balance)
+        bindings.append(held)
+        bindings.append(newVersion)
+        bindings.append(entryId)
+        bindings.append(kind)
+        bindings.append(amount)
+        bindings.append(heldChange)
+        bindings.append(reason)
+        bindings.append(hasReason)
+        bindings.append(createdAt)
+        bindings.append(quota)
+        bindings.append(used)
+        bindings.append(windowEnd)
+        bindings.append(scope)
+        bindings.append(key)
+        bindings.append(fingerprint)
+        bindings.append(status)
+        bindings.append(body)
         return bindings
     }
 
     func decodeRow(_ row: PostgresRow) throws -> PostgresRow { row }
+
+    /// Each write's result, in the order of ``writes``: `nil` for a write whose wallet moved.
+    func results(_ rows: [PostgresRow]) throws -> [ActionWritten?] {
+        var byUser: [String: ActionWritten] = [:]
+        for row in rows {
+            var cells = Cells(row)
+            let userId: String = try cells.next()
+            byUser[userId] = ActionWritten(stamp: try cells.next(), nextEntryId: try cells.next())
+        }
+        return writes.map { byUser[$0.account.user.id] }
+    }
 }
 
 extension PostgresStore {

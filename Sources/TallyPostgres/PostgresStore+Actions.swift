@@ -21,7 +21,8 @@ extension PostgresStore {
     /// Runs an action without a transaction of its own: plans from the account as this process last wrote
     /// it (``AccountCache``), or as one statement reads it with the idempotency lookup, then applies the plan
     /// in one statement whose wallet compare-and-set covers everything the plan read
-    /// (``ActionWriteStatement``). The wallet row is locked only for that statement and its commit.
+    /// (``ActionBatchWriteStatement``, sent with the writes of other accounts waiting at the same time, see
+    /// ``WriteBatcher``). The wallet row is locked only for that statement and its commit.
     ///
     /// A cached account that moved meanwhile (another process wrote it) is read afresh once. A refusal is
     /// answered only from a fresh read, which also looked the key up; a concurrent duplicate of the key
@@ -31,7 +32,7 @@ extension PostgresStore {
     /// (contention across processes: the locking path queues on the row lock instead of retrying).
     func performOptimistically(
         _ command: Command, action: ActionSpec, idempotency: IdempotencyKey?, now: Date,
-        render: @Sendable (CommandOutcome) throws -> StoredResponse
+        render: @escaping @Sendable (CommandOutcome) throws -> StoredResponse
     ) async throws -> Execution? {
         let userId = command.userId
         let known = accounts.account(userId)
@@ -85,40 +86,55 @@ extension PostgresStore {
                 // Nothing to write (a premium use without a key): the read was the whole command.
                 return .executed(response)
             }
-            let write = ActionWriteStatement(
-                account: account, plan: plan, remembered: idempotency.map { ($0, response) }, now: now)
-            let rows: [PostgresRow]
+            let write = ActionWrite(account: account, plan: plan, remembered: idempotency.map { ($0, response) }, now: now)
+            let written: ActionWritten?
             do {
-                rows = try await conflicting { try await prepared(write) }
+                written = try await send(write)
             } catch is Conflict {
                 trusted = fresh && trusted
                 continue
             }
-            guard let row = rows.first else {
+            guard let written else {
                 // The wallet moved: another process wrote it (this one's actions take turns).
                 (trusted, expectedStamp) = (false, nil)
                 continue
             }
-            accounts.store(try Self.written(plan, on: account, result: row), trusted: trusted)
+            accounts.store(Self.written(plan, on: account, result: written), trusted: trusted)
             return .executed(response)
         }
     }
 
     /// The account as the write left it: the plan applied, the wallet's new stamp, and (after an entry) the
     /// id for the next one, from the write's row.
-    private static func written(_ plan: LedgerPlan, on account: CachedAccount, result row: PostgresRow) throws -> CachedAccount {
-        var cells = Cells(row)
+    private static func written(_ plan: LedgerPlan, on account: CachedAccount, result: ActionWritten) -> CachedAccount {
         var after = account
-        after.stamp = try cells.next()
-        let nextEntryId: Int64? = try cells.next()
+        after.stamp = result.stamp
         if let entry = plan.entry {
             after.wallet = account.wallet.applying(entry)
-            after.entryId = nextEntryId
+            after.entryId = result.nextEntryId
         }
         if let (quota, counter) = plan.counter {
             after.counters[quota] = QuotaCounter(used: counter.used, windowEnd: Date(millis: counter.windowEnd.millis))
         }
         return after
+    }
+
+    /// Sends `write` through the ``WriteBatcher`` with the writes waiting at the same time; when their batch
+    /// failed as a whole, sends it again on its own. `nil`: the wallet moved.
+    private func send(_ write: ActionWrite) async throws -> ActionWritten? {
+        try await conflicting {
+            do {
+                return try await batcher.write(write, send: sendBatch)
+            } catch is WriteBatcher<ActionWrite, ActionWritten>.BatchFailed {
+                return try await sendBatch([write])[0]
+            }
+        }
+    }
+
+    /// One batch of writes as one statement (``ActionBatchWriteStatement``).
+    private func sendBatch(_ writes: [ActionWrite]) async throws -> [ActionWritten?] {
+        let statement = ActionBatchWriteStatement(writes: writes)
+        return try statement.results(try await prepared(statement))
     }
 
     /// One statement: the account and the idempotency lookup (``ActionReadStatement``).

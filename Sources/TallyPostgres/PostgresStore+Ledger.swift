@@ -14,7 +14,7 @@ extension PostgresStore {
     /// COMMIT.
     public func execute(
         _ command: Command, idempotency: IdempotencyKey?, now: Date,
-        render: @Sendable (CommandOutcome) throws -> StoredResponse
+        render: @escaping @Sendable (CommandOutcome) throws -> StoredResponse
     ) async throws -> Execution {
         if case .performAction(_, let action, _) = command,
             let execution = try await gate.withTurn(command.userId, {

@@ -18,6 +18,8 @@ public final class PostgresStore: TallyStorage {
     let accounts = AccountCache()
     /// One optimistic action per account at a time in this process.
     let gate = AccountGate()
+    /// Sends the optimistic actions' writes that wait at the same time as one statement.
+    let batcher = WriteBatcher<ActionWrite, ActionWritten>()
 
     /// The default pool size.
     public static let defaultMaximumConnections = 20

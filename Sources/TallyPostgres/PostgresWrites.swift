@@ -13,7 +13,7 @@ extension PostgresStore {
     ///
     /// Every write to what a plan reads rewrites the wallet row — a counter or a profile rewrites it
     /// unchanged — so the row's `xmin` moves and an optimistic action planned from before fails its
-    /// compare-and-set (see ``ActionWriteStatement``).
+    /// compare-and-set (see ``ActionBatchWriteStatement``).
     func apply(
         _ plan: LedgerPlan, to account: LockedAccount, remembering remembered: Remembered?, now: Date,
         on connection: PostgresConnection
