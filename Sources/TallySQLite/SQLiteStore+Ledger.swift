@@ -2,49 +2,82 @@ import Foundation
 import GRDB
 import TallyStore
 
+/// One ledger command, run in the writer's transaction.
+typealias Work = @Sendable (Database) throws -> Execution
+
 extension SQLiteStore: LedgerStore {
     public func execute(
         _ command: Command, idempotency: IdempotencyKey?, now: Date,
-        render: @Sendable (CommandOutcome) throws -> StoredResponse
+        render: @escaping @Sendable (CommandOutcome) throws -> StoredResponse
     ) async throws -> Execution {
-        // GRDB's writer is serial: a duplicate key waits here and then finds the first response.
-        try await withoutActuallyEscaping(render) { render in
-            try await write { db in
-                if let idempotency,
-                    let row = try db.fetchRow(sql: "SELECT fingerprint, status, body FROM idempotency_keys WHERE scope = ? AND key = ?",
-                        arguments: [idempotency.scope, idempotency.key])
-                {
-                    guard (row["fingerprint"] as String) == idempotency.fingerprint else {
-                        throw StoreError(.idempotencyMismatch)
-                    }
-                    return .replayed(StoredResponse(status: row["status"], body: [UInt8](row["body"] as Data)))
-                }
-                var (snapshot, counters) = try Self.snapshot(for: command, now: now, db)
-                // Only an account with something held can have a hold to release first.
-                if snapshot.wallet.held > 0, try self.expireHolds(db, userId: command.userId, now: now) > 0 {
-                    (snapshot, counters) = try Self.snapshot(for: command, now: now, db)
-                }
-                let plan: LedgerPlan
+        let work: Work = { db in try self.execute(command, idempotency: idempotency, now: now, render: render, db) }
+        let result: Result<Execution, any Error>?
+        do {
+            result = try await batcher.write(work, send: executeBatch)
+        } catch is WriteBatcher<Work, Result<Execution, any Error>>.BatchFailed {
+            result = try await executeBatch([work])[0]
+        }
+        guard let result else { preconditionFailure("every command of a batch has a result") }
+        return try result.get()
+    }
+
+    /// Runs the commands of a batch in one write transaction, each in a savepoint of its own: one that
+    /// fails is undone alone and reports its error, and the others commit.
+    private func executeBatch(_ batch: [Work]) async throws -> [Result<Execution, any Error>?] {
+        try await write { db in
+            batch.map { work in
+                var result: Result<Execution, any Error>?
                 do {
-                    plan = try LedgerPlanner.plan(command, snapshot: snapshot, now: now)
-                } catch let error as StoreError {
-                    throw StoreError(error.code, state: AccountState(user: snapshot.user, wallet: snapshot.wallet, counters: counters))
+                    try db.inSavepoint {
+                        result = .success(try work(db))
+                        return .commit
+                    }
+                } catch {
+                    result = .failure(Self.storeError(error))
                 }
-                let outcome = try self.apply(plan, snapshot: snapshot, counters: counters, now: now, db)
-                let response = try render(outcome)
-                if let idempotency {
-                    try db.run(sql: """
-                            INSERT INTO idempotency_keys (scope, key, fingerprint, status, body, created_at)
-                            VALUES (?, ?, ?, ?, ?, ?)
-                            """,
-                        arguments: [
-                            idempotency.scope, idempotency.key, idempotency.fingerprint, response.status,
-                            Data(response.body), now.millis,
-                        ])
-                }
-                return .executed(response)
+                return result
             }
         }
+    }
+
+    /// One command in the caller's transaction: replay, or plan, apply and remember its response.
+    private func execute(
+        _ command: Command, idempotency: IdempotencyKey?, now: Date,
+        render: (CommandOutcome) throws -> StoredResponse, _ db: Database
+    ) throws -> Execution {
+        if let idempotency,
+            let row = try db.fetchRow(sql: "SELECT fingerprint, status, body FROM idempotency_keys WHERE scope = ? AND key = ?",
+                arguments: [idempotency.scope, idempotency.key])
+        {
+            guard (row["fingerprint"] as String) == idempotency.fingerprint else {
+                throw StoreError(.idempotencyMismatch)
+            }
+            return .replayed(StoredResponse(status: row["status"], body: [UInt8](row["body"] as Data)))
+        }
+        var (snapshot, counters) = try Self.snapshot(for: command, now: now, db)
+        // Only an account with something held can have a hold to release first.
+        if snapshot.wallet.held > 0, try self.expireHolds(db, userId: command.userId, now: now) > 0 {
+            (snapshot, counters) = try Self.snapshot(for: command, now: now, db)
+        }
+        let plan: LedgerPlan
+        do throws(StoreError) {
+            plan = try LedgerPlanner.plan(command, snapshot: snapshot, now: now)
+        } catch {
+            throw StoreError(error.code, state: AccountState(user: snapshot.user, wallet: snapshot.wallet, counters: counters))
+        }
+        let outcome = try self.apply(plan, snapshot: snapshot, counters: counters, now: now, db)
+        let response = try render(outcome)
+        if let idempotency {
+            try db.run(sql: """
+                    INSERT INTO idempotency_keys (scope, key, fingerprint, status, body, created_at)
+                    VALUES (?, ?, ?, ?, ?, ?)
+                    """,
+                arguments: [
+                    idempotency.scope, idempotency.key, idempotency.fingerprint, response.status,
+                    Data(response.body), now.millis,
+                ])
+        }
+        return .executed(response)
     }
 
     /// From the wallet cache when it has the account; else a reader answers and fills the cache. The single
