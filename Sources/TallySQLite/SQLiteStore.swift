@@ -1,5 +1,6 @@
 import Foundation
 import GRDB
+import Logging
 import TallyStore
 
 #if canImport(Glibc)
@@ -20,18 +21,32 @@ public final class SQLiteStore: MaintenanceStore {
     let wallets = CommittedCache<CachedWallet>()
     /// The live sessions this process looked up last (id → user); every committed revocation forgets them.
     let sessions = CommittedCache<String>()
+    /// Ledger commands that wait for the writer at the same time share one transaction (``WriteBatcher``).
+    let batcher = WriteBatcher<Work, Result<Execution, any Error>>()
+    /// Checkpoints the write-ahead log off the writer (see ``runCheckpoints()``).
+    private let checkpointer: Checkpointer
+    private let path: String
     /// The open lock file that marks this process as the database's owner.
     private let ownership: Int32
 
     /// Opens (creating if needed) the database at `path`. Call ``migrate()`` before use. Throws
     /// ``DatabaseInUse`` when another store (in this or another process) has the database open.
-    public init(path: String) throws {
+    public convenience init(path: String) throws {
+        try self.init(path: path, checkpointAfter: Checkpointer.threshold)
+    }
+
+    /// Opens the store; the write-ahead log is checkpointed once it holds `checkpointAfter` pages.
+    init(path: String, checkpointAfter pages: Int32) throws {
         ownership = try Self.takeOwnership(of: path)
+        self.path = path
+        let checkpointer = Checkpointer(threshold: pages)
+        self.checkpointer = checkpointer
         var configuration = Configuration()
         configuration.busyMode = .timeout(10)
         configuration.foreignKeysEnabled = true
         configuration.prepareDatabase { db in
             try db.run(sql: "PRAGMA synchronous = NORMAL")
+            checkpointer.watch(db)
         }
         do {
             pool = try DatabasePool(path: path, configuration: configuration)
@@ -63,6 +78,15 @@ public final class SQLiteStore: MaintenanceStore {
             throw DatabaseInUse(lockPath: lockPath)
         }
         return descriptor
+    }
+
+    /// Checkpoints the write-ahead log whenever it grows past 1,000 pages, on a connection of its own, until
+    /// the task is cancelled. A server runs this next to the store; without it the log only grows until the
+    /// store is closed.
+    public func runCheckpoints(logger: Logger) async throws {
+        try await checkpointer.run(path: path, logger: logger) {
+            _ = try await pool.writeWithoutTransaction { db in try db.checkpoint(.passive) }
+        }
     }
 
     // MARK: MaintenanceStore
@@ -125,13 +149,17 @@ public final class SQLiteStore: MaintenanceStore {
     private func run<T>(_ body: () async throws -> T) async throws -> T {
         do {
             return try await body()
-        } catch let error as StoreError {
-            throw error
-        } catch let error as DatabaseError {
-            switch error.resultCode {
-            case .SQLITE_CONSTRAINT: throw StoreError(.invalidInput, underlying: error)
-            default: throw StoreError(.unavailable, underlying: error)
-            }
+        } catch {
+            throw Self.storeError(error)
+        }
+    }
+
+    /// A GRDB error as the ``StoreError`` it means; any other error as it is.
+    static func storeError(_ error: any Error) -> any Error {
+        guard let error = error as? DatabaseError else { return error }
+        switch error.resultCode {
+        case .SQLITE_CONSTRAINT: return StoreError(.invalidInput, underlying: error)
+        default: return StoreError(.unavailable, underlying: error)
         }
     }
 
