@@ -9,12 +9,16 @@ import TallyStore
 // Every parameter carries an explicit cast: the statements are parsed without parameter types, so the
 // server infers them from the SQL, and they must match what PostgresNIO encodes.
 
-/// Reads everything an action plans from, in one statement and without a lock: the user, the wallet with
-/// its row's `xmin` (the compare-and-set stamp: any write to the row makes a new row version with a new
-/// `xmin`), every quota counter, whether an open hold has expired, the response stored under the
-/// idempotency key, and (when asked and the key is unused) a new ledger entry id. No row: no such user.
+/// Reads everything an optimistic command plans from, in one statement and without a lock: the user, the
+/// wallet with its row's `xmin` (the compare-and-set stamp: any write to the row makes a new row version
+/// with a new `xmin`), every quota counter, whether an open hold has expired, the response stored under
+/// the idempotency key, (when asked and the key is unused) a new ledger entry id, and the named hold of the
+/// account. No row: no such user.
+///
+/// The hold needs no lock either: every change to a hold moves `held`, so its wallet row, and the write's
+/// compare-and-set on that row covers the hold as read.
 struct ActionReadStatement: PostgresPreparedStatement {
-    static let name = "tally_action_read_v1"
+    static let name = "tally_action_read_v2"
     static let sql = """
         SELECT u.id, u.email, u.timezone, u.language, u.premium_until, u.created_at,
                w.balance, w.held, w.version, w.xmin::text,
@@ -22,13 +26,15 @@ struct ActionReadStatement: PostgresPreparedStatement {
                w.held > 0 AND EXISTS (
                  SELECT 1 FROM holds h WHERE h.user_id = u.id AND h.status = 'open' AND h.expires_at <= $2::BIGINT),
                k.fingerprint, k.status, k.body,
-               CASE WHEN $3::BOOLEAN AND k.scope IS NULL THEN nextval('ledger_entries_id_seq') END
+               CASE WHEN $3::BOOLEAN AND k.scope IS NULL THEN nextval('ledger_entries_id_seq') END,
+               h.id, h.user_id, h.amount, h.status, h.captured_amount, h.created_at, h.expires_at
         FROM users u JOIN wallets w ON w.user_id = u.id
         LEFT JOIN LATERAL (
           SELECT array_agg(quota) AS quotas, array_agg(used) AS used, array_agg(window_end) AS window_ends
           FROM quota_counters WHERE user_id = u.id
         ) c ON true
         LEFT JOIN idempotency_keys k ON k.scope = $4::TEXT AND k.key = $5::TEXT
+        LEFT JOIN holds h ON h.id = $6::TEXT AND h.user_id = u.id
         WHERE u.id = $1::TEXT
         """
     typealias Row = PostgresRow
@@ -37,14 +43,16 @@ struct ActionReadStatement: PostgresPreparedStatement {
     var now: Date
     var allocateEntryId: Bool
     var key: IdempotencyKey?
+    var holdId: String?
 
     func makeBindings() -> PostgresBindings {
-        var bindings = PostgresBindings(capacity: 5)
+        var bindings = PostgresBindings(capacity: 6)
         bindings.append(userId)
         bindings.append(now.millis)
         bindings.append(allocateEntryId)
         bindings.append(key?.scope)
         bindings.append(key?.key)
+        bindings.append(holdId)
         return bindings
     }
 
@@ -55,6 +63,8 @@ struct ActionReadStatement: PostgresPreparedStatement {
 /// the plan, the response to keep under the key, and the moment it happens.
 struct ActionWrite: Sendable {
     var account: CachedAccount
+    /// The hold the plan settles, as read.
+    var hold: HoldRecord?
     var plan: LedgerPlan
     var remembered: Remembered?
     var now: Date
@@ -67,52 +77,21 @@ struct ActionWritten: Sendable {
     var nextEntryId: Int64?
 }
 
-/// Applies the plans of several actions (of distinct accounts) in one statement, so in one transaction
+/// Applies the plans of several commands (of distinct accounts) in one statement, so in one transaction
 /// and one commit (see ``WriteBatcher``). Each wallet moves from the state read only if its row is still
 /// that version (`xmin` and `version` unchanged; the update waits for a concurrent writer and then
-/// re-checks the newest version), and every other write of that action hangs on its wallet's update: the
-/// ledger entry, the quota counter, the response under its key. A plan that writes neither an entry nor a
-/// counter rewrites the wallet unchanged, which still checks and moves the stamp.
+/// re-checks the newest version), and every other write of that command hangs on its wallet's update: the
+/// ledger entry, the quota counter, the response under its key, a new hold or the settled one. A plan that
+/// writes neither an entry nor a counter rewrites the wallet unchanged, which still checks and moves the
+/// stamp.
 ///
 /// One row per wallet that moved — its user, new stamp and, after an entry, the id of the account's next
 /// entry; a write whose wallet moved meanwhile has no row. A key stored meanwhile fails the statement
 /// (`idempotency_keys_pkey`), which undoes it whole. Absent optional values travel as sentinels that no
-/// real value takes (entry id 0, empty quota name, empty key), because arrays carry no `NULL`s here.
-struct ActionBatchWriteStatement: PostgresPreparedStatement {
-    static let name = "tally_action_batch_write_v1"
-    static let sql = """
-        WITH b AS MATERIALIZED (
-          SELECT * FROM unnest(
-            $1::TEXT[], $2::BIGINT[], $3::TEXT[], $4::BIGINT[], $5::BIGINT[], $6::BIGINT[],
-            $7::BIGINT[], $8::TEXT[], $9::BIGINT[], $10::BIGINT[], $11::TEXT[], $12::BOOLEAN[], $13::BIGINT[],
-            $14::TEXT[], $15::BIGINT[], $16::BIGINT[],
-            $17::TEXT[], $18::TEXT[], $19::TEXT[], $20::BIGINT[], $21::BYTEA[]
-          ) AS b(user_id, version, stamp, balance, held, new_version,
-                 entry_id, kind, amount, held_change, reason, has_reason, created_at,
-                 quota, used, window_end,
-                 scope, key, fingerprint, status, body)
-        ), moved AS (
-          UPDATE wallets w SET balance = b.balance, held = b.held, version = b.new_version
-          FROM b WHERE w.user_id = b.user_id AND w.version = b.version AND w.xmin::text = b.stamp
-          RETURNING w.user_id, w.xmin::text AS stamp
-        ), appended AS (
-          INSERT INTO ledger_entries (id, user_id, kind, amount, held_change, balance_after, held_after, reason, created_at)
-          OVERRIDING SYSTEM VALUE
-          SELECT b.entry_id, b.user_id, b.kind, b.amount, b.held_change, b.balance, b.held,
-                 CASE WHEN b.has_reason THEN b.reason END, b.created_at
-          FROM moved m JOIN b ON b.user_id = m.user_id WHERE b.entry_id <> 0
-        ), counted AS (
-          INSERT INTO quota_counters (user_id, quota, used, window_end)
-          SELECT b.user_id, b.quota, b.used, b.window_end FROM moved m JOIN b ON b.user_id = m.user_id WHERE b.quota <> ''
-          ON CONFLICT (user_id, quota) DO UPDATE SET used = excluded.used, window_end = excluded.window_end
-        ), remembered AS (
-          INSERT INTO idempotency_keys (scope, key, fingerprint, status, body, created_at)
-          SELECT b.scope, b.key, b.fingerprint, b.status, b.body, b.created_at
-          FROM moved m JOIN b ON b.user_id = m.user_id WHERE b.key <> ''
-        )
-        SELECT m.user_id, m.stamp, CASE WHEN b.entry_id <> 0 THEN nextval('ledger_entries_id_seq') END
-        FROM moved m JOIN b ON b.user_id = m.user_id
-        """
+/// real value takes (entry id 0, empty quota name, key or hold id), because arrays carry no `NULL`s here.
+struct ActionBatchWriteStatement<Shape: BatchShape>: PostgresPreparedStatement {
+    static var name: String { Shape.movesHolds ? "tally_batch_write_holds_v1" : "tally_batch_write_v1" }
+    static var sql: String { Shape.sql }
     typealias Row = PostgresRow
 
     var writes: [ActionWrite]
@@ -125,6 +104,8 @@ struct ActionBatchWriteStatement: PostgresPreparedStatement {
         var quota: [String] = [], used: [Int64] = [], windowEnd: [Int64] = []
         var scope: [String] = [], key: [String] = [], fingerprint: [String] = [], status: [Int64] = []
         var body: [ByteBuffer] = []
+        var newHold: [String] = [], newHoldAmount: [Int64] = [], newHoldExpires: [Int64] = []
+        var settledHold: [String] = [], settledStatus: [String] = [], captured: [Int64] = [], hasCaptured: [Bool] = []
         // In user order, so that two processes' batches lock shared wallets in the same order (no deadlock).
         for write in writes.sorted(by: { $0.account.user.id < $1.account.user.id }) {
             let wallet = write.account.wallet
@@ -151,8 +132,17 @@ struct ActionBatchWriteStatement: PostgresPreparedStatement {
             fingerprint.append(write.remembered?.key.fingerprint ?? "")
             status.append(Int64(write.remembered?.response.status ?? 0))
             body.append(ByteBuffer(bytes: write.remembered?.response.body ?? []))
+            let hold = write.plan.newHold
+            newHold.append(hold?.id ?? "")
+            newHoldAmount.append(hold?.amount ?? 0)
+            newHoldExpires.append(hold?.expiresAt.millis ?? 0)
+            let settle = write.plan.settleHold
+            settledHold.append(settle == nil ? "" : write.hold?.id ?? "")
+            settledStatus.append(settle?.status.rawValue ?? "")
+            captured.append(settle?.capturedAmount ?? 0)
+            hasCaptured.append(settle?.capturedAmount != nil)
         }
-        var bindings = PostgresBindings(capacity: 21)
+        var bindings = PostgresBindings(capacity: Shape.movesHolds ? 28 : 21)
         bindings.append(userId)
         bindings.append(version)
         bindings.append(stamp)
@@ -174,6 +164,14 @@ struct ActionBatchWriteStatement: PostgresPreparedStatement {
         bindings.append(fingerprint)
         bindings.append(status)
         bindings.append(body)
+        guard Shape.movesHolds else { return bindings }
+        bindings.append(newHold)
+        bindings.append(newHoldAmount)
+        bindings.append(newHoldExpires)
+        bindings.append(settledHold)
+        bindings.append(settledStatus)
+        bindings.append(captured)
+        bindings.append(hasCaptured)
         return bindings
     }
 
@@ -189,6 +187,85 @@ struct ActionBatchWriteStatement: PostgresPreparedStatement {
         }
         return writes.map { byUser[$0.account.user.id] }
     }
+}
+
+/// Which of the two batch statements: the one for batches that create or settle a hold has two more
+/// writes, which cost every batch (measured: about a tenth of the action rate) when carried needlessly.
+protocol BatchShape {
+    static var movesHolds: Bool { get }
+    /// The statement's text (``batchSQL(movesHolds:)``).
+    static var sql: String { get }
+}
+
+/// The batch statement, with or without the hold writes.
+private func batchSQL(movesHolds: Bool) -> String {
+    let holdColumns = movesHolds ? ",\n    $22::TEXT[], $23::BIGINT[], $24::BIGINT[], $25::TEXT[], $26::TEXT[], $27::BIGINT[], $28::BOOLEAN[]" : ""
+    let holdNames = movesHolds ? ",\n    new_hold, new_hold_amount, new_hold_expires, settled_hold, settled_status, captured, has_captured" : ""
+    let holdWrites = movesHolds ? """
+        , opened AS (
+          INSERT INTO holds (id, user_id, amount, status, created_at, expires_at)
+          SELECT b.new_hold, b.user_id, b.new_hold_amount, 'open', b.created_at, b.new_hold_expires
+          FROM moved m JOIN b ON b.user_id = m.user_id WHERE b.new_hold <> ''
+        ), settled AS (
+          UPDATE holds h SET status = b.settled_status, captured_amount = CASE WHEN b.has_captured THEN b.captured END,
+                 settled_at = b.created_at
+          FROM moved m JOIN b ON b.user_id = m.user_id
+          WHERE b.settled_hold <> '' AND h.id = b.settled_hold AND h.user_id = b.user_id AND h.status = 'open'
+          RETURNING h.user_id
+        )
+        """ : ""
+    // A hold read open cannot have been settled under an unmoved wallet; if it was, fail (a cast that
+    // cannot succeed, evaluated per row, not folded at planning) and so undo everything.
+    let holdCheck = movesHolds ? """
+        CASE WHEN b.settled_hold <> '' AND NOT EXISTS (SELECT 1 FROM settled s WHERE s.user_id = m.user_id)
+             THEN ('hold ' || b.settled_hold || ' was not open')::BIGINT END
+        """ : "NULL::BIGINT"
+    return """
+        WITH b AS MATERIALIZED (
+          SELECT * FROM unnest(
+            $1::TEXT[], $2::BIGINT[], $3::TEXT[], $4::BIGINT[], $5::BIGINT[], $6::BIGINT[],
+            $7::BIGINT[], $8::TEXT[], $9::BIGINT[], $10::BIGINT[], $11::TEXT[], $12::BOOLEAN[], $13::BIGINT[],
+            $14::TEXT[], $15::BIGINT[], $16::BIGINT[],
+            $17::TEXT[], $18::TEXT[], $19::TEXT[], $20::BIGINT[], $21::BYTEA[]\(holdColumns)
+          ) AS b(user_id, version, stamp, balance, held, new_version,
+                 entry_id, kind, amount, held_change, reason, has_reason, created_at,
+                 quota, used, window_end,
+                 scope, key, fingerprint, status, body\(holdNames))
+        ), moved AS (
+          UPDATE wallets w SET balance = b.balance, held = b.held, version = b.new_version
+          FROM b WHERE w.user_id = b.user_id AND w.version = b.version AND w.xmin::text = b.stamp
+          RETURNING w.user_id, w.xmin::text AS stamp
+        ), appended AS (
+          INSERT INTO ledger_entries (id, user_id, kind, amount, held_change, balance_after, held_after, reason, created_at)
+          OVERRIDING SYSTEM VALUE
+          SELECT b.entry_id, b.user_id, b.kind, b.amount, b.held_change, b.balance, b.held,
+                 CASE WHEN b.has_reason THEN b.reason END, b.created_at
+          FROM moved m JOIN b ON b.user_id = m.user_id WHERE b.entry_id <> 0
+        ), counted AS (
+          INSERT INTO quota_counters (user_id, quota, used, window_end)
+          SELECT b.user_id, b.quota, b.used, b.window_end FROM moved m JOIN b ON b.user_id = m.user_id WHERE b.quota <> ''
+          ON CONFLICT (user_id, quota) DO UPDATE SET used = excluded.used, window_end = excluded.window_end
+        ), remembered AS (
+          INSERT INTO idempotency_keys (scope, key, fingerprint, status, body, created_at)
+          SELECT b.scope, b.key, b.fingerprint, b.status, b.body, b.created_at
+          FROM moved m JOIN b ON b.user_id = m.user_id WHERE b.key <> ''
+        )\(holdWrites)
+        SELECT m.user_id, m.stamp, CASE WHEN b.entry_id <> 0 THEN nextval('ledger_entries_id_seq') END,
+               \(holdCheck)
+        FROM moved m JOIN b ON b.user_id = m.user_id
+        """
+}
+
+/// Batches whose writes touch no hold.
+enum LedgerWrites: BatchShape {
+    static let movesHolds = false
+    static let sql = batchSQL(movesHolds: false)
+}
+
+/// Batches with at least one write that creates or settles a hold.
+enum HoldWrites: BatchShape {
+    static let movesHolds = true
+    static let sql = batchSQL(movesHolds: true)
 }
 
 extension PostgresStore {

@@ -7,19 +7,21 @@ import TallyStore
 enum ActionRead {
     /// The key was used before with this request.
     case replay(StoredResponse)
-    /// The account, ready to plan.
-    case account(CachedAccount)
+    /// The account, ready to plan, and the hold the command names (if it exists).
+    case account(CachedAccount, hold: HoldRecord?)
     /// No such user, or an open hold has expired: the locking path handles it.
     case fallBack
 }
 
 extension PostgresStore {
-    /// How many times an action reads its account afresh to try again optimistically before it takes the
+    /// How many times a command reads its account afresh to try again optimistically before it takes the
     /// locking path (which, under contention on one wallet, wastes no writes: it queues on the row lock).
     static let optimisticReads = 1
 
-    /// Runs an action without a transaction of its own: plans from the account as this process last wrote
-    /// it (``AccountCache``), or as one statement reads it with the idempotency lookup, then applies the plan
+    /// Runs a ledger command (an action, a grant, a hold created, captured or released) without a
+    /// transaction of its own: plans from the account as this process last wrote it (``AccountCache``; not
+    /// for a command on an existing hold, which is read), or as one statement reads it with the idempotency
+    /// lookup and the named hold, then applies the plan
     /// in one statement whose wallet compare-and-set covers everything the plan read
     /// (``ActionBatchWriteStatement``, sent with the writes of other accounts waiting at the same time, see
     /// ``WriteBatcher``). The wallet row is locked only for that statement and its commit.
@@ -31,11 +33,14 @@ extension PostgresStore {
     /// user's key, or `.userNotFound`), or the wallet moved under a write planned from a fresh read
     /// (contention across processes: the locking path queues on the row lock instead of retrying).
     func performOptimistically(
-        _ command: Command, action: ActionSpec, idempotency: IdempotencyKey?, now: Date,
+        _ command: Command, idempotency: IdempotencyKey?, now: Date,
         render: @escaping @Sendable (CommandOutcome) throws -> StoredResponse
     ) async throws -> Execution? {
         let userId = command.userId
-        let known = accounts.account(userId)
+        let holdId = Self.holdId(of: command)
+        var quota: String?
+        if case .performAction(_, let action, _) = command { quota = action.quota }
+        let known = holdId == nil ? accounts.account(userId) : nil
         var cached = known?.trusted == true ? known?.account : nil
         // An untrusted account is checked against the next read: if nobody else wrote it, trust it again.
         var expectedStamp = known?.trusted == false ? known?.account.stamp : nil
@@ -48,26 +53,28 @@ extension PostgresStore {
                 reads += 1
             }
             let account: CachedAccount
+            var hold: HoldRecord?
             if let cached {
                 account = cached
             } else {
                 let read: ActionRead
                 do {
-                    read = try await readForAction(userId: userId, allocateEntryId: action.tokens != nil, key: idempotency, now: now)
+                    read = try await readForAction(
+                        userId: userId, allocateEntryId: Self.mayAppend(command), key: idempotency, holdId: holdId, now: now)
                 } catch is Conflict {
                     continue
                 }
                 switch read {
                 case .replay(let response): return .replayed(response)
                 case .fallBack: return nil
-                case .account(let read): account = read
+                case .account(let read, let named): (account, hold) = (read, named)
                 }
                 if let expectedStamp, expectedStamp == account.stamp { trusted = true }
             }
             cached = nil
 
-            var snapshot = LedgerSnapshot(user: account.user, wallet: account.wallet)
-            if let quota = action.quota { snapshot.counter = account.counters[quota] }
+            var snapshot = LedgerSnapshot(user: account.user, wallet: account.wallet, hold: hold)
+            if let quota { snapshot.counter = account.counters[quota] }
             let plan: LedgerPlan
             do throws(StoreError) {
                 plan = try LedgerPlanner.plan(command, snapshot: snapshot, now: now)
@@ -75,18 +82,22 @@ extension PostgresStore {
                 guard fresh else { continue }
                 throw StoreError(error.code, state: account.state)
             }
-            guard plan.newHold == nil, plan.settleHold == nil, plan.user == nil else { return nil }
+            // A profile change, or a hold that moves without an entry, takes the locking path.
+            guard plan.user == nil, plan.entry != nil || (plan.newHold == nil && plan.settleHold == nil) else { return nil }
             if plan.entry != nil, account.entryId == nil {
                 guard fresh else { continue }
                 return nil
             }
 
-            let response = try render(Self.outcome(of: plan, on: account.locked, now: now))
+            var locked = account.locked
+            locked.hold = hold
+            let response = try render(Self.outcome(of: plan, on: locked, now: now))
             if fresh, plan.entry == nil, plan.counter == nil, idempotency == nil {
                 // Nothing to write (a premium use without a key): the read was the whole command.
                 return .executed(response)
             }
-            let write = ActionWrite(account: account, plan: plan, remembered: idempotency.map { ($0, response) }, now: now)
+            let write = ActionWrite(
+                account: account, hold: hold, plan: plan, remembered: idempotency.map { ($0, response) }, now: now)
             let written: ActionWritten?
             do {
                 written = try await send(write)
@@ -133,14 +144,21 @@ extension PostgresStore {
 
     /// One batch of writes as one statement (``ActionBatchWriteStatement``).
     private func sendBatch(_ writes: [ActionWrite]) async throws -> [ActionWritten?] {
-        let statement = ActionBatchWriteStatement(writes: writes)
+        if writes.contains(where: { $0.plan.newHold != nil || $0.plan.settleHold != nil }) {
+            let statement = ActionBatchWriteStatement<HoldWrites>(writes: writes)
+            return try statement.results(try await prepared(statement))
+        }
+        let statement = ActionBatchWriteStatement<LedgerWrites>(writes: writes)
         return try statement.results(try await prepared(statement))
     }
 
-    /// One statement: the account and the idempotency lookup (``ActionReadStatement``).
-    private func readForAction(userId: String, allocateEntryId: Bool, key: IdempotencyKey?, now: Date) async throws -> ActionRead {
+    /// One statement: the account, the idempotency lookup and the named hold (``ActionReadStatement``).
+    private func readForAction(
+        userId: String, allocateEntryId: Bool, key: IdempotencyKey?, holdId: String?, now: Date
+    ) async throws -> ActionRead {
         let rows = try await conflicting {
-            try await prepared(ActionReadStatement(userId: userId, now: now, allocateEntryId: allocateEntryId, key: key))
+            try await prepared(
+                ActionReadStatement(userId: userId, now: now, allocateEntryId: allocateEntryId, key: key, holdId: holdId))
         }
         guard let row = rows.first else { return .fallBack }
         var cells = Cells(row)
@@ -153,12 +171,13 @@ extension PostgresStore {
         let status: Int64? = try cells.next()
         let body: Data? = try cells.next()
         let entryId: Int64? = try cells.next()
+        let hold = try HoldRecord.read(&cells)
         if let key, let fingerprint, let status, let body {
             guard fingerprint == key.fingerprint else { throw StoreError(.idempotencyMismatch) }
             return .replay(StoredResponse(status: Int(status), body: [UInt8](body)))
         }
         guard !hasExpiredHolds else { return .fallBack }
-        return .account(CachedAccount(user: user, wallet: wallet, counters: counters, stamp: stamp, entryId: entryId))
+        return .account(CachedAccount(user: user, wallet: wallet, counters: counters, stamp: stamp, entryId: entryId), hold: hold)
     }
 
     /// Runs `work`, turning what another writer caused (the key stored meanwhile, a serialization failure, a

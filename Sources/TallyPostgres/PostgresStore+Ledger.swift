@@ -16,9 +16,9 @@ extension PostgresStore {
         _ command: Command, idempotency: IdempotencyKey?, now: Date,
         render: @escaping @Sendable (CommandOutcome) throws -> StoredResponse
     ) async throws -> Execution {
-        if case .performAction(_, let action, _) = command,
+        if Self.isLedgerCommand(command),
             let execution = try await gate.withTurn(command.userId, {
-                try await performOptimistically(command, action: action, idempotency: idempotency, now: now, render: render)
+                try await performOptimistically(command, idempotency: idempotency, now: now, render: render)
             })
         {
             return execution
@@ -137,6 +137,14 @@ extension PostgresStore {
         switch command {
         case .grant, .createHold, .captureHold, .releaseHold: return true
         case .performAction(_, let action, _): return action.tokens != nil
+        case .setPremium, .updateProfile: return false
+        }
+    }
+
+    /// Whether the command only moves the ledger (so the optimistic path may run it), not the profile.
+    static func isLedgerCommand(_ command: Command) -> Bool {
+        switch command {
+        case .grant, .createHold, .captureHold, .releaseHold, .performAction: return true
         case .setPremium, .updateProfile: return false
         }
     }

@@ -41,7 +41,8 @@ public protocol LedgerStore: Sendable {
     /// Runs `command` in one transaction: replays an earlier response when `idempotency` was seen before
     /// with the same fingerprint, throws `.idempotencyMismatch` when with another; releases the account's
     /// expired holds; applies ``LedgerPlanner``'s plan; renders the response with `render` and stores it
-    /// under the key. A refusal (thrown ``StoreError``) leaves nothing behind, and carries the account
+    /// under the key. `render` may also run for an attempt the store then abandons (one planned from a
+    /// cached account whose key turns out to be used); a replay always returns the stored response. A refusal (thrown ``StoreError``) leaves nothing behind, and carries the account
     /// state for `.insufficientTokens` and `.quotaExhausted`.
     func execute(
         _ command: Command, idempotency: IdempotencyKey?, now: Date,
