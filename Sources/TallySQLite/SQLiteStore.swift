@@ -1,6 +1,5 @@
 import Foundation
 import GRDB
-import Logging
 import TallyStore
 
 #if canImport(Glibc)
@@ -23,30 +22,18 @@ public final class SQLiteStore: MaintenanceStore {
     let sessions = CommittedCache<String>()
     /// Ledger commands that wait for the writer at the same time share one transaction (``WriteBatcher``).
     let batcher = WriteBatcher<Work, Result<Execution, any Error>>()
-    /// Checkpoints the write-ahead log off the writer (see ``runCheckpoints()``).
-    private let checkpointer: Checkpointer
-    private let path: String
     /// The open lock file that marks this process as the database's owner.
     private let ownership: Int32
 
     /// Opens (creating if needed) the database at `path`. Call ``migrate()`` before use. Throws
     /// ``DatabaseInUse`` when another store (in this or another process) has the database open.
-    public convenience init(path: String) throws {
-        try self.init(path: path, checkpointAfter: Checkpointer.threshold)
-    }
-
-    /// Opens the store; the write-ahead log is checkpointed once it holds `checkpointAfter` pages.
-    init(path: String, checkpointAfter pages: Int32) throws {
+    public init(path: String) throws {
         ownership = try Self.takeOwnership(of: path)
-        self.path = path
-        let checkpointer = Checkpointer(threshold: pages)
-        self.checkpointer = checkpointer
         var configuration = Configuration()
         configuration.busyMode = .timeout(10)
         configuration.foreignKeysEnabled = true
         configuration.prepareDatabase { db in
             try db.run(sql: "PRAGMA synchronous = NORMAL")
-            checkpointer.watch(db)
         }
         do {
             pool = try DatabasePool(path: path, configuration: configuration)
@@ -78,15 +65,6 @@ public final class SQLiteStore: MaintenanceStore {
             throw DatabaseInUse(lockPath: lockPath)
         }
         return descriptor
-    }
-
-    /// Checkpoints the write-ahead log whenever it grows past 1,000 pages, on a connection of its own, until
-    /// the task is cancelled. A server runs this next to the store; without it the log only grows until the
-    /// store is closed.
-    public func runCheckpoints(logger: Logger) async throws {
-        try await checkpointer.run(path: path, logger: logger) {
-            _ = try await pool.writeWithoutTransaction { db in try db.checkpoint(.passive) }
-        }
     }
 
     // MARK: MaintenanceStore

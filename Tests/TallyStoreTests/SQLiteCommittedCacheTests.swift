@@ -1,6 +1,5 @@
 import Foundation
 import GRDB
-import Logging
 import Testing
 import TallyStore
 
@@ -91,42 +90,5 @@ struct SQLiteCommittedCacheTests {
             #expect(served != nil && served == committed)
             #expect(served?.balance == 101)
         }
-    }
-}
-
-/// The embedded store's write-ahead log is checkpointed on a connection of its own, not by the writer.
-@Suite("SQLite checkpoints off the writer")
-struct SQLiteCheckpointTests {
-    /// Runs 300 grants on a fresh store (checkpoint wanted after 20 log pages) and returns the log's size
-    /// in bytes afterwards, with the checkpoint service running or not.
-    func logSize(checkpointing: Bool) async throws -> Int {
-        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("tally-wal-\(randomId())")
-        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
-        defer { try? FileManager.default.removeItem(at: directory) }
-        let path = directory.appendingPathComponent("tally.sqlite").path
-        let store = try SQLiteStore(path: path, checkpointAfter: 20)
-        try await store.migrate()
-        let fixture = Fixture(store: store, kind: .sqlite, clock: ManualClock(defaultStart))
-        let userId = try await fixture.newUser()
-        return try await withThrowingTaskGroup(of: Void.self) { group in
-            if checkpointing { group.addTask { try await store.runCheckpoints(logger: Logger(label: "test")) } }
-            for _ in 0..<300 {
-                try await fixture.run(.grant(userId: userId, amount: 1, reason: "wal"))
-                await Task.yield()
-            }
-            let size = try FileManager.default.attributesOfItem(atPath: path + "-wal")[.size] as? Int ?? -1
-            group.cancelAll()
-            try await group.waitForAll()  // a checkpoint that failed fails the test
-            return size
-        }
-    }
-
-    @Test("With the checkpoint service the log stays short; without it, it only grows")
-    func logStaysShort() async throws {
-        let page = 4096
-        let unchecked = try await logSize(checkpointing: false)
-        #expect(unchecked > 300 * page, "300 transactions write well over 300 pages: \(unchecked / page)")
-        let checked = try await logSize(checkpointing: true)
-        #expect(checked < 100 * page, "the log was restarted after checkpoints: \(checked / page) pages")
     }
 }

@@ -4,10 +4,11 @@ import Logging
 import Metrics
 import Prometheus
 import ServiceLifecycle
+import TallySQLite
 import TallyStore
 
 /// Builds the Tally server: opens the store named by the configuration, adds the routes, and
-/// composes the services (database client or checkpoints, housekeeping, HTTP server) into one application.
+/// composes the services (database client, housekeeping, HTTP server) into one application.
 ///
 /// Migrations and secrets load before the server accepts connections. `configureRouter` lets an
 /// embedding app add its own routes next to Tally's, with access to the same services.
@@ -25,9 +26,8 @@ public func buildApplication(
         services.append(postgres.service)
         store = postgres.store
     } else {
-        let sqlite = try makeSQLiteStore(dataDirectory: configuration.dataDirectory, logger: logger)
-        services.append(sqlite.service)
-        store = sqlite.store
+        try FileManager.default.createDirectory(atPath: configuration.dataDirectory, withIntermediateDirectories: true)
+        store = try SQLiteStore(path: (configuration.dataDirectory as NSString).appendingPathComponent("tally.sqlite"))
     }
     let registry = PrometheusCollectorRegistry()
     let tally = TallyServices(
