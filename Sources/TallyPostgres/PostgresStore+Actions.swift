@@ -144,12 +144,12 @@ extension PostgresStore {
 
     /// One batch of writes as one statement (``ActionBatchWriteStatement``).
     private func sendBatch(_ writes: [ActionWrite]) async throws -> [ActionWritten?] {
-        if writes.contains(where: { $0.plan.newHold != nil || $0.plan.settleHold != nil }) {
-            let statement = ActionBatchWriteStatement<HoldWrites>(writes: writes)
+        func send<Shape: BatchShape>(_: Shape.Type) async throws -> [ActionWritten?] {
+            let statement = ActionBatchWriteStatement<Shape>(writes: writes)
             return try statement.results(try await prepared(statement))
         }
-        let statement = ActionBatchWriteStatement<LedgerWrites>(writes: writes)
-        return try statement.results(try await prepared(statement))
+        let movesHolds = writes.contains { $0.plan.newHold != nil || $0.plan.settleHold != nil }
+        return movesHolds ? try await send(HoldWrites.self) : try await send(LedgerWrites.self)
     }
 
     /// One statement: the account, the idempotency lookup and the named hold (``ActionReadStatement``).

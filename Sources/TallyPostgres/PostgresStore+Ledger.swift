@@ -4,10 +4,10 @@ import PostgresNIO
 import TallyStore
 
 extension PostgresStore {
-    /// An action first runs optimistically (``performOptimistically(_:action:idempotency:now:render:)``: one
-    /// statement, or a read and a write, with no transaction around them; the actions of one account take
-    /// turns in this process, see ``AccountGate``). Everything else, and an action the optimistic path hands
-    /// back, runs in one locking transaction, three statements between BEGIN and COMMIT in the common case:
+    /// A ledger command (action, grant, hold) first runs optimistically
+    /// (``performOptimistically(_:idempotency:now:render:)``: one statement, or a read and a write, with no
+    /// transaction around them; the commands of one account take turns in this process, see ``AccountGate``).
+    /// Profile changes, and what the optimistic path hands back, run in one locking transaction, three statements between BEGIN and COMMIT in the common case:
     /// the key's advisory lock with its stored response and the wallet's row lock (or the row lock alone
     /// without a key); the account read after the lock (counters, expired and named holds, the next entry
     /// id); the planned writes with the response stored under the key. A replay is BEGIN, one statement,
@@ -79,23 +79,15 @@ extension PostgresStore {
     /// One statement reads the account, wallet and counters (and whether a hold has expired; only then
     /// a transaction locks the wallet and releases the expired holds).
     public func accountState(userId: String, now: Date) async throws -> AccountState? {
-        let rows = try await self.rows(
-            """
-            SELECT u.id, u.email, u.timezone, u.language, u.premium_until, u.created_at,
-                   w.balance, w.held, w.version, c.quotas, c.used, c.window_ends,
-                   w.held > 0 AND EXISTS (
-                     SELECT 1 FROM holds WHERE user_id = u.id AND status = 'open' AND expires_at <= \(now.millis))
-            FROM users u JOIN wallets w ON w.user_id = u.id
-            LEFT JOIN LATERAL (
-              SELECT array_agg(quota) AS quotas, array_agg(used) AS used,
-                     array_agg(window_end) AS window_ends
-              FROM quota_counters WHERE user_id = u.id
-            ) c ON true
-            WHERE u.id = \(userId)
-            """)
+        // The optimistic commands' own read (prepared once per connection), without key, entry id or hold.
+        let read = ActionReadStatement(userId: userId, now: now, allocateEntryId: false, key: nil, holdId: nil)
+        let rows = try await retrying { try await prepared(read) }
         guard let row = rows.first else { return nil }
         var cells = Cells(row)
-        let state = AccountState(user: try UserRecord(&cells), wallet: try WalletState(&cells), counters: try readCounters(&cells))
+        let user = try UserRecord(&cells)
+        let wallet = try WalletState(&cells)
+        _ = try cells.next(String.self)  // the wallet row's stamp
+        let state = AccountState(user: user, wallet: wallet, counters: try readCounters(&cells))
         guard try cells.next(Bool.self) else { return state }
         return try await releaseExpiredHolds(userId: userId, now: now)
     }
