@@ -20,7 +20,7 @@ enum PostgresSchema {
         """
 
     /// Every migration, oldest first.
-    static let migrations: [Migration] = [Migration(version: 1, statements: v1)]
+    static let migrations: [Migration] = [Migration(version: 1, statements: v1), Migration(version: 2, statements: v2)]
 
     static let v1: [String] = [
         """
@@ -135,5 +135,20 @@ enum PostgresSchema {
           value TEXT NOT NULL
         )
         """,
+    ]
+
+    /// The revocation feed (PostgreSQL only: an embedded database has one process, which sees its own
+    /// revocations). Sessions revoked and accounts deleted (`session_id` NULL) are listed with the
+    /// database's clock, so that every process can poll the last minute of them (``LiveSessions``).
+    /// No foreign keys: a deleted account's row must outlive the account.
+    static let v2: [String] = [
+        """
+        CREATE TABLE session_revocations (
+          session_id TEXT,
+          user_id TEXT NOT NULL,
+          revoked_at BIGINT NOT NULL DEFAULT (extract(epoch FROM clock_timestamp()) * 1000)::BIGINT
+        )
+        """,
+        "CREATE INDEX session_revocations_time ON session_revocations(revoked_at)",
     ]
 }

@@ -149,23 +149,56 @@ extension PostgresStore {
         // Not claimed: used before, or used by a concurrent call between this statement's snapshot and its
         // update (then it was unused and unexpired here). Either way the token was presented twice.
         if usedAt != nil || expiresAt > now.millis {
-            try await self.rows("UPDATE sessions SET revoked_at = \(now.millis) WHERE id = \(sessionId) AND revoked_at IS NULL")
+            try await revokeSession(id: sessionId, now: now)
             throw StoreError(.refreshTokenReused)
         }
         throw StoreError(.invalidRefreshToken)
     }
 
-    /// Revokes a session (keeps the first revocation time).
+    /// Revokes a session (keeps the first revocation time) and lists it in the revocation feed, in one
+    /// statement; this process forgets it at once, the others at their next poll.
     public func revokeSession(id: String, now: Date) async throws {
-        try await rows("UPDATE sessions SET revoked_at = \(now.millis) WHERE id = \(id) AND revoked_at IS NULL")
+        try await rows(
+            """
+            WITH revoked AS (
+              UPDATE sessions SET revoked_at = \(now.millis) WHERE id = \(id) AND revoked_at IS NULL RETURNING id, user_id
+            )
+            INSERT INTO session_revocations (session_id, user_id) SELECT id, user_id FROM revoked
+            """)
+        sessions.forget(sessionId: id)
     }
 
-    /// The user of a session that is not revoked: one primary-key lookup (``SessionUserStatement``).
+    /// The user of a session that is not revoked: from memory while the revocation feed is fresh
+    /// (``LiveSessions``), else one primary-key lookup (``SessionUserStatement``).
     public func liveSessionUser(sessionId: String) async throws -> String? {
+        if let userId = sessions.user(of: sessionId) { return userId }
+        let epoch = sessions.epoch
         guard let row = try await retrying({ try await prepared(SessionUserStatement(sessionId: sessionId)) }).first
         else { return nil }
         var cells = Cells(row)
-        return try cells.next(String.self)
+        let userId = try cells.next(String.self)
+        sessions.remember(sessionId, user: userId, readAt: epoch)
+        return userId
+    }
+
+    /// Sessions revoked and accounts deleted in the last ``revocationWindow`` of the database's clock.
+    func recentRevocations() async throws -> [SessionRevocation] {
+        let window = Int64(Self.revocationWindow.components.seconds * 1000)
+        return try await rows(
+            """
+            SELECT session_id, user_id FROM session_revocations
+            WHERE revoked_at > (extract(epoch FROM clock_timestamp()) * 1000)::BIGINT - \(window)
+            """
+        ).map { row in
+            var cells = Cells(row)
+            return SessionRevocation(sessionId: try cells.next(), userId: try cells.next())
+        }
+    }
+
+    /// One poll of the revocation feed: this process forgets what it lists.
+    func pollRevocations() async throws {
+        let start = sessions.pollStart
+        sessions.apply(try await recentRevocations(), polledAt: start)
     }
 
     /// One statement links a guest; the unique constraint on `users.email` refuses an email in use,
@@ -216,15 +249,19 @@ extension PostgresStore {
     }
 
     /// Locks the wallet first, like every command on the account, so a deletion never deadlocks with one.
+    /// Lists the account in the revocation feed in the same transaction.
     public func deleteUser(id: String) async throws -> Bool {
-        try await transaction { connection in
+        let existed = try await transaction { connection in
             try await connection.rows("SELECT 1 FROM wallets WHERE user_id = \(id) FOR UPDATE", logger: logger)
             let deleted = try await connection.rows(
                 """
-                WITH keys AS (DELETE FROM idempotency_keys WHERE scope = \(id))
-                DELETE FROM users WHERE id = \(id) RETURNING 1
+                WITH keys AS (DELETE FROM idempotency_keys WHERE scope = \(id)),
+                gone AS (DELETE FROM users WHERE id = \(id) RETURNING id)
+                INSERT INTO session_revocations (user_id) SELECT id FROM gone RETURNING 1
                 """, logger: logger)
             return !deleted.isEmpty
         }
+        sessions.forget(userId: id)
+        return existed
     }
 }

@@ -101,11 +101,16 @@ extension PostgresStore {
         }
     }
 
-    /// Deletes old idempotency records and guest sign-up records, in one statement.
+    /// Deletes old idempotency records, guest sign-up records and revocation-feed rows (those an hour old on
+    /// the database's clock: polls read one minute), in one statement.
     public func purge(idempotencyBefore: Date, signupsBefore: Date) async throws {
         try await rows(
             """
-            WITH keys AS (DELETE FROM idempotency_keys WHERE created_at < \(idempotencyBefore.millis))
+            WITH keys AS (DELETE FROM idempotency_keys WHERE created_at < \(idempotencyBefore.millis)),
+            revocations AS (
+              DELETE FROM session_revocations
+              WHERE revoked_at < (extract(epoch FROM clock_timestamp()) * 1000)::BIGINT - \(Self.revocationRetentionMillis)
+            )
             DELETE FROM guest_signups WHERE created_at < \(signupsBefore.millis)
             """)
     }

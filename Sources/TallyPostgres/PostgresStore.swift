@@ -20,6 +20,16 @@ public final class PostgresStore: TallyStorage {
     let gate = AccountGate()
     /// Sends the optimistic actions' writes that wait at the same time as one statement.
     let batcher = WriteBatcher<ActionWrite, ActionWritten>()
+    /// Sessions found live, trusted while the revocation feed is fresh.
+    let sessions = LiveSessions()
+
+    /// How far back each poll of the revocation feed reads, on the database's clock: far longer than any
+    /// revoking transaction takes to commit, so none is missed.
+    static let revocationWindow: Duration = .seconds(60)
+    /// How long revocation-feed rows are kept before ``purge(idempotencyBefore:signupsBefore:)`` deletes them.
+    static let revocationRetentionMillis: Int64 = 3_600_000
+    /// How often the revocation feed is polled (``LiveSessions/staleness`` is three of these).
+    static let revocationPollInterval: Duration = .seconds(1)
 
     /// The default pool size.
     public static let defaultMaximumConnections = 20
@@ -108,9 +118,29 @@ public final class PostgresStore: TallyStorage {
 }
 
 extension PostgresStore: Service {
-    /// Runs the connection pool until the task is cancelled or the service group shuts down gracefully.
+    /// Runs the connection pool until the task is cancelled, and beside it polls the revocation feed
+    /// until the task is cancelled or the service group shuts down gracefully.
     public func run() async throws {
-        await client.run()
+        await withDiscardingTaskGroup { group in
+            group.addTask { await self.client.run() }
+            group.addTask { await self.followRevocations() }
+        }
+    }
+
+    /// Polls the revocation feed every ``revocationPollInterval``. A failed poll (the schema not migrated
+    /// yet, the database down) only leaves the cache stale, so lookups go to the database.
+    func followRevocations() async {
+        var failures = 0
+        while !Task.isCancelled && !Task.isShuttingDownGracefully {
+            do {
+                try await pollRevocations()
+                failures = 0
+            } catch {
+                failures += 1
+                if failures == 10 { logger.warning("postgres: the revocation feed keeps failing", metadata: ["error": "\(error)"]) }
+            }
+            try? await cancelWhenGracefulShutdown { try await Task.sleep(for: Self.revocationPollInterval) }
+        }
     }
 }
 

@@ -1,9 +1,10 @@
 import Foundation
 import Logging
 import PostgresNIO
-import TallyPostgres
 import TallyStore
 import Testing
+
+@testable import TallyPostgres
 
 /// Two `PostgresStore`s on one database behave like two server processes: each has its own pool, account
 /// cache and account gate, so only the database stands between their writes.
@@ -49,6 +50,40 @@ struct PostgresTwoStoresTests {
             let executed = results.filter { if case .success(.executed) = $0 { true } else { false } }.count
             #expect(executed == 50, "\(results.filter { if case .success = $0 { false } else { true } })")
             #expect(try await second.wallet(userId: userId, now: clock.now)?.balance == 0)
+        }
+    }
+
+    @Test("A session revoked, reused or deleted through one store stops being live in the other at its next poll", .enabled(if: enabled))
+    func revocationFeed() async throws {
+        try await withTwoStores { first, second in
+            let clock = ManualClock(defaultStart)
+            var sessions: [(user: String, session: String, refresh: String)] = []
+            for _ in 0..<3 {
+                let (session, refresh) = (randomId("session-"), randomId("refresh-"))
+                let grant = try await first.signInGuest(
+                    deviceHash: randomId("device-"), ipHash: randomId("ip-"), signupsPerHour: 1_000_000, signupGrant: 0,
+                    sessionId: session, refresh: NewRefreshToken(hash: refresh, expiresAt: clock.now.addingTimeInterval(3600)),
+                    now: clock.now)
+                sessions.append((grant.user.id, session, refresh))
+            }
+            try await second.pollRevocations()
+            for entry in sessions {
+                #expect(try await second.liveSessionUser(sessionId: entry.session) == entry.user)
+                #expect(second.sessions.user(of: entry.session) == entry.user, "answered from memory while the feed is fresh")
+            }
+
+            try await first.revokeSession(id: sessions[0].session, now: clock.now)
+            let next = NewRefreshToken(hash: randomId("refresh-"), expiresAt: clock.now.addingTimeInterval(3600))
+            _ = try await first.rotateRefreshToken(hash: sessions[1].refresh, next: next, now: clock.now)
+            await #expect(throws: StoreError.self) { try await first.rotateRefreshToken(hash: sessions[1].refresh, next: next, now: clock.now) }
+            #expect(try await first.deleteUser(id: sessions[2].user))
+
+            try await second.pollRevocations()
+            for entry in sessions {
+                #expect(second.sessions.user(of: entry.session) == nil)
+                #expect(try await second.liveSessionUser(sessionId: entry.session) == nil)
+                #expect(try await first.liveSessionUser(sessionId: entry.session) == nil)
+            }
         }
     }
 

@@ -6,7 +6,8 @@ import TallyStore
 /// so a busy client's reads skip the signature check and the session lookup.
 ///
 /// Sign-out and account deletion evict their entries on this instance at once; on other instances
-/// a revoked session's access tokens stop working within ``recheckInterval``. Each entry is rechecked
+/// a revoked session's access tokens stop working within ``recheckInterval`` plus the store's own delay
+/// (PostgreSQL's revocation feed: under 3 s). Each entry is rechecked
 /// after a random part of the interval (between half and all of it), so tokens first seen together —
 /// a server's first second under load — do not all go back to the store in the same instant.
 final class SessionCache: Sendable {
@@ -23,7 +24,7 @@ final class SessionCache: Sendable {
     /// Entries kept at most; the cache is cleared when full (cheap, and it refills on demand).
     let capacity: Int
 
-    init(clock: any WallClock, recheckInterval: TimeInterval = 5, capacity: Int = 50_000) {
+    init(clock: any WallClock, recheckInterval: TimeInterval = 2, capacity: Int = 50_000) {
         self.clock = clock
         self.recheckInterval = recheckInterval
         self.capacity = capacity

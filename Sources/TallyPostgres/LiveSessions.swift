@@ -1,0 +1,103 @@
+import Foundation
+import Synchronization
+
+/// A session revoked, or every session of an account deleted (`sessionId == nil`), as the revocation feed
+/// (`session_revocations`) lists it.
+struct SessionRevocation: Sendable, Equatable {
+    var sessionId: String?
+    var userId: String
+}
+
+/// Sessions this process found live, answered from memory while the revocation feed is fresh.
+///
+/// Every authenticated request asks whether its token's session is still live. With several processes on
+/// one database no process sees the others' sign-outs, so that question was one statement per request
+/// (the most frequent statement under load). Now each process polls the sessions revoked in the last
+/// ``PostgresStore/revocationWindow`` about once a second (``apply(_:polledAt:)``) and forgets them; between
+/// polls it trusts what it found. A revocation committed before a poll began is in that poll's answer, so
+/// an answer from memory is never older than the last successful poll's start, and the cache answers only
+/// while that was less than ``staleness`` ago: a feed that stops (database down, process overloaded) makes
+/// every lookup go to the database again, never trust longer.
+///
+/// A lookup that raced a poll cannot put back a session the poll forgot (``epoch``, as in the SQLite
+/// store's committed cache); and since every poll forgets the whole window again, a stale entry would not
+/// outlive the next poll anyway.
+final class LiveSessions: Sendable {
+    private struct State {
+        var entries: [String: String] = [:]
+        var epoch: UInt64 = 0
+        /// When the last successful poll began.
+        var freshAsOf: ContinuousClock.Instant?
+    }
+
+    private let state = Mutex(State())
+    private let now: @Sendable () -> ContinuousClock.Instant
+    /// How long after a successful poll began the cache still answers.
+    let staleness: Duration
+    /// Sessions kept at most; the cache starts over when full (it refills on demand).
+    let capacity: Int
+
+    init(
+        staleness: Duration = .seconds(3), capacity: Int = 100_000,
+        now: @escaping @Sendable () -> ContinuousClock.Instant = { ContinuousClock.now }
+    ) {
+        self.staleness = staleness
+        self.capacity = capacity
+        self.now = now
+    }
+
+    /// The user of a session known live, while the feed is fresh; `nil` means "ask the database".
+    func user(of sessionId: String) -> String? {
+        let now = now()
+        return state.withLock { state in
+            guard let freshAsOf = state.freshAsOf, now - freshAsOf < staleness else { return nil }
+            return state.entries[sessionId]
+        }
+    }
+
+    /// Taken before a database lookup; pass it to ``remember(_:user:readAt:)``.
+    var epoch: UInt64 { state.withLock { $0.epoch } }
+
+    /// Keeps a session the database found live, unless a poll forgot sessions since the lookup began.
+    func remember(_ sessionId: String, user userId: String, readAt epoch: UInt64) {
+        state.withLock { state in
+            guard state.epoch == epoch else { return }
+            if state.entries.count >= capacity, state.entries[sessionId] == nil { state.entries.removeAll(keepingCapacity: true) }
+            state.entries[sessionId] = userId
+        }
+    }
+
+    /// The instant to pass to ``apply(_:polledAt:)``: taken just before the poll's query is sent.
+    var pollStart: ContinuousClock.Instant { now() }
+
+    /// Forgets the revoked sessions and deleted accounts a poll that began at `start` found, and marks the
+    /// cache fresh as of `start`.
+    func apply(_ revocations: [SessionRevocation], polledAt start: ContinuousClock.Instant) {
+        let sessions = Set(revocations.compactMap(\.sessionId))
+        let users = Set(revocations.filter { $0.sessionId == nil }.map(\.userId))
+        state.withLock { state in
+            if !revocations.isEmpty {
+                state.epoch &+= 1
+                for session in sessions { state.entries[session] = nil }
+                if !users.isEmpty { state.entries = state.entries.filter { !users.contains($0.value) } }
+            }
+            if state.freshAsOf.map({ $0 < start }) ?? true { state.freshAsOf = start }
+        }
+    }
+
+    /// Forgets a session revoked by this process, at once.
+    func forget(sessionId: String) {
+        state.withLock { state in
+            state.epoch &+= 1
+            state.entries[sessionId] = nil
+        }
+    }
+
+    /// Forgets every session of an account deleted by this process, at once.
+    func forget(userId: String) {
+        state.withLock { state in
+            state.epoch &+= 1
+            state.entries = state.entries.filter { $0.value != userId }
+        }
+    }
+}
