@@ -12,6 +12,18 @@ extension PostgresStore {
         deviceHash: String, ipHash: String, signupsPerHour: Int, signupGrant: Int64, sessionId: String,
         refresh: NewRefreshToken, now: Date
     ) async throws -> SessionGrant {
+        try await remembering {
+            try await openGuestSession(
+                deviceHash: deviceHash, ipHash: ipHash, signupsPerHour: signupsPerHour, signupGrant: signupGrant,
+                sessionId: sessionId, refresh: refresh, now: now)
+        }
+    }
+
+    /// Opens a session for a new device's guest, taking the locks, or for the device's account.
+    private func openGuestSession(
+        deviceHash: String, ipHash: String, signupsPerHour: Int, signupGrant: Int64, sessionId: String,
+        refresh: NewRefreshToken, now: Date
+    ) async throws -> SessionGrant {
         if let user = try await sessionForDevice(deviceHash, sessionId: sessionId, refresh: refresh, now: now, on: nil) {
             return SessionGrant(user: user, sessionId: sessionId, created: false)
         }
@@ -96,6 +108,20 @@ extension PostgresStore {
 
     /// Opens a session for an existing account: one statement that reads the account and inserts the session.
     public func openSession(userId: String, sessionId: String, refresh: NewRefreshToken, now: Date) async throws -> SessionGrant {
+        try await remembering { try await insertSession(userId: userId, sessionId: sessionId, refresh: refresh, now: now) }
+    }
+
+    /// Runs a call that opens or renews a session, then remembers the session as live (``LiveSessions``):
+    /// this process's first request of a new session would otherwise look it up. The epoch is taken
+    /// first, so a revocation racing the call is not undone.
+    private func remembering(_ open: () async throws -> SessionGrant) async throws -> SessionGrant {
+        let epoch = sessions.epoch
+        let grant = try await open()
+        sessions.remember(grant.sessionId, user: grant.user.id, readAt: epoch)
+        return grant
+    }
+
+    private func insertSession(userId: String, sessionId: String, refresh: NewRefreshToken, now: Date) async throws -> SessionGrant {
         let rows = try await self.rows(
             """
             WITH account AS (
@@ -117,6 +143,10 @@ extension PostgresStore {
     /// instances) and stores `next`. A token already used, or claimed by a concurrent call, revokes its
     /// session in a second statement, committed before `.refreshTokenReused` is thrown.
     public func rotateRefreshToken(hash: String, next: NewRefreshToken, now: Date) async throws -> SessionGrant {
+        try await remembering { try await rotate(hash: hash, next: next, now: now) }
+    }
+
+    private func rotate(hash: String, next: NewRefreshToken, now: Date) async throws -> SessionGrant {
         let rows = try await self.rows(
             """
             WITH token AS (

@@ -66,8 +66,11 @@ struct PostgresTwoStoresTests {
                     now: clock.now)
                 sessions.append((grant.user.id, session, refresh))
             }
+            try await first.pollRevocations()
             try await second.pollRevocations()
             for entry in sessions {
+                #expect(first.sessions.user(of: entry.session) == entry.user, "the store that opened a session knows it live")
+                #expect(second.sessions.user(of: entry.session) == nil)
                 #expect(try await second.liveSessionUser(sessionId: entry.session) == entry.user)
                 #expect(second.sessions.user(of: entry.session) == entry.user, "answered from memory while the feed is fresh")
             }
