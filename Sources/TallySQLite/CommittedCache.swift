@@ -7,7 +7,7 @@ import TallyStore
 /// thread hand-offs, the largest item in a `GET /v1/wallet` profile).
 ///
 /// Correct because one process owns the database (``SQLiteStore`` locks the file) and every write that can
-/// change a cached value forgets it when its transaction commits (`db.afterNextTransaction`). A read stores
+/// change a cached value forgets it when its transaction commits (``PendingForgets``). A read stores
 /// what it found only if no commit forgot anything since the read began (``epoch``): a read that raced a
 /// commit cannot put back the value the commit replaced.
 final class CommittedCache<Value: Sendable>: Sendable {
@@ -46,6 +46,14 @@ final class CommittedCache<Value: Sendable>: Sendable {
         state.withLock { state in
             state.epoch &+= 1
             state.entries[key] = nil
+        }
+    }
+
+    /// Forgets several values a committed transaction changed.
+    func forget(_ keys: Set<String>) {
+        state.withLock { state in
+            state.epoch &+= 1
+            for key in keys { state.entries[key] = nil }
         }
     }
 

@@ -16,6 +16,25 @@ extension WalletState {
     init(row: Row) {
         self.init(balance: row["balance"], held: row["held"], version: row["version"])
     }
+
+    /// From `balance, held, version` at columns `index`, `index + 1`, `index + 2` (by position: a lookup by
+    /// name lowercases the name on every call, which showed in the action profile).
+    init(row: Row, at index: Int) {
+        self.init(balance: row[index], held: row[index + 1], version: row[index + 2])
+    }
+}
+
+/// An account's user and wallet in one row, decoded by position.
+enum AccountRow {
+    /// The columns, in the order ``decode(_:)`` reads them.
+    static let columns = "u.id, u.email, u.timezone, u.language, u.premium_until, u.created_at, w.balance, w.held, w.version"
+
+    static func decode(_ row: Row) -> (UserRecord, WalletState) {
+        let user = UserRecord(
+            id: row[0], email: row[1], timezone: row[2], language: row[3], premiumUntil: (row[4] as Int64?).map(Date.init(millis:)),
+            createdAt: Date(millis: row[5]))
+        return (user, WalletState(row: row, at: 6))
+    }
 }
 
 extension HoldRecord {

@@ -66,8 +66,7 @@ extension SQLiteStore: IdentityStore {
             let sessionId: String = token["session_id"]
             if (token["revoked_at"] as Int64?) != nil { return .failure(StoreError(.invalidRefreshToken)) }
             if (token["used_at"] as Int64?) != nil {
-                let sessions = self.sessions
-                db.afterNextTransaction(onCommit: { _ in sessions.forget(sessionId) })
+                self.forgets.session(sessionId)
                 try db.run(sql: "UPDATE sessions SET revoked_at = ? WHERE id = ?", arguments: [now.millis, sessionId])
                 return .failure(StoreError(.refreshTokenReused))
             }
@@ -81,9 +80,8 @@ extension SQLiteStore: IdentityStore {
     }
 
     public func revokeSession(id: String, now: Date) async throws {
-        let sessions = self.sessions
         try await write { db in
-            db.afterNextTransaction(onCommit: { _ in sessions.forget(id) })
+            self.forgets.session(id)
             try db.run(sql: "UPDATE sessions SET revoked_at = ? WHERE id = ? AND revoked_at IS NULL", arguments: [now.millis, id])
         }
     }
@@ -132,12 +130,9 @@ extension SQLiteStore: IdentityStore {
     }
 
     public func deleteUser(id: String) async throws -> Bool {
-        let (wallets, sessions) = (self.wallets, self.sessions)
-        return try await write { db in
-            db.afterNextTransaction(onCommit: { _ in
-                wallets.forget(id)
-                sessions.forgetAll()
-            })
+        try await write { db in
+            self.forgets.wallet(id)
+            self.forgets.everySession()
             try db.run(sql: "DELETE FROM idempotency_keys WHERE scope = ?", arguments: [id])
             try db.run(sql: "DELETE FROM users WHERE id = ?", arguments: [id])
             return db.changesCount > 0

@@ -22,9 +22,17 @@ extension SQLiteStore: LedgerStore {
     }
 
     /// Runs the commands of a batch in one write transaction, each in a savepoint of its own: one that
-    /// fails is undone alone and reports its error, and the others commit.
+    /// fails is undone alone and reports its error, and the others commit. A command alone needs no
+    /// savepoint: when it fails, its transaction rolls back.
     private func executeBatch(_ batch: [Work]) async throws -> [Result<Execution, any Error>?] {
-        try await write { db in
+        if batch.count == 1 {
+            do {
+                return [.success(try await write(batch[0]))]
+            } catch {
+                return [.failure(error)]
+            }
+        }
+        return try await write { db in
             batch.map { work in
                 var result: Result<Execution, any Error>?
                 do {
@@ -49,10 +57,10 @@ extension SQLiteStore: LedgerStore {
             let row = try db.fetchRow(sql: "SELECT fingerprint, status, body FROM idempotency_keys WHERE scope = ? AND key = ?",
                 arguments: [idempotency.scope, idempotency.key])
         {
-            guard (row["fingerprint"] as String) == idempotency.fingerprint else {
+            guard (row[0] as String) == idempotency.fingerprint else {
                 throw StoreError(.idempotencyMismatch)
             }
-            return .replayed(StoredResponse(status: row["status"], body: [UInt8](row["body"] as Data)))
+            return .replayed(StoredResponse(status: row[1], body: [UInt8](row[2] as Data)))
         }
         var (snapshot, counters) = try Self.snapshot(for: command, now: now, db)
         // Only an account with something held can have a hold to release first.
@@ -147,10 +155,10 @@ extension SQLiteStore: LedgerStore {
     static func snapshot(for command: Command, now: Date, _ db: Database) throws -> (LedgerSnapshot, [String: QuotaCounter]) {
         let userId = command.userId
         guard
-            let row = try db.fetchRow(sql: "SELECT u.*, w.balance, w.held, w.version FROM users u JOIN wallets w ON w.user_id = u.id WHERE u.id = ?",
-                arguments: [userId])
+            let row = try db.fetchRow(sql: accountQuery, arguments: [userId])
         else { throw StoreError(.userNotFound) }
-        var snapshot = LedgerSnapshot(user: UserRecord(row: row), wallet: WalletState(row: row))
+        let (user, wallet) = AccountRow.decode(row)
+        var snapshot = LedgerSnapshot(user: user, wallet: wallet)
         let counters = try Self.counters(db, userId: userId)
         switch command {
         case .captureHold(_, let holdId, _), .releaseHold(_, let holdId):
@@ -207,18 +215,20 @@ extension SQLiteStore: LedgerStore {
 
     static func accountState(_ db: Database, userId: String) throws -> AccountState? {
         guard
-            let row = try db.fetchRow(sql: "SELECT u.*, w.balance, w.held, w.version FROM users u JOIN wallets w ON w.user_id = u.id WHERE u.id = ?",
-                arguments: [userId])
+            let row = try db.fetchRow(sql: accountQuery, arguments: [userId])
         else { return nil }
-        let counters = try counters(db, userId: userId)
-        return AccountState(user: UserRecord(row: row), wallet: WalletState(row: row), counters: counters)
+        let (user, wallet) = AccountRow.decode(row)
+        return AccountState(user: user, wallet: wallet, counters: try counters(db, userId: userId))
     }
+
+    /// The user and wallet of one account (``AccountRow``).
+    static let accountQuery = "SELECT \(AccountRow.columns) FROM users u JOIN wallets w ON w.user_id = u.id WHERE u.id = ?"
 
     /// Every quota counter of the account, by quota.
     static func counters(_ db: Database, userId: String) throws -> [String: QuotaCounter] {
         var counters: [String: QuotaCounter] = [:]
         for counter in try db.fetchRows(sql: "SELECT quota, used, window_end FROM quota_counters WHERE user_id = ?", arguments: [userId]) {
-            counters[counter["quota"]] = QuotaCounter(used: counter["used"], windowEnd: Date(millis: counter["window_end"]))
+            counters[counter[0]] = QuotaCounter(used: counter[1], windowEnd: Date(millis: counter[2]))
         }
         return counters
     }

@@ -20,6 +20,8 @@ public final class SQLiteStore: MaintenanceStore {
     let wallets = CommittedCache<CachedWallet>()
     /// The live sessions this process looked up last (id → user); every committed revocation forgets them.
     let sessions = CommittedCache<String>()
+    /// What the open write transaction changed of the two caches above.
+    let forgets = PendingForgets()
     /// Ledger commands that wait for the writer at the same time share one transaction (``WriteBatcher``).
     let batcher = WriteBatcher<Work, Result<Execution, any Error>>()
     /// The open lock file that marks this process as the database's owner.
@@ -119,8 +121,17 @@ public final class SQLiteStore: MaintenanceStore {
     ///
     /// Measured: GRDB's synchronous API on the caller's thread doubles throughput, but blocks Swift's
     /// cooperative threads behind the writer and sends p99 latency to seconds; the async API keeps tails short.
+    /// Runs `body` in a transaction of the single writer; when it commits, the caches forget what it changed.
     func write<T: Sendable>(_ body: @Sendable @escaping (Database) throws -> T) async throws -> T {
-        try await run { try await self.pool.write(body) }
+        let (forgets, wallets, sessions) = (self.forgets, self.wallets, self.sessions)
+        return try await run {
+            try await self.pool.write { db in
+                db.afterNextTransaction(
+                    onCommit: { _ in forgets.committed(wallets: wallets, sessions: sessions) },
+                    onRollback: { _ in forgets.rolledBack() })
+                return try body(db)
+            }
+        }
     }
 
     /// Maps GRDB's errors to ``StoreError``; lets ``StoreError`` through.
@@ -142,10 +153,9 @@ public final class SQLiteStore: MaintenanceStore {
     }
 
     /// Appends `entry` to the ledger and moves the wallet with it, in the caller's transaction; the wallet
-    /// cache forgets the account when that transaction commits.
+    /// cache forgets the account when that transaction commits (``write(_:)``).
     func append(_ entry: PlannedEntry, userId: String, now: Date, _ db: Database) throws -> (LedgerEntryRecord, WalletState) {
-        let wallets = self.wallets
-        db.afterNextTransaction(onCommit: { _ in wallets.forget(userId) })
+        forgets.wallet(userId)
         guard
             let row = try db.fetchRow(sql: """
                     UPDATE wallets SET balance = balance + ?, held = held + ?, version = version + 1
@@ -153,7 +163,7 @@ public final class SQLiteStore: MaintenanceStore {
                     """,
                 arguments: [entry.amount, entry.heldChange, userId])
         else { throw StoreError(.userNotFound) }
-        let wallet = WalletState(row: row)
+        let wallet = WalletState(row: row, at: 0)
         try db.run(sql: """
                 INSERT INTO ledger_entries (user_id, kind, amount, held_change, balance_after, held_after, reason, created_at)
                 VALUES (?, ?, ?, ?, ?, ?, ?, ?)

@@ -11,6 +11,7 @@ enum JSONResponse {
 
     /// Encodes `body` as a response.
     static func make(status: HTTPResponse.Status = .ok, body: some Encodable, headers: HTTPFields = [:]) -> Response {
+        if let writable = body as? any JSONWritable { return make(status: status, bytes: JSONWriter.bytes(of: writable), headers: headers) }
         let bytes = (try? encoder.encode(body)) ?? Data(#"{"error":{"code":"internal","message":"encoding failed"}}"#.utf8)
         return make(status: status, bytes: bytes, headers: headers)
     }
@@ -24,7 +25,8 @@ enum JSONResponse {
 
     /// Encodes a value to bytes for storage under an idempotency key.
     static func bytes(_ body: some Encodable) throws -> [UInt8] {
-        [UInt8](try encoder.encode(body))
+        if let writable = body as? any JSONWritable { return JSONWriter.bytes(of: writable) }
+        return [UInt8](try encoder.encode(body))
     }
 }
 

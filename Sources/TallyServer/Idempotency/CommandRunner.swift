@@ -15,7 +15,12 @@ struct CommandRunner: Sendable {
     let clock: any WallClock
     let views: QuotaViews
     let inFlight: InFlightKeys
-    let metrics: any MetricsFactory
+    let counters: LedgerCounters
+
+    init(store: any TallyStorage, clock: any WallClock, views: QuotaViews, inFlight: InFlightKeys, metrics: any MetricsFactory) {
+        (self.store, self.clock, self.views, self.inFlight) = (store, clock, views, inFlight)
+        self.counters = LedgerCounters(factory: metrics)
+    }
 
     /// Whether the endpoint insists on a key.
     enum KeyPolicy { case optional, required }
@@ -55,8 +60,7 @@ struct CommandRunner: Sendable {
 
     /// Counts ledger operations by command and result (`executed`, `replayed`, `refused_<code>`).
     private func count(_ command: Command, result: String) {
-        Counter(label: "tally_ledger_operations_total", dimensions: [("operation", command.name), ("result", result)], factory: metrics)
-            .increment()
+        counters.counter(operation: command.name, result: result).increment()
     }
 
     /// The request's key: 1–255 printable ASCII characters.
@@ -78,6 +82,26 @@ struct CommandRunner: Sendable {
     static func fingerprint(_ request: Request, body: (some Encodable)?) -> String {
         let encoded = body.flatMap { try? JSONResponse.encoder.encode($0) }.map { String(decoding: $0, as: UTF8.self) } ?? ""
         return "\(request.method.rawValue) \(request.uri.path)\n\(encoded)"
+    }
+}
+
+/// `tally_ledger_operations_total` by operation and result, each counter made once (making one per
+/// request goes through the metrics factory's registry).
+final class LedgerCounters: Sendable {
+    private let factory: any MetricsFactory
+    private let counters = Mutex<[String: Counter]>([:])
+
+    init(factory: any MetricsFactory) { self.factory = factory }
+
+    func counter(operation: String, result: String) -> Counter {
+        counters.withLock { counters in
+            let key = operation + "\u{0}" + result
+            if let existing = counters[key] { return existing }
+            let made = Counter(
+                label: "tally_ledger_operations_total", dimensions: [("operation", operation), ("result", result)], factory: factory)
+            counters[key] = made
+            return made
+        }
     }
 }
 

@@ -80,7 +80,7 @@ struct IdentityController {
         let cost = services.configuration.bcryptCost
         let hash = try await NIOThreadPool.singleton.runIfActive { Bcrypt.hash(password, cost: cost) }
         let user = try await store.linkCredentials(userId: context.identity.userId, email: email, passwordHash: hash)
-        context.logger.info("guest linked")
+        context.logger.info("guest linked", metadata: ["tally.user": .string(context.identity.userId)])
         return JSONResponse.make(body: Me(user))
     }
 
@@ -111,7 +111,7 @@ struct IdentityController {
     @Sendable func deleteMe(_ request: Request, context: AuthenticatedContext) async throws -> HTTPResponse.Status {
         _ = try await store.deleteUser(id: context.identity.userId)
         services.sessions.evict(userId: context.identity.userId)
-        context.logger.info("account deleted")
+        context.logger.info("account deleted", metadata: ["tally.user": .string(context.identity.userId)])
         return .noContent
     }
 

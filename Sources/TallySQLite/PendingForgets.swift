@@ -1,0 +1,42 @@
+import Synchronization
+
+/// What the writer's open transaction changed of the cached values: forgotten in one go when it commits.
+///
+/// GRDB consults every transaction observer on every statement, so one `afterNextTransaction` per changed
+/// wallet made a batch of n commands cost O(n²). Now ``SQLiteStore/write(_:)`` registers one observer per
+/// transaction, and writes inside it only note what they changed here.
+final class PendingForgets: Sendable {
+    private struct Pending {
+        var wallets: Set<String> = []
+        var sessions: Set<String> = []
+        var everySession = false
+    }
+
+    private let pending = Mutex(Pending())
+
+    /// The account's wallet changed.
+    func wallet(_ userId: String) { pending.withLock { _ = $0.wallets.insert(userId) } }
+
+    /// The session was revoked.
+    func session(_ sessionId: String) { pending.withLock { _ = $0.sessions.insert(sessionId) } }
+
+    /// Sessions were deleted without knowing their ids (an account was deleted).
+    func everySession() { pending.withLock { $0.everySession = true } }
+
+    /// The transaction committed: the caches forget what it changed.
+    func committed(wallets: CommittedCache<CachedWallet>, sessions: CommittedCache<String>) {
+        let changed = pending.withLock { pending in
+            defer { pending = Pending() }
+            return pending
+        }
+        if !changed.wallets.isEmpty { wallets.forget(changed.wallets) }
+        if changed.everySession {
+            sessions.forgetAll()
+        } else if !changed.sessions.isEmpty {
+            sessions.forget(changed.sessions)
+        }
+    }
+
+    /// The transaction rolled back: nothing it did stays, so nothing is forgotten.
+    func rolledBack() { pending.withLock { $0 = Pending() } }
+}

@@ -1,0 +1,64 @@
+import Foundation
+import TallyAPI
+import Testing
+
+@testable import TallyServer
+
+/// The hand-written JSON of the hottest replies must be byte for byte what the API's `JSONEncoder` writes:
+/// stored replies are replayed as stored, and clients decode either.
+@Suite("Hand-written JSON")
+struct JSONWriterTests {
+    static let encoder = TallyJSON.encoder()
+
+    static let names = [
+        "reading", "ai.query", "", "quote\"s", "back\\slash", "a/b", "tab\tnew\nline\r", "\u{01}\u{1F}\u{7F}", "é ü 日本",
+        "emoji 🎉", "\u{08}\u{0C}",
+    ]
+
+    static func randomDate(_ generator: inout some RandomNumberGenerator) -> Date {
+        switch Int.random(in: 0..<4, using: &generator) {
+        case 0: Date(timeIntervalSince1970: Double(Int64.random(in: -5_000_000_000...10_000_000_000, using: &generator)))
+        case 1: Date(timeIntervalSince1970: Double(Int64.random(in: -100_000_000_000...100_000_000_000, using: &generator)) / 1000)
+        case 2: Date(millis: Int64.random(in: 1_700_000_000_000...1_900_000_000_000, using: &generator))
+        default: Date(timeIntervalSince1970: Double.random(in: -1e9...4e9, using: &generator))
+        }
+    }
+
+    static func randomInt64(_ generator: inout some RandomNumberGenerator) -> Int64 {
+        [0, 1, -1, 9, 10, Int64.max, Int64.min, Int64.random(in: .min ... .max, using: &generator),
+         Int64.random(in: -1000...1000, using: &generator)].randomElement(using: &generator)!
+    }
+
+    @Test("An action reply, its wallet and its quotas are written exactly as JSONEncoder writes them")
+    func matchesEncoder() throws {
+        var generator = SystemRandomNumberGenerator()
+        for _ in 0..<2_000 {
+            let quotas = (0..<Int.random(in: 0...3, using: &generator)).map { _ in
+                Quota(
+                    name: Self.names.randomElement(using: &generator)!, limit: Int(Self.randomInt64(&generator) / 4),
+                    used: Int(Self.randomInt64(&generator) / 4), resetsAt: Self.randomDate(&generator),
+                    unlimited: Bool.random(using: &generator))
+            }
+            let wallet = Wallet(
+                balance: Self.randomInt64(&generator) / 2, held: Self.randomInt64(&generator) / 2,
+                version: Self.randomInt64(&generator))
+            let result = ActionResult(
+                action: Self.names.randomElement(using: &generator)!,
+                paidWith: [.quota, .tokens, .premium].randomElement(using: &generator)!,
+                tokensCharged: Self.randomInt64(&generator), wallet: wallet, quotas: quotas)
+            let expected = [UInt8](try Self.encoder.encode(result))
+            let written = JSONWriter.bytes(of: result)
+            #expect(written == expected, "\(String(decoding: written, as: UTF8.self))\n\(String(decoding: expected, as: UTF8.self))")
+            #expect(JSONWriter.bytes(of: wallet) == [UInt8](try Self.encoder.encode(wallet)))
+            #expect(try JSONResponse.bytes(result) == expected, "the response path takes the hand-written form")
+        }
+    }
+
+    @Test("Dates across centuries and around the epoch", arguments: [
+        -62_135_596_800.0, -12_219_292_800.5, -12_219_292_800, -2_208_988_800.5, -1.0, -0.001, 0, 0.999, 951_782_400, 4_102_444_799.999, 253_402_300_799,
+    ])
+    func dates(_ seconds: Double) throws {
+        let quota = Quota(name: "q", limit: 3, used: 1, resetsAt: Date(timeIntervalSince1970: seconds), unlimited: false)
+        #expect(JSONWriter.bytes(of: quota) == [UInt8](try Self.encoder.encode(quota)))
+    }
+}
