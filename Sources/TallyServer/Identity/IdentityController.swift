@@ -117,6 +117,10 @@ struct IdentityController {
 
     private func tokensResponse(_ grant: SessionGrant, refreshToken: String, status: HTTPResponse.Status = .ok) async throws -> Response {
         let access = try await services.tokens.accessToken(userId: grant.user.id, sessionId: grant.sessionId)
+        // Just signed: its first request needs no signature check, only the session lookup (under load,
+        // the first request of every session verifying its token was the start-up latency peak).
+        services.sessions.rememberSigned(
+            access.token, identity: Identity(userId: grant.user.id, sessionId: grant.sessionId), expiresAt: access.expiresAt)
         let tokens = SessionTokens(
             userId: grant.user.id, isGuest: grant.user.isGuest, accessToken: access.token, refreshToken: refreshToken,
             expiresIn: access.expiresIn)

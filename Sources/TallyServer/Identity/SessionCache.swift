@@ -60,7 +60,16 @@ final class SessionCache: Sendable {
     /// Records a token just verified against a live session.
     func remember(_ token: String, identity: Identity, expiresAt: Date) {
         let trusted = recheckInterval * Double.random(in: 0.5...1)
-        let entry = Entry(identity: identity, expiresAt: expiresAt, recheckAt: clock.now.addingTimeInterval(trusted))
+        store(Entry(identity: identity, expiresAt: expiresAt, recheckAt: clock.now.addingTimeInterval(trusted)), for: token)
+    }
+
+    /// Records a token this instance just signed: its first use skips the signature check but still looks
+    /// its session up (a reused refresh token may have revoked it meanwhile).
+    func rememberSigned(_ token: String, identity: Identity, expiresAt: Date) {
+        store(Entry(identity: identity, expiresAt: expiresAt, recheckAt: .distantPast), for: token)
+    }
+
+    private func store(_ entry: Entry, for token: String) {
         entries.withLock { entries in
             if entries.count >= capacity { entries.removeAll(keepingCapacity: true) }
             entries[token] = entry

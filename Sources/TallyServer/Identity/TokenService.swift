@@ -27,13 +27,14 @@ final class TokenService: Sendable {
         ready.withLock { $0 = true }
     }
 
-    /// A signed access token for a session, and its lifetime in seconds.
-    func accessToken(userId: String, sessionId: String) async throws -> (token: String, expiresIn: Int) {
+    /// A signed access token for a session, its lifetime in seconds, and its expiry as ``verify(_:)``
+    /// will read it (JWT times are whole seconds).
+    func accessToken(userId: String, sessionId: String) async throws -> (token: String, expiresIn: Int, expiresAt: Date) {
         let now = clock.now
+        let expiresAt = Date(timeIntervalSince1970: now.addingTimeInterval(accessTokenTTL).timeIntervalSince1970.rounded(.down))
         let claims = AccessClaims(
-            sub: SubjectClaim(value: userId), sid: sessionId, iat: IssuedAtClaim(value: now),
-            exp: ExpirationClaim(value: now.addingTimeInterval(accessTokenTTL)))
-        return (try await keys.sign(claims), Int(accessTokenTTL))
+            sub: SubjectClaim(value: userId), sid: sessionId, iat: IssuedAtClaim(value: now), exp: ExpirationClaim(value: expiresAt))
+        return (try await keys.sign(claims), Int(accessTokenTTL), expiresAt)
     }
 
     /// The identity in a valid, unexpired access token and its expiry; `nil` for anything else.
