@@ -3,8 +3,8 @@ import Synchronization
 /// What the writer's open transaction changed of the cached values: forgotten in one go when it commits.
 ///
 /// GRDB consults every transaction observer on every statement, so one `afterNextTransaction` per changed
-/// wallet made a batch of n commands cost O(n²). Now ``SQLiteStore/write(_:)`` registers one observer per
-/// transaction, and writes inside it only note what they changed here.
+/// wallet made a batch of n commands cost O(n²). Now each write transaction (``SQLiteStore/write(_:)``, a
+/// ledger batch) registers one observer, and writes inside it only note what they changed here.
 final class PendingForgets: Sendable {
     private struct Pending {
         var wallets: Set<String> = []

@@ -2,50 +2,61 @@ import Foundation
 import GRDB
 import TallyStore
 
-/// One ledger command, run in the writer's transaction.
-typealias Work = @Sendable (Database) throws -> Execution
-
 extension SQLiteStore: LedgerStore {
     public func execute(
         _ command: Command, idempotency: IdempotencyKey?, now: Date,
         render: @escaping @Sendable (CommandOutcome) throws -> StoredResponse
     ) async throws -> Execution {
         let work: Work = { db in try self.execute(command, idempotency: idempotency, now: now, render: render, db) }
-        let result: Result<Execution, any Error>?
-        do {
-            result = try await batcher.write(work, send: executeBatch)
-        } catch is WriteBatcher<Work, Result<Execution, any Error>>.BatchFailed {
-            result = try await executeBatch([work])[0]
+        return try await writerQueue.run(work, schedule: scheduleBatch).get()
+    }
+
+    /// Puts a batch job on the writer (``WriterQueue``).
+    @Sendable private func scheduleBatch() {
+        pool.asyncWriteWithoutTransaction { db in
+            self.runBatch(self.writerQueue.takeBatch(), db)
+            if self.writerQueue.jobDone() { self.scheduleBatch() }
         }
-        guard let result else { preconditionFailure("every command of a batch has a result") }
-        return try result.get()
     }
 
     /// Runs the commands of a batch in one write transaction, each in a savepoint of its own: one that
     /// fails is undone alone and reports its error, and the others commit. A command alone needs no
-    /// savepoint: when it fails, its transaction rolls back.
-    private func executeBatch(_ batch: [Work]) async throws -> [Result<Execution, any Error>?] {
-        if batch.count == 1 {
-            do {
-                return [.success(try await write(batch[0]))]
-            } catch {
-                return [.failure(error)]
-            }
-        }
-        return try await write { db in
-            batch.map { work in
-                var result: Result<Execution, any Error>?
-                do {
-                    try db.inSavepoint {
-                        result = .success(try work(db))
+    /// savepoint: when it fails, its transaction rolls back. Results are handed out after the commit.
+    private func runBatch(_ batch: [WriterQueue.Queued], _ db: Database) {
+        var results: [Result<Execution, any Error>] = []
+        results.reserveCapacity(batch.count)
+        let (forgets, wallets, sessions) = (self.forgets, self.wallets, self.sessions)
+        do {
+            db.afterNextTransaction(
+                onCommit: { _ in forgets.committed(wallets: wallets, sessions: sessions) },
+                onRollback: { _ in forgets.rolledBack() })
+            try db.inTransaction {
+                if batch.count == 1 {
+                    do {
+                        results.append(.success(try batch[0].work(db)))
                         return .commit
+                    } catch {
+                        results.append(.failure(Self.storeError(error)))
+                        return .rollback
                     }
-                } catch {
-                    result = .failure(Self.storeError(error))
                 }
-                return result
+                for queued in batch {
+                    do {
+                        try db.inSavepoint {
+                            results.append(.success(try queued.work(db)))
+                            return .commit
+                        }
+                    } catch {
+                        results.append(.failure(Self.storeError(error)))
+                    }
+                }
+                return .commit
             }
+        } catch {
+            // The transaction itself failed (begin or commit): nothing of it stays.
+            results = Array(repeating: .failure(Self.storeError(error)), count: batch.count)
         }
+        for (queued, result) in zip(batch, results) { queued.done.resume(returning: result) }
     }
 
     /// One command in the caller's transaction: replay, or plan, apply and remember its response.

@@ -22,8 +22,8 @@ public final class SQLiteStore: MaintenanceStore {
     let sessions = CommittedCache<String>()
     /// What the open write transaction changed of the two caches above.
     let forgets = PendingForgets()
-    /// Ledger commands that wait for the writer at the same time share one transaction (``WriteBatcher``).
-    let batcher = WriteBatcher<Work, Result<Execution, any Error>>()
+    /// Ledger commands that wait for the writer at the same time share one transaction (``WriterQueue``).
+    let writerQueue = WriterQueue()
     /// The open lock file that marks this process as the database's owner.
     private let ownership: Int32
 

@@ -1,8 +1,8 @@
 import Foundation
 
-/// Group commit for the stores: the writes that arrive while earlier ones are in the database go out
-/// together, as one transaction and one commit (PostgreSQL: one statement for the optimistic actions'
-/// writes; SQLite: one transaction on the single writer, each command in its own savepoint).
+/// Group commit for PostgreSQL: the writes that arrive while earlier ones are in the database go out
+/// together, as one statement and one commit. (The embedded store batches on its single writer thread
+/// instead, see TallySQLite's `WriterQueue`.)
 ///
 /// No timer and no task of its own. A write that finds fewer than ``maximumInFlight`` batches running sends
 /// itself at once (so an idle server adds no latency); otherwise it queues. A task whose batch is done
