@@ -21,7 +21,7 @@ public final class PostgresStore: TallyStorage {
     /// Sends the optimistic actions' writes that wait at the same time as one statement.
     let batcher = WriteBatcher<ActionWrite, ActionWritten>()
     /// Sessions found live, trusted while the revocation feed is fresh.
-    let sessions = LiveSessions()
+    let sessions: LiveSessions
 
     /// How far back each poll of the revocation feed reads, on the database's clock: far longer than any
     /// revoking transaction takes to commit, so none is missed.
@@ -38,9 +38,16 @@ public final class PostgresStore: TallyStorage {
     static let maxAttempts = 5
 
     /// Creates a store on `configuration` (its `options.maximumConnections` is the pool size).
-    public init(configuration: PostgresClient.Configuration, logger: Logger) {
+    public convenience init(configuration: PostgresClient.Configuration, logger: Logger) {
+        self.init(configuration: configuration, logger: logger, sessionStaleness: .seconds(3))
+    }
+
+    /// Creates a store whose live sessions are trusted `sessionStaleness` after the last successful poll
+    /// (tests make it long, so that their assertions do not depend on how fast a loaded machine runs them).
+    init(configuration: PostgresClient.Configuration, logger: Logger, sessionStaleness: Duration) {
         self.logger = logger
         self.client = PostgresClient(configuration: configuration, backgroundLogger: logger)
+        self.sessions = LiveSessions(staleness: sessionStaleness)
     }
 
     /// Creates a store from a `postgres://user:password@host:port/database` URL (see
