@@ -1,10 +1,12 @@
+import GRDB
 import Synchronization
 
 /// What the writer's open transaction changed of the cached values: forgotten in one go when it commits.
 ///
 /// GRDB consults every transaction observer on every statement, so one `afterNextTransaction` per changed
 /// wallet made a batch of n commands cost O(n²). Now each write transaction (``SQLiteStore/write(_:)``, a
-/// ledger batch) registers one observer, and writes inside it only note what they changed here.
+/// ledger batch) registers one observer through ``watch(_:)``, and writes inside it only note what they
+/// changed here.
 final class PendingForgets: Sendable {
     private struct Pending {
         var wallets: Set<String> = []
@@ -13,6 +15,17 @@ final class PendingForgets: Sendable {
     }
 
     private let pending = Mutex(Pending())
+    private let wallets: CommittedCache<CachedWallet>
+    private let sessions: CommittedCache<String>
+
+    init(wallets: CommittedCache<CachedWallet>, sessions: CommittedCache<String>) {
+        (self.wallets, self.sessions) = (wallets, sessions)
+    }
+
+    /// Called at the start of every write transaction: when it commits, the caches forget what it changed.
+    func watch(_ db: Database) {
+        db.afterNextTransaction(onCommit: { _ in self.committed() }, onRollback: { _ in self.rolledBack() })
+    }
 
     /// The account's wallet changed.
     func wallet(_ userId: String) { pending.withLock { _ = $0.wallets.insert(userId) } }
@@ -24,7 +37,7 @@ final class PendingForgets: Sendable {
     func everySession() { pending.withLock { $0.everySession = true } }
 
     /// The transaction committed: the caches forget what it changed.
-    func committed(wallets: CommittedCache<CachedWallet>, sessions: CommittedCache<String>) {
+    private func committed() {
         let changed = pending.withLock { pending in
             defer { pending = Pending() }
             return pending
@@ -38,5 +51,5 @@ final class PendingForgets: Sendable {
     }
 
     /// The transaction rolled back: nothing it did stays, so nothing is forgotten.
-    func rolledBack() { pending.withLock { $0 = Pending() } }
+    private func rolledBack() { pending.withLock { $0 = Pending() } }
 }

@@ -25,11 +25,8 @@ extension SQLiteStore: LedgerStore {
     private func runBatch(_ batch: [WriterQueue.Queued], _ db: Database) {
         var results: [Result<Execution, any Error>] = []
         results.reserveCapacity(batch.count)
-        let (forgets, wallets, sessions) = (self.forgets, self.wallets, self.sessions)
         do {
-            db.afterNextTransaction(
-                onCommit: { _ in forgets.committed(wallets: wallets, sessions: sessions) },
-                onRollback: { _ in forgets.rolledBack() })
+            forgets.watch(db)
             try db.inTransaction {
                 if batch.count == 1 {
                     do {

@@ -21,7 +21,7 @@ public final class SQLiteStore: MaintenanceStore {
     /// The live sessions this process looked up last (id → user); every committed revocation forgets them.
     let sessions = CommittedCache<String>()
     /// What the open write transaction changed of the two caches above.
-    let forgets = PendingForgets()
+    let forgets: PendingForgets
     /// Ledger commands that wait for the writer at the same time share one transaction (``WriterQueue``).
     let writerQueue = WriterQueue()
     /// The open lock file that marks this process as the database's owner.
@@ -31,6 +31,7 @@ public final class SQLiteStore: MaintenanceStore {
     /// ``DatabaseInUse`` when another store (in this or another process) has the database open.
     public init(path: String) throws {
         ownership = try Self.takeOwnership(of: path)
+        forgets = PendingForgets(wallets: wallets, sessions: sessions)
         var configuration = Configuration()
         configuration.busyMode = .timeout(10)
         configuration.foreignKeysEnabled = true
@@ -117,18 +118,15 @@ public final class SQLiteStore: MaintenanceStore {
         try await run { try await self.pool.read(body) }
     }
 
-    /// Runs `body` in a write transaction on the single writer connection, off the cooperative threads.
+    /// Runs `body` in a write transaction on the single writer connection, off the cooperative threads;
+    /// when it commits, the caches forget what it changed.
     ///
     /// Measured: GRDB's synchronous API on the caller's thread doubles throughput, but blocks Swift's
     /// cooperative threads behind the writer and sends p99 latency to seconds; the async API keeps tails short.
-    /// Runs `body` in a transaction of the single writer; when it commits, the caches forget what it changed.
     func write<T: Sendable>(_ body: @Sendable @escaping (Database) throws -> T) async throws -> T {
-        let (forgets, wallets, sessions) = (self.forgets, self.wallets, self.sessions)
-        return try await run {
+        try await run {
             try await self.pool.write { db in
-                db.afterNextTransaction(
-                    onCommit: { _ in forgets.committed(wallets: wallets, sessions: sessions) },
-                    onRollback: { _ in forgets.rolledBack() })
+                self.forgets.watch(db)
                 return try body(db)
             }
         }

@@ -11,9 +11,8 @@ enum JSONResponse {
 
     /// Encodes `body` as a response.
     static func make(status: HTTPResponse.Status = .ok, body: some Encodable, headers: HTTPFields = [:]) -> Response {
-        if let writable = body as? any JSONWritable { return make(status: status, bytes: JSONWriter.bytes(of: writable), headers: headers) }
-        let bytes = (try? encoder.encode(body)) ?? Data(#"{"error":{"code":"internal","message":"encoding failed"}}"#.utf8)
-        return make(status: status, bytes: bytes, headers: headers)
+        let encoded = (try? bytes(body)) ?? Array(#"{"error":{"code":"internal","message":"encoding failed"}}"#.utf8)
+        return make(status: status, bytes: encoded, headers: headers)
     }
 
     /// A response with an already encoded body.
@@ -23,7 +22,8 @@ enum JSONResponse {
         return Response(status: status, headers: fields, body: .init(byteBuffer: ByteBuffer(bytes: bytes)))
     }
 
-    /// Encodes a value to bytes for storage under an idempotency key.
+    /// Encodes a value to bytes (for a response, or for storage under an idempotency key); the hottest
+    /// replies are written by hand (``JSONWritable``).
     static func bytes(_ body: some Encodable) throws -> [UInt8] {
         if let writable = body as? any JSONWritable { return JSONWriter.bytes(of: writable) }
         return [UInt8](try encoder.encode(body))
