@@ -19,13 +19,17 @@ struct SessionRevocation: Sendable, Equatable {
 /// while that was less than ``staleness`` ago: a feed that stops (database down, process overloaded) makes
 /// every lookup go to the database again, never trust longer.
 ///
-/// A lookup that raced a poll cannot put back a session the poll forgot (``epoch``, as in the SQLite
-/// store's committed cache); and since every poll forgets the whole window again, a stale entry would not
-/// outlive the next poll anyway.
+/// A lookup that raced a poll cannot put back a session the poll forgot: the last poll's answer is kept as
+/// tombstones that ``remember(_:user:readAt:)`` refuses, and revocations by this process move ``epoch``
+/// (as in the SQLite store's committed cache). A poll that lists only other sessions does not spoil the
+/// lookups in flight, so under steady sign-out traffic lookups still land in the cache.
 final class LiveSessions: Sendable {
     private struct State {
         var entries: [String: String] = [:]
         var epoch: UInt64 = 0
+        /// Sessions revoked, and accounts deleted, as the last applied poll listed them.
+        var revokedSessions: Set<String> = []
+        var deletedUsers: Set<String> = []
         /// When the last successful poll began.
         var freshAsOf: ContinuousClock.Instant?
     }
@@ -58,10 +62,12 @@ final class LiveSessions: Sendable {
     /// Taken before a database lookup; pass it to ``remember(_:user:readAt:)``.
     var epoch: UInt64 { state.withLock { $0.epoch } }
 
-    /// Keeps a session the database found live, unless a poll forgot sessions since the lookup began.
+    /// Keeps a session the database found live, unless the last poll lists it (or its account) as revoked,
+    /// or this process revoked sessions since the lookup began.
     func remember(_ sessionId: String, user userId: String, readAt epoch: UInt64) {
         state.withLock { state in
-            guard state.epoch == epoch else { return }
+            guard state.epoch == epoch, !state.revokedSessions.contains(sessionId), !state.deletedUsers.contains(userId)
+            else { return }
             if state.entries.count >= capacity, state.entries[sessionId] == nil { state.entries.removeAll(keepingCapacity: true) }
             state.entries[sessionId] = userId
         }
@@ -76,12 +82,13 @@ final class LiveSessions: Sendable {
         let sessions = Set(revocations.compactMap(\.sessionId))
         let users = Set(revocations.filter { $0.sessionId == nil }.map(\.userId))
         state.withLock { state in
-            if !revocations.isEmpty {
-                state.epoch &+= 1
-                for session in sessions { state.entries[session] = nil }
-                if !users.isEmpty { state.entries = state.entries.filter { !users.contains($0.value) } }
+            for session in sessions { state.entries[session] = nil }
+            if !users.isEmpty { state.entries = state.entries.filter { !users.contains($0.value) } }
+            // Every poll lists the whole window, so the later poll's answer is the one to keep.
+            if state.freshAsOf.map({ $0 <= start }) ?? true {
+                state.freshAsOf = start
+                (state.revokedSessions, state.deletedUsers) = (sessions, users)
             }
-            if state.freshAsOf.map({ $0 < start }) ?? true { state.freshAsOf = start }
         }
     }
 

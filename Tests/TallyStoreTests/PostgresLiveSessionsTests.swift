@@ -55,8 +55,24 @@ struct PostgresLiveSessionsTests {
         sessions.apply([SessionRevocation(sessionId: "s1", userId: "u1")], polledAt: sessions.pollStart)  // ...a poll forgets it...
         sessions.remember("s1", user: "u1", readAt: epoch)  // ...and the lookup's answer arrives
         #expect(sessions.user(of: "s1") == nil)
-        sessions.remember("s1", user: "u1", readAt: sessions.epoch)
-        #expect(sessions.user(of: "s1") == "u1", "an empty poll does not invalidate lookups")
+        sessions.remember("s2", user: "u1", readAt: epoch)
+        #expect(sessions.user(of: "s2") == "u1", "a poll that lists other sessions does not spoil a lookup in flight")
+
+        let deleted = sessions.epoch
+        sessions.apply([SessionRevocation(sessionId: nil, userId: "u2")], polledAt: sessions.pollStart)
+        sessions.remember("s3", user: "u2", readAt: deleted)
+        #expect(sessions.user(of: "s3") == nil, "nor put back a session of an account the poll lists as deleted")
+    }
+
+    @Test("A lookup that raced a revocation by this process does not put its session back")
+    func raceWithLocalForget() {
+        let ticker = Ticker()
+        let sessions = LiveSessions(now: { ticker.now })
+        sessions.apply([], polledAt: sessions.pollStart)
+        let epoch = sessions.epoch
+        sessions.forget(sessionId: "s1")
+        sessions.remember("s1", user: "u1", readAt: epoch)
+        #expect(sessions.user(of: "s1") == nil)
     }
 
     @Test("An older poll finishing late does not move freshness back")
