@@ -181,6 +181,28 @@ struct ClientMutationTests {
         }
     }
 
+    @Test("Two actions answered out of order leave the newest wallet and quotas shown")
+    func answersOutOfOrder() async throws {
+        try await TallyTestServer.with { server in
+            let clock = TestClock()
+            let (client, transport) = try await ready(server, tokens: 10, clock: clock)
+            // The AI query is charged first but its answer (no reading used yet) arrives last.
+            transport.enqueue([.delayResponse(.seconds(5)), .delayResponse(.seconds(2))], forPathPrefix: "/v1/actions/")
+            let first = Task { try await client.perform("ai.query") }
+            await clock.waitForSleepers(1)
+            let second = Task { try await client.perform("reading") }
+            await clock.waitForSleepers(2)
+            clock.advance(by: 2)
+            #expect(try await second.value.quotas.first?.used == 1)
+            clock.advance(by: 3)
+            #expect(try await first.value.quotas.first?.used == 0)
+            #expect(client.value(client.quotasQuery)?.items.first?.used == 1)
+            #expect(client.value(client.walletQuery)?.balance == 7)
+            #expect(client.state(client.quotasQuery).pendingMutations == 0)
+            #expect(try await client.fetch(client.quotasQuery, forceRefresh: true).items.first?.used == 1)
+        }
+    }
+
     @Test("A refetch answered before a mutation but delivered after it neither resurrects the old value nor wipes the optimistic layer")
     func racingRefetch() async throws {
         try await TallyTestServer.with { server in

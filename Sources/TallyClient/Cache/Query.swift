@@ -39,9 +39,23 @@ extension Query where Value == Wallet {
 }
 
 extension Query where Value == QuotaList {
-    /// Today's free quotas of the signed-in user.
+    /// Today's free quotas of the signed-in user; a confirmation that is behind the shown one is ignored.
     public static func quotas(staleAfter: TimeInterval = 30) -> Self {
-        Query(key: "quotas", path: "/v1/quotas", staleAfter: staleAfter)
+        Query(key: "quotas", path: "/v1/quotas", staleAfter: staleAfter) { new, current in !new.isBehind(current) }
+    }
+}
+
+extension QuotaList {
+    /// Whether some quota here shows an earlier window than in `other`, or fewer uses in the same window.
+    ///
+    /// Quotas carry no version, but within a window the server only ever counts uses up, and windows only move
+    /// forward: two actions answered out of order cannot make the display go back to the older count.
+    func isBehind(_ other: QuotaList) -> Bool {
+        let others = Dictionary(other.items.map { ($0.name, $0) }, uniquingKeysWith: { first, _ in first })
+        return items.contains { quota in
+            guard let known = others[quota.name] else { return false }
+            return quota.resetsAt < known.resetsAt || (quota.resetsAt == known.resetsAt && quota.used < known.used)
+        }
     }
 }
 
