@@ -7,6 +7,18 @@ extension Database {
         try Row.fetchOne(cachedStatement(sql: sql), arguments: arguments)
     }
 
+    /// The first row, decoded where it lies (``fetchRow(sql:arguments:)`` copies every column out first).
+    func fetchFirst<T>(sql: String, arguments: StatementArguments, _ decode: (Row) throws -> T) throws -> T? {
+        let cursor = try Row.fetchCursor(cachedStatement(sql: sql), arguments: arguments)
+        return try withExtendedLifetime(cursor) { try cursor.next().map(decode) }
+    }
+
+    /// Every row, each decoded where it lies.
+    func forEachRow(sql: String, arguments: StatementArguments, _ body: (Row) throws -> Void) throws {
+        let cursor = try Row.fetchCursor(cachedStatement(sql: sql), arguments: arguments)
+        while let row = try cursor.next() { try body(row) }
+    }
+
     func fetchRows(sql: String, arguments: StatementArguments = StatementArguments()) throws -> [Row] {
         try Row.fetchAll(cachedStatement(sql: sql), arguments: arguments)
     }

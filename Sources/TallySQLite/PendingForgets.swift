@@ -1,12 +1,11 @@
-import GRDB
 import Synchronization
 
 /// What the writer's open transaction changed of the cached values: forgotten in one go when it commits.
 ///
-/// GRDB consults every transaction observer on every statement, so one `afterNextTransaction` per changed
-/// wallet made a batch of n commands cost O(n²). Now each write transaction (``SQLiteStore/write(_:)``, a
-/// ledger batch) registers one observer through ``watch(_:)``, and writes inside it only note what they
-/// changed here.
+/// Writes inside a transaction only note here what they changed; the writer calls ``committed()`` or
+/// ``rolledBack()`` on its own thread as the transaction ends (``SQLiteStore/inWriteTransaction(_:_:)``),
+/// before the next one can begin. No GRDB transaction observer: GRDB consults observers on every
+/// statement, which cost O(n²) per batch with one per wallet, and still showed with one per transaction.
 final class PendingForgets: Sendable {
     private struct Pending {
         var wallets: Set<String> = []
@@ -22,11 +21,6 @@ final class PendingForgets: Sendable {
         (self.wallets, self.sessions) = (wallets, sessions)
     }
 
-    /// Called at the start of every write transaction: when it commits, the caches forget what it changed.
-    func watch(_ db: Database) {
-        db.afterNextTransaction(onCommit: { _ in self.committed() }, onRollback: { _ in self.rolledBack() })
-    }
-
     /// The account's wallet changed.
     func wallet(_ userId: String) { pending.withLock { _ = $0.wallets.insert(userId) } }
 
@@ -37,7 +31,7 @@ final class PendingForgets: Sendable {
     func everySession() { pending.withLock { $0.everySession = true } }
 
     /// The transaction committed: the caches forget what it changed.
-    private func committed() {
+    func committed() {
         let changed = pending.withLock { pending in
             defer { pending = Pending() }
             return pending
@@ -51,5 +45,5 @@ final class PendingForgets: Sendable {
     }
 
     /// The transaction rolled back: nothing it did stays, so nothing is forgotten.
-    private func rolledBack() { pending.withLock { $0 = Pending() } }
+    func rolledBack() { pending.withLock { $0 = Pending() } }
 }

@@ -19,41 +19,39 @@ extension SQLiteStore: LedgerStore {
         }
     }
 
-    /// Runs the commands of a batch in one write transaction, each in a savepoint of its own: one that
-    /// fails is undone alone and reports its error, and the others commit. A command alone needs no
-    /// savepoint: when it fails, its transaction rolls back. Results are handed out after the commit.
+    /// Runs the commands of a batch in one write transaction and hands out the results once it committed.
     private func runBatch(_ batch: [WriterQueue.Queued], _ db: Database) {
+        let results = batch.count == 1 ? [alone(batch[0], db)] : together(batch, db)
+        for (queued, result) in zip(batch, results) { queued.done.resume(returning: result) }
+    }
+
+    /// One command in a transaction of its own: when it fails, nothing of it stays.
+    private func alone(_ queued: WriterQueue.Queued, _ db: Database) -> Result<Execution, any Error> {
+        Result { try inWriteTransaction(db) { try queued.work(db) } }.mapError(Self.storeError)
+    }
+
+    /// The commands in one transaction, without a savepoint each (two more statements per command, and GRDB
+    /// prepares them every time). A command refused before it wrote anything (the usual refusal: the plan
+    /// says no) fails alone and leaves nothing to undo. One that fails after writing, or any database error,
+    /// rolls the whole transaction back, and then every command runs again alone: nothing was answered yet.
+    private func together(_ batch: [WriterQueue.Queued], _ db: Database) -> [Result<Execution, any Error>] {
         var results: [Result<Execution, any Error>] = []
         results.reserveCapacity(batch.count)
         do {
-            forgets.watch(db)
-            try db.inTransaction {
-                if batch.count == 1 {
-                    do {
-                        results.append(.success(try batch[0].work(db)))
-                        return .commit
-                    } catch {
-                        results.append(.failure(Self.storeError(error)))
-                        return .rollback
-                    }
-                }
+            try inWriteTransaction(db) {
                 for queued in batch {
+                    let changes = db.totalChangesCount
                     do {
-                        try db.inSavepoint {
-                            results.append(.success(try queued.work(db)))
-                            return .commit
-                        }
-                    } catch {
-                        results.append(.failure(Self.storeError(error)))
+                        results.append(.success(try queued.work(db)))
+                    } catch let error as StoreError where db.totalChangesCount == changes {
+                        results.append(.failure(error))
                     }
                 }
-                return .commit
             }
+            return results
         } catch {
-            // The transaction itself failed (begin or commit): nothing of it stays.
-            results = Array(repeating: .failure(Self.storeError(error)), count: batch.count)
+            return batch.map { alone($0, db) }
         }
-        for (queued, result) in zip(batch, results) { queued.done.resume(returning: result) }
     }
 
     /// One command in the caller's transaction: replay, or plan, apply and remember its response.
@@ -62,13 +60,13 @@ extension SQLiteStore: LedgerStore {
         render: (CommandOutcome) throws -> StoredResponse, _ db: Database
     ) throws -> Execution {
         if let idempotency,
-            let row = try db.fetchRow(sql: "SELECT fingerprint, status, body FROM idempotency_keys WHERE scope = ? AND key = ?",
-                arguments: [idempotency.scope, idempotency.key])
+            let stored = try db.fetchFirst(
+                sql: "SELECT fingerprint, status, body FROM idempotency_keys WHERE scope = ? AND key = ?",
+                arguments: [idempotency.scope, idempotency.key],
+                { row in ((row[0] as String) == idempotency.fingerprint, StoredResponse(status: row[1], body: [UInt8](row[2] as Data))) })
         {
-            guard (row[0] as String) == idempotency.fingerprint else {
-                throw StoreError(.idempotencyMismatch)
-            }
-            return .replayed(StoredResponse(status: row[1], body: [UInt8](row[2] as Data)))
+            guard stored.0 else { throw StoreError(.idempotencyMismatch) }
+            return .replayed(stored.1)
         }
         var (snapshot, counters) = try Self.snapshot(for: command, now: now, db)
         // Only an account with something held can have a hold to release first.
@@ -162,10 +160,8 @@ extension SQLiteStore: LedgerStore {
     /// every quota counter of the account (for the state the response shows).
     static func snapshot(for command: Command, now: Date, _ db: Database) throws -> (LedgerSnapshot, [String: QuotaCounter]) {
         let userId = command.userId
-        guard
-            let row = try db.fetchRow(sql: accountQuery, arguments: [userId])
+        guard let (user, wallet) = try db.fetchFirst(sql: accountQuery, arguments: [userId], AccountRow.decode)
         else { throw StoreError(.userNotFound) }
-        let (user, wallet) = AccountRow.decode(row)
         var snapshot = LedgerSnapshot(user: user, wallet: wallet)
         let counters = try Self.counters(db, userId: userId)
         switch command {
@@ -222,10 +218,8 @@ extension SQLiteStore: LedgerStore {
     }
 
     static func accountState(_ db: Database, userId: String) throws -> AccountState? {
-        guard
-            let row = try db.fetchRow(sql: accountQuery, arguments: [userId])
+        guard let (user, wallet) = try db.fetchFirst(sql: accountQuery, arguments: [userId], AccountRow.decode)
         else { return nil }
-        let (user, wallet) = AccountRow.decode(row)
         return AccountState(user: user, wallet: wallet, counters: try counters(db, userId: userId))
     }
 
@@ -235,7 +229,7 @@ extension SQLiteStore: LedgerStore {
     /// Every quota counter of the account, by quota.
     static func counters(_ db: Database, userId: String) throws -> [String: QuotaCounter] {
         var counters: [String: QuotaCounter] = [:]
-        for counter in try db.fetchRows(sql: "SELECT quota, used, window_end FROM quota_counters WHERE user_id = ?", arguments: [userId]) {
+        try db.forEachRow(sql: "SELECT quota, used, window_end FROM quota_counters WHERE user_id = ?", arguments: [userId]) { counter in
             counters[counter[0]] = QuotaCounter(used: counter[1], windowEnd: Date(millis: counter[2]))
         }
         return counters

@@ -125,11 +125,25 @@ public final class SQLiteStore: MaintenanceStore {
     /// cooperative threads behind the writer and sends p99 latency to seconds; the async API keeps tails short.
     func write<T: Sendable>(_ body: @Sendable @escaping (Database) throws -> T) async throws -> T {
         try await run {
-            try await self.pool.write { db in
-                self.forgets.watch(db)
-                return try body(db)
-            }
+            try await self.pool.writeWithoutTransaction { db in try self.inWriteTransaction(db) { try body(db) } }
         }
+    }
+
+    /// Runs `body` in a transaction on the writer connection and, as it ends, tells ``forgets`` whether it
+    /// committed: still on the writer's thread, so before the next transaction can begin.
+    func inWriteTransaction<T>(_ db: Database, _ body: () throws -> T) throws -> T {
+        var result: T?
+        do {
+            try db.inTransaction {
+                result = try body()
+                return .commit
+            }
+        } catch {
+            forgets.rolledBack()
+            throw error
+        }
+        forgets.committed()
+        return result!
     }
 
     /// Maps GRDB's errors to ``StoreError``; lets ``StoreError`` through.
@@ -155,13 +169,12 @@ public final class SQLiteStore: MaintenanceStore {
     func append(_ entry: PlannedEntry, userId: String, now: Date, _ db: Database) throws -> (LedgerEntryRecord, WalletState) {
         forgets.wallet(userId)
         guard
-            let row = try db.fetchRow(sql: """
+            let wallet = try db.fetchFirst(sql: """
                     UPDATE wallets SET balance = balance + ?, held = held + ?, version = version + 1
                     WHERE user_id = ? RETURNING balance, held, version
                     """,
-                arguments: [entry.amount, entry.heldChange, userId])
+                arguments: [entry.amount, entry.heldChange, userId], { WalletState(row: $0, at: 0) })
         else { throw StoreError(.userNotFound) }
-        let wallet = WalletState(row: row, at: 0)
         try db.run(sql: """
                 INSERT INTO ledger_entries (user_id, kind, amount, held_change, balance_after, held_after, reason, created_at)
                 VALUES (?, ?, ?, ?, ?, ?, ?, ?)

@@ -8,8 +8,8 @@ typealias Work = @Sendable (Database) throws -> Execution
 /// Ledger commands waiting for the single writer, which runs them in batches without leaving its thread.
 ///
 /// A command queues, and if no batch job is pending, one is put on GRDB's writer queue. The job takes
-/// everything queued (up to ``maximumBatch``), runs it as one transaction (each command in a savepoint of
-/// its own, so one failure undoes only that command; a command alone needs none), hands each caller its
+/// everything queued (up to ``maximumBatch``), runs it as one transaction (a command that fails after
+/// writing sends every command of the batch back to run alone), hands each caller its
 /// result once the transaction has committed, and, if more commands queued meanwhile, puts the next job at
 /// the back of the writer queue (so other writes — sign-ins, profile changes — still get their turn).
 ///

@@ -81,6 +81,13 @@ struct LedgerConformanceTests {
             }
             let executed = attempts.filter { if case .success(.executed) = $0 { true } else { false } }.count
             let refused = attempts.filter { if case .failure(let error) = $0 { error.code == .insufficientTokens } else { false } }.count
+            let renders = attempts.filter {
+                switch $0 {
+                case .failure(let error): error.code == .invalidInput || error.underlying is RenderFailure
+                case .other: true
+                case .success: false
+                }
+            }.count
             #expect(executed == 60 && refused == 60, "[\(kind)] executed \(executed), refused \(refused)")
             for userId in users {
                 #expect(try await f.store.wallet(userId: userId, now: f.now)?.balance == 0, "[\(kind)]")
@@ -163,6 +170,53 @@ struct LedgerConformanceTests {
             #expect(try await f.execute(command, key: key) == .replayed(response), "[\(kind)]")
             #expect(try await f.store.wallet(userId: userId, now: f.now)?.balance == 2, "[\(kind)]")
             try await f.checkInvariants([userId])
+        }
+    }
+
+    @Test("execute: concurrent commands that fail, before or after writing, leave nothing and spoil no other", arguments: StoreKind.enabled)
+    func failuresAmongConcurrentCommands(kind: StoreKind) async throws {
+        try await withFixture(kind) { f in
+            var accounts: [String] = []
+            for _ in 0..<4 { accounts.append(try await f.newUser(tokens: 10)) }
+            let users = accounts
+            let dear = ActionSpec(name: "dear", tokens: 1000)
+            // Every third command is refused by its plan (nothing written), every third fails in its render,
+            // after its writes, the rest must all stand. The render fails with a store error in one round
+            // (a store must not take it for a refusal that wrote nothing) and with another error in the next.
+            let failures: [@Sendable () -> any Error] = [{ StoreError(.invalidInput) }, { RenderFailure() }]
+            for (round, failure) in failures.enumerated() {
+                let keys = (0..<120).map { index in IdempotencyKey(scope: users[index % 4], key: randomId("key-"), fingerprint: "fp") }
+                let attempts = try await concurrently(120) { index in
+                    let userId = users[index % 4]
+                    switch index % 3 {
+                    case 0: return try await f.execute(.grant(userId: userId, amount: 1, reason: "ok"), key: keys[index])
+                    case 1:
+                        return try await f.store.execute(.grant(userId: userId, amount: 100, reason: "bad"), idempotency: keys[index], now: f.now) {
+                            _ in throw failure()
+                        }
+                    default: return try await f.execute(.performAction(userId: userId, action: dear, quotaLimit: nil), key: keys[index])
+                    }
+                }
+                let executed = attempts.filter { if case .success(.executed) = $0 { true } else { false } }.count
+                let refused = attempts.filter { if case .failure(let error) = $0 { error.code == .insufficientTokens } else { false } }.count
+                let renders = attempts.filter {
+                    switch $0 {
+                    case .failure(let error): error.code == .invalidInput || error.underlying is RenderFailure
+                    case .other: true
+                    case .success: false
+                    }
+                }.count
+                #expect(executed == 40 && refused == 40 && renders == 40, "[\(kind)] round \(round): \(attempts)")
+                for userId in users {
+                    #expect(try await f.store.wallet(userId: userId, now: f.now)?.balance == 10 + 10 * Int64(round + 1), "[\(kind)]")
+                }
+                // A failed command used nothing up, its key included.
+                let retry = try await f.execute(.grant(userId: users[1], amount: 1, reason: "retry"), key: keys[1])
+                if case .executed = retry {} else { Issue.record("[\(kind)] the retry was \(retry)") }
+                let undo = try await f.execute(.performAction(userId: users[1], action: penny, quotaLimit: nil))
+                if case .executed = undo {} else { Issue.record("[\(kind)] \(undo)") }
+            }
+            try await f.checkInvariants(users)
         }
     }
 
