@@ -53,6 +53,8 @@ let package = Package(
             dependencies: [
                 "TallyStore",
                 .product(name: "GRDB", package: "GRDB.swift"),
+                // The WAL hook and checkpoint calls (``Checkpointer``) are SQLite's C API.
+                .product(name: "GRDBSQLite", package: "GRDB.swift"),
             ],
             swiftSettings: swiftSettings
         ),

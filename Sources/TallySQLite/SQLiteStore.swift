@@ -26,10 +26,18 @@ public final class SQLiteStore: MaintenanceStore {
     let writerQueue = WriterQueue()
     /// The open lock file that marks this process as the database's owner.
     private let ownership: Int32
+    /// Checkpoints the write-ahead log beside the writer.
+    private let checkpointer: Checkpointer
 
     /// Opens (creating if needed) the database at `path`. Call ``migrate()`` before use. Throws
     /// ``DatabaseInUse`` when another store (in this or another process) has the database open.
-    public init(path: String) throws {
+    public convenience init(path: String) throws {
+        try self.init(path: path, checkpoint: (1_000, 3_000))
+    }
+
+    /// `checkpoint`: the log pages after which a background checkpoint is asked for, and after which the
+    /// writer checkpoints itself (``Checkpointer``).
+    init(path: String, checkpoint: (threshold: Int32, backstop: Int32)) throws {
         ownership = try Self.takeOwnership(of: path)
         forgets = PendingForgets(wallets: wallets, sessions: sessions)
         var configuration = Configuration()
@@ -40,6 +48,8 @@ public final class SQLiteStore: MaintenanceStore {
         }
         do {
             pool = try DatabasePool(path: path, configuration: configuration)
+            checkpointer = try Checkpointer(path: path, threshold: checkpoint.threshold, backstop: checkpoint.backstop)
+            pool.writeWithoutTransaction { db in checkpointer.watch(db) }
         } catch {
             close(ownership)
             throw StoreError(.unavailable, underlying: error)

@@ -81,13 +81,6 @@ struct LedgerConformanceTests {
             }
             let executed = attempts.filter { if case .success(.executed) = $0 { true } else { false } }.count
             let refused = attempts.filter { if case .failure(let error) = $0 { error.code == .insufficientTokens } else { false } }.count
-            let renders = attempts.filter {
-                switch $0 {
-                case .failure(let error): error.code == .invalidInput || error.underlying is RenderFailure
-                case .other: true
-                case .success: false
-                }
-            }.count
             #expect(executed == 60 && refused == 60, "[\(kind)] executed \(executed), refused \(refused)")
             for userId in users {
                 #expect(try await f.store.wallet(userId: userId, now: f.now)?.balance == 0, "[\(kind)]")
