@@ -24,7 +24,7 @@ struct Serve: AsyncParsableCommand {
             let notice = "Generated the admin key (saved in \(configuration.dataDirectory)/admin-key; shown once):\n  \(admin.key)\n"
             FileHandle.standardOutput.write(Data(notice.utf8))
         }
-        var logger = Logger(label: "tally")
+        var logger = Logger(label: "tally", factory: LazyMetadataLogHandler.init(label:))
         logger.logLevel = ProcessInfo.processInfo.environment["LOG_LEVEL"].flatMap(Logger.Level.init(rawValue:)) ?? .info
         let storeName = configuration.databaseURL == nil ? "SQLite in \(configuration.dataDirectory)" : "PostgreSQL"
         let host = configuration.host
