@@ -7,7 +7,7 @@ extension SQLiteStore: IdentityStore {
         deviceHash: String, ipHash: String, signupsPerHour: Int, signupGrant: Int64, sessionId: String,
         refresh: NewRefreshToken, now: Date
     ) async throws -> SessionGrant {
-        try await remembering { try await self.write { db in
+        try await writeSession { db in
             var created = false
             let existing = try db.fetchRow(sql: "SELECT u.* FROM device_credentials d JOIN users u ON u.id = d.user_id WHERE d.device_hash = ?",
                 arguments: [deviceHash])
@@ -39,27 +39,27 @@ extension SQLiteStore: IdentityStore {
             }
             try Self.insertSession(db, userId: user.id, sessionId: sessionId, refresh: refresh, now: now)
             return SessionGrant(user: user, sessionId: sessionId, created: created)
-        } }
+        }
     }
 
-    /// Runs a call that opens or renews a session, then keeps the session in the cache as live: every new
+    /// A write that opens or renews a session, which is then kept in the cache as live: every new
     /// session's first request would otherwise look it up on a reader (10,000 of them at the start of a
     /// load run). The epoch is taken first, so a revocation committed meanwhile is not undone.
-    private func remembering(_ open: () async throws -> SessionGrant) async throws -> SessionGrant {
+    private func writeSession(_ open: @Sendable @escaping (Database) throws -> SessionGrant) async throws -> SessionGrant {
         let epoch = sessions.epoch
-        let grant = try await open()
+        let grant = try await write(open)
         sessions.store(grant.user.id, for: grant.sessionId, readAt: epoch)
         return grant
     }
 
     public func openSession(userId: String, sessionId: String, refresh: NewRefreshToken, now: Date) async throws -> SessionGrant {
-        try await remembering { try await self.write { db in
+        try await writeSession { db in
             guard let row = try db.fetchRow(sql: "SELECT * FROM users WHERE id = ?", arguments: [userId]) else {
                 throw StoreError(.userNotFound)
             }
             try Self.insertSession(db, userId: userId, sessionId: sessionId, refresh: refresh, now: now)
             return SessionGrant(user: UserRecord(row: row), sessionId: sessionId, created: false)
-        } }
+        }
     }
 
     public func rotateRefreshToken(hash: String, next: NewRefreshToken, now: Date) async throws -> SessionGrant {

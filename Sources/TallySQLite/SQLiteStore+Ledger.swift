@@ -63,10 +63,10 @@ extension SQLiteStore: LedgerStore {
             let stored = try db.fetchFirst(
                 sql: "SELECT fingerprint, status, body FROM idempotency_keys WHERE scope = ? AND key = ?",
                 arguments: [idempotency.scope, idempotency.key],
-                { row in ((row[0] as String) == idempotency.fingerprint, StoredResponse(status: row[1], body: [UInt8](row[2] as Data))) })
+                { row in (fingerprint: row[0] as String, response: StoredResponse(status: row[1], body: [UInt8](row[2] as Data))) })
         {
-            guard stored.0 else { throw StoreError(.idempotencyMismatch) }
-            return .replayed(stored.1)
+            guard stored.fingerprint == idempotency.fingerprint else { throw StoreError(.idempotencyMismatch) }
+            return .replayed(stored.response)
         }
         var (snapshot, counters) = try Self.snapshot(for: command, now: now, db)
         // Only an account with something held can have a hold to release first.
