@@ -9,10 +9,12 @@ public struct ErrorCode: RawRepresentable, Codable, Hashable, Sendable, CustomSt
     /// The wire code.
     public var description: String { rawValue }
 
+    /// Decodes a code from its string; unknown codes are kept, not rejected.
     public init(from decoder: any Decoder) throws {
         self.rawValue = try decoder.singleValueContainer().decode(String.self)
     }
 
+    /// Encodes the code as its string.
     public func encode(to encoder: any Encoder) throws {
         var container = encoder.singleValueContainer()
         try container.encode(rawValue)

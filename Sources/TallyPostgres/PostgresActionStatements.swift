@@ -78,7 +78,7 @@ struct ActionWritten: Sendable {
 }
 
 /// Applies the plans of several commands (of distinct accounts) in one statement, so in one transaction
-/// and one commit (see ``WriteBatcher``). Each wallet moves from the state read only if its row is still
+/// and one commit (see ``StatementBatcher``). Each wallet moves from the state read only if its row is still
 /// that version (`xmin` and `version` unchanged; the update waits for a concurrent writer and then
 /// re-checks the newest version), and every other write of that command hangs on its wallet's update: the
 /// ledger entry, the quota counter, the response under its key, a new hold or the settled one. A plan that

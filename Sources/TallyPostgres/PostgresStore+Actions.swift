@@ -24,7 +24,7 @@ extension PostgresStore {
     /// lookup and the named hold, then applies the plan
     /// in one statement whose wallet compare-and-set covers everything the plan read
     /// (``ActionBatchWriteStatement``, sent with the writes of other accounts waiting at the same time, see
-    /// ``WriteBatcher``). The wallet row is locked only for that statement and its commit.
+    /// ``StatementBatcher``). The wallet row is locked only for that statement and its commit.
     ///
     /// A cached account that moved meanwhile (another process wrote it) is read afresh once. A refusal is
     /// answered only from a fresh read, which also looked the key up; a concurrent duplicate of the key
@@ -130,13 +130,13 @@ extension PostgresStore {
         return after
     }
 
-    /// Sends `write` through the ``WriteBatcher`` with the writes waiting at the same time; when their batch
+    /// Sends `write` through the ``StatementBatcher`` with the writes waiting at the same time; when their batch
     /// failed as a whole, sends it again on its own. `nil`: the wallet moved.
     private func send(_ write: ActionWrite) async throws -> ActionWritten? {
         try await conflicting {
             do {
-                return try await batcher.write(write, send: sendBatch)
-            } catch is WriteBatcher<ActionWrite, ActionWritten>.BatchFailed {
+                return try await ledgerWrites.submit(write, send: sendBatch)
+            } catch is StatementBatcher<ActionWrite, ActionWritten>.BatchFailed {
                 return try await sendBatch([write])[0]
             }
         }

@@ -65,15 +65,27 @@ extension PostgresStore {
         }
     }
 
-    /// One statement (``WalletReadStatement``) reads the wallet and whether an open hold has expired; only
-    /// then a transaction locks the wallet and releases the expired holds.
+    /// One statement (``WalletBatchReadStatement``, with the wallet reads waiting at the same time) reads the
+    /// wallet and whether an open hold has expired; only then a transaction locks the wallet and releases
+    /// the expired holds.
     public func wallet(userId: String, now: Date) async throws -> WalletState? {
-        let rows = try await retrying { try await prepared(WalletReadStatement(userId: userId, now: now)) }
-        guard let row = rows.first else { return nil }
-        var cells = Cells(row)
-        let wallet = try WalletState(&cells)
-        guard try cells.next(Bool.self) else { return wallet }
+        let read = WalletRead(userId: userId, now: now)
+        let found = try await retrying {
+            do {
+                return try await walletReads.submit(read, send: readWallets)
+            } catch is StatementBatcher<WalletRead, WalletReadResult>.BatchFailed {
+                return try await readWallets([read])[0]
+            }
+        }
+        guard let found else { return nil }
+        guard found.hasExpiredHolds else { return found.wallet }
         return try await releaseExpiredHolds(userId: userId, now: now)?.wallet
+    }
+
+    /// One batch of wallet reads as one statement.
+    private func readWallets(_ reads: [WalletRead]) async throws -> [WalletReadResult?] {
+        let statement = WalletBatchReadStatement(reads: reads)
+        return try statement.results(try await prepared(statement))
     }
 
     /// One statement reads the account, wallet and counters (and whether a hold has expired; only then

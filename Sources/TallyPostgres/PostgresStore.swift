@@ -19,7 +19,9 @@ public final class PostgresStore: TallyStorage {
     /// One optimistic action per account at a time in this process.
     let gate = AccountGate()
     /// Sends the optimistic actions' writes that wait at the same time as one statement.
-    let batcher = WriteBatcher<ActionWrite, ActionWritten>()
+    let ledgerWrites = StatementBatcher<ActionWrite, ActionWritten>()
+    /// Sends the wallet reads that wait at the same time as one statement.
+    let walletReads = StatementBatcher<WalletRead, WalletReadResult>()
     /// Sessions found live, trusted while the revocation feed is fresh.
     let sessions: LiveSessions
 

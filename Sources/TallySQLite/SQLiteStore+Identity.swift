@@ -3,6 +3,7 @@ import GRDB
 import TallyStore
 
 extension SQLiteStore: IdentityStore {
+    /// Finds or creates the guest of a device hash and opens a session (see ``IdentityStore``).
     public func signInGuest(
         deviceHash: String, ipHash: String, signupsPerHour: Int, signupGrant: Int64, sessionId: String,
         refresh: NewRefreshToken, now: Date
@@ -52,6 +53,7 @@ extension SQLiteStore: IdentityStore {
         return grant
     }
 
+    /// Opens a session for an existing account.
     public func openSession(userId: String, sessionId: String, refresh: NewRefreshToken, now: Date) async throws -> SessionGrant {
         try await writeSession { db in
             guard let row = try db.fetchRow(sql: "SELECT * FROM users WHERE id = ?", arguments: [userId]) else {
@@ -62,6 +64,7 @@ extension SQLiteStore: IdentityStore {
         }
     }
 
+    /// Exchanges a refresh token for the next one; a reused one revokes its session.
     public func rotateRefreshToken(hash: String, next: NewRefreshToken, now: Date) async throws -> SessionGrant {
         // Reuse must revoke the session *and* report it, so the revocation commits before the error is thrown.
         let result: Result<SessionGrant, StoreError> = try await write { db in
@@ -89,6 +92,7 @@ extension SQLiteStore: IdentityStore {
         return try result.get()
     }
 
+    /// Revokes a session and its refresh tokens.
     public func revokeSession(id: String, now: Date) async throws {
         try await write { db in
             self.forgets.session(id)
@@ -107,6 +111,7 @@ extension SQLiteStore: IdentityStore {
         return userId
     }
 
+    /// Adds an email and password to a guest in place.
     public func linkCredentials(userId: String, email: String, passwordHash: String) async throws -> UserRecord {
         try await write { db in
             guard let row = try db.fetchRow(sql: "SELECT * FROM users WHERE id = ?", arguments: [userId]) else {
@@ -123,6 +128,7 @@ extension SQLiteStore: IdentityStore {
         }
     }
 
+    /// The account and password hash for an email, if any.
     public func passwordHash(email: String) async throws -> (userId: String, passwordHash: String)? {
         let account = try await read { db -> [String]? in
             guard let row = try db.fetchRow(sql: "SELECT id, password_hash FROM users WHERE email = ?", arguments: [email]),
@@ -133,12 +139,14 @@ extension SQLiteStore: IdentityStore {
         return account.map { ($0[0], $0[1]) }
     }
 
+    /// The account, if it exists.
     public func user(id: String) async throws -> UserRecord? {
         try await read { db in
             try db.fetchRow(sql: "SELECT * FROM users WHERE id = ?", arguments: [id]).map(UserRecord.init(row:))
         }
     }
 
+    /// Deletes the account and everything that belongs to it.
     public func deleteUser(id: String) async throws -> Bool {
         try await write { db in
             self.forgets.wallet(id)

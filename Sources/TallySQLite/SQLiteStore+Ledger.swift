@@ -3,6 +3,7 @@ import GRDB
 import TallyStore
 
 extension SQLiteStore: LedgerStore {
+    /// Runs a ledger command through the single writer (see ``LedgerStore/execute(_:idempotency:now:render:)``).
     public func execute(
         _ command: Command, idempotency: IdempotencyKey?, now: Date,
         render: @escaping @Sendable (CommandOutcome) throws -> StoredResponse
@@ -139,6 +140,7 @@ extension SQLiteStore: LedgerStore {
             arguments: [userId, now.millis]) ?? false
     }
 
+    /// Ledger entries of the account, newest first, with ids below `before` when given.
     public func entries(userId: String, before: Int64?, limit: Int) async throws -> [LedgerEntryRecord] {
         try await read { db in
             try db.fetchRows(sql: "SELECT * FROM ledger_entries WHERE user_id = ? AND id < ? ORDER BY id DESC LIMIT ?",
@@ -147,6 +149,7 @@ extension SQLiteStore: LedgerStore {
         }
     }
 
+    /// A hold of the account.
     public func hold(id: String, userId: String) async throws -> HoldRecord? {
         try await read { db in
             try db.fetchRow(sql: "SELECT * FROM holds WHERE id = ? AND user_id = ?", arguments: [id, userId])

@@ -64,6 +64,7 @@ public final class SQLiteStore: MaintenanceStore {
     public struct DatabaseInUse: Error, CustomStringConvertible {
         /// The lock file held by the other store.
         public let lockPath: String
+        /// Which lock file another process holds.
         public var description: String { "another Tally process has \(lockPath) locked (one process owns an embedded database)" }
     }
 
@@ -82,14 +83,17 @@ public final class SQLiteStore: MaintenanceStore {
 
     // MARK: MaintenanceStore
 
+    /// Applies pending schema migrations.
     public func migrate() async throws {
         try await run { try Schema.migrator.migrate(self.pool) }
     }
 
+    /// Succeeds when the database answers a read.
     public func ping() async throws {
         _ = try await read { db in try db.fetchValue(Int.self, sql: "SELECT 1") }
     }
 
+    /// A server-wide secret, created by `make` on first use.
     public func secret(named name: String, orCreate make: @Sendable () -> String) async throws -> String {
         let candidate = make()
         return try await write { db in
@@ -101,6 +105,7 @@ public final class SQLiteStore: MaintenanceStore {
         }
     }
 
+    /// Releases holds expired by `now` of up to `limit` accounts (oldest first); returns how many it released.
     public func expireHolds(now: Date, limit: Int) async throws -> Int {
         try await write { db in
             let users = try db.fetchValues(String.self, sql: """
@@ -114,6 +119,7 @@ public final class SQLiteStore: MaintenanceStore {
         }
     }
 
+    /// Deletes idempotency and guest sign-up records older than the given instants.
     public func purge(idempotencyBefore: Date, signupsBefore: Date) async throws {
         try await write { db in
             try db.run(sql: "DELETE FROM idempotency_keys WHERE created_at < ?", arguments: [idempotencyBefore.millis])

@@ -59,12 +59,14 @@ public struct LedgerPlan: Sendable, Hashable {
     /// An empty plan.
     public init() {}
 
+    /// Plans are equal when they make the same writes.
     public static func == (lhs: LedgerPlan, rhs: LedgerPlan) -> Bool {
         lhs.entry == rhs.entry && lhs.newHold == rhs.newHold && lhs.settleHold?.status == rhs.settleHold?.status
             && lhs.settleHold?.capturedAmount == rhs.settleHold?.capturedAmount && lhs.counter?.quota == rhs.counter?.quota
             && lhs.counter?.value == rhs.counter?.value && lhs.user == rhs.user && lhs.payment == rhs.payment
     }
 
+    /// Hashes what `==` compares.
     public func hash(into hasher: inout Hasher) {
         hasher.combine(entry)
         hasher.combine(newHold)

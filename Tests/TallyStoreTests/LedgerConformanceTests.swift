@@ -35,6 +35,36 @@ struct LedgerConformanceTests {
         }
     }
 
+    @Test("wallet: concurrent reads of many accounts each get their own", arguments: StoreKind.enabled)
+    func concurrentWalletReads(kind: StoreKind) async throws {
+        try await withFixture(kind) { f in
+            // PostgreSQL sends reads that wait at the same time as one statement: none may get another's wallet.
+            var users: [String] = []
+            for tokens in 1...12 { users.append(try await f.newUser(tokens: Int64(tokens))) }
+            let holder = try await f.newUser(tokens: 50)
+            try await f.run(.createHold(userId: holder, holdId: randomId("hold-"), amount: 30, expiresAt: f.now.addingTimeInterval(10)))
+            f.clock.advance(by: 11)
+            let now = f.now
+            let unknown = randomId()
+            let expected: [String: WalletState?] = Dictionary(
+                uniqueKeysWithValues: users.enumerated().map { ($1, WalletState(balance: Int64($0 + 1), held: 0, version: 1)) }
+                    + [(holder, WalletState(balance: 50, held: 0, version: 3)), (unknown, nil)])
+            let ids = users + [holder, unknown]
+            let reads = try await concurrently(300) { index in
+                let userId = ids[index % ids.count]
+                return (userId, try await f.store.wallet(userId: userId, now: now))
+            }
+            var wrong: [String] = []
+            for read in reads {
+                guard case .success(let (userId, wallet)) = read else { wrong.append("\(read)"); continue }
+                if expected[userId] != wallet { wrong.append("\(userId): \(String(describing: wallet))") }
+            }
+            #expect(wrong.count == 0, "[\(kind)] \(wrong.prefix(5))")
+            #expect(try await f.allEntries(holder).map(\.kind) == [.grant, .hold, .expire], "[\(kind)] released once")
+            try await f.checkInvariants(users + [holder])
+        }
+    }
+
     @Test("execute: 200 concurrent 1-token actions on 100 tokens", arguments: StoreKind.enabled)
     func concurrentDebits(kind: StoreKind) async throws {
         try await withFixture(kind) { f in

@@ -33,6 +33,7 @@ public final class SDKTransport: HTTPTransport {
     /// What reached the server so far.
     public var sent: Counts { counts.withLock { $0 } }
 
+    /// Sends the request on an idle connection of this app (a new one when none is idle) and returns the answer.
     public func send(_ request: TransportRequest) async throws -> TransportResponse {
         let box = idle.withLock { $0.popLast() } ?? ConnectionBox(LoadConnection(host: host, port: port, group: group))
         let method = HTTPMethod(rawValue: request.method)

@@ -23,6 +23,7 @@ public struct APIError: Error, HTTPResponseError, CustomStringConvertible {
     /// The code and status only.
     public var description: String { "APIError(\(status.code) \(body.error.code))" }
 
+    /// The error as its HTTP status and `{"error":{"code","message"}}` body.
     public func response(from request: Request, context: some RequestContext) throws -> Response {
         var response = JSONResponse.make(status: status, body: body)
         response.headers.append(contentsOf: headers)

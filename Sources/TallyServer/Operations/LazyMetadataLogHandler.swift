@@ -21,21 +21,25 @@ public struct LazyMetadataLogHandler: LogHandler {
         self.init(wrapping: .standardError(label: label))
     }
 
+    /// The lowest level this handler writes.
     public var logLevel: Logger.Level {
         get { stream.logLevel }
         set { stream.logLevel = newValue }
     }
 
+    /// Metadata added to every line at the moment it is written.
     public var metadataProvider: Logger.MetadataProvider? {
         get { stream.metadataProvider }
         set { stream.metadataProvider = newValue }
     }
 
+    /// One metadata value; setting it only stores it (rendered when a line is written).
     public subscript(metadataKey key: String) -> Logger.Metadata.Value? {
         get { metadata[key] }
         set { metadata[key] = newValue }
     }
 
+    /// Writes one line, rendering the metadata only now.
     public func log(event: LogEvent) {
         var event = event
         if !metadata.isEmpty {

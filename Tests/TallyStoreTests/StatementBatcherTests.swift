@@ -6,8 +6,8 @@ import TallyStore
 
 /// The group-commit queue of the stores, without a database: `send` is a closure that records
 /// the batches it is given and can be held until the test lets it go.
-@Suite("WriteBatcher", .timeLimit(.minutes(1)))
-struct WriteBatcherTests {
+@Suite("StatementBatcher", .timeLimit(.minutes(1)))
+struct StatementBatcherTests {
     struct Failure: Error, Equatable {}
 
     /// Records each batch; the first `held` batches wait in `send` until released.
@@ -47,21 +47,21 @@ struct WriteBatcherTests {
 
     @Test("A write that finds a free slot is sent alone and at once")
     func aloneWhenIdle() async throws {
-        let batcher = WriteBatcher<Int, String>(maximumInFlight: 1, maximumBatch: 8)
+        let batcher = StatementBatcher<Int, String>(maximumInFlight: 1, maximumBatch: 8)
         let sender = Sender()
-        #expect(try await batcher.write(2, send: sender.send) == "written 2")
-        #expect(try await batcher.write(3, send: sender.send) == nil)
+        #expect(try await batcher.submit(2, send: sender.send) == "written 2")
+        #expect(try await batcher.submit(3, send: sender.send) == nil)
         #expect(sender.batches.withLock { $0 } == [[2], [3]])
     }
 
     @Test("Writes that arrive while a batch is out go together next, each with its own result")
     func queuedWritesShareABatch() async throws {
-        let batcher = WriteBatcher<Int, String>(maximumInFlight: 1, maximumBatch: 64)
+        let batcher = StatementBatcher<Int, String>(maximumInFlight: 1, maximumBatch: 64)
         let sender = Sender(holdFirst: 1)
         try await withThrowingTaskGroup(of: (Int, String?).self) { group in
-            group.addTask { (0, try await batcher.write(0, send: sender.send)) }
+            group.addTask { (0, try await batcher.submit(0, send: sender.send)) }
             await eventually { sender.heldCount == 1 }
-            for value in 1...20 { group.addTask { (value, try await batcher.write(value, send: sender.send)) } }
+            for value in 1...20 { group.addTask { (value, try await batcher.submit(value, send: sender.send)) } }
             await eventually { batcher.waiting == 20 }
             // Nothing else was sent while the slot was taken.
             #expect(sender.queuedCount == 1)
@@ -81,13 +81,13 @@ struct WriteBatcherTests {
 
     @Test("A batch never holds more than maximumBatch writes, and several may be out at once")
     func limits() async throws {
-        let batcher = WriteBatcher<Int, String>(maximumInFlight: 2, maximumBatch: 4)
+        let batcher = StatementBatcher<Int, String>(maximumInFlight: 2, maximumBatch: 4)
         let sender = Sender(holdFirst: 2)
         try await withThrowingTaskGroup(of: Void.self) { group in
-            group.addTask { _ = try await batcher.write(100, send: sender.send) }
-            group.addTask { _ = try await batcher.write(102, send: sender.send) }
+            group.addTask { _ = try await batcher.submit(100, send: sender.send) }
+            group.addTask { _ = try await batcher.submit(102, send: sender.send) }
             await eventually { sender.heldCount == 2 }
-            for value in 0..<10 { group.addTask { _ = try await batcher.write(value, send: sender.send) } }
+            for value in 0..<10 { group.addTask { _ = try await batcher.submit(value, send: sender.send) } }
             await eventually { batcher.waiting == 10 }
             sender.releaseAll()
             try await group.waitForAll()
@@ -99,15 +99,15 @@ struct WriteBatcherTests {
 
     @Test("A failed batch of several tells each write to go alone; a failed write alone gets its own error")
     func failures() async throws {
-        let batcher = WriteBatcher<Int, String>(maximumInFlight: 1, maximumBatch: 64)
+        let batcher = StatementBatcher<Int, String>(maximumInFlight: 1, maximumBatch: 64)
         let sender = Sender(holdFirst: 1, failing: { $0.count > 1 })
         try await withThrowingTaskGroup(of: Void.self) { group in
-            group.addTask { _ = try await batcher.write(0, send: sender.send) }
+            group.addTask { _ = try await batcher.submit(0, send: sender.send) }
             await eventually { sender.heldCount == 1 }
             for value in 1...5 {
                 group.addTask {
-                    await #expect(throws: WriteBatcher<Int, String>.BatchFailed.self) {
-                        try await batcher.write(value * 2, send: sender.send)
+                    await #expect(throws: StatementBatcher<Int, String>.BatchFailed.self) {
+                        try await batcher.submit(value * 2, send: sender.send)
                     }
                 }
             }
@@ -115,11 +115,11 @@ struct WriteBatcherTests {
             sender.releaseAll()
             try await group.waitForAll()
         }
-        let alone = WriteBatcher<Int, String>(maximumInFlight: 1, maximumBatch: 64)
+        let alone = StatementBatcher<Int, String>(maximumInFlight: 1, maximumBatch: 64)
         await #expect(throws: Failure.self) {
-            try await alone.write(4, send: { _ in throw Failure() })
+            try await alone.submit(4, send: { _ in throw Failure() })
         }
         // The slot was given back after the failure.
-        #expect(try await alone.write(6, send: sender.send) == "written 6")
+        #expect(try await alone.submit(6, send: sender.send) == "written 6")
     }
 }
