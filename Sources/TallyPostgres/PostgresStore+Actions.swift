@@ -133,13 +133,7 @@ extension PostgresStore {
     /// Sends `write` through the ``StatementBatcher`` with the writes waiting at the same time; when their batch
     /// failed as a whole, sends it again on its own. `nil`: the wallet moved.
     private func send(_ write: ActionWrite) async throws -> ActionWritten? {
-        try await conflicting {
-            do {
-                return try await ledgerWrites.submit(write, send: sendBatch)
-            } catch is StatementBatcher<ActionWrite, ActionWritten>.BatchFailed {
-                return try await sendBatch([write])[0]
-            }
-        }
+        try await conflicting { try await ledgerWrites.submitOrSendAlone(write, send: sendBatch) }
     }
 
     /// One batch of writes as one statement (``ActionBatchWriteStatement``).

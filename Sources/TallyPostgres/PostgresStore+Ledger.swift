@@ -70,13 +70,7 @@ extension PostgresStore {
     /// the expired holds.
     public func wallet(userId: String, now: Date) async throws -> WalletState? {
         let read = WalletRead(userId: userId, now: now)
-        let found = try await retrying {
-            do {
-                return try await walletReads.submit(read, send: readWallets)
-            } catch is StatementBatcher<WalletRead, WalletReadResult>.BatchFailed {
-                return try await readWallets([read])[0]
-            }
-        }
+        let found = try await retrying { try await walletReads.submitOrSendAlone(read, send: readWallets) }
         guard let found else { return nil }
         guard found.hasExpiredHolds else { return found.wallet }
         return try await releaseExpiredHolds(userId: userId, now: now)?.wallet

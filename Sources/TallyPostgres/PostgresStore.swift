@@ -52,7 +52,7 @@ public final class PostgresStore: TallyStorage {
         // The hot statements are prepared once per connection. Left to choose, PostgreSQL plans them afresh on
         // every call as long as a plan for the actual values looks cheaper than the generic one — and for the
         // action read (a NULL key or hold lets it drop a join) it always does: planning then cost three times
-        // the statement's execution. Their generic plans are the same index lookups (BENCHMARKS.md, "Planning").
+        // the statement's execution. Their generic plans are the same index lookups (BENCHMARKS.md, "2026-11-23 morning").
         configuration.options.additionalStartupParameters.append(("plan_cache_mode", "force_generic_plan"))
         self.client = PostgresClient(configuration: configuration, backgroundLogger: logger)
         self.sessions = LiveSessions(staleness: sessionStaleness)

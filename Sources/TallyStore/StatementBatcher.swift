@@ -95,6 +95,16 @@ package final class StatementBatcher<Request: Sendable, Answer: Sendable>: @unch
         }
     }
 
+    /// ``submit(_:send:)``, and when the request's batch failed as a whole (``BatchFailed``), `send` again
+    /// with the request alone, so that only its own failure reaches the caller.
+    package func submitOrSendAlone(_ request: Request, send: ([Request]) async throws -> [Answer?]) async throws -> Answer? {
+        do {
+            return try await submit(request, send: send)
+        } catch is BatchFailed {
+            return try await send([request])[0]
+        }
+    }
+
     /// Gives this batch's slot to the first queued request, with the requests behind it, or frees it.
     private func handOver() {
         let next: (leader: Queued, others: [Queued])? = lock.withLock {
