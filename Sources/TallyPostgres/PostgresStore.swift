@@ -65,7 +65,8 @@ public final class PostgresStore: TallyStorage {
     }
 
     /// Parses `postgres://` or `postgresql://` URLs: user, password, host, port (5432) and database
-    /// (default: the user). TLS is not used: `sslmode` may be absent, `disable`, `allow` or `prefer`.
+    /// (default: the user), into a pool that keeps `maximumConnections` open. TLS is not used: `sslmode` may
+    /// be absent, `disable`, `allow` or `prefer`.
     public static func configuration(
         url: String, maximumConnections: Int = PostgresStore.defaultMaximumConnections
     ) throws -> PostgresClient.Configuration {
@@ -91,6 +92,13 @@ public final class PostgresStore: TallyStorage {
             host: host, port: port, username: username, password: components.password,
             database: database.isEmpty ? username : database, tls: .disable)
         configuration.options.maximumConnections = maximumConnections
+        // The pool opens all its connections at start and keeps them, and sends no keep-alive queries:
+        // PostgresNIO schedules an idle-timeout and a keep-alive timer (a task each, with a task group inside)
+        // whenever a connection goes back to an idle pool. At a few thousand leases a second that was 4 % of
+        // the server's CPU, and without it the 10,000-user run's median latency halved (BENCHMARKS.md,
+        // "2026-11-23, the pool's timers"). A connection the network drops silently is found at its next use.
+        configuration.options.minimumConnections = maximumConnections
+        configuration.options.keepAliveBehavior = nil
         return configuration
     }
 

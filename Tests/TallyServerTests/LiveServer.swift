@@ -50,6 +50,8 @@ struct LiveServer: Sendable {
         configuration.metering.catalog = catalog
         configuration.metering.guestSignupsPerIPPerHour = signupsPerHour
         configuration.adminKey = "test-admin-key-0123456789"
+        // The pool opens all its connections at start: tests run in parallel against one PostgreSQL.
+        configuration.postgresPoolSize = 8
         let directory = FileManager.default.temporaryDirectory.appendingPathComponent("tally-test-\(UUID().uuidString)").path
         configuration.dataDirectory = directory
         defer { try? FileManager.default.removeItem(atPath: directory) }
