@@ -39,7 +39,8 @@ public final class PostgresStore: TallyStorage {
     /// How many times a unit of work runs before a deadlock or a conflict is reported as `.unavailable`.
     static let maxAttempts = 5
 
-    /// Creates a store on `configuration` (its `options.maximumConnections` is the pool size).
+    /// Creates a store on `configuration`, whose pool options are used as given (``configuration(url:maximumConnections:)``
+    /// makes the pool Tally runs with: all connections open, no keep-alive timers).
     public convenience init(configuration: PostgresClient.Configuration, logger: Logger) {
         self.init(configuration: configuration, logger: logger, sessionStaleness: .seconds(3))
     }
