@@ -66,15 +66,23 @@ public final class PostgresStore: TallyStorage {
     }
 
     /// Parses `postgres://` or `postgresql://` URLs: user, password, host, port (5432) and database
-    /// (default: the user), into a pool that keeps `maximumConnections` open. TLS is not used: `sslmode` may
-    /// be absent, `disable`, `allow` or `prefer`.
+    /// (default: the user), into a pool that keeps `maximumConnections` open. As in libpq, a `host` query
+    /// parameter that is a directory (`postgres://tally@/tally?host=/run/postgresql`) connects through the
+    /// Unix socket `<directory>/.s.PGSQL.<port>` instead of TCP. TLS is not used: `sslmode` may be absent,
+    /// `disable`, `allow` or `prefer`.
     public static func configuration(
         url: String, maximumConnections: Int = PostgresStore.defaultMaximumConnections
     ) throws -> PostgresClient.Configuration {
         guard let components = URLComponents(string: url), let scheme = components.scheme?.lowercased(),
             scheme == "postgres" || scheme == "postgresql"
         else { throw PostgresURLError("expected postgres://user:password@host:port/database") }
-        guard var host = components.host, !host.isEmpty else { throw PostgresURLError("the URL has no host") }
+        let queryItems = components.queryItems ?? []
+        let socketDirectory = queryItems.last { $0.name == "host" }?.value
+        if let socketDirectory, !socketDirectory.hasPrefix("/") {
+            throw PostgresURLError("the host parameter must be an absolute socket directory")
+        }
+        var host = components.host ?? ""
+        guard !host.isEmpty || socketDirectory != nil else { throw PostgresURLError("the URL has no host") }
         if host.hasPrefix("["), host.hasSuffix("]") { host = String(host.dropFirst().dropLast()) }
         guard let username = components.user, !username.isEmpty else { throw PostgresURLError("the URL has no user") }
         let port = components.port ?? 5432
@@ -82,16 +90,24 @@ public final class PostgresStore: TallyStorage {
         var database = components.path
         if database.hasPrefix("/") { database.removeFirst() }
         guard !database.contains("/") else { throw PostgresURLError("the database name contains '/'") }
-        for item in components.queryItems ?? [] where item.name == "sslmode" {
+        for item in queryItems where item.name == "sslmode" {
             switch item.value ?? "" {
             case "disable", "allow", "prefer": break
             default: throw PostgresURLError("sslmode '\(item.value ?? "")' is not supported: TLS is disabled")
             }
         }
         guard maximumConnections >= 1 else { throw PostgresURLError("maximumConnections must be at least 1") }
-        var configuration = PostgresClient.Configuration(
-            host: host, port: port, username: username, password: components.password,
-            database: database.isEmpty ? username : database, tls: .disable)
+        let name = database.isEmpty ? username : database
+        var configuration =
+            if let socketDirectory {
+                PostgresClient.Configuration(
+                    unixSocketPath: "\(socketDirectory)/.s.PGSQL.\(port)", username: username,
+                    password: components.password, database: name)
+            } else {
+                PostgresClient.Configuration(
+                    host: host, port: port, username: username, password: components.password, database: name,
+                    tls: .disable)
+            }
         configuration.options.maximumConnections = maximumConnections
         // The pool opens all its connections at start and keeps them, and sends no keep-alive queries:
         // PostgresNIO schedules an idle-timeout and a keep-alive timer (a task each, with a task group inside)

@@ -1,0 +1,84 @@
+import Foundation
+import Logging
+import PostgresNIO
+import TallyPostgres
+import Testing
+
+/// `DATABASE_URL` parsing (pure), and a store reached through the Unix socket of the test cluster.
+@Suite("PostgreSQL URLs")
+struct PostgresURLTests {
+    @Test("A TCP URL gives host, port, user, password and database, and a pool that keeps its connections")
+    func tcp() throws {
+        let configuration = try PostgresStore.configuration(url: "postgres://app:s3cret@db.internal:6543/ledger", maximumConnections: 7)
+        #expect(configuration.host == "db.internal")
+        #expect(configuration.port == 6543)
+        #expect(configuration.unixSocketPath == nil)
+        #expect(configuration.username == "app")
+        #expect(configuration.password == "s3cret")
+        #expect(configuration.database == "ledger")
+        #expect(configuration.options.maximumConnections == 7)
+        #expect(configuration.options.minimumConnections == 7)
+        #expect(configuration.options.keepAliveBehavior == nil)
+    }
+
+    @Test("Defaults: port 5432, the database named after the user; IPv6 hosts lose their brackets")
+    func defaults() throws {
+        let configuration = try PostgresStore.configuration(url: "postgresql://app@[::1]")
+        #expect(configuration.host == "::1")
+        #expect(configuration.port == 5432)
+        #expect(configuration.database == "app")
+        #expect(configuration.password == nil)
+    }
+
+    @Test("A host parameter that is a directory connects through the socket for the URL's port (libpq's form)")
+    func socket() throws {
+        let configuration = try PostgresStore.configuration(url: "postgres://app:pw@localhost:5433/ledger?host=/run/postgresql")
+        #expect(configuration.unixSocketPath == "/run/postgresql/.s.PGSQL.5433")
+        #expect(configuration.host == nil)
+        #expect(configuration.database == "ledger")
+        let noHost = try PostgresStore.configuration(url: "postgres://app@/ledger?host=/tmp&sslmode=disable")
+        #expect(noHost.unixSocketPath == "/tmp/.s.PGSQL.5432")
+    }
+
+    @Test(
+        "Malformed URLs are refused with a reason",
+        arguments: [
+            "mysql://app@db/ledger", "postgres:///ledger", "postgres://db/ledger", "postgres://app@db:0/ledger",
+            "postgres://app@db/a/b", "postgres://app@db/ledger?sslmode=require", "postgres://app@/ledger?host=relative/dir",
+            "postgres://app@db/ledger?host=",
+        ])
+    func refused(url: String) {
+        #expect(throws: (any Error).self) { try PostgresStore.configuration(url: url) }
+    }
+
+    @Test("A pool of zero connections is refused")
+    func emptyPool() {
+        #expect(throws: (any Error).self) { try PostgresStore.configuration(url: "postgres://app@db/ledger", maximumConnections: 0) }
+    }
+
+    @Test(
+        "The store migrates and answers through the test cluster's Unix socket",
+        .enabled(if: ProcessInfo.processInfo.environment["DATABASE_SOCKET_URL"] != nil
+            || ProcessInfo.processInfo.environment["TALLY_REQUIRE_POSTGRES"] == "1"),
+        .timeLimit(.minutes(1)))
+    func throughSocket() async throws {
+        let url = try #require(
+            ProcessInfo.processInfo.environment["DATABASE_SOCKET_URL"],
+            "TALLY_REQUIRE_POSTGRES=1 but DATABASE_SOCKET_URL is not set: run the tests with scripts/test")
+        var logger = Logger(label: "tally.url-tests")
+        logger.logLevel = .warning
+        let configuration = try PostgresStore.configuration(url: url, maximumConnections: 1)
+        #expect(configuration.unixSocketPath != nil)
+        let store = PostgresStore(configuration: configuration, logger: logger)
+        try await withThrowingTaskGroup(of: Void.self) { group in
+            group.addTask { try await store.run() }
+            defer { group.cancelAll() }
+            try await store.migrate()
+            // A socket connection has no client address; a TCP one would show 127.0.0.1.
+            let rows = try await store.client.query("SELECT client_addr IS NULL FROM pg_stat_activity WHERE pid = pg_backend_pid()")
+            var isSocket: Bool?
+            for try await (value) in rows.decode(Bool.self) { isSocket = value }
+            #expect(isSocket == true)
+        }
+    }
+}
