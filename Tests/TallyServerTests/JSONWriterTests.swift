@@ -29,19 +29,25 @@ struct JSONWriterTests {
          Int64.random(in: -1000...1000, using: &generator)].randomElement(using: &generator)!
     }
 
+    static func randomQuotas(_ generator: inout some RandomNumberGenerator) -> [Quota] {
+        (0..<Int.random(in: 0...3, using: &generator)).map { _ in
+            Quota(
+                name: names.randomElement(using: &generator)!, limit: Int(randomInt64(&generator) / 4),
+                used: Int(randomInt64(&generator) / 4), resetsAt: randomDate(&generator),
+                unlimited: Bool.random(using: &generator))
+        }
+    }
+
+    static func randomWallet(_ generator: inout some RandomNumberGenerator) -> Wallet {
+        Wallet(balance: randomInt64(&generator) / 2, held: randomInt64(&generator) / 2, version: randomInt64(&generator))
+    }
+
     @Test("An action reply, its wallet and its quotas are written exactly as JSONEncoder writes them")
     func matchesEncoder() throws {
         var generator = SystemRandomNumberGenerator()
         for _ in 0..<2_000 {
-            let quotas = (0..<Int.random(in: 0...3, using: &generator)).map { _ in
-                Quota(
-                    name: Self.names.randomElement(using: &generator)!, limit: Int(Self.randomInt64(&generator) / 4),
-                    used: Int(Self.randomInt64(&generator) / 4), resetsAt: Self.randomDate(&generator),
-                    unlimited: Bool.random(using: &generator))
-            }
-            let wallet = Wallet(
-                balance: Self.randomInt64(&generator) / 2, held: Self.randomInt64(&generator) / 2,
-                version: Self.randomInt64(&generator))
+            let quotas = Self.randomQuotas(&generator)
+            let wallet = Self.randomWallet(&generator)
             let result = ActionResult(
                 action: Self.names.randomElement(using: &generator)!,
                 paidWith: [.quota, .tokens, .premium].randomElement(using: &generator)!,
@@ -51,6 +57,41 @@ struct JSONWriterTests {
             #expect(written == expected, "\(String(decoding: written, as: UTF8.self))\n\(String(decoding: expected, as: UTF8.self))")
             #expect(JSONWriter.bytes(of: wallet) == [UInt8](try Self.encoder.encode(wallet)))
             #expect(try JSONResponse.bytes(result) == expected, "the response path takes the hand-written form")
+        }
+    }
+
+    @Test("Holds, ledger entries, grants, quota lists and errors are written exactly as JSONEncoder writes them")
+    func holdsEntriesAndGrants() throws {
+        var generator = SystemRandomNumberGenerator()
+        for _ in 0..<2_000 {
+            let wallet = Self.randomWallet(&generator)
+            let hold = Hold(
+                holdId: Self.names.randomElement(using: &generator)!, amount: Self.randomInt64(&generator),
+                status: Self.names.randomElement(using: &generator)!,
+                capturedAmount: Bool.random(using: &generator) ? Self.randomInt64(&generator) : nil,
+                expiresAt: Self.randomDate(&generator), wallet: wallet)
+            let entry = LedgerEntry(
+                id: Self.randomInt64(&generator), kind: Self.names.randomElement(using: &generator)!,
+                amount: Self.randomInt64(&generator), heldChange: Self.randomInt64(&generator),
+                balanceAfter: Self.randomInt64(&generator),
+                reason: Bool.random(using: &generator) ? Self.names.randomElement(using: &generator)! : nil,
+                createdAt: Self.randomDate(&generator))
+            let grant = GrantResponse(entry: entry, wallet: wallet)
+            let quotas = Self.randomQuotas(&generator)
+            let refusal = ErrorResponse(
+                error: ErrorDetail(
+                    code: ErrorCode(rawValue: Self.names.randomElement(using: &generator)!),
+                    message: Self.names.randomElement(using: &generator)!),
+                wallet: Bool.random(using: &generator) ? wallet : nil, quotas: Bool.random(using: &generator) ? quotas : nil)
+            for (written, expected) in [
+                (try JSONResponse.bytes(QuotaList(items: quotas)), [UInt8](try Self.encoder.encode(QuotaList(items: quotas)))),
+                (try JSONResponse.bytes(refusal), [UInt8](try Self.encoder.encode(refusal))),
+                (try JSONResponse.bytes(hold), [UInt8](try Self.encoder.encode(hold))),
+                (try JSONResponse.bytes(entry), [UInt8](try Self.encoder.encode(entry))),
+                (try JSONResponse.bytes(grant), [UInt8](try Self.encoder.encode(grant))),
+            ] {
+                #expect(written == expected, "\(String(decoding: written, as: UTF8.self))\n\(String(decoding: expected, as: UTF8.self))")
+            }
         }
     }
 

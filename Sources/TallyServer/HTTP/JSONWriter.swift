@@ -169,15 +169,103 @@ extension ActionResult: JSONWritable {
         json.string(action)
         json.raw(#","paidWith":"#)
         json.string(paidWith.rawValue)
-        json.raw(#","quotas":["#)
-        for (index, quota) in quotas.enumerated() {
-            if index > 0 { json.raw(",") }
-            quota.write(to: &json)
-        }
-        json.raw(#"],"tokensCharged":"#)
+        json.raw(#","quotas":"#)
+        json.array(quotas)
+        json.raw(#","tokensCharged":"#)
         json.int(tokensCharged)
         json.raw(#","wallet":"#)
         wallet.write(to: &json)
         json.raw("}")
+    }
+}
+
+extension Hold: JSONWritable {
+    func write(to json: inout JSONWriter) {
+        json.raw(#"{"amount":"#)
+        json.int(amount)
+        if let capturedAmount {
+            json.raw(#","capturedAmount":"#)
+            json.int(capturedAmount)
+        }
+        json.raw(#","expiresAt":"#)
+        json.date(expiresAt)
+        json.raw(#","holdId":"#)
+        json.string(holdId)
+        json.raw(#","status":"#)
+        json.string(status)
+        json.raw(#","wallet":"#)
+        wallet.write(to: &json)
+        json.raw("}")
+    }
+}
+
+extension LedgerEntry: JSONWritable {
+    func write(to json: inout JSONWriter) {
+        json.raw(#"{"amount":"#)
+        json.int(amount)
+        json.raw(#","balanceAfter":"#)
+        json.int(balanceAfter)
+        json.raw(#","createdAt":"#)
+        json.date(createdAt)
+        json.raw(#","heldChange":"#)
+        json.int(heldChange)
+        json.raw(#","id":"#)
+        json.int(id)
+        json.raw(#","kind":"#)
+        json.string(kind)
+        if let reason {
+            json.raw(#","reason":"#)
+            json.string(reason)
+        }
+        json.raw("}")
+    }
+}
+
+extension GrantResponse: JSONWritable {
+    func write(to json: inout JSONWriter) {
+        json.raw(#"{"entry":"#)
+        entry.write(to: &json)
+        json.raw(#","wallet":"#)
+        wallet.write(to: &json)
+        json.raw("}")
+    }
+}
+
+extension QuotaList: JSONWritable {
+    func write(to json: inout JSONWriter) {
+        json.raw(#"{"items":"#)
+        json.array(items)
+        json.raw("}")
+    }
+}
+
+extension ErrorResponse: JSONWritable {
+    func write(to json: inout JSONWriter) {
+        json.raw(#"{"error":{"code":"#)
+        json.string(error.code.rawValue)
+        json.raw(#","message":"#)
+        json.string(error.message)
+        json.raw("}")
+        if let quotas {
+            json.raw(#","quotas":"#)
+            json.array(quotas)
+        }
+        if let wallet {
+            json.raw(#","wallet":"#)
+            wallet.write(to: &json)
+        }
+        json.raw("}")
+    }
+}
+
+extension JSONWriter {
+    /// Appends a JSON array of `values`.
+    mutating func array(_ values: [some JSONWritable]) {
+        raw("[")
+        for (index, value) in values.enumerated() {
+            if index > 0 { raw(",") }
+            value.write(to: &self)
+        }
+        raw("]")
     }
 }
