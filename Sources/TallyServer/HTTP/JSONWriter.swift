@@ -74,6 +74,16 @@ struct JSONWriter {
         }
     }
 
+    /// Appends a JSON array of `values`.
+    mutating func array(_ values: [some JSONWritable]) {
+        raw("[")
+        for (index, value) in values.enumerated() {
+            if index > 0 { raw(",") }
+            value.write(to: &self)
+        }
+        raw("]")
+    }
+
     /// Appends `true` or `false`.
     mutating func bool(_ value: Bool) {
         if value { raw("true") } else { raw("false") }
@@ -255,17 +265,5 @@ extension ErrorResponse: JSONWritable {
             wallet.write(to: &json)
         }
         json.raw("}")
-    }
-}
-
-extension JSONWriter {
-    /// Appends a JSON array of `values`.
-    mutating func array(_ values: [some JSONWritable]) {
-        raw("[")
-        for (index, value) in values.enumerated() {
-            if index > 0 { raw(",") }
-            value.write(to: &self)
-        }
-        raw("]")
     }
 }
