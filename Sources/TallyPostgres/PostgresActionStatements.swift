@@ -80,8 +80,9 @@ struct ActionWritten: Sendable {
 /// Applies the plans of several commands (of distinct accounts) in one statement, so in one transaction
 /// and one commit (see ``StatementBatcher``). Each wallet moves from the state read only if its row is still
 /// that version (`xmin` and `version` unchanged; the update waits for a concurrent writer and then
-/// re-checks the newest version), and every other write of that command hangs on its wallet's update: the
-/// ledger entry, the quota counter, the response under its key, a new hold or the settled one. A plan that
+/// re-checks the newest version), and every other write of that command hangs on its wallet's update (the
+/// update returns the command's columns, so the later writes read its rows alone): the ledger entry, the
+/// quota counter, the response under its key, a new hold or the settled one. A plan that
 /// writes neither an entry nor a counter rewrites the wallet unchanged, which still checks and moves the
 /// stamp.
 ///
@@ -90,7 +91,7 @@ struct ActionWritten: Sendable {
 /// (`idempotency_keys_pkey`), which undoes it whole. Absent optional values travel as sentinels that no
 /// real value takes (entry id 0, empty quota name, key or hold id), because arrays carry no `NULL`s here.
 struct ActionBatchWriteStatement<Shape: BatchShape>: PostgresPreparedStatement {
-    static var name: String { Shape.movesHolds ? "tally_batch_write_holds_v1" : "tally_batch_write_v1" }
+    static var name: String { Shape.movesHolds ? "tally_batch_write_holds_v2" : "tally_batch_write_v2" }
     static var sql: String { Shape.sql }
     typealias Row = PostgresRow
 
@@ -201,24 +202,25 @@ protocol BatchShape {
 private func batchSQL(movesHolds: Bool) -> String {
     let holdColumns = movesHolds ? ",\n    $22::TEXT[], $23::BIGINT[], $24::BIGINT[], $25::TEXT[], $26::TEXT[], $27::BIGINT[], $28::BOOLEAN[]" : ""
     let holdNames = movesHolds ? ",\n    new_hold, new_hold_amount, new_hold_expires, settled_hold, settled_status, captured, has_captured" : ""
+    let holdReturning = movesHolds ? ",\n    b.new_hold, b.new_hold_amount, b.new_hold_expires, b.settled_hold, b.settled_status, b.captured, b.has_captured" : ""
     let holdWrites = movesHolds ? """
         , opened AS (
           INSERT INTO holds (id, user_id, amount, status, created_at, expires_at)
-          SELECT b.new_hold, b.user_id, b.new_hold_amount, 'open', b.created_at, b.new_hold_expires
-          FROM moved m JOIN b ON b.user_id = m.user_id WHERE b.new_hold <> ''
+          SELECT m.new_hold, m.user_id, m.new_hold_amount, 'open', m.created_at, m.new_hold_expires
+          FROM moved m WHERE m.new_hold <> ''
         ), settled AS (
-          UPDATE holds h SET status = b.settled_status, captured_amount = CASE WHEN b.has_captured THEN b.captured END,
-                 settled_at = b.created_at
-          FROM moved m JOIN b ON b.user_id = m.user_id
-          WHERE b.settled_hold <> '' AND h.id = b.settled_hold AND h.user_id = b.user_id AND h.status = 'open'
+          UPDATE holds h SET status = m.settled_status, captured_amount = CASE WHEN m.has_captured THEN m.captured END,
+                 settled_at = m.created_at
+          FROM moved m
+          WHERE m.settled_hold <> '' AND h.id = m.settled_hold AND h.user_id = m.user_id AND h.status = 'open'
           RETURNING h.user_id
         )
         """ : ""
     // A hold read open cannot have been settled under an unmoved wallet; if it was, fail (a cast that
     // cannot succeed, evaluated per row, not folded at planning) and so undo everything.
     let holdCheck = movesHolds ? """
-        CASE WHEN b.settled_hold <> '' AND NOT EXISTS (SELECT 1 FROM settled s WHERE s.user_id = m.user_id)
-             THEN ('hold ' || b.settled_hold || ' was not open')::BIGINT END
+        CASE WHEN m.settled_hold <> '' AND NOT EXISTS (SELECT 1 FROM settled s WHERE s.user_id = m.user_id)
+             THEN ('hold ' || m.settled_hold || ' was not open')::BIGINT END
         """ : "NULL::BIGINT"
     return """
         WITH b AS MATERIALIZED (
@@ -234,25 +236,27 @@ private func batchSQL(movesHolds: Bool) -> String {
         ), moved AS (
           UPDATE wallets w SET balance = b.balance, held = b.held, version = b.new_version
           FROM b WHERE w.user_id = b.user_id AND w.version = b.version AND w.xmin::text = b.stamp
-          RETURNING w.user_id, w.xmin::text AS stamp
+          RETURNING w.user_id, w.xmin::text AS stamp, b.entry_id, b.kind, b.amount, b.held_change, b.balance, b.held,
+                    b.reason, b.has_reason, b.created_at, b.quota, b.used, b.window_end,
+                    b.scope, b.key, b.fingerprint, b.status, b.body\(holdReturning)
         ), appended AS (
           INSERT INTO ledger_entries (id, user_id, kind, amount, held_change, balance_after, held_after, reason, created_at)
           OVERRIDING SYSTEM VALUE
-          SELECT b.entry_id, b.user_id, b.kind, b.amount, b.held_change, b.balance, b.held,
-                 CASE WHEN b.has_reason THEN b.reason END, b.created_at
-          FROM moved m JOIN b ON b.user_id = m.user_id WHERE b.entry_id <> 0
+          SELECT m.entry_id, m.user_id, m.kind, m.amount, m.held_change, m.balance, m.held,
+                 CASE WHEN m.has_reason THEN m.reason END, m.created_at
+          FROM moved m WHERE m.entry_id <> 0
         ), counted AS (
           INSERT INTO quota_counters (user_id, quota, used, window_end)
-          SELECT b.user_id, b.quota, b.used, b.window_end FROM moved m JOIN b ON b.user_id = m.user_id WHERE b.quota <> ''
+          SELECT m.user_id, m.quota, m.used, m.window_end FROM moved m WHERE m.quota <> ''
           ON CONFLICT (user_id, quota) DO UPDATE SET used = excluded.used, window_end = excluded.window_end
         ), remembered AS (
           INSERT INTO idempotency_keys (scope, key, fingerprint, status, body, created_at)
-          SELECT b.scope, b.key, b.fingerprint, b.status, b.body, b.created_at
-          FROM moved m JOIN b ON b.user_id = m.user_id WHERE b.key <> ''
+          SELECT m.scope, m.key, m.fingerprint, m.status, m.body, m.created_at
+          FROM moved m WHERE m.key <> ''
         )\(holdWrites)
-        SELECT m.user_id, m.stamp, CASE WHEN b.entry_id <> 0 THEN nextval('ledger_entries_id_seq') END,
+        SELECT m.user_id, m.stamp, CASE WHEN m.entry_id <> 0 THEN nextval('ledger_entries_id_seq') END,
                \(holdCheck)
-        FROM moved m JOIN b ON b.user_id = m.user_id
+        FROM moved m
         """
 }
 
