@@ -9,56 +9,6 @@ import TallyStore
 // Every parameter carries an explicit cast: the statements are parsed without parameter types, so the
 // server infers them from the SQL, and they must match what PostgresNIO encodes.
 
-/// Reads everything an optimistic command plans from, in one statement and without a lock: the user, the
-/// wallet with its row's `xmin` (the compare-and-set stamp: any write to the row makes a new row version
-/// with a new `xmin`), every quota counter, whether an open hold has expired, the response stored under
-/// the idempotency key, (when asked and the key is unused) a new ledger entry id, and the named hold of the
-/// account. No row: no such user.
-///
-/// The hold needs no lock either: every change to a hold moves `held`, so its wallet row, and the write's
-/// compare-and-set on that row covers the hold as read.
-struct ActionReadStatement: PostgresPreparedStatement {
-    static let name = "tally_action_read_v2"
-    static let sql = """
-        SELECT u.id, u.email, u.timezone, u.language, u.premium_until, u.created_at,
-               w.balance, w.held, w.version, w.xmin::text,
-               c.quotas, c.used, c.window_ends,
-               w.held > 0 AND EXISTS (
-                 SELECT 1 FROM holds h WHERE h.user_id = u.id AND h.status = 'open' AND h.expires_at <= $2::BIGINT),
-               k.fingerprint, k.status, k.body,
-               CASE WHEN $3::BOOLEAN AND k.scope IS NULL THEN nextval('ledger_entries_id_seq') END,
-               h.id, h.user_id, h.amount, h.status, h.captured_amount, h.created_at, h.expires_at
-        FROM users u JOIN wallets w ON w.user_id = u.id
-        LEFT JOIN LATERAL (
-          SELECT array_agg(quota) AS quotas, array_agg(used) AS used, array_agg(window_end) AS window_ends
-          FROM quota_counters WHERE user_id = u.id
-        ) c ON true
-        LEFT JOIN idempotency_keys k ON k.scope = $4::TEXT AND k.key = $5::TEXT
-        LEFT JOIN holds h ON h.id = $6::TEXT AND h.user_id = u.id
-        WHERE u.id = $1::TEXT
-        """
-    typealias Row = PostgresRow
-
-    var userId: String
-    var now: Date
-    var allocateEntryId: Bool
-    var key: IdempotencyKey?
-    var holdId: String?
-
-    func makeBindings() -> PostgresBindings {
-        var bindings = PostgresBindings(capacity: 6)
-        bindings.append(userId)
-        bindings.append(now.millis)
-        bindings.append(allocateEntryId)
-        bindings.append(key?.scope)
-        bindings.append(key?.key)
-        bindings.append(holdId)
-        return bindings
-    }
-
-    func decodeRow(_ row: PostgresRow) throws -> PostgresRow { row }
-}
-
 /// One optimistic action's write: the account as read (its wallet is what the compare-and-set expects),
 /// the plan, the response to keep under the key, and the moment it happens.
 struct ActionWrite: Sendable {

@@ -35,15 +35,9 @@ struct WalletBatchReadStatement: PostgresPreparedStatement {
 
     /// Each read's wallet and whether it has an expired hold, by the reads' positions (`nil`: no wallet).
     func results(_ rows: [PostgresRow]) throws -> [WalletReadResult?] {
-        var results = [WalletReadResult?](repeating: nil, count: reads.count)
-        for row in rows {
-            var cells = Cells(row)
-            let position = Int(try cells.next(Int64.self)) - 1
-            guard results.indices.contains(position) else { throw PostgresFailure(kind: "wallet read out of range") }
-            let wallet = try WalletState(&cells)
-            results[position] = WalletReadResult(wallet: wallet, hasExpiredHolds: try cells.next(Bool.self))
+        try byPosition(rows, count: reads.count) { cells in
+            WalletReadResult(wallet: try WalletState(&cells), hasExpiredHolds: try cells.next(Bool.self))
         }
-        return results
     }
 }
 
@@ -75,4 +69,124 @@ struct SessionUserStatement: PostgresPreparedStatement {
     }
 
     func decodeRow(_ row: PostgresRow) throws -> PostgresRow { row }
+}
+
+/// The account reads that wait at the same time, as one statement (like ``WalletBatchReadStatement``):
+/// everything an optimistic command plans from, without a lock — the user, the wallet with its row's `xmin`
+/// (the compare-and-set stamp: any write to the row makes a new row version with a new `xmin`), every
+/// quota counter, whether an open hold has expired by the read's `now`, the response stored under the
+/// idempotency key, (when asked and the key is unused) a new ledger entry id, and the named hold of the
+/// account. A read of a user that does not exist has no row. `GET /v1/quotas` reads the same way, without
+/// key, entry id or hold.
+///
+/// The hold needs no lock either: every change to a hold moves `held`, so its wallet row, and the write's
+/// compare-and-set on that row covers the hold as read. Absent keys and holds travel as empty strings,
+/// which no key or hold id is. Each lookup is a `LIMIT 1` lateral subquery, so that the plan stays one
+/// index probe per read whatever the planner guesses of `unnest`.
+struct AccountBatchReadStatement: PostgresPreparedStatement {
+    static let name = "tally_account_batch_read_v1"
+    static let sql = """
+        SELECT r.i, a.id, a.email, a.timezone, a.language, a.premium_until, a.created_at,
+               a.balance, a.held, a.version, a.stamp,
+               c.quotas, c.used, c.window_ends,
+               a.held > 0 AND EXISTS (
+                 SELECT 1 FROM holds x WHERE x.user_id = a.id AND x.status = 'open' AND x.expires_at <= r.now),
+               k.fingerprint, k.status, k.body,
+               CASE WHEN r.allocate AND k.fingerprint IS NULL THEN nextval('ledger_entries_id_seq') END,
+               h.id, h.user_id, h.amount, h.status, h.captured_amount, h.created_at, h.expires_at
+        FROM unnest($1::TEXT[], $2::BIGINT[], $3::BOOLEAN[], $4::TEXT[], $5::TEXT[], $6::TEXT[])
+             WITH ORDINALITY AS r(user_id, now, allocate, scope, key, hold_id, i)
+        CROSS JOIN LATERAL (
+          SELECT u.id, u.email, u.timezone, u.language, u.premium_until, u.created_at,
+                 w.balance, w.held, w.version, w.xmin::text AS stamp
+          FROM users u JOIN wallets w ON w.user_id = u.id WHERE u.id = r.user_id LIMIT 1
+        ) a
+        LEFT JOIN LATERAL (
+          SELECT array_agg(quota) AS quotas, array_agg(used) AS used, array_agg(window_end) AS window_ends
+          FROM quota_counters WHERE user_id = a.id
+        ) c ON true
+        LEFT JOIN LATERAL (
+          SELECT fingerprint, status, body FROM idempotency_keys WHERE scope = r.scope AND key = r.key LIMIT 1
+        ) k ON true
+        LEFT JOIN LATERAL (
+          SELECT id, user_id, amount, status, captured_amount, created_at, expires_at
+          FROM holds WHERE id = r.hold_id AND user_id = a.id LIMIT 1
+        ) h ON true
+        """
+    typealias Row = PostgresRow
+
+    var reads: [AccountRead]
+
+    func makeBindings() -> PostgresBindings {
+        var bindings = PostgresBindings(capacity: 6)
+        bindings.append(reads.map(\.userId))
+        bindings.append(reads.map(\.now.millis))
+        bindings.append(reads.map(\.allocateEntryId))
+        bindings.append(reads.map { $0.key?.scope ?? "" })
+        bindings.append(reads.map { $0.key?.key ?? "" })
+        bindings.append(reads.map { $0.holdId ?? "" })
+        return bindings
+    }
+
+    func decodeRow(_ row: PostgresRow) throws -> PostgresRow { row }
+
+    /// What each read found, by the reads' positions (`nil`: no such user).
+    func results(_ rows: [PostgresRow]) throws -> [AccountReadResult?] {
+        try byPosition(rows, count: reads.count) { cells in try AccountReadResult(&cells) }
+    }
+}
+
+/// One account read waiting to be sent (``AccountBatchReadStatement``).
+struct AccountRead: Sendable {
+    var userId: String
+    var now: Date
+    /// Take a ledger entry id for the command's entry (unless the key was used already).
+    var allocateEntryId: Bool
+    var key: IdempotencyKey?
+    var holdId: String?
+}
+
+/// What one account read found.
+struct AccountReadResult: Sendable {
+    /// The account as read (its `entryId` taken when asked and the key unused).
+    var account: CachedAccount
+    /// An open hold has expired: it must be released before the account is planned from.
+    var hasExpiredHolds: Bool
+    /// The response stored under the key, with the request's fingerprint.
+    var stored: (fingerprint: String, response: StoredResponse)?
+    /// The named hold, when it is the account's.
+    var hold: HoldRecord?
+
+    /// The cells after the read's position.
+    init(_ cells: inout Cells) throws {
+        let user = try UserRecord(&cells)
+        let wallet = try WalletState(&cells)
+        let stamp: String = try cells.next()
+        let counters = try readCounters(&cells)
+        hasExpiredHolds = try cells.next()
+        let fingerprint: String? = try cells.next()
+        let status: Int64? = try cells.next()
+        let body: Data? = try cells.next()
+        let entryId: Int64? = try cells.next()
+        hold = try HoldRecord.read(&cells)
+        account = CachedAccount(user: user, wallet: wallet, counters: counters, stamp: stamp, entryId: entryId)
+        if let fingerprint, let status, let body {
+            stored = (fingerprint, StoredResponse(status: Int(status), body: [UInt8](body)))
+        }
+    }
+}
+
+/// The rows of a batched read, whose first column is the read's position (from 1), decoded in place: one
+/// answer per read, `nil` where no row came back.
+func byPosition<Result>(
+    _ rows: [PostgresRow], count: Int, decode: (inout Cells) throws -> Result
+) throws -> [Result?] {
+    var results = [Result?](repeating: nil, count: count)
+    for row in rows {
+        var cells = Cells(row)
+        let position = Int(try cells.next(Int64.self)) - 1
+        guard results.indices.contains(position) else { throw PostgresFailure(kind: "batched read out of range") }
+        results[position] = try decode(&cells)
+    }
+    return results
 }

@@ -146,32 +146,19 @@ extension PostgresStore {
         return movesHolds ? try await send(HoldWrites.self) : try await send(LedgerWrites.self)
     }
 
-    /// One statement: the account, the idempotency lookup and the named hold (``ActionReadStatement``).
+    /// The account, the idempotency lookup and the named hold, read with the reads waiting at the same time
+    /// (``AccountBatchReadStatement``).
     private func readForAction(
         userId: String, allocateEntryId: Bool, key: IdempotencyKey?, holdId: String?, now: Date
     ) async throws -> ActionRead {
-        let rows = try await conflicting {
-            try await prepared(
-                ActionReadStatement(userId: userId, now: now, allocateEntryId: allocateEntryId, key: key, holdId: holdId))
+        let read = AccountRead(userId: userId, now: now, allocateEntryId: allocateEntryId, key: key, holdId: holdId)
+        guard let found = try await conflicting({ try await readAccount(read) }) else { return .fallBack }
+        if let key, let stored = found.stored {
+            guard stored.fingerprint == key.fingerprint else { throw StoreError(.idempotencyMismatch) }
+            return .replay(stored.response)
         }
-        guard let row = rows.first else { return .fallBack }
-        var cells = Cells(row)
-        let user = try UserRecord(&cells)
-        let wallet = try WalletState(&cells)
-        let stamp: String = try cells.next()
-        let counters = try readCounters(&cells)
-        let hasExpiredHolds: Bool = try cells.next()
-        let fingerprint: String? = try cells.next()
-        let status: Int64? = try cells.next()
-        let body: Data? = try cells.next()
-        let entryId: Int64? = try cells.next()
-        let hold = try HoldRecord.read(&cells)
-        if let key, let fingerprint, let status, let body {
-            guard fingerprint == key.fingerprint else { throw StoreError(.idempotencyMismatch) }
-            return .replay(StoredResponse(status: Int(status), body: [UInt8](body)))
-        }
-        guard !hasExpiredHolds else { return .fallBack }
-        return .account(CachedAccount(user: user, wallet: wallet, counters: counters, stamp: stamp, entryId: entryId), hold: hold)
+        guard !found.hasExpiredHolds else { return .fallBack }
+        return .account(found.account, hold: found.hold)
     }
 
     /// Runs `work`, turning what another writer caused (the key stored meanwhile, a serialization failure, a

@@ -82,20 +82,22 @@ extension PostgresStore {
         return try statement.results(try await prepared(statement))
     }
 
-    /// One statement reads the account, wallet and counters (and whether a hold has expired; only then
-    /// a transaction locks the wallet and releases the expired holds).
+    /// One statement (``AccountBatchReadStatement``, with the account reads waiting at the same time) reads
+    /// the account, wallet and counters, and whether an open hold has expired; only then a transaction locks
+    /// the wallet and releases the expired holds.
     public func accountState(userId: String, now: Date) async throws -> AccountState? {
-        // The optimistic commands' own read (prepared once per connection), without key, entry id or hold.
-        let read = ActionReadStatement(userId: userId, now: now, allocateEntryId: false, key: nil, holdId: nil)
-        let rows = try await retrying { try await prepared(read) }
-        guard let row = rows.first else { return nil }
-        var cells = Cells(row)
-        let user = try UserRecord(&cells)
-        let wallet = try WalletState(&cells)
-        _ = try cells.next(String.self)  // the wallet row's stamp
-        let state = AccountState(user: user, wallet: wallet, counters: try readCounters(&cells))
-        guard try cells.next(Bool.self) else { return state }
+        let read = AccountRead(userId: userId, now: now, allocateEntryId: false, key: nil, holdId: nil)
+        guard let found = try await retrying({ try await readAccount(read) }) else { return nil }
+        guard found.hasExpiredHolds else { return found.account.state }
         return try await releaseExpiredHolds(userId: userId, now: now)
+    }
+
+    /// Reads one account through the batcher of account reads (`nil`: no such user).
+    func readAccount(_ read: AccountRead) async throws -> AccountReadResult? {
+        try await accountReads.submitOrSendAlone(read) { reads in
+            let statement = AccountBatchReadStatement(reads: reads)
+            return try statement.results(try await prepared(statement))
+        }
     }
 
     /// Ledger entries of the account, newest first, with ids below `before` when given.

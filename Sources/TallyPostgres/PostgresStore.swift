@@ -22,6 +22,8 @@ public final class PostgresStore: TallyStorage {
     let ledgerWrites = StatementBatcher<ActionWrite, ActionWritten>()
     /// Sends the wallet reads that wait at the same time as one statement.
     let walletReads = StatementBatcher<WalletRead, WalletReadResult>()
+    /// Sends the account reads (of commands and quota reads) that wait at the same time as one statement.
+    let accountReads = StatementBatcher<AccountRead, AccountReadResult>()
     /// Sessions found live, trusted while the revocation feed is fresh.
     let sessions: LiveSessions
 
