@@ -2,8 +2,9 @@ import Foundation
 
 /// Group commit, and grouped reads, for PostgreSQL: the statements of one kind that arrive while earlier
 /// ones are in the database go out together, as one statement (and, for writes, one commit). The store
-/// keeps one batcher for the optimistic ledger writes and one each for wallet and account reads. (The embedded store batches
-/// writes on its single writer thread instead, see TallySQLite's `WriterQueue`, and reads from memory.)
+/// keeps one batcher for the optimistic ledger writes and one each for wallet and account reads. (The
+/// embedded store batches writes on its single writer thread instead, see TallySQLite's `WriterQueue`, and
+/// reads from memory.)
 ///
 /// No timer and no task of its own. A request that finds fewer than ``maximumInFlight`` batches running
 /// sends itself at once (so an idle server adds no latency); otherwise it queues. A task whose batch is
