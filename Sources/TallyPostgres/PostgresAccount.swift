@@ -35,7 +35,7 @@ extension PostgresStore {
     /// The lookup reads this statement's snapshot, which may predate the commit of a first request that
     /// released the key a moment ago; that request's row then makes our insert of the key find a conflict,
     /// and the transaction runs again, finding the row.
-    func claim(_ key: IdempotencyKey, userId: String, on connection: PostgresConnection) async throws -> IdempotencyClaim {
+    func claim(_ key: IdempotencyKey, userId: String, on connection: PooledConnection) async throws -> IdempotencyClaim {
         let rows = try await connection.rows(
             """
             SELECT l.locked, k.fingerprint, k.status, k.body, w.found
@@ -62,7 +62,7 @@ extension PostgresStore {
     }
 
     /// Locks the account's wallet row; `false` when there is no such account.
-    func lockWallet(userId: String, on connection: PostgresConnection) async throws -> Bool {
+    func lockWallet(userId: String, on connection: PooledConnection) async throws -> Bool {
         !(try await connection.rows("SELECT 1 FROM wallets WHERE user_id = \(userId) FOR UPDATE", logger: logger)).isEmpty
     }
 
@@ -70,7 +70,7 @@ extension PostgresStore {
     /// snapshot includes every earlier command on the account): user, wallet, counters, whether an open hold
     /// has expired, the named hold (locked), and, when asked, the id of the entry the command may append.
     func lockedAccount(
-        userId: String, holdId: String?, allocateEntryId: Bool, now: Date, on connection: PostgresConnection
+        userId: String, holdId: String?, allocateEntryId: Bool, now: Date, on connection: PooledConnection
     ) async throws -> LockedAccount? {
         let rows = try await connection.rows(
             """
@@ -109,7 +109,7 @@ extension PostgresStore {
     /// statement reads and locks them, one releases them all); then takes a new entry id when one was asked
     /// for, so that ids follow the ledger's order.
     func releaseExpired(
-        _ account: inout LockedAccount, allocateEntryId: Bool, now: Date, on connection: PostgresConnection
+        _ account: inout LockedAccount, allocateEntryId: Bool, now: Date, on connection: PooledConnection
     ) async throws {
         guard account.hasExpiredHolds else { return }
         let userId = account.user.id
@@ -142,7 +142,7 @@ extension PostgresStore {
     }
 
     /// A new ledger entry id.
-    func nextEntryId(on connection: PostgresConnection) async throws -> Int64 {
+    func nextEntryId(on connection: PooledConnection) async throws -> Int64 {
         let rows = try await connection.rows("SELECT nextval('ledger_entries_id_seq')", logger: logger)
         guard let row = rows.first else { throw PostgresFailure(kind: "no id from the ledger sequence") }
         var cells = Cells(row)

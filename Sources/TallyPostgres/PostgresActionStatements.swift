@@ -223,22 +223,10 @@ enum HoldWrites: BatchShape {
 }
 
 extension PostgresStore {
-    /// Runs a prepared statement on its own (committed when it returns) and collects its rows. No retry:
-    /// the caller decides what a conflict means.
-    ///
-    /// Through `withConnection`, never `client.execute`: PostgresNIO 1.33 releases the pool lease of
-    /// `client.execute`/`client.query` when the row stream finishes, and a statement that fails before its
-    /// rows are consumed (a duplicate key, a serialization failure) never finishes it — each such failure
-    /// leaked one pooled connection until none was left (measured: a server stuck with its 20 connections
-    /// idle in PostgreSQL and leased in the pool). `withConnection` releases on return or throw.
+    /// Runs a prepared statement on its own (committed when it returns) and collects its rows, on a
+    /// connection leased for just that. No retry: the caller decides what a conflict means.
     func prepared<Statement: PostgresPreparedStatement>(_ statement: Statement) async throws -> [PostgresRow]
     where Statement.Row == PostgresRow {
-        try await client.withConnection { connection in
-            var rows: [PostgresRow] = []
-            for try await row in try await connection.execute(statement, logger: logger) {
-                rows.append(row)
-            }
-            return rows
-        }
+        try await pool.withConnection { try await $0.execute(statement, logger: logger) }
     }
 }

@@ -22,6 +22,20 @@ public struct PostgresFailure: Error, Sendable, CustomStringConvertible {
         self.table = table
     }
 
+    /// Any error met while talking to PostgreSQL, without its values: a server error's SQLSTATE, a
+    /// PostgresNIO error's code, or the error's type.
+    public init(_ error: any Error) {
+        switch error {
+        case let error as PSQLError:
+            let info = error.serverInfo
+            self.init(kind: "\(error.code)", sqlState: info?[.sqlState], constraint: info?[.constraintName], table: info?[.tableName])
+        case let error as PostgresFailure:
+            self = error
+        default:
+            self.init(kind: "\(type(of: error))")
+        }
+    }
+
     /// The failure without values: kind, SQLSTATE, table and constraint names.
     public var description: String {
         var parts = ["PostgresFailure(\(kind)"]
@@ -73,6 +87,9 @@ extension ErrorDisposition {
             return .fail(StoreError(.unavailable, underlying: PostgresFailure(kind: "decoding \(error.code)")))
         case let error as PostgresFailure:
             return .fail(StoreError(.unavailable, underlying: error))
+        case let error as PoolFailure:
+            // The database is down, or no connection freed up in time: 503, retry later.
+            return .fail(StoreError(.unavailable, underlying: PostgresFailure(kind: "pool \(error)")))
         default:
             // Pool and channel errors: the database cannot be reached.
             return .fail(StoreError(.unavailable, underlying: PostgresFailure(kind: "\(type(of: error))")))

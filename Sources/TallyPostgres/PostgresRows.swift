@@ -15,14 +15,6 @@ struct Cells {
     }
 }
 
-extension PostgresConnection {
-    /// Runs `query` in the caller's transaction and collects its rows.
-    @discardableResult
-    func rows(_ query: PostgresQuery, logger: Logger) async throws -> [PostgresRow] {
-        try await self.query(query, logger: logger).collect()
-    }
-}
-
 /// Decoding of rows into the store's records. Each reads the columns in the order its comment gives.
 extension UserRecord {
     /// `id, email, timezone, language, premium_until, created_at`

@@ -81,7 +81,7 @@ extension PostgresStore {
     /// Opens a session for the account of `deviceHash`, if there is one: one statement, in the
     /// transaction of `connection`, or on its own when `nil`.
     private func sessionForDevice(
-        _ deviceHash: String, sessionId: String, refresh: NewRefreshToken, now: Date, on connection: PostgresConnection?
+        _ deviceHash: String, sessionId: String, refresh: NewRefreshToken, now: Date, on connection: PooledConnection?
     ) async throws -> UserRecord? {
         let query: PostgresQuery = """
             WITH account AS (

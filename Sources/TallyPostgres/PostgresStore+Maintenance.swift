@@ -119,7 +119,7 @@ extension PostgresStore {
     /// ``LedgerPlanner/expiry(of:)`` entry each, in expiry order; returns the wallets afterwards.
     /// One statement for any number of holds and accounts.
     static func expire(
-        _ holds: [HoldRecord], wallets: [String: WalletState], now: Date, on connection: PostgresConnection, logger: Logger
+        _ holds: [HoldRecord], wallets: [String: WalletState], now: Date, on connection: PooledConnection, logger: Logger
     ) async throws -> [String: WalletState] {
         guard !holds.isEmpty else { return wallets }
         var after = wallets

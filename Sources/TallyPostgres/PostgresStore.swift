@@ -4,15 +4,17 @@ import PostgresNIO
 import ServiceLifecycle
 import TallyStore
 
-/// The scale-out store: PostgreSQL through PostgresNIO's pooled ``PostgresClient``. Several server
-/// processes may share one database; every account's commands serialise on its wallet row
-/// (`SELECT ... FOR UPDATE`), so each sees the books exactly as the previous one left them.
+/// The scale-out store: PostgreSQL through PostgresNIO connections in a ``PostgresPool``. Several server
+/// processes may share one database; ledger commands apply their plan with a compare-and-set on the wallet
+/// row (a locking path queues on the row when that keeps failing), so each sees the books exactly as the
+/// previous one left them.
 ///
-/// The client does nothing until it runs: run the store (it is a `Service`) or its ``client`` in the
-/// server's `ServiceGroup`, then call ``migrate()``.
+/// The pool does nothing until it runs: run the store (it is a `Service`) in the server's `ServiceGroup`,
+/// then call ``migrate()``. While the database is unreachable every call fails at once with
+/// `StoreError(.unavailable)`, and the store recovers by itself when the database returns.
 public final class PostgresStore: TallyStorage {
-    /// The connection pool. Run exactly one of ``run()`` or `client.run()`.
-    public let client: PostgresClient
+    /// The connection pool, run by ``run()``.
+    public let pool: PostgresPool
     let logger: Logger
     /// The accounts this process wrote last: a hint that saves an action its read.
     let accounts = AccountCache()
@@ -41,23 +43,22 @@ public final class PostgresStore: TallyStorage {
     /// How many times a unit of work runs before a deadlock or a conflict is reported as `.unavailable`.
     static let maxAttempts = 5
 
-    /// Creates a store on `configuration`, whose pool options are used as given (``configuration(url:maximumConnections:)``
-    /// makes the pool Tally runs with: all connections open, no keep-alive timers).
-    public convenience init(configuration: PostgresClient.Configuration, logger: Logger) {
+    /// Creates a store on `configuration` (``configuration(url:maximumConnections:)`` parses a URL).
+    public convenience init(configuration: PostgresPool.Configuration, logger: Logger) {
         self.init(configuration: configuration, logger: logger, sessionStaleness: .seconds(3))
     }
 
     /// Creates a store whose live sessions are trusted `sessionStaleness` after the last successful poll
     /// (tests make it long, so that their assertions do not depend on how fast a loaded machine runs them).
-    init(configuration: PostgresClient.Configuration, logger: Logger, sessionStaleness: Duration) {
-        self.logger = logger
+    init(configuration: PostgresPool.Configuration, logger: Logger, sessionStaleness: Duration) {
+        self.logger = Self.driverLogger(logger)
         var configuration = configuration
         // The hot statements are prepared once per connection. Left to choose, PostgreSQL plans them afresh on
         // every call as long as a plan for the actual values looks cheaper than the generic one — and for the
         // action read (a NULL key or hold lets it drop a join) it always does: planning then cost three times
         // the statement's execution. Their generic plans are the same index lookups (BENCHMARKS.md, "2026-11-23 morning").
-        configuration.options.additionalStartupParameters.append(("plan_cache_mode", "force_generic_plan"))
-        self.client = PostgresClient(configuration: configuration, backgroundLogger: logger)
+        configuration.connection.options.additionalStartupParameters.append(("plan_cache_mode", "force_generic_plan"))
+        self.pool = PostgresPool(configuration: configuration, logger: self.logger)
         self.sessions = LiveSessions(staleness: sessionStaleness)
     }
 
@@ -74,7 +75,7 @@ public final class PostgresStore: TallyStorage {
     /// `disable`, `allow` or `prefer`.
     public static func configuration(
         url: String, maximumConnections: Int = PostgresStore.defaultMaximumConnections
-    ) throws -> PostgresClient.Configuration {
+    ) throws -> PostgresPool.Configuration {
         guard let components = URLComponents(string: url), let scheme = components.scheme?.lowercased(),
             scheme == "postgres" || scheme == "postgresql"
         else { throw PostgresURLError("expected postgres://user:password@host:port/database") }
@@ -100,42 +101,47 @@ public final class PostgresStore: TallyStorage {
         }
         guard maximumConnections >= 1 else { throw PostgresURLError("maximumConnections must be at least 1") }
         let name = database.isEmpty ? username : database
-        var configuration =
+        var connection =
             if let socketDirectory {
-                PostgresClient.Configuration(
+                PostgresConnection.Configuration(
                     unixSocketPath: "\(socketDirectory)/.s.PGSQL.\(port)", username: username,
                     password: components.password, database: name)
             } else {
-                PostgresClient.Configuration(
+                PostgresConnection.Configuration(
                     host: host, port: port, username: username, password: components.password, database: name,
                     tls: .disable)
             }
-        configuration.options.maximumConnections = maximumConnections
-        // The pool opens all its connections at start and keeps them, and sends no keep-alive queries:
-        // PostgresNIO schedules an idle-timeout and a keep-alive timer (a task each, with a task group inside)
-        // whenever a connection goes back to an idle pool. At a few thousand leases a second that was 4 % of
-        // the server's CPU, and without it the 10,000-user run's median latency halved (BENCHMARKS.md,
+        // A database that does not answer a connect is down: give up on the attempt soon (the slot tries again).
+        connection.options.connectTimeout = .seconds(3)
+        // The pool opens all its connections at start and keeps them, and sends no keep-alive queries and
+        // sets no per-lease timers (PostgresNIO's pool's timers were 4 % of the server's CPU, BENCHMARKS.md,
         // "2026-11-23, the pool's timers"). A connection the network drops silently is found at its next use.
-        configuration.options.minimumConnections = maximumConnections
-        configuration.options.keepAliveBehavior = nil
-        return configuration
+        return PostgresPool.Configuration(connection: connection, size: maximumConnections)
+    }
+
+    /// `logger` for PostgresNIO, which at `trace` writes every message it sends and receives: bound
+    /// parameters and data rows, i.e. password hashes, emails and token hashes. It never logs below `debug`
+    /// here, whatever `LOG_LEVEL` says (its debug lines carry no values: its errors describe themselves redacted).
+    static func driverLogger(_ logger: Logger) -> Logger {
+        var logger = logger
+        if logger.logLevel < .debug { logger.logLevel = .debug }
+        return logger
     }
 
     // MARK: Running queries
 
     /// Runs `body` in one transaction on a pooled connection; runs it again (up to ``maxAttempts``) after a
     /// deadlock, a serialization failure or a ``RetryTransaction``, and maps errors to ``StoreError``.
-    func transaction<T: Sendable>(_ body: (PostgresConnection) async throws -> T) async throws -> T {
+    func transaction<T: Sendable>(_ body: (PooledConnection) async throws -> T) async throws -> T {
         try await retrying {
-            try await client.withTransaction(logger: logger) { connection in try await body(connection) }
+            try await pool.withTransaction(logger: logger) { connection in try await body(connection) }
         }
     }
 
-    /// Runs one statement on its own (committed when it returns) and collects its rows, on a connection
-    /// leased with `withConnection` (see ``prepared(_:)`` for why never `client.query`).
+    /// Runs one statement on its own (committed when it returns) and collects its rows.
     @discardableResult
-    func rows(_ query: PostgresQuery) async throws -> [PostgresRow] {
-        try await retrying { try await client.withConnection { try await $0.rows(query, logger: logger) } }
+    public func rows(_ query: PostgresQuery) async throws -> [PostgresRow] {
+        try await retrying { try await pool.withConnection { try await $0.rows(query, logger: logger) } }
     }
 
     /// Runs `work` again (up to ``maxAttempts``, after a short random pause) when it failed on a conflict.
@@ -160,11 +166,11 @@ public final class PostgresStore: TallyStorage {
 }
 
 extension PostgresStore: Service {
-    /// Runs the connection pool until the task is cancelled, and beside it polls the revocation feed
-    /// until the task is cancelled or the service group shuts down gracefully.
+    /// Runs the connection pool and, beside it, polls the revocation feed, until the task is cancelled or
+    /// the service group shuts down gracefully.
     public func run() async throws {
         await withDiscardingTaskGroup { group in
-            group.addTask { await self.client.run() }
+            group.addTask { await self.pool.run() }
             group.addTask { await self.followRevocations() }
         }
     }

@@ -16,7 +16,7 @@ extension PostgresStore {
     /// compare-and-set (see ``ActionBatchWriteStatement``).
     func apply(
         _ plan: LedgerPlan, to account: LockedAccount, remembering remembered: Remembered?, now: Date,
-        on connection: PostgresConnection
+        on connection: PooledConnection
     ) async throws {
         let movesHolds = plan.newHold != nil || plan.settleHold != nil
         var pending = remembered
@@ -124,7 +124,7 @@ extension PostgresStore {
     /// The wallet moves only from the version read under the lock.
     private func applyHoldEntry(
         _ plan: LedgerPlan, to account: LockedAccount, remembering remember: Remembered?, now: Date,
-        on connection: PostgresConnection
+        on connection: PooledConnection
     ) async throws {
         let userId = account.user.id
         let entry = plan.entry

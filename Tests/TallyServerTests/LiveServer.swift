@@ -39,6 +39,7 @@ struct LiveServer: Sendable {
     static func with<T: Sendable>(
         _ kind: StoreKind, catalog: Catalog = .standard, signupsPerHour: Int = 1000,
         accessTokenTTL: TimeInterval = 30 * 86_400, start: Date = Date(timeIntervalSince1970: 1_800_000_000),
+        configure: @Sendable (inout TallyConfiguration) async throws -> Void = { _ in },
         _ body: @Sendable (LiveServer) async throws -> T
     ) async throws -> T {
         let clock = ManualClock(start)  // by default 2027-01-15T08:00:00Z
@@ -55,13 +56,17 @@ struct LiveServer: Sendable {
         let directory = FileManager.default.temporaryDirectory.appendingPathComponent("tally-test-\(UUID().uuidString)").path
         configuration.dataDirectory = directory
         defer { try? FileManager.default.removeItem(atPath: directory) }
-        guard kind == .postgres else { return try await run(configuration, clock: clock, body) }
+        guard kind == .postgres else {
+            try await configure(&configuration)
+            return try await run(configuration, clock: clock, body)
+        }
         guard let baseURL = StoreKind.postgresURL else {
             Issue.record("TALLY_REQUIRE_POSTGRES=1 but TALLY_TEST_DATABASE_URL is not set: run the tests with scripts/test")
             throw CancellationError()
         }
         return try await ScratchDatabase.with(baseURL: baseURL) { url in
             configuration.databaseURL = url
+            try await configure(&configuration)
             return try await run(configuration, clock: clock, body)
         }
     }
@@ -71,7 +76,7 @@ struct LiveServer: Sendable {
         _ configuration: TallyConfiguration, clock: ManualClock, _ body: @Sendable (LiveServer) async throws -> T
     ) async throws -> T {
         var logger = Logger(label: "tally.test")
-        logger.logLevel = .warning
+        logger.logLevel = ProcessInfo.processInfo.environment["TALLY_TEST_LOG_LEVEL"].flatMap(Logger.Level.init(rawValue:)) ?? .warning
         let (ports, continuation) = AsyncStream.makeStream(of: Int.self)
         let app = try buildApplication(configuration: configuration, clock: clock, logger: logger) { port in
             continuation.yield(port)
@@ -79,9 +84,16 @@ struct LiveServer: Sendable {
         let adminKey = configuration.adminKey!
         return try await withThrowingTaskGroup(of: Void.self) { group in
             let serviceGroup = ServiceGroup(configuration: .init(services: [app], logger: logger))
-            group.addTask { try await serviceGroup.run() }
+            group.addTask {
+                // A server that fails to start ends the port stream, so the wait below ends with its error.
+                defer { continuation.finish() }
+                try await serviceGroup.run()
+            }
             var iterator = ports.makeAsyncIterator()
-            guard let port = await iterator.next() else { throw CancellationError() }
+            guard let port = await iterator.next() else {
+                try await group.next()
+                throw CancellationError()
+            }
             do {
                 let value = try await body(LiveServer(port: port, clock: clock, adminKey: adminKey))
                 await serviceGroup.triggerGracefulShutdown()

@@ -30,12 +30,12 @@ enum ScratchDatabase {
     private static func admin(_ baseURL: String, _ sql: String) async throws {
         var logger = Logger(label: "tally.test.scratch")
         logger.logLevel = .error
-        let client = PostgresClient(configuration: try PostgresStore.configuration(url: baseURL, maximumConnections: 1), backgroundLogger: logger)
+        let store = PostgresStore(configuration: try PostgresStore.configuration(url: baseURL, maximumConnections: 1), logger: logger)
         try await withThrowingTaskGroup(of: Void.self) { group in
-            group.addTask { await client.run() }
+            group.addTask { try await store.run() }
             defer { group.cancelAll() }
             do {
-                try await client.query(PostgresQuery(unsafeSQL: sql), logger: logger)
+                try await store.rows(PostgresQuery(unsafeSQL: sql))
             } catch {
                 throw ScratchError("\(sql): \(String(reflecting: error))")
             }

@@ -40,7 +40,7 @@ func withPostgresStore(isolated: Bool, _ body: (any TallyStorage) async throws -
     logger.logLevel = .warning
     var configuration = try PostgresStore.configuration(url: url, maximumConnections: 5)
     let schema = isolated ? "tally_test_" + UUID().uuidString.lowercased().replacingOccurrences(of: "-", with: "") : nil
-    if let schema { configuration.options.additionalStartupParameters.append(("search_path", schema)) }
+    if let schema { configuration.connection.options.additionalStartupParameters.append(("search_path", schema)) }
     let store = PostgresStore(configuration: configuration, logger: logger)
 
     await gate.acquire()
@@ -48,15 +48,15 @@ func withPostgresStore(isolated: Bool, _ body: (any TallyStorage) async throws -
         try await withThrowingTaskGroup(of: Void.self) { group in
             group.addTask { try await store.run() }
             do {
-                if let schema { try await store.client.query(PostgresQuery(unsafeSQL: "CREATE SCHEMA \(schema)")) }
+                if let schema { try await store.rows(PostgresQuery(unsafeSQL: "CREATE SCHEMA \(schema)")) }
                 try await store.migrate()
                 try await body(store)
             } catch {
-                if let schema { _ = try? await store.client.query(PostgresQuery(unsafeSQL: "DROP SCHEMA \(schema) CASCADE")) }
+                if let schema { _ = try? await store.rows(PostgresQuery(unsafeSQL: "DROP SCHEMA \(schema) CASCADE")) }
                 group.cancelAll()
                 throw error
             }
-            if let schema { try await store.client.query(PostgresQuery(unsafeSQL: "DROP SCHEMA \(schema) CASCADE")) }
+            if let schema { try await store.rows(PostgresQuery(unsafeSQL: "DROP SCHEMA \(schema) CASCADE")) }
             group.cancelAll()
         }
     } catch {

@@ -13,7 +13,8 @@ struct ErrorMiddleware<Context: RequestContext>: RouterMiddleware {
             return try error.response(from: request, context: context)
         } catch let error as StoreError {
             if error.code == .unavailable {
-                context.logger.error("store unavailable", metadata: ["error.type": "\(type(of: error.underlying))"])
+                // Debug only: during an outage every request fails this way, and the store logs the outage once.
+                context.logger.debug("store unavailable", metadata: ["error": "\(error.underlying.map { "\($0)" } ?? "-")"])
             }
             return try APIError(error).response(from: request, context: context)
         } catch let error as HTTPError {

@@ -35,12 +35,16 @@ struct Housekeeping: Service {
 
     func run() async throws {
         await ready.wait()
+        var failing = false
         while !Task.isCancelled && !Task.isShuttingDownGracefully {
             do {
                 let released = try await sweep()
                 if released > 0 { logger.debug("expired holds released", metadata: ["count": "\(released)"]) }
+                failing = false
             } catch {
-                logger.warning("housekeeping sweep failed", metadata: ["error": "\(error)"])
+                // Once per run of failures (a database outage fails every sweep until it ends).
+                if !failing { logger.warning("housekeeping sweep failed", metadata: ["error": "\(error)"]) }
+                failing = true
             }
             try? await cancelWhenGracefulShutdown { try await Task.sleep(for: interval) }
         }

@@ -1,0 +1,224 @@
+import Logging
+import NIOCore
+import NIOPosix
+import PostgresNIO
+import ServiceLifecycle
+import Synchronization
+
+/// A fixed set of PostgreSQL connections, opened at start and kept, that fails fast while the database
+/// is unreachable and recovers by itself when it returns.
+///
+/// Tally used PostgresNIO's `PostgresClient` before, and it could not survive an outage: with
+/// `minimumConnections == maximumConnections` (to avoid the per-release idle timers, BENCHMARKS.md) a
+/// database restart killed the process in `PoolStateMachine.ConnectionGroup.createNewDemandConnectionIfPossible`
+/// (`precondition(minimumConcurrentConnections <= stats.active)`: while connection creation is failing, the
+/// pool destroys every failed connection but one, so `active` drops below the minimum, and the next lease
+/// that finds no idle connection trips the precondition — also after the database is back, since nothing
+/// refills the pool); and short of that, a lease waits for the pool's circuit breaker (60 s) instead of
+/// failing, and reconnects back off up to a minute. See ARCHITECTURE.md, "PostgreSQL outages".
+///
+/// Here each of the `size` slots owns one connection: it connects, waits for the connection to close,
+/// and connects again, backing off at most ``Configuration/reconnectBackoffLimit`` between failures
+/// (``reconnectDelay(failures:maximum:unit:)``). The bookkeeping is ``PoolState``. A lease fails at once
+/// with ``PoolFailure/unreachable`` while the last connection attempt failed and no connection is idle,
+/// and with ``PoolFailure/timedOut`` after ``Configuration/acquireTimeout``; a lease held longer than
+/// ``Configuration/maximumLease`` has its connection closed, which fails the statement stuck on it.
+/// No timers per lease: one ticker per pool checks deadlines.
+public final class PostgresPool: Service, Sendable {
+    /// How to connect and how long to wait.
+    public struct Configuration: Sendable {
+        /// Where and as whom to connect, and the connections' own options (startup parameters, connect timeout).
+        public var connection: PostgresConnection.Configuration
+        /// Connections kept open.
+        public var size: Int
+        /// The longest a lease waits for a connection while the database is reachable (under load).
+        public var acquireTimeout: Duration = .seconds(5)
+        /// The longest a lease may hold its connection before the connection is closed under it.
+        public var maximumLease: Duration = .seconds(30)
+        /// The longest pause between two connection attempts of one slot while the database is down.
+        public var reconnectBackoffLimit: Duration = .seconds(1)
+        /// How often deadlines are checked.
+        public var tickInterval: Duration = .milliseconds(100)
+
+        /// `size` connections to `connection`, with the default timeouts.
+        public init(connection: PostgresConnection.Configuration, size: Int) {
+            self.connection = connection
+            self.size = size
+        }
+    }
+
+    /// A lease in line.
+    private struct Waiter: Sendable {
+        let continuation: CheckedContinuation<(id: Int, connection: PooledConnection), any Error>
+    }
+
+    /// The pool's configuration.
+    public let configuration: Configuration
+    private let logger: Logger
+    private let eventLoops: any EventLoopGroup
+    private let state = Mutex(PoolState<PooledConnection, Waiter>())
+    private let ids = Atomic<Int>(0)
+    /// When the database went down, for the log line that says it is back.
+    private let downSince = Mutex<ContinuousClock.Instant?>(nil)
+
+    /// A pool of `configuration.size` connections; nothing connects until ``run()``.
+    public init(configuration: Configuration, logger: Logger, eventLoopGroup: any EventLoopGroup = MultiThreadedEventLoopGroup.singleton) {
+        precondition(configuration.size >= 1, "a pool needs at least one connection")
+        self.configuration = configuration
+        self.logger = logger
+        self.eventLoops = eventLoopGroup
+    }
+
+    /// Whether the last connection attempt succeeded (`false` also before the first one finished).
+    public var isReachable: Bool { state.withLock { $0.health == .up } }
+
+    // MARK: Leasing
+
+    /// Runs `body` with a connection of its own; throws ``PoolFailure`` when none can be had (at once while
+    /// the database is down). The connection goes back to the pool when `body` returns or throws, unless it
+    /// closed meanwhile.
+    public func withConnection<T>(_ body: (PooledConnection) async throws -> T) async throws -> T {
+        let (id, connection) = try await lease()
+        do {
+            let result = try await body(connection)
+            release(id: id, connection)
+            return result
+        } catch {
+            // A statement that failed leaves the connection ready unless the connection itself failed;
+            // PostgresNIO then closes it, and the release sees that.
+            release(id: id, connection)
+            throw error
+        }
+    }
+
+    /// Runs `body` in a transaction (see ``PooledConnection/transaction(logger:_:)``).
+    func withTransaction<T>(logger: Logger, _ body: (PooledConnection) async throws -> T) async throws -> T {
+        try await withConnection { try await $0.transaction(logger: logger, body) }
+    }
+
+    private func lease() async throws -> (id: Int, connection: PooledConnection) {
+        let waiterId = ids.wrappingAdd(1, ordering: .relaxed).newValue
+        return try await withTaskCancellationHandler {
+            try await withCheckedThrowingContinuation { continuation in
+                let now = ContinuousClock.now
+                let decision = state.withLock {
+                    $0.lease(Waiter(continuation: continuation), id: waiterId, now: now, deadline: now + configuration.acquireTimeout)
+                }
+                switch decision {
+                case .connection(let id, let connection): continuation.resume(returning: (id, connection))
+                case .fail(let failure): continuation.resume(throwing: failure)
+                case .wait: break
+                }
+            }
+        } onCancel: {
+            state.withLock { $0.cancel(waiterId: waiterId) }?.continuation.resume(throwing: CancellationError())
+        }
+    }
+
+    private func release(id: Int, _ connection: PooledConnection) {
+        let reusable = !connection.connection.isClosed
+        let handOver = state.withLock { $0.release(id: id, reusable: reusable, now: .now) }
+        if let handOver { handOver.waiter.continuation.resume(returning: (id, handOver.connection)) }
+    }
+
+    // MARK: Running
+
+    /// Connects every slot and keeps them connected until the task is cancelled or the service group shuts
+    /// down gracefully; then fails the waiters and closes every connection.
+    public func run() async {
+        await cancelWhenGracefulShutdown {
+            await withTaskCancellationHandler {
+                await withDiscardingTaskGroup { group in
+                    for _ in 0..<self.configuration.size {
+                        group.addTask { await self.runSlot() }
+                    }
+                    group.addTask { await self.runTicker() }
+                }
+            } onCancel: {
+                // Closing the connections ends the slots' waits on them.
+                self.shutDown()
+            }
+        }
+        shutDown()
+    }
+
+    /// One slot: connect, serve until the connection closes, connect again; back off while attempts fail.
+    private func runSlot() async {
+        var failures = 0
+        while !Task.isCancelled {
+            let id = ids.wrappingAdd(1, ordering: .relaxed).newValue
+            let connection: PooledConnection
+            do {
+                let connected = try await PostgresConnection.connect(
+                    on: eventLoops.next(), configuration: configuration.connection, id: id, logger: logger
+                ).get()
+                connection = PooledConnection(connection: connected, watch: ConnectionWatch())
+            } catch {
+                failures += 1
+                connectFailed(error)
+                try? await Task.sleep(for: reconnectDelay(failures: failures, maximum: configuration.reconnectBackoffLimit, unit: .random(in: 0..<1)))
+                continue
+            }
+            failures = 0
+            let (waiter, shuttingDown) = state.withLock { state in
+                state.isShuttingDown ? (nil, true) : (state.connected(id: id, connection, now: .now), false)
+            }
+            if shuttingDown {
+                try? await connection.connection.close().get()
+                return
+            }
+            recovered()
+            waiter?.continuation.resume(returning: (id, connection))
+            try? await connection.connection.closeFuture.get()
+            connection.watch.closed()
+            state.withLock { $0.closed(id: id) }
+        }
+    }
+
+    private func runTicker() async {
+        while !Task.isCancelled {
+            try? await Task.sleep(for: configuration.tickInterval)
+            let (expired, overdue) = state.withLock { $0.tick(now: .now, maximumLease: configuration.maximumLease) }
+            for waiter in expired { waiter.continuation.resume(throwing: PoolFailure.timedOut) }
+            for connection in overdue {
+                logger.warning("postgres: closing a connection held longer than the maximum lease", metadata: [
+                    "postgres.maximum_lease": "\(configuration.maximumLease)"
+                ])
+                connection.connection.close().whenComplete { _ in }
+            }
+        }
+    }
+
+    private func connectFailed(_ error: any Error) {
+        let (waiters, wasDown) = state.withLock { state in
+            let wasDown = state.health == .down
+            return (state.connectFailed(), wasDown)
+        }
+        for waiter in waiters { waiter.continuation.resume(throwing: PoolFailure.unreachable) }
+        guard !wasDown else { return }
+        let first = downSince.withLock { since in
+            guard since == nil else { return false }
+            since = .now
+            return true
+        }
+        if first {
+            logger.error("postgres: the database cannot be reached; requests fail fast (503) until it is back", metadata: [
+                "error": "\(PostgresFailure(error))"
+            ])
+        }
+    }
+
+    private func recovered() {
+        guard let since = downSince.withLock({ since in defer { since = nil }; return since }) else { return }
+        logger.notice("postgres: the database is reachable again", metadata: ["postgres.down_for": "\(ContinuousClock.now - since)"])
+    }
+
+    private func shutDown() {
+        let (waiters, idle, leased) = state.withLock { state in
+            let (waiters, idle) = state.shutDown()
+            return (waiters, idle, state.leasedConnections)
+        }
+        for waiter in waiters { waiter.continuation.resume(throwing: PoolFailure.shuttingDown) }
+        for connection in idle + leased { connection.connection.close().whenComplete { _ in } }
+    }
+}

@@ -1,0 +1,105 @@
+import Foundation
+import Logging
+import NIOPosix
+import PostgresNIO
+import TallyPostgres
+import Testing
+
+/// The PostgreSQL pool against a real server: it starts, serves and stops without leaving anything
+/// waiting, a statement never outlives its connection, and an unreachable database fails leases at once.
+@Suite("PostgreSQL pool", .timeLimit(.minutes(2)))
+struct PostgresPoolTests {
+    static let logger: Logger = {
+        var logger = Logger(label: "tally.pool-tests")
+        logger.logLevel = .error
+        return logger
+    }()
+
+    static func url() throws -> String {
+        try #require(
+            ProcessInfo.processInfo.environment["TALLY_TEST_DATABASE_URL"].flatMap { $0.isEmpty ? nil : $0 },
+            "TALLY_TEST_DATABASE_URL is not set: run the tests with scripts/test")
+    }
+
+    /// Runs a pool of `size` on `configuration` for the duration of `body`, then stops it.
+    static func withPool<T: Sendable>(
+        _ configuration: PostgresPool.Configuration, _ body: @Sendable (PostgresPool) async throws -> T
+    ) async throws -> T {
+        let pool = PostgresPool(configuration: configuration, logger: logger)
+        return try await withThrowingTaskGroup(of: Void.self) { group in
+            group.addTask { await pool.run() }
+            defer { group.cancelAll() }
+            return try await body(pool)
+        }
+    }
+
+    @Test("Pools that start, answer and stop at once, many at a time, all stop (nothing left waiting on a connection)")
+    func shortLivedPools() async throws {
+        let configuration = try PostgresStore.configuration(url: try Self.url(), maximumConnections: 2)
+        for _ in 0..<5 {
+            try await withThrowingTaskGroup(of: Void.self) { group in
+                for _ in 0..<12 {
+                    group.addTask {
+                        try await Self.withPool(configuration) { pool in
+                            // Two statements racing for the connections while the pool stops right after.
+                            async let first = pool.withConnection { try await $0.rows("SELECT 1", logger: Self.logger) }
+                            async let second = pool.withConnection { try await $0.rows("SELECT pg_sleep(0.01)", logger: Self.logger) }
+                            _ = try await (first, second)
+                        }
+                    }
+                }
+                try await group.waitForAll()
+            }
+        }
+    }
+
+    @Test("A statement on a connection that closes under it fails at once instead of waiting forever")
+    func statementOnClosedConnection() async throws {
+        let configuration = try PostgresStore.configuration(url: try Self.url(), maximumConnections: 1)
+        try await Self.withPool(configuration) { pool in
+            let clock = ContinuousClock()
+            let start = clock.now
+            await #expect(throws: (any Error).self) {
+                try await pool.withConnection { connection in
+                    try await connection.connection.close().get()
+                    return try await connection.rows("SELECT 1", logger: Self.logger)
+                }
+            }
+            #expect(clock.now - start < .seconds(2))
+            // The slot connects again: the pool serves the next lease.
+            let rows = try await pool.withConnection { try await $0.rows("SELECT 1", logger: Self.logger) }
+            #expect(rows.count == 1)
+        }
+    }
+
+    @Test("A database that cannot be reached fails leases at once, not after a timeout")
+    func unreachableFailsFast() async throws {
+        // A port nothing listens on: every connection attempt is refused.
+        let listener = try await ServerBootstrapPort.free()
+        var configuration = try PostgresStore.configuration(url: "postgres://tally@127.0.0.1:\(listener)/tally", maximumConnections: 2)
+        configuration.acquireTimeout = .seconds(30)
+        try await Self.withPool(configuration) { pool in
+            // The first lease may wait for the first attempt to fail; after that none waits.
+            _ = try? await pool.withConnection { try await $0.rows("SELECT 1", logger: Self.logger) }
+            #expect(!pool.isReachable)
+            let clock = ContinuousClock()
+            for _ in 0..<20 {
+                let start = clock.now
+                await #expect(throws: (any Error).self) {
+                    try await pool.withConnection { try await $0.rows("SELECT 1", logger: Self.logger) }
+                }
+                #expect(clock.now - start < .milliseconds(200))
+            }
+        }
+    }
+}
+
+/// A loopback TCP port that nothing listens on (bound once to find it, then released).
+enum ServerBootstrapPort {
+    static func free() async throws -> Int {
+        let channel = try await ServerBootstrap(group: MultiThreadedEventLoopGroup.singleton).bind(host: "127.0.0.1", port: 0).get()
+        let port = channel.localAddress?.port ?? 1
+        try await channel.close()
+        return port
+    }
+}
