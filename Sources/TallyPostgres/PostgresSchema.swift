@@ -20,7 +20,9 @@ enum PostgresSchema {
         """
 
     /// Every migration, oldest first.
-    static let migrations: [Migration] = [Migration(version: 1, statements: v1), Migration(version: 2, statements: v2)]
+    static let migrations: [Migration] = [
+        Migration(version: 1, statements: v1), Migration(version: 2, statements: v2), Migration(version: 3, statements: v3),
+    ]
 
     static let v1: [String] = [
         """
@@ -151,4 +153,8 @@ enum PostgresSchema {
         """,
         "CREATE INDEX session_revocations_time ON session_revocations(revoked_at)",
     ]
+
+    /// Access tokens are signed with keys kept outside the database (a dump must not yield them): forget
+    /// the key that was stored here. Its tokens stop working; clients refresh.
+    static let v3: [String] = ["DELETE FROM server_secrets WHERE name = 'jwt-hs256'"]
 }

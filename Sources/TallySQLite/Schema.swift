@@ -8,6 +8,11 @@ enum Schema {
         migrator.registerMigration("v1") { db in
             try db.execute(sql: v1)
         }
+        // Access tokens are signed with keys kept outside the database (a dump must not yield them):
+        // forget the key that was stored here. Its tokens stop working; clients refresh.
+        migrator.registerMigration("v2-signing-key-out") { db in
+            try db.execute(sql: "DELETE FROM server_secrets WHERE name = 'jwt-hs256'")
+        }
         return migrator
     }
 

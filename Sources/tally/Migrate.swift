@@ -13,6 +13,7 @@ struct Migrate: AsyncParsableCommand {
     @OptionGroup var store: StoreOptions
 
     func run() async throws {
+        umask(0o077)
         let configuration = try store.configuration()
         if let url = configuration.databaseURL {
             let postgres = try PostgresStore(url: url, maximumConnections: 2, logger: Logger(label: "tally.migrate"))
@@ -23,7 +24,8 @@ struct Migrate: AsyncParsableCommand {
             }
         } else {
             let path = configuration.dataDirectory + "/tally.sqlite"
-            try FileManager.default.createDirectory(atPath: configuration.dataDirectory, withIntermediateDirectories: true)
+            try DataDirectory.prepare(configuration.dataDirectory)
+            try DataDirectory.createPrivateFile(path)
             try await SQLiteStore(path: path).migrate()
         }
         print("migrations applied")

@@ -8,7 +8,7 @@ struct StoreOptions: ParsableArguments {
     var dataDirectory = "tally-data"
 
     /// The configuration from these options and the environment
-    /// (`DATABASE_URL`, `TALLY_CONFIG`, `TALLY_ADMIN_KEY`, `TALLY_POSTGRES_POOL`).
+    /// (`DATABASE_URL`, `TALLY_CONFIG`, `TALLY_ADMIN_KEY`, `TALLY_SIGNING_KEY`, `TALLY_POSTGRES_POOL`).
     func configuration(environment: [String: String] = ProcessInfo.processInfo.environment) throws -> TallyConfiguration {
         var configuration = TallyConfiguration()
         configuration.dataDirectory = dataDirectory
@@ -24,6 +24,9 @@ struct StoreOptions: ParsableArguments {
             configuration.metering = try MeteringConfiguration(yaml: text)
         }
         configuration.adminKey = environment["TALLY_ADMIN_KEY"]
+        if let keys = environment["TALLY_SIGNING_KEY"], !keys.isEmpty {
+            do { configuration.signingKeys = try SigningKeys(parsing: keys) } catch { throw ValidationError("TALLY_SIGNING_KEY: \(error)") }
+        }
         return configuration
     }
 }

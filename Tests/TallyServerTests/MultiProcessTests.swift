@@ -25,7 +25,12 @@ struct MultiProcessTests {
         try Data(#"{"guestSignupsPerIPPerHour": 100000, "quotas": [], "actions": [{"name": "debit1", "tokens": 1}]}"#.utf8)
             .write(to: config)
         let adminKey = "multi-process-admin-key-0123"
-        let environment = ["DATABASE_URL": url, "TALLY_CONFIG": config.path, "TALLY_ADMIN_KEY": adminKey, "LOG_LEVEL": "warning"]
+        // Instances accept each other's tokens only with the same signing keys (never kept in the database).
+        let signingKey = Data((0..<32).map { _ in UInt8.random(in: 0...255) }).base64EncodedString()
+        let environment = [
+            "DATABASE_URL": url, "TALLY_CONFIG": config.path, "TALLY_ADMIN_KEY": adminKey, "TALLY_SIGNING_KEY": signingKey,
+            "LOG_LEVEL": "warning",
+        ]
         let first = try ServerProcess(name: "a", directory: directory, environment: environment)
         let second = try ServerProcess(name: "b", directory: directory, environment: environment)
         defer {

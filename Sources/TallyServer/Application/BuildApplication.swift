@@ -26,8 +26,23 @@ public func buildApplication(
         services.append(postgres.service)
         store = postgres.store
     } else {
-        try FileManager.default.createDirectory(atPath: configuration.dataDirectory, withIntermediateDirectories: true)
-        store = try SQLiteStore(path: (configuration.dataDirectory as NSString).appendingPathComponent("tally.sqlite"))
+        let narrowed = try DataDirectory.prepare(configuration.dataDirectory)
+        if !narrowed.isEmpty {
+            logger.warning("restricted the data directory to its owner", metadata: ["files": "\(narrowed.joined(separator: ", "))"])
+        }
+        let path = (configuration.dataDirectory as NSString).appendingPathComponent("tally.sqlite")
+        try DataDirectory.createPrivateFile(path)
+        store = try SQLiteStore(path: path)
+    }
+    let signing = try configuration.signingKeys.map { (keys: $0, generated: false) }
+        ?? SigningKeys.resolve(configured: nil, dataDirectory: configuration.dataDirectory)
+    if signing.generated {
+        logger.notice("generated a token signing key", metadata: [
+            "file": "\((configuration.dataDirectory as NSString).appendingPathComponent("signing-keys"))"
+        ])
+        if configuration.databaseURL != nil {
+            logger.warning("servers sharing this PostgreSQL on other machines need the same key: set TALLY_SIGNING_KEY on every one")
+        }
     }
     let registry = PrometheusCollectorRegistry()
     let tally = TallyServices(
@@ -46,8 +61,8 @@ public func buildApplication(
         onServerRunning: { channel in await onServerRunning(channel.localAddress?.port ?? configuration.port) },
         logger: logger)
     app.beforeServerStarts {
-        try await store.migrate()
-        try await tally.loadSecrets()
+        try await whenReachable(logger: logger) { try await store.migrate() }
+        try await tally.loadSecrets(signing: signing.keys)
         ready.open()
     }
     return app
@@ -75,4 +90,19 @@ public func buildRouter(services: TallyServices, registry: PrometheusCollectorRe
 
     AdminController(services: services).addRoutes(to: router.group("admin/v1"))
     return router
+}
+
+/// Runs `work` until the database answers: a server started while PostgreSQL is down waits for it (not
+/// listening meanwhile) instead of exiting, and logs that it waits once.
+func whenReachable(logger: Logger, _ work: () async throws -> Void) async throws {
+    var logged = false
+    while true {
+        do {
+            return try await work()
+        } catch let error as StoreError where error.code == .unavailable {
+            if !logged { logger.warning("waiting for the database before serving", metadata: ["error": "\(error.underlying.map { "\($0)" } ?? "-")"]) }
+            logged = true
+            try await Task.sleep(for: .seconds(1))
+        }
+    }
 }

@@ -33,10 +33,9 @@ public struct TallyServices: Sendable {
         self.metrics = metrics
     }
 
-    /// Loads the secrets shared through the database (JWT signing key, IP-hash key); run before serving.
-    func loadSecrets() async throws {
-        let signing = try await store.secret(named: "jwt-hs256") { Secrets.random(bytes: 32) }
-        await tokens.install(signingKey: signing)
+    /// Installs the token signing keys and loads the IP-hash key shared through the database; run before serving.
+    func loadSecrets(signing: SigningKeys) async throws {
+        await tokens.install(signing)
         let ipKey = try await store.secret(named: "ip-hash") { Secrets.random(bytes: 32) }
         secrets.ipHashKey.withLock { $0 = ipKey }
     }

@@ -18,6 +18,9 @@ public struct TallyConfiguration: Sendable {
     public var postgresPoolSize = 20
     /// The key of the admin API; ``AdminKey/resolve(configured:dataDirectory:)`` fills it in.
     public var adminKey: String?
+    /// The keys access tokens are signed with (`TALLY_SIGNING_KEY`); `nil`: those of `<dataDirectory>/signing-keys`,
+    /// created on first start (see ``SigningKeys``).
+    public var signingKeys: SigningKeys?
     /// Quotas, actions and sign-up rules.
     public var metering = MeteringConfiguration()
     /// Lifetime of access tokens.
@@ -99,9 +102,8 @@ public enum AdminKey {
             return (existing, false)
         }
         let key = "tally_admin_" + Secrets.random(bytes: 24)
-        try FileManager.default.createDirectory(atPath: dataDirectory, withIntermediateDirectories: true)
-        guard FileManager.default.createFile(atPath: path, contents: Data((key + "\n").utf8), attributes: [.posixPermissions: 0o600])
-        else { throw ConfigurationError("cannot write \(path)") }
+        try DataDirectory.prepare(dataDirectory)
+        try DataDirectory.writePrivate(Data((key + "\n").utf8), to: path)
         return (key, true)
     }
 }
