@@ -31,11 +31,12 @@ enum JSONResponse {
 }
 
 /// A decoded JSON request body together with its raw bytes (for idempotency fingerprints).
-struct JSONBody<Value: Decodable> {
+struct JSONBody<Value: JSONRequestBody> {
     let value: Value
     let raw: ByteBuffer
 
-    /// Reads and decodes the body; malformed, mistyped or missing fields are 400, oversize is 413.
+    /// Reads and decodes the body; malformed, mistyped or missing fields, repeated keys and integer fields
+    /// not written as integers are 400, oversize is 413.
     static func read(_ request: Request, context: some RequestContext) async throws -> JSONBody {
         let buffer: ByteBuffer
         do {
@@ -43,6 +44,8 @@ struct JSONBody<Value: Decodable> {
         } catch {
             throw APIError(.bodyTooLarge, "The request body exceeds \(context.maxUploadSize) bytes.")
         }
+        let problem = buffer.withUnsafeReadableBytes { JSONScanner.firstProblem(in: $0, integerFields: Value.integerFields) }
+        if let problem { throw APIError(problem) }
         do {
             return JSONBody(value: try JSONResponse.decoder.decode(Value.self, from: Data(buffer.readableBytesView)), raw: buffer)
         } catch let error as DecodingError {
@@ -79,6 +82,22 @@ struct JSONBody<Value: Decodable> {
         case is Bool.Type: return "a boolean"
         case is Date.Type: return "an ISO 8601 date"
         default: return "\(type)"
+        }
+    }
+}
+
+extension APIError {
+    /// The client-facing form of a problem ``JSONScanner`` found.
+    init(_ problem: JSONScanner.Problem) {
+        switch problem {
+        case .malformed:
+            self.init(.invalidJSON, "The body is not valid JSON.")
+        case .duplicateKey(let key):
+            self.init(.invalidJSON, "The body repeats the key '\(key.prefix(100))' in one object.")
+        case .notAnInteger(let field):
+            self.init(.invalidJSON, "Wrong type for '\(field)': expected an integer such as 5, without a fraction or exponent.")
+        case .integerOutOfRange(let field):
+            self.init(.invalidField, "'\(field)' is beyond the 64-bit integer range.")
         }
     }
 }
