@@ -7,7 +7,12 @@ import TallyAPI
 /// JSON in and out, with the API's conventions and clean 4xx errors for bad bodies.
 enum JSONResponse {
     static let encoder = TallyJSON.encoder()
-    static let decoder = TallyJSON.decoder()
+    /// Request bodies: the API's conventions, with dates in any RFC 3339 form (``RFC3339``).
+    static let decoder: JSONDecoder = {
+        let decoder = TallyJSON.decoder()
+        decoder.dateDecodingStrategy = .custom(RFC3339.decode)
+        return decoder
+    }()
 
     /// Encodes `body` as a response.
     static func make(status: HTTPResponse.Status = .ok, body: some Encodable, headers: HTTPFields = [:]) -> Response {
@@ -69,7 +74,8 @@ struct JSONBody<Value: JSONRequestBody> {
         case .valueNotFound(let type, let context):
             return "Null for \(path(context)): expected \(Self.name(of: type))."
         case .dataCorrupted(let context):
-            return context.codingPath.isEmpty ? "The body is not valid JSON." : "Invalid value for \(path(context))."
+            return context.codingPath.isEmpty
+                ? "The body is not valid JSON." : "Invalid value for \(path(context)): \(context.debugDescription)."
         @unknown default:
             return "The body is not valid JSON."
         }
@@ -80,7 +86,7 @@ struct JSONBody<Value: JSONRequestBody> {
         case is String.Type: return "a string"
         case is Int.Type, is Int64.Type: return "an integer"
         case is Bool.Type: return "a boolean"
-        case is Date.Type: return "an ISO 8601 date"
+        case is Date.Type: return "an RFC 3339 date-time"
         default: return "\(type)"
         }
     }
