@@ -60,6 +60,8 @@ struct BadInputTests {
         Case(method: .post, path: "/v1/wallet/holds", body: #"{"amount":-0.0,"ttlSeconds":10}"#, status: 400, code: "invalid_json", mentions: "'amount'"),
         Case(method: .post, path: "/v1/wallet/holds", body: #"{"amount":99999999999999999999,"ttlSeconds":10}"#, status: 400, code: "invalid_field", mentions: "'amount'"),
         Case(method: .post, path: "/v1/wallet/holds/\(holdId)/capture", body: #"{"amount":1.0}"#, status: 400, code: "invalid_json", mentions: "'amount'"),
+        // bcrypt reads 72 bytes and would ignore the rest.
+        Case(method: .post, path: "/v1/auth/link", body: #"{"email":"a@b.co","password":"\#(String(repeating: "A", count: 73))"}"#, status: 400, code: "invalid_field", mentions: "72 bytes"),
     ]
 
     @Test("Each malformed request gets its code", arguments: cases)
