@@ -43,7 +43,7 @@ public struct RefreshRequest: Codable, Hashable, Sendable {
 public struct CredentialsRequest: Codable, Hashable, Sendable {
     /// The account's email address.
     public var email: String
-    /// The account's password (8–256 characters).
+    /// The account's password: 8 characters to 72 bytes of UTF-8 (bcrypt's limit), compared after NFKC normalisation.
     public var password: String
     /// Creates the request.
     public init(email: String, password: String) {

@@ -11,6 +11,8 @@ struct BadInputTests {
         let body: String?
         let status: Int
         let code: String
+        /// Something the error message must say, such as the field at fault.
+        var mentions: String? = nil
         var testDescription: String { "\(method) \(path) \(body ?? "")" }
     }
 
@@ -43,6 +45,23 @@ struct BadInputTests {
         Case(method: .post, path: "/v1/auth/link", body: #"{"email":"not-an-email","password":"long enough"}"#, status: 400, code: "invalid_field"),
         Case(method: .post, path: "/v1/auth/link", body: #"{"email":"a@b.co","password":"short"}"#, status: 400, code: "invalid_field"),
         Case(method: .get, path: "/v1/nothing-here", body: nil, status: 404, code: "not_found"),
+        // Repeated keys: JSONDecoder would keep the first, another parser the last.
+        Case(method: .post, path: "/v1/wallet/holds", body: #"{"amount":5,"ttlSeconds":10,"amount":50}"#, status: 400, code: "invalid_json", mentions: "'amount'"),
+        Case(method: .post, path: "/v1/wallet/holds", body: #"{"amount":5,"ttlSeconds":10,"\u0061mount":50}"#, status: 400, code: "invalid_json", mentions: "'amount'"),
+        Case(method: .post, path: "/v1/wallet/holds", body: #"{"amount":5,"ttlSeconds":10,"x":[{"k":1,"k":2}]}"#, status: 400, code: "invalid_json", mentions: "'k'"),
+        Case(method: .patch, path: "/v1/me", body: #"{"timezone":"UTC","timezone":"Europe/Paris"}"#, status: 400, code: "invalid_json", mentions: "'timezone'"),
+        Case(method: .post, path: "/v1/auth/link", body: #"{"email":"a@b.co","password":"long enough","email":"c@d.co"}"#, status: 400, code: "invalid_json", mentions: "'email'"),
+        Case(method: .post, path: "/v1/wallet/holds", body: #"{"amount":5,"ttlSeconds":10,}"#, status: 400, code: "invalid_json"),
+        // Integer fields take integers only, not whole numbers spelt otherwise.
+        Case(method: .post, path: "/v1/wallet/holds", body: #"{"amount":5.0,"ttlSeconds":10}"#, status: 400, code: "invalid_json", mentions: "'amount'"),
+        Case(method: .post, path: "/v1/wallet/holds", body: #"{"amount":5,"ttlSeconds":1e1}"#, status: 400, code: "invalid_json", mentions: "'ttlSeconds'"),
+        Case(method: .post, path: "/v1/wallet/holds", body: #"{"amount":5E0,"ttlSeconds":10}"#, status: 400, code: "invalid_json", mentions: "'amount'"),
+        Case(method: .post, path: "/v1/wallet/holds", body: #"{"amount":1E-400,"ttlSeconds":10}"#, status: 400, code: "invalid_json", mentions: "'amount'"),
+        Case(method: .post, path: "/v1/wallet/holds", body: #"{"amount":-0.0,"ttlSeconds":10}"#, status: 400, code: "invalid_json", mentions: "'amount'"),
+        Case(method: .post, path: "/v1/wallet/holds", body: #"{"amount":99999999999999999999,"ttlSeconds":10}"#, status: 400, code: "invalid_field", mentions: "'amount'"),
+        Case(method: .post, path: "/v1/wallet/holds/\(holdId)/capture", body: #"{"amount":1.0}"#, status: 400, code: "invalid_json", mentions: "'amount'"),
+        // bcrypt reads 72 bytes and would ignore the rest.
+        Case(method: .post, path: "/v1/auth/link", body: #"{"email":"a@b.co","password":"\#(String(repeating: "A", count: 73))"}"#, status: 400, code: "invalid_field", mentions: "72 bytes"),
     ]
 
     @Test("Each malformed request gets its code", arguments: cases)
@@ -59,6 +78,7 @@ struct BadInputTests {
             #expect(response.errorCode == testCase.code, "\(response.text)")
             let error = try response.decode(ErrorResponse.self)
             #expect(!error.error.message.isEmpty)
+            if let mentions = testCase.mentions { #expect(error.error.message.contains(mentions), "\(error.error.message)") }
             #expect(try await api.allEntries(user) == before)
             await api.close()
         }

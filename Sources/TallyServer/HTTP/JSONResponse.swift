@@ -7,7 +7,12 @@ import TallyAPI
 /// JSON in and out, with the API's conventions and clean 4xx errors for bad bodies.
 enum JSONResponse {
     static let encoder = TallyJSON.encoder()
-    static let decoder = TallyJSON.decoder()
+    /// Request bodies: the API's conventions, with dates in any RFC 3339 form (``RFC3339``).
+    static let decoder: JSONDecoder = {
+        let decoder = TallyJSON.decoder()
+        decoder.dateDecodingStrategy = .custom(RFC3339.decode)
+        return decoder
+    }()
 
     /// Encodes `body` as a response.
     static func make(status: HTTPResponse.Status = .ok, body: some Encodable, headers: HTTPFields = [:]) -> Response {
@@ -31,11 +36,12 @@ enum JSONResponse {
 }
 
 /// A decoded JSON request body together with its raw bytes (for idempotency fingerprints).
-struct JSONBody<Value: Decodable> {
+struct JSONBody<Value: JSONRequestBody> {
     let value: Value
     let raw: ByteBuffer
 
-    /// Reads and decodes the body; malformed, mistyped or missing fields are 400, oversize is 413.
+    /// Reads and decodes the body; malformed, mistyped or missing fields, repeated keys and integer fields
+    /// not written as integers are 400, oversize is 413.
     static func read(_ request: Request, context: some RequestContext) async throws -> JSONBody {
         let buffer: ByteBuffer
         do {
@@ -43,6 +49,8 @@ struct JSONBody<Value: Decodable> {
         } catch {
             throw APIError(.bodyTooLarge, "The request body exceeds \(context.maxUploadSize) bytes.")
         }
+        let problem = buffer.withUnsafeReadableBytes { JSONScanner.firstProblem(in: $0, integerFields: Value.integerFields) }
+        if let problem { throw APIError(problem) }
         do {
             return JSONBody(value: try JSONResponse.decoder.decode(Value.self, from: Data(buffer.readableBytesView)), raw: buffer)
         } catch let error as DecodingError {
@@ -66,7 +74,8 @@ struct JSONBody<Value: Decodable> {
         case .valueNotFound(let type, let context):
             return "Null for \(path(context)): expected \(Self.name(of: type))."
         case .dataCorrupted(let context):
-            return context.codingPath.isEmpty ? "The body is not valid JSON." : "Invalid value for \(path(context))."
+            return context.codingPath.isEmpty
+                ? "The body is not valid JSON." : "Invalid value for \(path(context)): \(context.debugDescription)."
         @unknown default:
             return "The body is not valid JSON."
         }
@@ -77,8 +86,24 @@ struct JSONBody<Value: Decodable> {
         case is String.Type: return "a string"
         case is Int.Type, is Int64.Type: return "an integer"
         case is Bool.Type: return "a boolean"
-        case is Date.Type: return "an ISO 8601 date"
+        case is Date.Type: return "an RFC 3339 date-time"
         default: return "\(type)"
+        }
+    }
+}
+
+extension APIError {
+    /// The client-facing form of a problem ``JSONScanner`` found.
+    init(_ problem: JSONScanner.Problem) {
+        switch problem {
+        case .malformed:
+            self.init(.invalidJSON, "The body is not valid JSON.")
+        case .duplicateKey(let key):
+            self.init(.invalidJSON, "The body repeats the key '\(key.prefix(100))' in one object.")
+        case .notAnInteger(let field):
+            self.init(.invalidJSON, "Wrong type for '\(field)': expected an integer such as 5, without a fraction or exponent.")
+        case .integerOutOfRange(let field):
+            self.init(.invalidField, "'\(field)' is beyond the 64-bit integer range.")
         }
     }
 }

@@ -26,23 +26,44 @@ enum Validate {
         return value
     }
 
+    /// An email as accounts are keyed by it: NFKC-normalised (fullwidth `ａ` is `a`), trimmed, in lower case.
+    /// Invisible characters (format characters such as zero-width spaces and bidi controls, other default
+    /// ignorables, separators, unassigned and private-use code points) are refused, so two addresses
+    /// that look the same are the same.
     static func email(_ value: String) throws -> String {
-        let email = value.trimmingCharacters(in: .whitespaces).lowercased()
+        let email = nfkc(nfkc(value).trimmingCharacters(in: .whitespaces).lowercased())
+        guard !email.unicodeScalars.contains(where: isInvisible) else {
+            throw APIError(
+                .invalidField, "'email' must not contain spaces or invisible, formatting or bidirectional-control characters.")
+        }
         let parts = email.split(separator: "@", omittingEmptySubsequences: false)
         guard (3...254).contains(email.utf8.count), parts.count == 2, !parts[0].isEmpty, parts[1].contains("."),
-            !parts[1].hasPrefix("."), !parts[1].hasSuffix("."),
-            !email.unicodeScalars.contains(where: { $0.properties.isWhitespace || $0.value < 0x20 || $0.value == 0x7F })
+            !parts[1].hasPrefix("."), !parts[1].hasSuffix(".")
         else {
             throw APIError(.invalidField, "'email' is not a valid email address.")
         }
         return email
     }
 
+    /// bcrypt reads at most this many bytes of a password and ignores the rest.
+    static let maxPasswordBytes = 72
+
+    /// A password as bcrypt sees it: NFKC-normalised (the same password typed on another keyboard matches),
+    /// at least 8 characters, at most ``maxPasswordBytes`` UTF-8 bytes (longer ones would be silently cut),
+    /// and without NUL (where bcrypt's C string would end).
     static func password(_ value: String) throws -> String {
-        guard (8...256).contains(value.count) else {
-            throw APIError(.invalidField, "'password' must be 8 to 256 characters.")
+        let password = nfkc(value)
+        guard password.count >= 8 else {
+            throw APIError(.invalidField, "'password' must be at least 8 characters.")
         }
-        return value
+        guard password.utf8.count <= maxPasswordBytes else {
+            throw APIError(
+                .invalidField, "'password' must be at most \(maxPasswordBytes) bytes in UTF-8 (after NFKC normalisation).")
+        }
+        guard !password.utf8.contains(0) else {
+            throw APIError(.invalidField, "'password' must not contain the NUL character.")
+        }
+        return password
     }
 
     /// IANA zone names only (`Europe/Paris`, `UTC`), not abbreviations or offsets.
@@ -63,4 +84,22 @@ enum Validate {
     }
 
     private static let knownZones = Set(TimeZone.knownTimeZoneIdentifiers)
+
+    /// Unicode normalisation form KC: compatibility characters (fullwidth letters, ligatures such as `ﬁ`)
+    /// become their plain equivalents, then canonical composition.
+    private static func nfkc(_ value: String) -> String { value.precomposedStringWithCompatibilityMapping }
+
+    /// Characters that show nothing, or change how their neighbours show, in an email address.
+    private static func isInvisible(_ scalar: Unicode.Scalar) -> Bool {
+        let properties = scalar.properties
+        switch properties.generalCategory {
+        case .control, .format, .privateUse, .surrogate, .unassigned:
+            return true
+        case .spaceSeparator, .lineSeparator, .paragraphSeparator:
+            return true
+        default:
+            // Default ignorables include the Hangul fillers and variation selectors; U+2800 is a blank Braille cell.
+            return properties.isDefaultIgnorableCodePoint || properties.isWhitespace || scalar == "\u{2800}"
+        }
+    }
 }
