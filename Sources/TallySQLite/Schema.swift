@@ -8,6 +8,9 @@ enum Schema {
         migrator.registerMigration("v1") { db in
             try db.execute(sql: v1)
         }
+        migrator.registerMigration("v2") { db in
+            try db.execute(sql: v2)
+        }
         return migrator
     }
 
@@ -100,5 +103,23 @@ enum Schema {
           name TEXT PRIMARY KEY NOT NULL,
           value TEXT NOT NULL
         );
+        """
+
+    /// Sign-in failures (the lockout, ``SignInPolicy``) and the indexes the session cap and the session
+    /// purge read. New tables and indexes only: existing rows are kept as they are.
+    static let v2 = """
+        CREATE TABLE sign_in_failures (
+          account_key TEXT NOT NULL,
+          address_key TEXT NOT NULL, -- '' for the account's failures across every address
+          failures INTEGER NOT NULL CHECK (failures > 0),
+          last_failure_at INTEGER NOT NULL,
+          locked_until INTEGER,
+          PRIMARY KEY (account_key, address_key),
+          CHECK (address_key <> '' OR locked_until IS NULL)
+        );
+        CREATE INDEX sign_in_failures_age ON sign_in_failures(last_failure_at);
+        CREATE INDEX sessions_live ON sessions(user_id, created_at) WHERE revoked_at IS NULL;
+        CREATE INDEX sessions_revoked ON sessions(revoked_at) WHERE revoked_at IS NOT NULL;
+        CREATE INDEX refresh_tokens_expiry ON refresh_tokens(expires_at);
         """
 }

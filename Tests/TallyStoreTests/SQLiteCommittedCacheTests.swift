@@ -34,7 +34,7 @@ struct SQLiteCommittedCacheTests {
         try await store!.migrate()
         let grant = try await store!.signInGuest(
             deviceHash: randomId(), ipHash: randomId(), signupsPerHour: 10, signupGrant: 0, sessionId: randomId(),
-            refresh: NewRefreshToken(hash: randomId(), expiresAt: now.addingTimeInterval(60)), now: now)
+            refresh: NewRefreshToken(hash: randomId(), expiresAt: now.addingTimeInterval(60)), sessionsPerUser: 50, now: now)
         let userId = grant.user.id
         var largestLog = 0
         for _ in 0..<grants {
