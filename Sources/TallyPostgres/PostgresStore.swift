@@ -30,7 +30,7 @@ public final class PostgresStore: TallyStorage {
     /// How far back each poll of the revocation feed reads, on the database's clock: far longer than any
     /// revoking transaction takes to commit, so none is missed.
     static let revocationWindow: Duration = .seconds(60)
-    /// How long revocation-feed rows are kept before ``purge(idempotencyBefore:signupsBefore:signInFailuresBefore:)`` deletes them.
+    /// How long revocation-feed rows are kept before ``purge(idempotencyBefore:signupsBefore:)`` deletes them.
     static let revocationRetentionMillis: Int64 = 3_600_000
     /// How often the revocation feed is polled (``LiveSessions/staleness`` is three of these).
     static let revocationPollInterval: Duration = .seconds(1)
