@@ -22,6 +22,7 @@ enum PostgresSchema {
     /// Every migration, oldest first.
     static let migrations: [Migration] = [
         Migration(version: 1, statements: v1), Migration(version: 2, statements: v2), Migration(version: 3, statements: v3),
+        Migration(version: 4, statements: v4),
     ]
 
     static let v1: [String] = [
@@ -154,7 +155,28 @@ enum PostgresSchema {
         "CREATE INDEX session_revocations_time ON session_revocations(revoked_at)",
     ]
 
+    /// Sign-in failures (the lockout, ``SignInPolicy``; `address_key` '' holds the account's failures across
+    /// every address) and the indexes the session cap and the session purge read. New tables and indexes
+    /// only: existing rows are kept as they are.
+    static let v3: [String] = [
+        """
+        CREATE TABLE sign_in_failures (
+          account_key TEXT NOT NULL,
+          address_key TEXT NOT NULL,
+          failures BIGINT NOT NULL CHECK (failures > 0),
+          last_failure_at BIGINT NOT NULL,
+          locked_until BIGINT,
+          PRIMARY KEY (account_key, address_key),
+          CHECK (address_key <> '' OR locked_until IS NULL)
+        )
+        """,
+        "CREATE INDEX sign_in_failures_age ON sign_in_failures(last_failure_at)",
+        "CREATE INDEX sessions_live ON sessions(user_id, created_at) WHERE revoked_at IS NULL",
+        "CREATE INDEX sessions_revoked ON sessions(revoked_at) WHERE revoked_at IS NOT NULL",
+        "CREATE INDEX refresh_tokens_expiry ON refresh_tokens(expires_at)",
+    ]
+
     /// Access tokens are signed with keys kept outside the database (a dump must not yield them): forget
     /// the key that was stored here. Its tokens stop working; clients refresh.
-    static let v3: [String] = ["DELETE FROM server_secrets WHERE name = 'jwt-hs256'"]
+    static let v4: [String] = ["DELETE FROM server_secrets WHERE name = 'jwt-hs256'"]
 }

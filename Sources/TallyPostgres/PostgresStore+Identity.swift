@@ -10,21 +10,22 @@ extension PostgresStore {
     /// the account and the others find it.
     public func signInGuest(
         deviceHash: String, ipHash: String, signupsPerHour: Int, signupGrant: Int64, sessionId: String,
-        refresh: NewRefreshToken, now: Date
+        refresh: NewRefreshToken, sessionsPerUser: Int, now: Date
     ) async throws -> SessionGrant {
         try await remembering {
             try await openGuestSession(
                 deviceHash: deviceHash, ipHash: ipHash, signupsPerHour: signupsPerHour, signupGrant: signupGrant,
-                sessionId: sessionId, refresh: refresh, now: now)
+                session: NewSession(id: sessionId, refresh: refresh, limit: sessionsPerUser), now: now)
         }
     }
 
     /// Opens a session for a new device's guest, taking the locks, or for the device's account.
     private func openGuestSession(
-        deviceHash: String, ipHash: String, signupsPerHour: Int, signupGrant: Int64, sessionId: String,
-        refresh: NewRefreshToken, now: Date
+        deviceHash: String, ipHash: String, signupsPerHour: Int, signupGrant: Int64, session: NewSession, now: Date
     ) async throws -> SessionGrant {
-        if let user = try await sessionForDevice(deviceHash, sessionId: sessionId, refresh: refresh, now: now, on: nil) {
+        let sessionId = session.id
+        let refresh = session.refresh
+        if let user = try await open(session, for: .device(deviceHash), now: now, on: nil) {
             return SessionGrant(user: user, sessionId: sessionId, created: false)
         }
         return try await transaction { connection in
@@ -33,7 +34,7 @@ extension PostgresStore {
                 SELECT pg_advisory_xact_lock(hashtextextended('device:' || \(deviceHash), 0)),
                        pg_advisory_xact_lock(hashtextextended('ip:' || \(ipHash), 0))
                 """, logger: logger)
-            if let user = try await sessionForDevice(deviceHash, sessionId: sessionId, refresh: refresh, now: now, on: connection) {
+            if let user = try await open(session, for: .device(deviceHash), now: now, on: connection) {
                 return SessionGrant(user: user, sessionId: sessionId, created: false)
             }
             let windowStart = now.addingTimeInterval(-3600).millis
@@ -78,22 +79,54 @@ extension PostgresStore {
         }
     }
 
-    /// Opens a session for the account of `deviceHash`, if there is one: one statement, in the
-    /// transaction of `connection`, or on its own when `nil`.
-    private func sessionForDevice(
-        _ deviceHash: String, sessionId: String, refresh: NewRefreshToken, now: Date, on connection: PooledConnection?
-    ) async throws -> UserRecord? {
+    /// A session to open: its id, its first refresh token, and the account's cap on live sessions.
+    struct NewSession: Sendable {
+        var id: String
+        var refresh: NewRefreshToken
+        var limit: Int
+    }
+
+    /// Whose session: the account of a device secret (by hash), or an account by id.
+    enum SessionOwner: Sendable {
+        case device(String)
+        case user(String)
+    }
+
+    /// Opens `session` for the owner's account, if there is one, and revokes (and lists in the revocation
+    /// feed) the account's oldest live sessions beyond `session.limit`: one statement, in the transaction of
+    /// `connection`, or on its own when `nil`. The statement's snapshot does not see the new session, so it
+    /// keeps `limit - 1` of the others. This process forgets the revoked ones at once.
+    private func open(_ session: NewSession, for owner: SessionOwner, now: Date, on connection: PooledConnection?) async throws
+        -> UserRecord?
+    {
+        var userId: String?
+        var deviceHash: String?
+        switch owner {
+        case .device(let hash): deviceHash = hash
+        case .user(let id): userId = id
+        }
         let query: PostgresQuery = """
             WITH account AS (
+              SELECT id, email, timezone, language, premium_until, created_at FROM users WHERE id = \(userId)::TEXT
+              UNION ALL
               SELECT u.id, u.email, u.timezone, u.language, u.premium_until, u.created_at
-              FROM device_credentials d JOIN users u ON u.id = d.user_id WHERE d.device_hash = \(deviceHash)
+              FROM device_credentials d JOIN users u ON u.id = d.user_id WHERE d.device_hash = \(deviceHash)::TEXT
             ), session AS (
-              INSERT INTO sessions (id, user_id, created_at) SELECT \(sessionId), id, \(now.millis) FROM account RETURNING id
+              INSERT INTO sessions (id, user_id, created_at) SELECT \(session.id), id, \(now.millis) FROM account RETURNING id
             ), token AS (
               INSERT INTO refresh_tokens (token_hash, session_id, expires_at)
-              SELECT \(refresh.hash), id, \(refresh.expiresAt.millis) FROM session
+              SELECT \(session.refresh.hash), id, \(session.refresh.expiresAt.millis) FROM session
+            ), excess AS (
+              UPDATE sessions SET revoked_at = \(now.millis)
+              WHERE id IN (
+                SELECT s.id FROM sessions s JOIN account a ON s.user_id = a.id WHERE s.revoked_at IS NULL
+                ORDER BY s.created_at DESC, s.id DESC OFFSET \(max(session.limit - 1, 0))
+              ) AND revoked_at IS NULL
+              RETURNING id, user_id
+            ), feed AS (
+              INSERT INTO session_revocations (session_id, user_id) SELECT id, user_id FROM excess
             )
-            SELECT id, email, timezone, language, premium_until, created_at FROM account
+            SELECT id, email, timezone, language, premium_until, created_at, ARRAY(SELECT id FROM excess) FROM account
             """
         let rows: [PostgresRow]
         if let connection {
@@ -103,12 +136,23 @@ extension PostgresStore {
         }
         guard let row = rows.first else { return nil }
         var cells = Cells(row)
-        return try UserRecord(&cells)
+        let user = try UserRecord(&cells)
+        for revoked in try cells.next([String].self) { sessions.forget(sessionId: revoked) }
+        return user
     }
 
-    /// Opens a session for an existing account: one statement that reads the account and inserts the session.
-    public func openSession(userId: String, sessionId: String, refresh: NewRefreshToken, now: Date) async throws -> SessionGrant {
-        try await remembering { try await insertSession(userId: userId, sessionId: sessionId, refresh: refresh, now: now) }
+    /// Opens a session for an existing account: one statement that reads the account, inserts the session
+    /// and revokes the oldest beyond the cap.
+    public func openSession(
+        userId: String, sessionId: String, refresh: NewRefreshToken, sessionsPerUser: Int, now: Date
+    ) async throws -> SessionGrant {
+        try await remembering {
+            let session = NewSession(id: sessionId, refresh: refresh, limit: sessionsPerUser)
+            guard let user = try await open(session, for: .user(userId), now: now, on: nil) else {
+                throw StoreError(.userNotFound)
+            }
+            return SessionGrant(user: user, sessionId: sessionId, created: false)
+        }
     }
 
     /// Runs a call that opens or renews a session, then remembers the session as live (``LiveSessions``):
@@ -119,24 +163,6 @@ extension PostgresStore {
         let grant = try await open()
         sessions.remember(grant.sessionId, user: grant.user.id, readAt: epoch)
         return grant
-    }
-
-    private func insertSession(userId: String, sessionId: String, refresh: NewRefreshToken, now: Date) async throws -> SessionGrant {
-        let rows = try await self.rows(
-            """
-            WITH account AS (
-              SELECT id, email, timezone, language, premium_until, created_at FROM users WHERE id = \(userId)
-            ), session AS (
-              INSERT INTO sessions (id, user_id, created_at) SELECT \(sessionId), id, \(now.millis) FROM account RETURNING id
-            ), token AS (
-              INSERT INTO refresh_tokens (token_hash, session_id, expires_at)
-              SELECT \(refresh.hash), id, \(refresh.expiresAt.millis) FROM session
-            )
-            SELECT id, email, timezone, language, premium_until, created_at FROM account
-            """)
-        guard let row = rows.first else { throw StoreError(.userNotFound) }
-        var cells = Cells(row)
-        return SessionGrant(user: try UserRecord(&cells), sessionId: sessionId, created: false)
     }
 
     /// One statement claims the token (`used_at IS NULL` decides between concurrent claims, even across
@@ -196,6 +222,13 @@ extension PostgresStore {
             INSERT INTO session_revocations (session_id, user_id) SELECT id, user_id FROM revoked
             """)
         sessions.forget(sessionId: id)
+    }
+
+    /// The session of a refresh token: one primary-key lookup.
+    public func refreshTokenSession(hash: String) async throws -> String? {
+        guard let row = try await rows("SELECT session_id FROM refresh_tokens WHERE token_hash = \(hash)").first else { return nil }
+        var cells = Cells(row)
+        return try cells.next(String.self)
     }
 
     /// The user of a session that is not revoked: from memory while the revocation feed is fresh
@@ -265,6 +298,48 @@ extension PostgresStore {
         let userId: String = try cells.next()
         guard let hash: String = try cells.next() else { return nil }
         return (userId, hash)
+    }
+
+    /// Under an advisory lock on the account key (so concurrent attempts, from any instance, take turns):
+    /// reads the pair's and the account's failures, lets `policy` decide, and stores the counted attempt.
+    public func beginSignIn(account: String, address: String, policy: SignInPolicy, now: Date) async throws -> SignInDecision {
+        try await transaction { connection in
+            try await connection.rows("SELECT pg_advisory_xact_lock(hashtextextended('sign-in:' || \(account), 0))", logger: logger)
+            var pair: SignInFailures?
+            var total: SignInFailures?
+            let rows = try await connection.rows(
+                """
+                SELECT address_key, failures, last_failure_at, locked_until FROM sign_in_failures
+                WHERE account_key = \(account) AND address_key IN ('', \(address))
+                """, logger: logger)
+            for row in rows {
+                var cells = Cells(row)
+                let key: String = try cells.next()
+                let count: Int64 = try cells.next()
+                let lastAt: Int64 = try cells.next()
+                let lockedUntil: Int64? = try cells.next()
+                let failures = SignInFailures(
+                    count: Int(count), lastAt: Date(millis: lastAt), lockedUntil: lockedUntil.map(Date.init(millis:)))
+                if key.isEmpty { total = failures } else { pair = failures }
+            }
+            let decision = policy.decide(pair: pair, account: total, now: now)
+            if case .admit(let pair, let total, _) = decision {
+                try await connection.rows(
+                    """
+                    INSERT INTO sign_in_failures (account_key, address_key, failures, last_failure_at, locked_until)
+                    VALUES (\(account), \(address), \(pair.count), \(pair.lastAt.millis), \(pair.lockedUntil?.millis)::BIGINT),
+                           (\(account), '', \(total.count), \(total.lastAt.millis), NULL)
+                    ON CONFLICT (account_key, address_key) DO UPDATE SET failures = excluded.failures,
+                      last_failure_at = excluded.last_failure_at, locked_until = excluded.locked_until
+                    """, logger: logger)
+            }
+            return decision
+        }
+    }
+
+    /// Deletes the account's total and the pair's failures.
+    public func signInSucceeded(account: String, address: String) async throws {
+        try await rows("DELETE FROM sign_in_failures WHERE account_key = \(account) AND address_key IN ('', \(address))")
     }
 
     /// The account, if it exists.

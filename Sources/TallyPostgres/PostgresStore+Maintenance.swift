@@ -101,18 +101,57 @@ extension PostgresStore {
         }
     }
 
-    /// Deletes old idempotency records, guest sign-up records and revocation-feed rows (those an hour old on
-    /// the database's clock: polls read one minute), in one statement.
-    public func purge(idempotencyBefore: Date, signupsBefore: Date) async throws {
+    /// Deletes old idempotency records, guest sign-up records, sign-in failures and revocation-feed rows
+    /// (those an hour old on the database's clock: polls read one minute), in one statement.
+    public func purge(idempotencyBefore: Date, signupsBefore: Date, signInFailuresBefore: Date) async throws {
         try await rows(
             """
             WITH keys AS (DELETE FROM idempotency_keys WHERE created_at < \(idempotencyBefore.millis)),
             revocations AS (
               DELETE FROM session_revocations
               WHERE revoked_at < (extract(epoch FROM clock_timestamp()) * 1000)::BIGINT - \(Self.revocationRetentionMillis)
-            )
+            ),
+            failures AS (DELETE FROM sign_in_failures WHERE last_failure_at < \(signInFailuresBefore.millis))
             DELETE FROM guest_signups WHERE created_at < \(signupsBefore.millis)
             """)
+    }
+
+    /// Deletes one batch of ended sessions and expired refresh tokens (see ``MaintenanceStore``) in two
+    /// statements: expired tokens with the sessions they leave without a token expiring at `cutoff` or later
+    /// (their tokens being deleted by the same statement are excluded by that very condition), then sessions
+    /// revoked before `cutoff`, whose tokens go with them (`ON DELETE CASCADE`). Either statement alone
+    /// leaves the database consistent. Deleted sessions were revoked or can no longer be refreshed and
+    /// their access tokens expired long ago, so other processes need no revocation-feed entry.
+    public func purgeSessions(before cutoff: Date, limit: Int) async throws -> Int {
+        let expired = try await rows(
+            """
+            WITH tokens AS (
+              DELETE FROM refresh_tokens WHERE token_hash IN (
+                SELECT token_hash FROM refresh_tokens WHERE expires_at < \(cutoff.millis) ORDER BY expires_at LIMIT \(limit)
+              ) RETURNING session_id
+            ), ended AS (
+              DELETE FROM sessions s WHERE s.id IN (SELECT session_id FROM tokens)
+                AND NOT EXISTS (SELECT 1 FROM refresh_tokens r WHERE r.session_id = s.id AND r.expires_at >= \(cutoff.millis))
+              RETURNING s.id
+            )
+            SELECT (SELECT count(*) FROM tokens) + (SELECT count(*) FROM ended), ARRAY(SELECT id FROM ended)
+            """)
+        let revoked = try await rows(
+            """
+            WITH ended AS (
+              DELETE FROM sessions WHERE id IN (
+                SELECT id FROM sessions WHERE revoked_at < \(cutoff.millis) ORDER BY revoked_at LIMIT \(limit)
+              ) RETURNING id
+            )
+            SELECT (SELECT count(*) FROM ended), ARRAY(SELECT id FROM ended)
+            """)
+        var deleted = 0
+        for row in expired + revoked {
+            var cells = Cells(row)
+            deleted += Int(try cells.next(Int64.self))
+            for id in try cells.next([String].self) { sessions.forget(sessionId: id) }
+        }
+        return deleted
     }
 
     /// Releases `holds` (open and expired, read under their wallets' locks in this transaction) with one

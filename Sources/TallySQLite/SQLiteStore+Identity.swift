@@ -6,7 +6,7 @@ extension SQLiteStore: IdentityStore {
     /// Finds or creates the guest of a device hash and opens a session (see ``IdentityStore``).
     public func signInGuest(
         deviceHash: String, ipHash: String, signupsPerHour: Int, signupGrant: Int64, sessionId: String,
-        refresh: NewRefreshToken, now: Date
+        refresh: NewRefreshToken, sessionsPerUser: Int, now: Date
     ) async throws -> SessionGrant {
         try await writeSession { db in
             var created = false
@@ -38,7 +38,7 @@ extension SQLiteStore: IdentityStore {
                 }
                 created = true
             }
-            try Self.insertSession(db, userId: user.id, sessionId: sessionId, refresh: refresh, now: now)
+            try self.insertSession(db, userId: user.id, sessionId: sessionId, refresh: refresh, limit: sessionsPerUser, now: now)
             return SessionGrant(user: user, sessionId: sessionId, created: created)
         }
     }
@@ -54,12 +54,14 @@ extension SQLiteStore: IdentityStore {
     }
 
     /// Opens a session for an existing account.
-    public func openSession(userId: String, sessionId: String, refresh: NewRefreshToken, now: Date) async throws -> SessionGrant {
+    public func openSession(
+        userId: String, sessionId: String, refresh: NewRefreshToken, sessionsPerUser: Int, now: Date
+    ) async throws -> SessionGrant {
         try await writeSession { db in
             guard let row = try db.fetchRow(sql: "SELECT * FROM users WHERE id = ?", arguments: [userId]) else {
                 throw StoreError(.userNotFound)
             }
-            try Self.insertSession(db, userId: userId, sessionId: sessionId, refresh: refresh, now: now)
+            try self.insertSession(db, userId: userId, sessionId: sessionId, refresh: refresh, limit: sessionsPerUser, now: now)
             return SessionGrant(user: UserRecord(row: row), sessionId: sessionId, created: false)
         }
     }
@@ -97,6 +99,13 @@ extension SQLiteStore: IdentityStore {
         try await write { db in
             self.forgets.session(id)
             try db.run(sql: "UPDATE sessions SET revoked_at = ? WHERE id = ? AND revoked_at IS NULL", arguments: [now.millis, id])
+        }
+    }
+
+    /// The session of a refresh token, from a reader.
+    public func refreshTokenSession(hash: String) async throws -> String? {
+        try await read { db in
+            try db.fetchValue(String.self, sql: "SELECT session_id FROM refresh_tokens WHERE token_hash = ?", arguments: [hash])
         }
     }
 
@@ -139,6 +148,46 @@ extension SQLiteStore: IdentityStore {
         return account.map { ($0[0], $0[1]) }
     }
 
+    /// Reads the pair's and the account's failures, lets `policy` decide, and stores the counted attempt,
+    /// in one writer transaction.
+    public func beginSignIn(account: String, address: String, policy: SignInPolicy, now: Date) async throws -> SignInDecision {
+        try await write { db in
+            var pair: SignInFailures?
+            var total: SignInFailures?
+            let rows = try db.fetchRows(sql: """
+                    SELECT address_key, failures, last_failure_at, locked_until FROM sign_in_failures
+                    WHERE account_key = ? AND address_key IN ('', ?)
+                    """,
+                arguments: [account, address])
+            for row in rows {
+                let lockedUntil: Int64? = row["locked_until"]
+                let failures = SignInFailures(
+                    count: row["failures"], lastAt: Date(millis: row["last_failure_at"]), lockedUntil: lockedUntil.map(Date.init(millis:)))
+                if (row["address_key"] as String).isEmpty { total = failures } else { pair = failures }
+            }
+            let decision = policy.decide(pair: pair, account: total, now: now)
+            if case .admit(let pair, let total, _) = decision {
+                for (key, failures) in [(address, pair), ("", total)] {
+                    try db.run(sql: """
+                            INSERT INTO sign_in_failures (account_key, address_key, failures, last_failure_at, locked_until)
+                            VALUES (?, ?, ?, ?, ?)
+                            ON CONFLICT (account_key, address_key) DO UPDATE SET failures = excluded.failures,
+                              last_failure_at = excluded.last_failure_at, locked_until = excluded.locked_until
+                            """,
+                        arguments: [account, key, failures.count, failures.lastAt.millis, failures.lockedUntil?.millis])
+                }
+            }
+            return decision
+        }
+    }
+
+    /// Deletes the account's total and the pair's failures.
+    public func signInSucceeded(account: String, address: String) async throws {
+        try await write { db in
+            try db.run(sql: "DELETE FROM sign_in_failures WHERE account_key = ? AND address_key IN ('', ?)", arguments: [account, address])
+        }
+    }
+
     /// The account, if it exists.
     public func user(id: String) async throws -> UserRecord? {
         try await read { db in
@@ -157,9 +206,20 @@ extension SQLiteStore: IdentityStore {
         }
     }
 
-    static func insertSession(_ db: Database, userId: String, sessionId: String, refresh: NewRefreshToken, now: Date) throws {
+    /// Inserts the session and its first refresh token, then revokes the account's oldest live sessions
+    /// beyond `limit` (ties in creation time broken by insertion order, so never the new one).
+    func insertSession(_ db: Database, userId: String, sessionId: String, refresh: NewRefreshToken, limit: Int, now: Date) throws {
         try db.run(sql: "INSERT INTO sessions (id, user_id, created_at) VALUES (?, ?, ?)", arguments: [sessionId, userId, now.millis])
         try db.run(sql: "INSERT INTO refresh_tokens (token_hash, session_id, expires_at) VALUES (?, ?, ?)",
             arguments: [refresh.hash, sessionId, refresh.expiresAt.millis])
+        let excess = try db.fetchValues(String.self, sql: """
+                SELECT id FROM sessions WHERE user_id = ? AND revoked_at IS NULL
+                ORDER BY created_at DESC, rowid DESC LIMIT -1 OFFSET ?
+                """,
+            arguments: [userId, max(limit, 1)])
+        for id in excess {
+            forgets.session(id)
+            try db.run(sql: "UPDATE sessions SET revoked_at = ? WHERE id = ?", arguments: [now.millis, id])
+        }
     }
 }

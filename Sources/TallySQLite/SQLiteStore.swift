@@ -119,11 +119,47 @@ public final class SQLiteStore: MaintenanceStore {
         }
     }
 
-    /// Deletes idempotency and guest sign-up records older than the given instants.
-    public func purge(idempotencyBefore: Date, signupsBefore: Date) async throws {
+    /// Deletes idempotency records, guest sign-up records and sign-in failures older than the given instants.
+    public func purge(idempotencyBefore: Date, signupsBefore: Date, signInFailuresBefore: Date) async throws {
         try await write { db in
             try db.run(sql: "DELETE FROM idempotency_keys WHERE created_at < ?", arguments: [idempotencyBefore.millis])
             try db.run(sql: "DELETE FROM guest_signups WHERE created_at < ?", arguments: [signupsBefore.millis])
+            try db.run(sql: "DELETE FROM sign_in_failures WHERE last_failure_at < ?", arguments: [signInFailuresBefore.millis])
+        }
+    }
+
+    /// Deletes one batch of ended sessions and expired refresh tokens (see ``MaintenanceStore``); the
+    /// session cache forgets every session deleted, as the transaction commits.
+    public func purgeSessions(before cutoff: Date, limit: Int) async throws -> Int {
+        try await write { db in
+            let expired = try db.fetchRows(sql: """
+                    SELECT token_hash, session_id FROM refresh_tokens WHERE expires_at < ? ORDER BY expires_at LIMIT ?
+                    """,
+                arguments: [cutoff.millis, limit])
+            var deleted = 0
+            var touched = Set<String>()
+            for row in expired {
+                try db.run(sql: "DELETE FROM refresh_tokens WHERE token_hash = ?", arguments: [row["token_hash"] as String])
+                touched.insert(row["session_id"])
+                deleted += 1
+            }
+            var ended = try db.fetchValues(String.self, sql: """
+                    SELECT id FROM sessions WHERE revoked_at < ? ORDER BY revoked_at LIMIT ?
+                    """,
+                arguments: [cutoff.millis, limit])
+            for id in touched.sorted() where try db.fetchValue(Bool.self, sql: """
+                    SELECT NOT EXISTS (SELECT 1 FROM refresh_tokens WHERE session_id = ? AND expires_at >= ?)
+                    """,
+                arguments: [id, cutoff.millis]) == true
+            {
+                ended.append(id)
+            }
+            for id in Set(ended) {
+                self.forgets.session(id)
+                try db.run(sql: "DELETE FROM sessions WHERE id = ?", arguments: [id])
+                deleted += db.changesCount
+            }
+            return deleted
         }
     }
 

@@ -8,9 +8,12 @@ enum Schema {
         migrator.registerMigration("v1") { db in
             try db.execute(sql: v1)
         }
+        migrator.registerMigration("v2") { db in
+            try db.execute(sql: v2)
+        }
         // Access tokens are signed with keys kept outside the database (a dump must not yield them):
         // forget the key that was stored here. Its tokens stop working; clients refresh.
-        migrator.registerMigration("v2-signing-key-out") { db in
+        migrator.registerMigration("v3") { db in
             try db.execute(sql: "DELETE FROM server_secrets WHERE name = 'jwt-hs256'")
         }
         return migrator
@@ -105,5 +108,23 @@ enum Schema {
           name TEXT PRIMARY KEY NOT NULL,
           value TEXT NOT NULL
         );
+        """
+
+    /// Sign-in failures (the lockout, ``SignInPolicy``) and the indexes the session cap and the session
+    /// purge read. New tables and indexes only: existing rows are kept as they are.
+    static let v2 = """
+        CREATE TABLE sign_in_failures (
+          account_key TEXT NOT NULL,
+          address_key TEXT NOT NULL, -- '' for the account's failures across every address
+          failures INTEGER NOT NULL CHECK (failures > 0),
+          last_failure_at INTEGER NOT NULL,
+          locked_until INTEGER,
+          PRIMARY KEY (account_key, address_key),
+          CHECK (address_key <> '' OR locked_until IS NULL)
+        );
+        CREATE INDEX sign_in_failures_age ON sign_in_failures(last_failure_at);
+        CREATE INDEX sessions_live ON sessions(user_id, created_at) WHERE revoked_at IS NULL;
+        CREATE INDEX sessions_revoked ON sessions(revoked_at) WHERE revoked_at IS NOT NULL;
+        CREATE INDEX refresh_tokens_expiry ON refresh_tokens(expires_at);
         """
 }

@@ -4,14 +4,21 @@ import Foundation
 public protocol IdentityStore: Sendable {
     /// Finds the account of a device secret (by its hash) or creates a guest for it, and opens a session.
     /// Exactly one account per `deviceHash`, even under concurrent first calls. Creating counts against
-    /// `signupsPerHour` for `ipHash`, else throws `.rateLimited` with `retryAfter`.
+    /// `signupsPerHour` for `ipHash`, else throws `.rateLimited` with `retryAfter`. Opening a session
+    /// revokes the account's oldest live sessions beyond `sessionsPerUser` (the new one included).
     func signInGuest(
         deviceHash: String, ipHash: String, signupsPerHour: Int, signupGrant: Int64, sessionId: String,
-        refresh: NewRefreshToken, now: Date
+        refresh: NewRefreshToken, sessionsPerUser: Int, now: Date
     ) async throws -> SessionGrant
 
-    /// Opens a session for an existing account (after a password check).
-    func openSession(userId: String, sessionId: String, refresh: NewRefreshToken, now: Date) async throws -> SessionGrant
+    /// Opens a session for an existing account (after a password check), revoking its oldest live
+    /// sessions beyond `sessionsPerUser` (the new one included).
+    func openSession(
+        userId: String, sessionId: String, refresh: NewRefreshToken, sessionsPerUser: Int, now: Date
+    ) async throws -> SessionGrant
+
+    /// The session a refresh token (by hash) belongs to, whatever the token's state; `nil` if unknown.
+    func refreshTokenSession(hash: String) async throws -> String?
 
     /// Exchanges a refresh token (by hash) for `next`, in the same session. A token presented twice
     /// revokes its session and throws `.refreshTokenReused`; unknown, expired or revoked throws `.invalidRefreshToken`.
@@ -28,6 +35,15 @@ public protocol IdentityStore: Sendable {
 
     /// The account and password hash for an email, if any.
     func passwordHash(email: String) async throws -> (userId: String, passwordHash: String)?
+
+    /// Counts a password sign-in attempt of `account` (an email's keyed hash) from `address` (a client
+    /// address's keyed hash) as a failure before the password is checked, or refuses it, as ``SignInPolicy``
+    /// decides from the failures stored for the pair and the account. Atomic across every instance on the database.
+    func beginSignIn(account: String, address: String, policy: SignInPolicy, now: Date) async throws -> SignInDecision
+
+    /// Forgets the failures of `account` and of the pair (`account`, `address`): the password was right.
+    /// Other addresses' locks stay.
+    func signInSucceeded(account: String, address: String) async throws
 
     /// The account, if it exists.
     func user(id: String) async throws -> UserRecord?
@@ -77,8 +93,13 @@ public protocol MaintenanceStore: Sendable {
     /// holds), one account at a time as a command would; returns how many holds it released.
     func expireHolds(now: Date, limit: Int) async throws -> Int
 
-    /// Deletes idempotency records and guest sign-up records older than the given instants.
-    func purge(idempotencyBefore: Date, signupsBefore: Date) async throws
+    /// Deletes idempotency records, guest sign-up records and sign-in failures older than the given instants.
+    func purge(idempotencyBefore: Date, signupsBefore: Date, signInFailuresBefore: Date) async throws
+
+    /// Deletes up to `limit` sessions revoked before `cutoff` (with their refresh tokens), up to `limit`
+    /// refresh tokens that expired before `cutoff`, and the sessions that leaves without a token expiring
+    /// at `cutoff` or later. Returns how many rows it deleted: 0 when nothing is left to purge.
+    func purgeSessions(before cutoff: Date, limit: Int) async throws -> Int
 }
 
 /// Everything the server needs from a database.

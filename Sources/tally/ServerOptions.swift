@@ -22,6 +22,7 @@ struct StoreOptions: ParsableArguments {
                 throw ValidationError("cannot read TALLY_CONFIG file \(path)")
             }
             configuration.metering = try MeteringConfiguration(yaml: text)
+            configuration.limits = try LimitsConfiguration(yaml: text)
         }
         configuration.adminKey = environment["TALLY_ADMIN_KEY"]
         if let keys = environment["TALLY_SIGNING_KEY"], !keys.isEmpty {

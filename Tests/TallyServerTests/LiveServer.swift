@@ -36,9 +36,10 @@ struct LiveServer: Sendable {
     func connection() -> APIConnection { APIConnection(port: port, adminKey: adminKey) }
 
     /// Starts a server on `kind`, runs `body`, then shuts the server down gracefully.
+    /// `limits` default to production's; `logs`, when given, receives every log line of `notice` and above.
     static func with<T: Sendable>(
-        _ kind: StoreKind, catalog: Catalog = .standard, signupsPerHour: Int = 1000,
-        accessTokenTTL: TimeInterval = 30 * 86_400, start: Date = Date(timeIntervalSince1970: 1_800_000_000),
+        _ kind: StoreKind, catalog: Catalog = .standard, signupsPerHour: Int = 1000, limits: LimitsConfiguration = LimitsConfiguration(),
+        accessTokenTTL: TimeInterval = 30 * 86_400, start: Date = Date(timeIntervalSince1970: 1_800_000_000), logs: LogCapture? = nil,
         configure: @Sendable (inout TallyConfiguration) async throws -> Void = { _ in },
         _ body: @Sendable (LiveServer) async throws -> T
     ) async throws -> T {
@@ -50,6 +51,7 @@ struct LiveServer: Sendable {
         configuration.housekeepingInterval = .seconds(3600)
         configuration.metering.catalog = catalog
         configuration.metering.guestSignupsPerIPPerHour = signupsPerHour
+        configuration.limits = limits
         configuration.adminKey = "test-admin-key-0123456789"
         // The pool opens all its connections at start: tests run in parallel against one PostgreSQL.
         configuration.postgresPoolSize = 8
@@ -58,7 +60,7 @@ struct LiveServer: Sendable {
         defer { try? FileManager.default.removeItem(atPath: directory) }
         guard kind == .postgres else {
             try await configure(&configuration)
-            return try await run(configuration, clock: clock, body)
+            return try await run(configuration, clock: clock, logs: logs, body)
         }
         guard let baseURL = StoreKind.postgresURL else {
             Issue.record("TALLY_REQUIRE_POSTGRES=1 but TALLY_TEST_DATABASE_URL is not set: run the tests with scripts/test")
@@ -67,16 +69,17 @@ struct LiveServer: Sendable {
         return try await ScratchDatabase.with(baseURL: baseURL) { url in
             configuration.databaseURL = url
             try await configure(&configuration)
-            return try await run(configuration, clock: clock, body)
+            return try await run(configuration, clock: clock, logs: logs, body)
         }
     }
 
     /// Runs the configured server until `body` returns, then shuts it down gracefully.
     private static func run<T: Sendable>(
-        _ configuration: TallyConfiguration, clock: ManualClock, _ body: @Sendable (LiveServer) async throws -> T
+        _ configuration: TallyConfiguration, clock: ManualClock, logs: LogCapture?, _ body: @Sendable (LiveServer) async throws -> T
     ) async throws -> T {
-        var logger = Logger(label: "tally.test")
-        logger.logLevel = ProcessInfo.processInfo.environment["TALLY_TEST_LOG_LEVEL"].flatMap(Logger.Level.init(rawValue:)) ?? .warning
+        var logger = logs.map { capture in Logger(label: "tally.test") { _ in capture } } ?? Logger(label: "tally.test")
+        logger.logLevel =
+            logs?.level ?? ProcessInfo.processInfo.environment["TALLY_TEST_LOG_LEVEL"].flatMap(Logger.Level.init(rawValue:)) ?? .warning
         let (ports, continuation) = AsyncStream.makeStream(of: Int.self)
         let app = try buildApplication(configuration: configuration, clock: clock, logger: logger) { port in
             continuation.yield(port)

@@ -84,6 +84,50 @@ struct MultiProcessTests {
     }
 }
 
+/// The sign-in lockout counts in the database: an attacker spreading guesses over several processes gets
+/// no more than against one, and a restart forgets nothing.
+@Suite("Lockout across server processes")
+struct LockoutAcrossProcessesTests {
+    @Test("Failures on two processes add up; the lock holds on both and after a restart",
+        .enabled(if: StoreKind.available.contains(.postgres)))
+    func lockoutAcrossProcesses() async throws {
+        guard let baseURL = StoreKind.postgresURL else {
+            Issue.record("TALLY_REQUIRE_POSTGRES=1 but TALLY_TEST_DATABASE_URL is not set: run the tests with scripts/test")
+            return
+        }
+        try await ScratchDatabase.with(baseURL: baseURL) { url in
+            let directory = FileManager.default.temporaryDirectory.appendingPathComponent("tally-lockout-\(UUID().uuidString)")
+            try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+            defer { try? FileManager.default.removeItem(at: directory) }
+            let adminKey = "lockout-admin-key-0123456789"
+            let environment = ["DATABASE_URL": url, "TALLY_ADMIN_KEY": adminKey, "LOG_LEVEL": "warning"]
+            let first = try ServerProcess(name: "a", directory: directory, environment: environment)
+            var second = try ServerProcess(name: "b", directory: directory, environment: environment)
+            defer {
+                _ = first.stop()
+                _ = second.stop()
+            }
+            let apis = [APIConnection(port: try await first.port(), adminKey: adminKey), APIConnection(port: try await second.port(), adminKey: adminKey)]
+            let email = "lock\(UUID().uuidString.prefix(8).lowercased())@example.com"
+            let guest = try await apis[0].newGuest()
+            #expect(try await apis[0].send(.post, "/v1/auth/link", token: guest.accessToken, json: CredentialsRequest(email: email, password: "correct horse")).status == .ok)
+            let guess = CredentialsRequest(email: email, password: "wrong guess")
+            for index in 0..<5 {
+                #expect(try await apis[index % 2].send(.post, "/v1/auth/sign-in", json: guess).status == .unauthorized)
+            }
+            for api in apis {
+                let locked = try await api.send(.post, "/v1/auth/sign-in", json: guess)
+                #expect(locked.status == .tooManyRequests && locked.errorCode == "rate_limited", "\(locked.status) \(locked.text)")
+            }
+            #expect(second.stop() == 0)
+            second = try ServerProcess(name: "b2", directory: directory, environment: environment)
+            let restarted = APIConnection(port: try await second.port(), adminKey: adminKey)
+            #expect(try await restarted.send(.post, "/v1/auth/sign-in", json: guess).status == .tooManyRequests)
+            for api in apis + [restarted] { await api.close() }
+        }
+    }
+}
+
 /// A `tally serve` child process on a free port.
 final class ServerProcess: @unchecked Sendable {
     let process = Process()

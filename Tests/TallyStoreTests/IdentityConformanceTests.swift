@@ -112,7 +112,7 @@ struct IdentityConformanceTests {
             let userId = guest.user.id
             let sessionId = randomId("ses-")
             let refresh = f.refresh()
-            let opened = try await f.store.openSession(userId: userId, sessionId: sessionId, refresh: refresh, now: f.now)
+            let opened = try await f.store.openSession(userId: userId, sessionId: sessionId, refresh: refresh, sessionsPerUser: 50, now: f.now)
             #expect(opened.user.id == userId && opened.sessionId == sessionId && !opened.created, "[\(kind)]")
             #expect(try await f.store.liveSessionUser(sessionId: sessionId) == userId, "[\(kind)]")
             #expect(try await f.store.liveSessionUser(sessionId: randomId()) == nil, "[\(kind)]")
@@ -128,7 +128,7 @@ struct IdentityConformanceTests {
             try await f.store.revokeSession(id: randomId(), now: f.now)
 
             await expectStoreError(.userNotFound, kind) {
-                try await f.store.openSession(userId: randomId(), sessionId: randomId(), refresh: f.refresh(), now: f.now)
+                try await f.store.openSession(userId: randomId(), sessionId: randomId(), refresh: f.refresh(), sessionsPerUser: 50, now: f.now)
             }
         }
     }
@@ -138,7 +138,7 @@ struct IdentityConformanceTests {
         try await withFixture(kind) { f in
             let first = f.refresh()
             let guest = try await f.signIn(refresh: first)
-            let other = try await f.store.openSession(userId: guest.user.id, sessionId: randomId(), refresh: f.refresh(), now: f.now)
+            let other = try await f.store.openSession(userId: guest.user.id, sessionId: randomId(), refresh: f.refresh(), sessionsPerUser: 50, now: f.now)
 
             f.clock.advance(by: 60)
             let second = f.refresh()
@@ -162,6 +162,60 @@ struct IdentityConformanceTests {
             await expectStoreError(.invalidRefreshToken, kind) {
                 try await f.store.rotateRefreshToken(hash: randomId("unknown-"), next: f.refresh(), now: f.now)
             }
+        }
+    }
+
+    @Test("sessionsPerUser: opening one more session revokes the oldest, never the new one", arguments: StoreKind.enabled)
+    func sessionCap(kind: StoreKind) async throws {
+        try await withFixture(kind) { f in
+            let device = randomId("dev-")
+            var opened: [(grant: SessionGrant, refresh: NewRefreshToken)] = []
+            for _ in 0..<5 {
+                let refresh = f.refresh()
+                opened.append((try await f.signIn(device: device, refresh: refresh, sessionsPerUser: 3), refresh))
+                f.clock.advance(by: 1)
+            }
+            let userId = opened[0].grant.user.id
+            for (index, session) in opened.enumerated() {
+                let live = try await f.store.liveSessionUser(sessionId: session.grant.sessionId)
+                #expect(live == (index >= 2 ? userId : nil), "[\(kind)] session \(index)")
+            }
+            await expectStoreError(.invalidRefreshToken, kind) {
+                try await f.store.rotateRefreshToken(hash: opened[0].refresh.hash, next: f.refresh(), now: f.now)
+            }
+            // A password sign-in counts the same sessions.
+            let signedIn = try await f.store.openSession(
+                userId: userId, sessionId: randomId("ses-"), refresh: f.refresh(), sessionsPerUser: 3, now: f.now)
+            #expect(try await f.store.liveSessionUser(sessionId: opened[2].grant.sessionId) == nil, "[\(kind)]")
+            #expect(try await f.store.liveSessionUser(sessionId: signedIn.sessionId) == userId, "[\(kind)]")
+
+            // Many at the same instant: still at most three live, the newest always among them.
+            var burst: [String] = [signedIn.sessionId, opened[3].grant.sessionId, opened[4].grant.sessionId]
+            for _ in 0..<6 {
+                let grant = try await f.signIn(device: device, sessionsPerUser: 3)
+                #expect(try await f.store.liveSessionUser(sessionId: grant.sessionId) == userId, "[\(kind)] the new session was revoked")
+                burst.append(grant.sessionId)
+            }
+            var live = 0
+            for id in burst where try await f.store.liveSessionUser(sessionId: id) != nil { live += 1 }
+            #expect(live == 3, "[\(kind)] \(live) live sessions")
+            // Other accounts are untouched.
+            let other = try await f.signIn(sessionsPerUser: 1)
+            #expect(try await f.store.liveSessionUser(sessionId: other.sessionId) == other.user.id, "[\(kind)]")
+        }
+    }
+
+    @Test("refreshTokenSession finds a token's session, used or not", arguments: StoreKind.enabled)
+    func refreshTokenSession(kind: StoreKind) async throws {
+        try await withFixture(kind) { f in
+            let first = f.refresh()
+            let guest = try await f.signIn(refresh: first)
+            #expect(try await f.store.refreshTokenSession(hash: first.hash) == guest.sessionId, "[\(kind)]")
+            let next = f.refresh()
+            _ = try await f.store.rotateRefreshToken(hash: first.hash, next: next, now: f.now)
+            #expect(try await f.store.refreshTokenSession(hash: first.hash) == guest.sessionId, "[\(kind)]")
+            #expect(try await f.store.refreshTokenSession(hash: next.hash) == guest.sessionId, "[\(kind)]")
+            #expect(try await f.store.refreshTokenSession(hash: randomId("unknown-")) == nil, "[\(kind)]")
         }
     }
 

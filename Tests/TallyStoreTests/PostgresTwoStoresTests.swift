@@ -63,7 +63,7 @@ struct PostgresTwoStoresTests {
                 let grant = try await first.signInGuest(
                     deviceHash: randomId("device-"), ipHash: randomId("ip-"), signupsPerHour: 1_000_000, signupGrant: 0,
                     sessionId: session, refresh: NewRefreshToken(hash: refresh, expiresAt: clock.now.addingTimeInterval(3600)),
-                    now: clock.now)
+                    sessionsPerUser: 50, now: clock.now)
                 sessions.append((grant.user.id, session, refresh))
             }
             try await first.pollRevocations()
@@ -90,11 +90,27 @@ struct PostgresTwoStoresTests {
         }
     }
 
+    @Test("Sign-in failures counted through both stores at once lock the pair after five, in all", .enabled(if: enabled))
+    func lockoutAcrossStores() async throws {
+        try await withTwoStores { first, second in
+            let (account, address, now) = (randomId("acct-"), randomId("addr-"), defaultStart)
+            let attempts = try await concurrently(40) { index in
+                try await (index % 2 == 0 ? first : second).beginSignIn(
+                    account: account, address: address, policy: SignInPolicy(), now: now)
+            }
+            let admitted = attempts.filter { if case .success(.admit) = $0 { true } else { false } }.count
+            #expect(admitted == 5, "\(attempts)")
+            #expect(
+                try await second.beginSignIn(account: account, address: address, policy: SignInPolicy(), now: now)
+                    == .refuse(retryAfter: 900))
+        }
+    }
+
     private static func newUser(_ store: PostgresStore, tokens: Int64, now: Date) async throws -> String {
         let grant = try await store.signInGuest(
             deviceHash: randomId("device-"), ipHash: randomId("ip-"), signupsPerHour: 1_000_000, signupGrant: tokens,
             sessionId: randomId("session-"), refresh: NewRefreshToken(hash: randomId("refresh-"), expiresAt: now.addingTimeInterval(3600)),
-            now: now)
+            sessionsPerUser: 50, now: now)
         return grant.user.id
     }
 

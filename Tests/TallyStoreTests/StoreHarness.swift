@@ -113,11 +113,11 @@ struct Fixture: Sendable {
     /// Signs in a guest with its own device (and, unless given, its own address).
     func signIn(
         device: String = randomId("dev-"), ip: String = randomId("ip-"), signupsPerHour: Int = 1_000,
-        signupGrant: Int64 = 0, sessionId: String = randomId("ses-"), refresh: NewRefreshToken? = nil
+        signupGrant: Int64 = 0, sessionId: String = randomId("ses-"), refresh: NewRefreshToken? = nil, sessionsPerUser: Int = 50
     ) async throws -> SessionGrant {
         try await store.signInGuest(
             deviceHash: device, ipHash: ip, signupsPerHour: signupsPerHour, signupGrant: signupGrant,
-            sessionId: sessionId, refresh: refresh ?? self.refresh(), now: now)
+            sessionId: sessionId, refresh: refresh ?? self.refresh(), sessionsPerUser: sessionsPerUser, now: now)
     }
 
     /// A new guest holding `tokens` (granted by an admin grant, so the ledger has one entry when positive).

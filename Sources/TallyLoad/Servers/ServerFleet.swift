@@ -26,7 +26,10 @@ public final class ServerFleet: Sendable {
         }
     }
 
-    /// The metering configuration a load run expects: a quota action, a token action, no sign-up limit.
+    /// The configuration a load run expects: a quota action, a token action, no sign-up limit. Every simulated
+    /// user comes from 127.0.0.1, but with a device, a session and an account of its own, and the harness sends
+    /// no password sign-ins, links or wrong keys; its refreshes succeed (only refused ones count per address),
+    /// so the production defaults of `limits:` hold, and a run checks them rather than working around them.
     public static let configuration = """
         signupGrant: 0
         guestSignupsPerIPPerHour: 1000000000

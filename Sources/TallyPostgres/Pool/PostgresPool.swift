@@ -32,7 +32,7 @@ public final class PostgresPool: Service, Sendable {
         /// Connections kept open.
         public var size: Int
         /// The longest a lease waits for a connection while the database is reachable (under load).
-        public var acquireTimeout: Duration = .seconds(5)
+        public var acquireTimeout: Duration = .seconds(10)
         /// The longest a lease may hold its connection before the connection is closed under it.
         public var maximumLease: Duration = .seconds(30)
         /// The longest pause between two connection attempts of one slot while the database is down.
@@ -190,6 +190,12 @@ public final class PostgresPool: Service, Sendable {
     }
 
     private func connectFailed(_ error: any Error) {
+        guard !Self.isBusy(error) else {
+            // PostgreSQL answered but has no room for another connection: it is up, and the connections
+            // already open serve the leases (which wait, up to their deadline).
+            logger.debug("postgres: no room for another connection yet", metadata: ["error": "\(PostgresFailure(error))"])
+            return
+        }
         let (waiters, wasDown) = state.withLock { state in
             let wasDown = state.health == .down
             return (state.connectFailed(), wasDown)
@@ -206,6 +212,12 @@ public final class PostgresPool: Service, Sendable {
                 "error": "\(PostgresFailure(error))"
             ])
         }
+    }
+
+    /// Whether a failed connection attempt shows a database that is up but full (SQLSTATE class 53,
+    /// insufficient resources: `too_many_connections` and the like), rather than one that is down.
+    static func isBusy(_ error: any Error) -> Bool {
+        (error as? PSQLError)?.serverInfo?[.sqlState]?.hasPrefix("53") == true
     }
 
     private func recovered() {

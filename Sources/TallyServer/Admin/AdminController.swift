@@ -1,5 +1,6 @@
 import Foundation
 import Hummingbird
+import Logging
 import TallyAPI
 import TallyStore
 
@@ -8,7 +9,7 @@ struct AdminController {
     let services: TallyServices
 
     func addRoutes(to group: RouterGroup<TallyRequestContext>) {
-        group.add(middleware: AdminKeyMiddleware(adminKey: services.configuration.adminKey ?? ""))
+        group.add(middleware: AdminKeyMiddleware(adminKey: services.configuration.adminKey ?? "", services: services))
         group.get("users/:userId", use: user)
         group.get("users/:userId/entries", use: entries)
         group.post("users/:userId/grants", use: grant)
@@ -35,13 +36,20 @@ struct AdminController {
         let body = try await JSONBody<GrantRequest>.read(request, context: context).value
         let amount = try Validate.amount(body.amount)
         let reason = try Validate.text(body.reason, field: "reason", length: 1...200)
-        return try await services.runner.run(
+        let response = try await services.runner.run(
             .grant(userId: userId, amount: amount, reason: reason), request: request, scope: "admin",
             requestFingerprint: CommandRunner.fingerprint(request, body: body), status: .created
         ) { outcome in
             guard let entry = outcome.entry else { throw APIError(.internalError, "Internal error.") }
             return GrantResponse(entry: LedgerEntry(entry), wallet: Wallet(outcome.state.wallet))
         }
+        // Every grant is a security event (none of these values is a secret); a replay granted nothing.
+        if response.headers[.idempotentReplayed] == nil {
+            context.logger.notice(
+                "admin grant",
+                metadata: ["tally.user": .string(userId), "tally.amount": "\(amount)", "tally.reason": .string(reason)])
+        }
+        return response
     }
 
     @Sendable func premium(_ request: Request, context: TallyRequestContext) async throws -> Response {
@@ -68,15 +76,41 @@ struct AdminUserView: Codable, Sendable {
     var quotas: [Quota]
 }
 
-/// Admits only requests bearing the admin key, compared in constant time.
+/// Admits only requests bearing the admin key, compared in constant time. Wrong keys are counted per client
+/// address: beyond ``LimitsConfiguration/adminFailuresPerAddress`` the address gets 429, even with the right
+/// key, until its failures age out; each address's wrong keys are logged once per period.
 struct AdminKeyMiddleware: RouterMiddleware {
     typealias Context = TallyRequestContext
     let adminKey: String
+    let services: TallyServices
+    /// Wrong keys per client address (per process).
+    let failures: Throttle
+    /// One log line per address and period for wrong keys.
+    let failureLog: RateLimiter
+
+    init(adminKey: String, services: TallyServices) {
+        self.adminKey = adminKey
+        self.services = services
+        let rate = services.configuration.limits.adminFailuresPerAddress
+        self.failures = Throttle("admin key failures per address", rate)
+        self.failureLog = RateLimiter(RateLimit(1, per: rate.period))
+    }
 
     func handle(_ request: Request, context: Context, next: (Request, Context) async throws -> Response) async throws -> Response {
+        let door = Door(
+            route: "\(request.method) \(request.uri.path)", now: services.clock.now, logger: context.logger, services: services)
+        let address = services.clientAddress(request, peer: context.peer)
+        try failures.check(address, door)
         guard !adminKey.isEmpty, let token = request.headers[.authorization].flatMap(AuthMiddleware.bearer),
             Secrets.constantTimeEqual(token, adminKey)
-        else { throw APIError(.unauthorized, "The admin key is missing or wrong.") }
+        else {
+            failures.record(address, door)
+            if failureLog.acquire(address, now: door.now) == .allowed {
+                context.logger.warning(
+                    "admin key rejected", metadata: ["tally.route": .string(door.route), "tally.key": .string(services.logKey(address))])
+            }
+            throw APIError(.unauthorized, "The admin key is missing or wrong.")
+        }
         return try await next(request, context)
     }
 }

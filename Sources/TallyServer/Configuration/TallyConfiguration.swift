@@ -23,6 +23,8 @@ public struct TallyConfiguration: Sendable {
     public var signingKeys: SigningKeys?
     /// Quotas, actions and sign-up rules.
     public var metering = MeteringConfiguration()
+    /// Rate limits, the sign-in lockout, sessions per user and trusted proxies (the file's `limits:` section).
+    public var limits = LimitsConfiguration()
     /// Lifetime of access tokens.
     public var accessTokenTTL: TimeInterval = 15 * 60
     /// Lifetime of refresh tokens.

@@ -9,13 +9,17 @@ public struct TallyRequestContext: RequestContext {
     public var coreContext: CoreRequestContextStorage
     /// The authenticated caller, set by ``AuthMiddleware`` from a verified access token.
     public var identity: Identity?
-    /// The peer's IP address (used only for guest sign-up rate limits, and only hashed).
-    public let remoteIP: String
+    /// The TCP peer (a proxy, when there is one: see ``ClientAddress``). Kept as is: parsed only by the
+    /// routes that rate-limit by address.
+    public let peer: SocketAddress?
+
+    /// The peer's IP address.
+    public var remoteIP: String { peer?.ipAddress ?? "unknown" }
 
     /// Creates the context for a request arriving on a channel.
     public init(source: ApplicationRequestContextSource) {
         coreContext = .init(source: source)
-        remoteIP = source.channel.remoteAddress?.ipAddress ?? "unknown"
+        peer = source.channel.remoteAddress
     }
 
     /// Request bodies are small JSON documents.
@@ -37,6 +41,8 @@ public struct AuthenticatedContext: ChildRequestContext {
     public var coreContext: CoreRequestContextStorage
     /// The authenticated caller.
     public let identity: Identity
+    /// The TCP peer, as in ``TallyRequestContext/peer``.
+    public let peer: SocketAddress?
 
     /// Fails with 401 when no verified identity is present.
     public init(context: TallyRequestContext) throws {
@@ -45,6 +51,7 @@ public struct AuthenticatedContext: ChildRequestContext {
         }
         self.coreContext = context.coreContext
         self.identity = identity
+        self.peer = context.peer
     }
 
     /// Request bodies are small JSON documents.

@@ -12,11 +12,15 @@ struct IdentityController {
     let services: TallyServices
     /// A bcrypt hash of a random string, checked when an email has no account.
     let decoyHash: String
+    /// The rate limits of these routes.
+    let throttles: IdentityThrottles
     var store: any TallyStorage { services.store }
+    var limits: LimitsConfiguration { services.configuration.limits }
 
     init(services: TallyServices) {
         self.services = services
         self.decoyHash = Bcrypt.hash(Secrets.random(bytes: 16), cost: services.configuration.bcryptCost)
+        self.throttles = IdentityThrottles(services.configuration.limits)
     }
 
     func addPublicRoutes(to group: RouterGroup<TallyRequestContext>) {
@@ -36,40 +40,80 @@ struct IdentityController {
     @Sendable func guest(_ request: Request, context: TallyRequestContext) async throws -> Response {
         let body = try await JSONBody<GuestSignInRequest>.read(request, context: context).value
         let deviceHash = Secrets.sha256(try Validate.deviceId(body.deviceId))
-        let ipHash = Secrets.hmac(context.remoteIP, key: services.secrets.ipHashKey.withLock { $0 })
+        let door = makeDoor("POST /v1/auth/guest", context.logger)
+        try throttles.guestSignInsPerDevice.acquire(deviceHash, door)
+        let address = services.clientAddress(request, peer: context.peer)
+        let ipHash = services.keyedHash(address)
         let (refreshToken, record) = services.tokens.refreshToken()
-        let grant = try await store.signInGuest(
-            deviceHash: deviceHash, ipHash: ipHash, signupsPerHour: services.configuration.metering.guestSignupsPerIPPerHour,
-            signupGrant: services.catalog.signupGrant, sessionId: UUID().uuidString.lowercased(), refresh: record,
-            now: services.clock.now)
+        let grant: SessionGrant
+        do {
+            grant = try await store.signInGuest(
+                deviceHash: deviceHash, ipHash: ipHash, signupsPerHour: services.configuration.metering.guestSignupsPerIPPerHour,
+                signupGrant: services.catalog.signupGrant, sessionId: UUID().uuidString.lowercased(), refresh: record,
+                sessionsPerUser: limits.sessionsPerUser, now: door.now)
+        } catch let error as StoreError where error.code == .rateLimited {
+            if throttles.signupLog.acquire(ipHash, now: door.now) == .allowed {
+                door.logRefusal(limit: "guest sign-ups per address", key: address)
+            }
+            throw error
+        }
         if grant.created { context.logger.info("guest created", metadata: ["tally.user": .string(grant.user.id)]) }
         return try await tokensResponse(grant, refreshToken: refreshToken, status: grant.created ? .created : .ok)
     }
 
     @Sendable func refresh(_ request: Request, context: TallyRequestContext) async throws -> Response {
         let body = try await JSONBody<RefreshRequest>.read(request, context: context).value
-        guard (1...512).contains(body.refreshToken.utf8.count) else {
-            throw APIError(StoreError(.invalidRefreshToken))
+        let door = makeDoor("POST /v1/auth/refresh", context.logger)
+        let address = services.clientAddress(request, peer: context.peer)
+        try throttles.refreshFailuresPerAddress.check(address, door)
+        do {
+            guard (1...512).contains(body.refreshToken.utf8.count) else { throw StoreError(.invalidRefreshToken) }
+            let hash = Secrets.sha256(body.refreshToken)
+            // Per session, checked before the token is used: a refused refresh leaves it valid for the retry.
+            if let session = try await store.refreshTokenSession(hash: hash) {
+                try throttles.refreshPerSession.acquire(session, door)
+            }
+            let (refreshToken, record) = services.tokens.refreshToken()
+            let grant = try await store.rotateRefreshToken(hash: hash, next: record, now: door.now)
+            return try await tokensResponse(grant, refreshToken: refreshToken)
+        } catch let error as StoreError where error.code == .invalidRefreshToken || error.code == .refreshTokenReused {
+            throttles.refreshFailuresPerAddress.record(address, door)
+            throw error
         }
-        let (refreshToken, record) = services.tokens.refreshToken()
-        let grant = try await store.rotateRefreshToken(hash: Secrets.sha256(body.refreshToken), next: record, now: services.clock.now)
-        return try await tokensResponse(grant, refreshToken: refreshToken)
     }
 
     @Sendable func signIn(_ request: Request, context: TallyRequestContext) async throws -> Response {
         let body = try await JSONBody<CredentialsRequest>.read(request, context: context).value
         let email = try Validate.email(body.email)
         let password = try Validate.password(body.password)
+        let door = makeDoor("POST /v1/auth/sign-in", context.logger)
+        let address = services.clientAddress(request, peer: context.peer)
+        try throttles.signInPerAddress.acquire(address, door)
+        // The lockout counts in the database, under keyed hashes of the email and the address.
+        let (accountKey, addressKey) = (services.keyedHash("email:" + email), services.keyedHash(address))
+        let locksPair: Bool
+        switch try await store.beginSignIn(account: accountKey, address: addressKey, policy: limits.signInLockout, now: door.now) {
+        case .admit(_, _, let locks):
+            locksPair = locks
+        case .refuse(let retryAfter):
+            if throttles.lockoutLog.acquire(accountKey + addressKey, now: door.now) == .allowed {
+                logLockout("sign-in refused by the lockout", door, account: accountKey, address: address)
+            }
+            throw APIError.rateLimited(retryAfter: Int(retryAfter.rounded(.up)))
+        }
         let account = try await store.passwordHash(email: email)
         // Without an account, still spend a bcrypt check so timing does not reveal which emails exist.
         let hash = account?.passwordHash ?? decoyHash
         let matches = try await NIOThreadPool.singleton.runIfActive { Bcrypt.verify(password, hash: hash) }
         guard let account, matches else {
+            if locksPair { logLockout("sign-in locked for an address", door, account: accountKey, address: address) }
             throw APIError(.invalidCredentials, "Email or password is wrong.")
         }
+        try await store.signInSucceeded(account: accountKey, address: addressKey)
         let (refreshToken, record) = services.tokens.refreshToken()
         let grant = try await store.openSession(
-            userId: account.userId, sessionId: UUID().uuidString.lowercased(), refresh: record, now: services.clock.now)
+            userId: account.userId, sessionId: UUID().uuidString.lowercased(), refresh: record,
+            sessionsPerUser: limits.sessionsPerUser, now: door.now)
         return try await tokensResponse(grant, refreshToken: refreshToken)
     }
 
@@ -77,6 +121,9 @@ struct IdentityController {
         let body = try await JSONBody<CredentialsRequest>.read(request, context: context).value
         let email = try Validate.email(body.email)
         let password = try Validate.password(body.password)
+        let door = makeDoor("POST /v1/auth/link", context.logger)
+        try throttles.linkPerUser.acquire(context.identity.userId, door)
+        try throttles.linkPerAddress.acquire(services.clientAddress(request, peer: context.peer), door)
         let cost = services.configuration.bcryptCost
         let hash = try await NIOThreadPool.singleton.runIfActive { Bcrypt.hash(password, cost: cost) }
         let user = try await store.linkCredentials(userId: context.identity.userId, email: email, passwordHash: hash)
@@ -113,6 +160,20 @@ struct IdentityController {
         services.sessions.evict(userId: context.identity.userId)
         context.logger.info("account deleted", metadata: ["tally.user": .string(context.identity.userId)])
         return .noContent
+    }
+
+    private func makeDoor(_ route: String, _ logger: Logger) -> Door {
+        Door(route: route, now: services.clock.now, logger: logger, services: services)
+    }
+
+    /// A warning naming the account and the address only by keyed hashes.
+    private func logLockout(_ message: Logger.Message, _ door: Door, account: String, address: String) {
+        door.logger.warning(
+            message,
+            metadata: [
+                "tally.route": .string(door.route), "tally.account": .string(services.logKey(account)),
+                "tally.key": .string(services.logKey(address)),
+            ])
     }
 
     private func tokensResponse(_ grant: SessionGrant, refreshToken: String, status: HTTPResponse.Status = .ok) async throws -> Response {

@@ -3,7 +3,8 @@ import Logging
 import ServiceLifecycle
 import TallyStore
 
-/// Releases expired holds of every account and deletes old idempotency and sign-up records.
+/// Releases expired holds of every account; deletes old idempotency, sign-up and sign-in failure records,
+/// and ended sessions with their refresh tokens.
 ///
 /// Requests already release a caller's own expired holds before touching the wallet; this sweep makes
 /// sure holds of idle accounts are released too. Several instances may sweep at once safely.
@@ -17,6 +18,13 @@ struct Housekeeping: Service {
 
     /// Idempotency records are kept 48 hours (clients are promised at least 24).
     static let idempotencyRetention: Double = 48 * 3600
+    /// Revoked sessions, and refresh tokens (used or not), are kept a day past their revocation or expiry.
+    /// A used token is thus kept as long as it could be presented — until it expires — so presenting it
+    /// again is still caught as reuse and revokes its session; after that it would be refused as expired
+    /// anyway. A session goes once it is revoked, or once its last refresh token expired (its access tokens,
+    /// shorter-lived, are long expired by then). The day also covers sign-in failures (lockout windows are
+    /// at most a day).
+    static let sessionRetention: Double = 24 * 3600
 
     /// One sweep: expire holds, purge old records. Returns the number of holds released.
     func sweep() async throws -> Int {
@@ -29,7 +37,13 @@ struct Housekeeping: Service {
             if batch == 0 { break }
         }
         try await store.purge(
-            idempotencyBefore: now.addingTimeInterval(-Self.idempotencyRetention), signupsBefore: now.addingTimeInterval(-7200))
+            idempotencyBefore: now.addingTimeInterval(-Self.idempotencyRetention), signupsBefore: now.addingTimeInterval(-7200),
+            signInFailuresBefore: now.addingTimeInterval(-Self.sessionRetention))
+        // Batches of 500 rows; at most 20 a sweep, so one sweep stays short behind a backlog.
+        for _ in 0..<20 {
+            let purged = try await store.purgeSessions(before: now.addingTimeInterval(-Self.sessionRetention), limit: 500)
+            if purged == 0 { break }
+        }
         return released
     }
 

@@ -1,0 +1,168 @@
+import Foundation
+import TallyStore
+import Yams
+
+/// The `limits:` section of the configuration file (`TALLY_CONFIG`): rate limits on every door, the sign-in
+/// lockout, the cap on sessions per user, and the proxies whose `X-Forwarded-For` is believed.
+///
+/// The rate limits are counted in memory per server process (with N processes behind a load balancer an
+/// address gets up to N times each); the sign-in lockout and guest sign-ups per address are counted in the
+/// database, shared by every process. Guest sign-ups per address stay `guestSignupsPerIPPerHour` (top level).
+public struct LimitsConfiguration: Sendable {
+    /// Proxies (CIDRs) whose `X-Forwarded-For` gives the client address; none by default.
+    public var trustedProxies: [IPNetwork] = []
+    /// Password sign-in attempts per client address.
+    public var signInPerAddress = RateLimit(30, per: 60)
+    /// The lockout per (email, address) and the slow-down per email.
+    public var signInLockout = SignInPolicy()
+    /// Link attempts per user (a `credential_in_use` answer tells a guest an email exists).
+    public var linkPerUser = RateLimit(5, per: 3600)
+    /// Link attempts per client address.
+    public var linkPerAddress = RateLimit(20, per: 3600)
+    /// Refreshes per session.
+    public var refreshPerSession = RateLimit(12, per: 3600)
+    /// Refused refreshes (unknown, expired, revoked or reused tokens) per client address.
+    public var refreshFailuresPerAddress = RateLimit(60, per: 60)
+    /// Guest sign-ins per device secret.
+    public var guestSignInsPerDevice = RateLimit(20, per: 3600)
+    /// Wrong admin keys per client address; beyond it the address gets 429 even with the right key.
+    public var adminFailuresPerAddress = RateLimit(10, per: 60)
+    /// Live sessions per user; opening one more revokes the oldest.
+    public var sessionsPerUser = 50
+
+    /// The production defaults.
+    public init() {}
+
+    /// Reads the `limits:` section of a configuration file (YAML or JSON); missing keys keep their defaults,
+    /// unknown keys are refused (a misspelt limit would silently not apply).
+    ///
+    /// ```yaml
+    /// limits:
+    ///   trustedProxies: [10.0.0.0/8, "fd00::/8"]
+    ///   signInPerAddress: {limit: 30, seconds: 60}
+    ///   signInLockout: {failures: 5, seconds: 900, accountFailures: 20, maxDelaySeconds: 300}
+    ///   sessionsPerUser: 50
+    /// ```
+    public init(yaml text: String) throws {
+        struct File: Decodable { var limits: Section? }
+        let section: Section?
+        do {
+            section = try YAMLDecoder().decode(File.self, from: text).limits
+        } catch let error as ConfigurationError {
+            throw error
+        } catch {
+            throw ConfigurationError("the limits section is not of the expected shape: \(error)")
+        }
+        guard let section else { return }
+        try section.apply(to: &self)
+    }
+
+    /// The section as written; every key optional.
+    private struct Section: Decodable {
+        var trustedProxies: [String]?
+        var signInPerAddress: Rate?
+        var signInLockout: Lockout?
+        var linkPerUser: Rate?
+        var linkPerAddress: Rate?
+        var refreshPerSession: Rate?
+        var refreshFailuresPerAddress: Rate?
+        var guestSignInsPerDevice: Rate?
+        var adminFailuresPerAddress: Rate?
+        var sessionsPerUser: Int?
+
+        private enum CodingKeys: String, CodingKey, CaseIterable {
+            case trustedProxies, signInPerAddress, signInLockout, linkPerUser, linkPerAddress, refreshPerSession
+            case refreshFailuresPerAddress, guestSignInsPerDevice, adminFailuresPerAddress, sessionsPerUser
+        }
+
+        init(from decoder: any Decoder) throws {
+            let names = try decoder.container(keyedBy: AnyKey.self).allKeys.map(\.stringValue)
+            let unknown = names.filter { CodingKeys(rawValue: $0) == nil }
+            guard unknown.isEmpty else {
+                throw ConfigurationError(
+                    "unknown keys in limits: \(unknown.sorted().joined(separator: ", ")) (known: "
+                        + CodingKeys.allCases.map(\.rawValue).joined(separator: ", ") + ")")
+            }
+            let container = try decoder.container(keyedBy: CodingKeys.self)
+            trustedProxies = try container.decodeIfPresent([String].self, forKey: .trustedProxies)
+            signInPerAddress = try container.decodeIfPresent(Rate.self, forKey: .signInPerAddress)
+            signInLockout = try container.decodeIfPresent(Lockout.self, forKey: .signInLockout)
+            linkPerUser = try container.decodeIfPresent(Rate.self, forKey: .linkPerUser)
+            linkPerAddress = try container.decodeIfPresent(Rate.self, forKey: .linkPerAddress)
+            refreshPerSession = try container.decodeIfPresent(Rate.self, forKey: .refreshPerSession)
+            refreshFailuresPerAddress = try container.decodeIfPresent(Rate.self, forKey: .refreshFailuresPerAddress)
+            guestSignInsPerDevice = try container.decodeIfPresent(Rate.self, forKey: .guestSignInsPerDevice)
+            adminFailuresPerAddress = try container.decodeIfPresent(Rate.self, forKey: .adminFailuresPerAddress)
+            sessionsPerUser = try container.decodeIfPresent(Int.self, forKey: .sessionsPerUser)
+        }
+
+        func apply(to limits: inout LimitsConfiguration) throws {
+            if let trustedProxies {
+                limits.trustedProxies = try trustedProxies.map { cidr in
+                    guard let network = IPNetwork(cidr: cidr) else {
+                        throw ConfigurationError("limits.trustedProxies: '\(cidr)' is not an IPv4 or IPv6 address or CIDR")
+                    }
+                    return network
+                }
+            }
+            let rates: [(String, Rate?, WritableKeyPath<LimitsConfiguration, RateLimit>)] = [
+                ("signInPerAddress", signInPerAddress, \.signInPerAddress), ("linkPerUser", linkPerUser, \.linkPerUser),
+                ("linkPerAddress", linkPerAddress, \.linkPerAddress), ("refreshPerSession", refreshPerSession, \.refreshPerSession),
+                ("refreshFailuresPerAddress", refreshFailuresPerAddress, \.refreshFailuresPerAddress),
+                ("guestSignInsPerDevice", guestSignInsPerDevice, \.guestSignInsPerDevice),
+                ("adminFailuresPerAddress", adminFailuresPerAddress, \.adminFailuresPerAddress),
+            ]
+            for (name, rate, path) in rates {
+                guard let rate else { continue }
+                guard rate.limit >= 1, rate.seconds > 0, rate.seconds <= 86_400 else {
+                    throw ConfigurationError("limits.\(name): limit must be at least 1 and seconds between 0 and 86400")
+                }
+                limits[keyPath: path] = RateLimit(rate.limit, per: rate.seconds)
+            }
+            if let signInLockout { limits.signInLockout = try signInLockout.policy() }
+            if let sessionsPerUser {
+                guard sessionsPerUser >= 1 else { throw ConfigurationError("limits.sessionsPerUser must be at least 1") }
+                limits.sessionsPerUser = sessionsPerUser
+            }
+        }
+    }
+
+    /// `{limit: 30, seconds: 60}`.
+    private struct Rate: Decodable {
+        var limit: Int
+        var seconds: Double
+    }
+
+    /// `{failures: 5, seconds: 900, accountFailures: 20, maxDelaySeconds: 300}`; missing keys keep the defaults.
+    private struct Lockout: Decodable {
+        var failures: Int?
+        var seconds: Double?
+        var accountFailures: Int?
+        var maxDelaySeconds: Double?
+
+        func policy() throws -> SignInPolicy {
+            var policy = SignInPolicy()
+            policy.pairFailures = failures ?? policy.pairFailures
+            policy.window = seconds ?? policy.window
+            policy.accountFailures = accountFailures ?? policy.accountFailures
+            policy.maxDelay = maxDelaySeconds ?? policy.maxDelay
+            // Failures are purged a day after the latest (Housekeeping), so a window cannot be longer.
+            guard policy.pairFailures >= 1, policy.accountFailures >= 1, policy.window > 0, policy.window <= 86_400,
+                policy.maxDelay >= 0, policy.maxDelay <= policy.window
+            else {
+                throw ConfigurationError(
+                    "limits.signInLockout: failures and accountFailures must be at least 1, seconds between 0 and 86400, "
+                        + "maxDelaySeconds between 0 and seconds")
+            }
+            return policy
+        }
+    }
+
+    /// Any key, to find the unknown ones.
+    private struct AnyKey: CodingKey {
+        var stringValue: String
+        var intValue: Int? { nil }
+        init(stringValue: String) { self.stringValue = stringValue }
+        init?(intValue: Int) { return nil }
+    }
+}

@@ -1,0 +1,58 @@
+import Foundation
+import TallyServer
+import TallyStore
+import Testing
+
+/// The `limits:` section of the configuration file.
+@Suite("Limits configuration")
+struct LimitsConfigurationTests {
+    @Test("Missing section or keys keep the defaults; given keys apply")
+    func parses() throws {
+        let defaults = LimitsConfiguration()
+        let empty = try LimitsConfiguration(yaml: "signupGrant: 5\nguestSignupsPerIPPerHour: 30\n")
+        #expect(empty.signInPerAddress == defaults.signInPerAddress && empty.sessionsPerUser == 50 && empty.trustedProxies.isEmpty)
+        let limits = try LimitsConfiguration(
+            yaml: """
+                guestSignupsPerIPPerHour: 30
+                limits:
+                  trustedProxies: [10.0.0.0/8, "fd00::/8", 192.0.2.1]
+                  signInPerAddress: {limit: 7, seconds: 30}
+                  signInLockout: {failures: 3, seconds: 600}
+                  refreshFailuresPerAddress: {limit: 1000, seconds: 60}
+                  sessionsPerUser: 10
+                """)
+        #expect(limits.trustedProxies.map(\.description) == ["10.0.0.0/8", "fd00::/8", "192.0.2.1"])
+        #expect(limits.signInPerAddress == RateLimit(7, per: 30))
+        #expect(limits.signInLockout.pairFailures == 3 && limits.signInLockout.window == 600)
+        #expect(limits.signInLockout.accountFailures == SignInPolicy().accountFailures, "unset lockout keys keep their defaults")
+        #expect(limits.refreshFailuresPerAddress == RateLimit(1000, per: 60))
+        #expect(limits.linkPerUser == defaults.linkPerUser)
+        #expect(limits.sessionsPerUser == 10)
+        // The metering part of the same file still reads its own keys.
+        #expect(try MeteringConfiguration(yaml: "guestSignupsPerIPPerHour: 7\nlimits: {sessionsPerUser: 2}\n").guestSignupsPerIPPerHour == 7)
+    }
+
+    @Test("Bad values and unknown keys are refused with a message naming them")
+    func refuses() {
+        let cases = [
+            ("limits: {trustedProxies: [10.0.0.0/33]}", "trustedProxies"),
+            ("limits: {signInPerAdress: {limit: 1, seconds: 1}}", "signInPerAdress"),
+            ("limits: {linkPerUser: {limit: 0, seconds: 60}}", "linkPerUser"),
+            ("limits: {linkPerUser: {limit: 5, seconds: 0}}", "linkPerUser"),
+            ("limits: {sessionsPerUser: 0}", "sessionsPerUser"),
+            ("limits: {signInLockout: {seconds: 172800}}", "signInLockout"),
+            ("limits: {signInLockout: {seconds: 60, maxDelaySeconds: 120}}", "signInLockout"),
+            ("limits: {linkPerUser: 5}", "limits"),
+        ]
+        for (yaml, named) in cases {
+            do {
+                _ = try LimitsConfiguration(yaml: yaml)
+                Issue.record("accepted: \(yaml)")
+            } catch let error as ConfigurationError {
+                #expect(error.description.contains(named), "\(yaml): \(error.description)")
+            } catch {
+                Issue.record("\(yaml): \(error)")
+            }
+        }
+    }
+}
