@@ -11,6 +11,8 @@ public struct TallyRequestContext: RequestContext {
     public var identity: Identity?
     /// The peer's IP address (used only for guest sign-up rate limits, and only hashed).
     public let remoteIP: String
+    /// Where inner middleware notes what the access log line needs (set by ``AccessLogMiddleware``).
+    var accessRecord: AccessRecord?
 
     /// Creates the context for a request arriving on a channel.
     public init(source: ApplicationRequestContextSource) {
