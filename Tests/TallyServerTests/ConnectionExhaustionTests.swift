@@ -27,10 +27,11 @@ struct ConnectionExhaustionTests {
         OpenFileLimit.raiseToHardLimit()
         var idle: [RawConnection] = []
         for _ in 0..<Self.flood { idle.append(try await RawConnection.open(port: port)) }
+        // Refused connections linger up to a second: this is when descriptors run short.
         let cpuBefore = try server.cpuSeconds()
-        try await Task.sleep(for: .seconds(2))
+        try await Task.sleep(for: .seconds(3))
         let cpu = try server.cpuSeconds() - cpuBefore
-        #expect(cpu < 0.5, "the server used \(cpu) s of CPU in 2 s while the flood sat idle")
+        #expect(cpu < 0.3, "the server used \(cpu) s of CPU in 3 s while the flood sat idle (accept() spinning on EMFILE?)")
 
         // Another client is admitted and served while the flood holds its connections.
         let fresh = try await RawConnection.open(port: port, from: "127.0.0.2")

@@ -176,6 +176,26 @@ import Testing
         #expect(full.admit("10.0.0.9") == .total)
     }
 
+    @Test func theSocketBudgetStopsAcceptingAtItsSizeAndSaysSoOncePerInterval() {
+        let lines = CapturedLines()
+        let clock = ManualClock()
+        var budget = SocketBudget(listener: "public", budget: 3, clock: clock, logger: lines.logger(level: .info))
+        for _ in 0..<2 { budget.connectionOpened() }
+        #expect(budget.isAcceptingNewConnections())
+        budget.connectionOpened()
+        #expect(!budget.isAcceptingNewConnections())
+        budget.connectionClosed()
+        #expect(budget.isAcceptingNewConnections())
+        for _ in 0..<10 {
+            budget.connectionOpened()
+            budget.connectionClosed()
+        }
+        #expect(lines.count(of: "accepting paused") == 1)
+        clock.advance(by: ConnectionLimiter.logInterval)
+        budget.connectionOpened()
+        #expect(lines.count(of: "accepting paused") == 2)
+    }
+
     @Test func refusalsAreLoggedAtMostOncePerIntervalWithTheirCount() {
         let lines = CapturedLines()
         let clock = ManualClock()

@@ -4,7 +4,8 @@ import NIOPosix
 import Synchronization
 
 /// A TCP connection that sends bytes exactly as given and keeps what comes back: for tests of how the
-/// server treats connections (caps, slow or idle clients), below any HTTP client library.
+/// server treats connections (caps, slow or idle clients), below any HTTP client library. Like a client
+/// that does not watch its socket, it does not close its side when the server closes its own.
 final class RawConnection: Sendable {
     private let channel: any Channel
     private let bytes: Received
@@ -19,6 +20,7 @@ final class RawConnection: Sendable {
         let bytes = Received()
         var bootstrap = ClientBootstrap(group: MultiThreadedEventLoopGroup.singleton)
             .connectTimeout(.seconds(10))
+            .channelOption(.allowRemoteHalfClosure, value: true)
             .channelInitializer { channel in
                 channel.eventLoop.makeCompletedFuture { try channel.pipeline.syncOperations.addHandler(Collector(bytes)) }
             }
@@ -35,10 +37,10 @@ final class RawConnection: Sendable {
         try await channel.writeAndFlush(channel.allocator.buffer(string: text))
     }
 
-    /// Whether the server closed the connection within `limit` (it stays open otherwise).
+    /// Whether the server closed the connection (or its sending side) within `limit`.
     func closedByServer(within limit: Duration) async -> Bool {
         let deadline = ContinuousClock.now + limit
-        while channel.isActive {
+        while channel.isActive, !bytes.serverClosed {
             guard ContinuousClock.now < deadline else { return false }
             try? await Task.sleep(for: .milliseconds(10))
         }
@@ -59,9 +61,15 @@ final class RawConnection: Sendable {
     /// Closes the connection from this side.
     func close() async { try? await channel.close() }
 
-    /// Collects the received bytes, and how many of them ``takeResponse()`` handed out.
+    /// Collects the received bytes, how many of them ``takeResponse()`` handed out, and whether the
+    /// server closed its side.
     private final class Received: Sendable {
         private let data = Mutex<(bytes: [UInt8], taken: Int)>(([], 0))
+        private let closed = Mutex(false)
+        var serverClosed: Bool {
+            get { closed.withLock { $0 } }
+            set { closed.withLock { $0 = newValue } }
+        }
         func append(_ buffer: ByteBuffer) { data.withLock { $0.bytes += buffer.readableBytesView } }
         var text: String { String(decoding: data.withLock { $0.bytes }, as: UTF8.self) }
 
@@ -87,5 +95,9 @@ final class RawConnection: Sendable {
         let received: Received
         init(_ received: Received) { self.received = received }
         func channelRead(context: ChannelHandlerContext, data: NIOAny) { received.append(unwrapInboundIn(data)) }
+        func userInboundEventTriggered(context: ChannelHandlerContext, event: Any) {
+            if case ChannelEvent.inputClosed = event { received.serverClosed = true }
+            context.fireUserInboundEventTriggered(event)
+        }
     }
 }
