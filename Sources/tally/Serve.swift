@@ -2,7 +2,9 @@ import ArgumentParser
 import Foundation
 import Hummingbird
 import Logging
+import ServiceLifecycle
 import TallyServer
+import UnixSignals
 
 /// `tally serve`: run the server until SIGTERM or SIGINT, then finish in-flight requests and stop.
 struct Serve: AsyncParsableCommand {
@@ -30,7 +32,9 @@ struct Serve: AsyncParsableCommand {
             let notice = "Generated the admin key (saved in \(configuration.dataDirectory)/admin-key; shown once):\n  \(admin.key)\n"
             FileHandle.standardOutput.write(Data(notice.utf8))
         }
-        var logger = Logger(label: "tally", factory: LazyMetadataLogHandler.init(label:))
+        let sink = LogSink.standardError
+        defer { sink.flush() }
+        var logger = Logger(label: "tally") { LazyMetadataLogHandler(label: $0, sink: sink) }
         logger.logLevel = ProcessInfo.processInfo.environment["LOG_LEVEL"].flatMap(Logger.Level.init(rawValue:)) ?? .info
         let files = OpenFileLimit.raiseToHardLimit()
         logger.info("open-file limit", metadata: ["before": "\(files.before)", "after": "\(files.after)"])
@@ -44,7 +48,10 @@ struct Serve: AsyncParsableCommand {
                 """
             FileHandle.standardOutput.write(Data(lines.utf8))
         }
-        try await app.runService()
+        // The flusher is first, so it stops last and writes the application's final lines.
+        let services = ServiceGroup(
+            configuration: .init(services: [LogFlusher(sink: sink), app], gracefulShutdownSignals: [.sigterm, .sigint], logger: logger))
+        try await services.run()
     }
 }
 

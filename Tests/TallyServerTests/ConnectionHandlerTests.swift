@@ -223,11 +223,10 @@ final class CapturedLines: TextOutputStream, Sendable {
     /// Lines containing `fragment`.
     func count(of fragment: String) -> Int { text.split(separator: "\n").filter { $0.contains(fragment) }.count }
 
-    /// A logger writing here, as `tally serve`'s does (`LazyMetadataLogHandler` over a stream handler).
+    /// A logger writing here through `tally serve`'s handler, every line at once.
     func logger(level: Logger.Level) -> Logger {
-        var logger = Logger(label: "tally.test") { label in
-            LazyMetadataLogHandler(wrapping: StreamLogHandler(label: label, stream: self, metadataProvider: nil))
-        }
+        let sink = LogSink(batching: false) { [self] bytes in write(String(decoding: bytes, as: UTF8.self)) }
+        var logger = Logger(label: "tally.test") { LazyMetadataLogHandler(label: $0, sink: sink) }
         logger.logLevel = level
         return logger
     }
