@@ -66,6 +66,7 @@ final class ConnectionGuardHandler: ChannelInboundHandler, RemovableChannelHandl
     func handlerRemoved(context: ChannelHandlerContext) {
         if case .admitted(let address) = state { limiter.release(address) }
         state = .closed
+        deadlines = nil
     }
 
     private func admit(context: ChannelHandlerContext) {
@@ -77,11 +78,9 @@ final class ConnectionGuardHandler: ChannelInboundHandler, RemovableChannelHandl
         }
         state = .refused
         let response = context.channel.allocator.buffer(bytes: refusal == .total ? Self.listenerFull : Self.addressFull)
-        let loopBound = NIOLoopBound(context, eventLoop: context.eventLoop)
-        context.writeAndFlush(wrapOutboundOut(response)).whenComplete { _ in
-            loopBound.value.close(mode: .output, promise: nil)
-        }
-        context.eventLoop.scheduleTask(in: Self.refusalLinger) { loopBound.value.close(promise: nil) }
+        let channel = context.channel
+        context.writeAndFlush(wrapOutboundOut(response)).whenComplete { _ in channel.close(mode: .output, promise: nil) }
+        context.eventLoop.scheduleTask(in: Self.refusalLinger) { channel.close(promise: nil) }
     }
 
     /// The whole answer to a refused connection.
