@@ -36,7 +36,7 @@ struct AccessLogMiddleware: RouterMiddleware {
         line.reserveCapacity(160)
         line.append(request.method.rawValue)
         line.append(" route=")
-        line.append(routeTemplate(context.endpointPath))
+        line.append(context.endpointPath ?? "unmatched")  // Hummingbird's template: `/v1/wallet/holds/{holdId}`
         line.append(" status=")
         line.append(String(status))
         line.append(" duration_ms=")
@@ -46,15 +46,6 @@ struct AccessLogMiddleware: RouterMiddleware {
             line.append(userId)
         }
         context.logger.info(Logger.Message(stringLiteral: line))
-    }
-
-    /// A router path in OpenAPI form (`:holdId` written `{holdId}`); "unmatched" when no route matched.
-    static func routeTemplate(_ endpointPath: String?) -> String {
-        guard let path = endpointPath else { return "unmatched" }
-        guard path.utf8.contains(UInt8(ascii: ":")) else { return path }
-        return path.split(separator: "/", omittingEmptySubsequences: false)
-            .map { $0.hasPrefix(":") ? "{\($0.dropFirst())}" : String($0) }
-            .joined(separator: "/")
     }
 
     /// A duration as milliseconds with three decimals, without Foundation's formatter.
