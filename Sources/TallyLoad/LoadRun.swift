@@ -52,10 +52,18 @@ public struct LoadRun: Sendable {
     private func run(on group: MultiThreadedEventLoopGroup) async throws -> LoadReport {
         let setupStart = ContinuousClock.now
         let recorder = LatencyRecorder()
-        let actions = try await discover(group: group, recorder: recorder)
+        guard options.adminServers.count == options.servers.count else {
+            throw LoadError("every server needs its admin listener's URL (\(options.servers.count) servers, \(options.adminServers.count) admin URLs)")
+        }
+        let admins = options.adminServers.map {
+            AdminPool(
+                url: $0, size: options.adminConnections, group: group, recorder: recorder, timeout: options.requestTimeout,
+                deadline: options.settleDeadline)
+        }
+        let actions = try await discover(group: group, admin: admins[0], recorder: recorder)
         log("price list: quota action \(actions.quotaAction), token action \(actions.tokenAction)")
 
-        var agents = makeAgents(actions: actions, group: group, recorder: recorder)
+        var agents = makeAgents(actions: actions, admins: admins, group: group, recorder: recorder)
         log("connecting and signing in \(agents.count) users (\(options.sdkUsers) through the SDK)")
         let ready = await setUp(&agents)
         let setupSeconds = ProcessSampler.seconds(.now - setupStart)
@@ -81,6 +89,7 @@ public struct LoadRun: Sendable {
         log("measured phase done; checking the books of \(finished.count) users")
 
         let books = await check(finished, prices: actions.prices, recorder: recorder)
+        for admin in admins { await admin.close() }
         return LoadReport(
             options: options, actions: actions, setupSeconds: setupSeconds, usersReady: ready,
             measuredSeconds: ProcessSampler.seconds(end - start), operations: recorder.operations, timeline: recorder.seconds,
@@ -90,17 +99,17 @@ public struct LoadRun: Sendable {
 
     // MARK: - Phases
 
-    private func discover(group: any EventLoopGroup, recorder: LatencyRecorder) async throws -> ScenarioActions {
+    private func discover(group: any EventLoopGroup, admin: AdminPool, recorder: LatencyRecorder) async throws -> ScenarioActions {
         let (host, port) = try Self.address(options.servers[0])
         let connection = LoadConnection(host: host, port: port, group: group)
         let caller = APICaller(connection: connection, recorder: recorder, timeout: .seconds(10), deadline: .seconds(60))
         let result: Result<ScenarioActions, any Error>
-        do { result = .success(try await discover(caller)) } catch { result = .failure(error) }
+        do { result = .success(try await discover(caller, admin: admin)) } catch { result = .failure(error) }
         await connection.close()
         return try result.get()
     }
 
-    private func discover(_ caller: APICaller) async throws -> ScenarioActions {
+    private func discover(_ caller: APICaller, admin: AdminPool) async throws -> ScenarioActions {
         guard let response = await caller.send(LoadRequest(.GET, "/v1/actions"), operation: "setup.actions"),
             let list = APICaller.decode(ActionList.self, response)
         else { throw LoadError("cannot read the price list from \(options.servers[0])") }
@@ -108,7 +117,7 @@ public struct LoadRun: Sendable {
             let token = list.items.first(where: { $0.quota == nil && $0.tokens != nil })
         else { throw LoadError("the server's configuration needs an action with a quota and tokens, and one with tokens only") }
         // The daily limit is only in a user's quota list: ask as a throwaway guest.
-        let probe = RawUser(index: -1, seed: options.seed, caller: caller, adminKey: options.adminKey, actions: ScenarioActions(quotaAction: "", tokenAction: "", prices: PriceList(tokens: [:], quota: [:], dailyLimit: [:])))
+        let probe = RawUser(index: -1, seed: options.seed, caller: caller, admin: admin, adminKey: options.adminKey, actions: ScenarioActions(quotaAction: "", tokenAction: "", prices: PriceList(tokens: [:], quota: [:], dailyLimit: [:])))
         guard await probe.signIn(operation: "setup.probe", scheduled: .now),
             let quotas = await probe.call("setup.probe", LoadRequest(.GET, "/v1/quotas"), expected: [200], scheduled: .now),
             let decoded = APICaller.decode(QuotaList.self, quotas)
@@ -120,15 +129,16 @@ public struct LoadRun: Sendable {
         return ScenarioActions(quotaAction: quota.name, tokenAction: token.name, prices: prices)
     }
 
-    private func makeAgents(actions: ScenarioActions, group: any EventLoopGroup, recorder: LatencyRecorder) -> [Agent] {
+    private func makeAgents(actions: ScenarioActions, admins: [AdminPool], group: any EventLoopGroup, recorder: LatencyRecorder) -> [Agent] {
         let sdkEvery = options.sdkUsers > 0 ? max(1, options.users / options.sdkUsers) : Int.max
         var sdkCount = 0
         return (0..<options.users).map { index in
             let server = options.servers[index % options.servers.count]
+            let admin = admins[index % admins.count]
             let (host, port) = (try? Self.address(server)) ?? ("127.0.0.1", 0)
             let connection = LoadConnection(host: host, port: port, group: group)
             let caller = APICaller(connection: connection, recorder: recorder, timeout: options.requestTimeout, deadline: options.settleDeadline)
-            let raw = RawUser(index: index, seed: options.seed, caller: caller, adminKey: options.adminKey, actions: actions)
+            let raw = RawUser(index: index, seed: options.seed, caller: caller, admin: admin, adminKey: options.adminKey, actions: actions)
             if index % sdkEvery == 0, sdkCount < options.sdkUsers {
                 sdkCount += 1
                 let transport = SDKTransport(host: host, port: port, group: group)

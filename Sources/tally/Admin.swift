@@ -12,16 +12,17 @@ struct Admin: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         abstract: "Administer a running server through its admin API.", subcommands: [Grant.self, Premium.self, Show.self])
 
-    /// Where the server is and which key to use.
+    /// Where the server's admin listener is and which key to use.
     struct Connection: ParsableArguments {
-        @Option(help: "Base URL of the server.") var url = "http://127.0.0.1:8080"
+        @Option(name: .customLong("admin-url"), help: "Base URL of the server's admin listener (tally serve --admin-port).")
+        var url = "http://127.0.0.1:9090"
         @Option(name: .customLong("data-dir"), help: "Where to read the admin key when TALLY_ADMIN_KEY is not set.")
         var dataDirectory = "tally-data"
 
         func send(_ method: String, _ path: String, body: (some Encodable)? = String?.none, idempotencyKey: String? = nil) async throws {
             let key = try AdminKey.resolve(
                 configured: ProcessInfo.processInfo.environment["TALLY_ADMIN_KEY"], dataDirectory: dataDirectory)
-            guard let endpoint = URL(string: url + path) else { throw ValidationError("invalid --url") }
+            guard let endpoint = URL(string: url + path) else { throw ValidationError("invalid --admin-url") }
             var request = URLRequest(url: endpoint, timeoutInterval: 30)
             request.httpMethod = method
             request.setValue("Bearer \(key.key)", forHTTPHeaderField: "Authorization")

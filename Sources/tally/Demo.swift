@@ -19,33 +19,35 @@ struct Demo: AsyncParsableCommand {
         defer { try? FileManager.default.removeItem(at: directory) }
         var configuration = TallyConfiguration()
         configuration.port = 0
+        configuration.adminPort = 0
         configuration.dataDirectory = directory.appendingPathComponent("server").path
         configuration.adminKey = UUID().uuidString + UUID().uuidString
         var logger = Logger(label: "tally.demo")
         logger.logLevel = .error
-        let (ports, portContinuation) = AsyncStream.makeStream(of: Int.self)
+        let (ports, portContinuation) = AsyncStream.makeStream(of: ListenerPorts.self)
         let app = try buildApplication(configuration: configuration, logger: logger) { portContinuation.yield($0) }
         let services = ServiceGroup(configuration: .init(services: [app], gracefulShutdownSignals: [.sigterm, .sigint], logger: logger))
         try await withThrowingTaskGroup(of: Void.self) { group in
             group.addTask { try await services.run() }
             var iterator = ports.makeAsyncIterator()
-            guard let port = await iterator.next() else { return }
-            try await session(port: port, adminKey: configuration.adminKey!, directory: directory)
+            guard let bound = await iterator.next() else { return }
+            try await session(ports: bound, adminKey: configuration.adminKey!, directory: directory)
             await services.triggerGracefulShutdown()
             try await group.waitForAll()
         }
     }
 
-    private func session(port: Int, adminKey: String, directory: URL) async throws {
-        let baseURL = URL(string: "http://127.0.0.1:\(port)")!
-        print("server  http://127.0.0.1:\(port) (SQLite, price list: ai.query = 3 tokens, 3 free readings a day)")
+    private func session(ports: ListenerPorts, adminKey: String, directory: URL) async throws {
+        let baseURL = URL(string: "http://127.0.0.1:\(ports.port)")!
+        let adminURL = URL(string: "http://127.0.0.1:\(ports.adminPort)")!
+        print("server  http://127.0.0.1:\(ports.port) (SQLite, price list: ai.query = 3 tokens, 3 free readings a day)")
         let client = Client(
             configuration: ClientConfiguration(
                 baseURL: baseURL, secureStore: try FileSecureStore(directory: directory.appendingPathComponent("keychain")),
                 cacheStore: try SQLiteCacheStore(path: directory.appendingPathComponent("cache.sqlite").path)))
         let user = try await client.signInAsGuest()
         print("signed in as a guest (installation secret kept in the secure store)")
-        try await grant(10, to: user.userId, baseURL: baseURL, adminKey: adminKey)
+        try await grant(10, to: user.userId, adminURL: adminURL, adminKey: adminKey)
         print("admin granted 10 tokens")
 
         let start = ContinuousClock.now
@@ -91,8 +93,8 @@ struct Demo: AsyncParsableCommand {
         return Double(duration.components.seconds) * 1000 + Double(duration.components.attoseconds) / 1e15
     }
 
-    private func grant(_ amount: Int64, to userId: String, baseURL: URL, adminKey: String) async throws {
-        let response = try await URLSessionTransport(baseURL: baseURL).send(
+    private func grant(_ amount: Int64, to userId: String, adminURL: URL, adminKey: String) async throws {
+        let response = try await URLSessionTransport(baseURL: adminURL).send(
             TransportRequest(
                 method: "POST", path: "/admin/v1/users/\(userId)/grants",
                 headers: ["Authorization": "Bearer \(adminKey)", "Content-Type": "application/json", "Idempotency-Key": UUID().uuidString],

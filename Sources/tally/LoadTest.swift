@@ -23,7 +23,8 @@ struct LoadTest: AsyncParsableCommand {
     @Option(name: .customLong("setup-concurrency"), help: "Requests in flight while users sign in.") var setupConcurrency = 256
     @Option(help: "Servers to start (more than one needs DATABASE_URL).") var servers = 1
     @Option(help: "The servers' listen backlog.") var backlog = 16_384
-    @Option(name: .customLong("url"), help: "A running server instead (repeatable); needs TALLY_ADMIN_KEY.") var urls: [String] = []
+    @Option(name: .customLong("url"), help: "A running server instead (repeatable); needs TALLY_ADMIN_KEY and --admin-url.") var urls: [String] = []
+    @Option(name: .customLong("admin-url"), help: "The admin listener of each --url server, in the same order.") var adminURLs: [String] = []
     @Option(name: .customLong("server-pid"), help: "Pids of running servers to sample (repeatable).") var serverPids: [Int32] = []
     @Option(name: .customLong("crash-at"), help: "Kill server 1 with SIGKILL this many seconds into the run, then restart it.") var crashAt: Int?
     @Option(name: .customLong("down-for"), help: "Seconds a crashed server stays down.") var downFor = 2
@@ -33,6 +34,7 @@ struct LoadTest: AsyncParsableCommand {
         let environment = ProcessInfo.processInfo.environment
         var fleet: ServerFleet?
         let targets: [URL]
+        let adminTargets: [URL]
         let adminKey: String
         if urls.isEmpty {
             if servers > 1, (environment["DATABASE_URL"] ?? "").isEmpty {
@@ -47,15 +49,18 @@ struct LoadTest: AsyncParsableCommand {
             let started = try await ServerFleet(settings)
             fleet = started
             targets = started.urls
+            adminTargets = started.adminURLs
             adminKey = started.adminKey
         } else {
             guard let key = environment["TALLY_ADMIN_KEY"], !key.isEmpty else { throw ValidationError("--url needs TALLY_ADMIN_KEY") }
+            guard adminURLs.count == urls.count else { throw ValidationError("give one --admin-url per --url, in the same order") }
             targets = try urls.map { guard let url = URL(string: $0) else { throw ValidationError("bad --url \($0)") }; return url }
+            adminTargets = try adminURLs.map { guard let url = URL(string: $0) else { throw ValidationError("bad --admin-url \($0)") }; return url }
             adminKey = key
         }
         defer { fleet?.stop() }
 
-        var options = LoadOptions(servers: targets, adminKey: adminKey)
+        var options = LoadOptions(servers: targets, adminServers: adminTargets, adminKey: adminKey)
         options.users = users
         options.sdkUsers = min(sdkUsers, users)
         options.mode = closed.map { .closed(workers: $0) } ?? .open(perSecond: rate)

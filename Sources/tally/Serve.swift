@@ -3,8 +3,8 @@ import Foundation
 import Hummingbird
 import Logging
 import ServiceLifecycle
-import UnixSignals
 import TallyServer
+import UnixSignals
 
 /// `tally serve`: run the server until SIGTERM or SIGINT, then finish in-flight requests and stop.
 struct Serve: AsyncParsableCommand {
@@ -13,6 +13,9 @@ struct Serve: AsyncParsableCommand {
     @Option(help: "Address to bind.") var host = "127.0.0.1"
     @Option(help: "Port to bind (0 picks a free one).") var port = 8080
     @Option(help: "Listen backlog (raise net.core.somaxconn to match for thousands of connects).") var backlog = 256
+    @Option(name: .customLong("admin-host"), help: "Address of the admin listener (/metrics, /admin/v1).") var adminHost = "127.0.0.1"
+    @Option(name: .customLong("admin-port"), help: "Port of the admin listener (0 picks a free one).") var adminPort = 9090
+    @OptionGroup var connections: ConnectionOptions
     @OptionGroup var store: StoreOptions
 
     /// How long in-flight requests get to finish after SIGTERM/SIGINT before they are cancelled, and how long
@@ -27,7 +30,12 @@ struct Serve: AsyncParsableCommand {
         configuration.host = host
         configuration.port = port
         configuration.backlog = backlog
-        var logger = Logger(label: "tally", factory: LazyMetadataLogHandler.init(label:))
+        configuration.adminHost = adminHost
+        configuration.adminPort = adminPort
+        configuration.connections = try connections.settings()
+        let sink = LogSink.standardError
+        defer { sink.flush() }
+        var logger = Logger(label: "tally") { LazyMetadataLogHandler(label: $0, sink: sink) }
         logger.logLevel = ProcessInfo.processInfo.environment["LOG_LEVEL"].flatMap(Logger.Level.init(rawValue:)) ?? .info
         let admin = try AdminKey.resolve(configured: configuration.adminKey, dataDirectory: configuration.dataDirectory)
         configuration.adminKey = admin.key
@@ -35,16 +43,56 @@ struct Serve: AsyncParsableCommand {
             // Never printed: stdout and stderr end up in log collectors.
             logger.notice("generated the admin key", metadata: ["file": "\(configuration.dataDirectory)/admin-key"])
         }
+        let files = OpenFileLimit.raiseToHardLimit()
+        logger.info("open-file limit", metadata: ["before": "\(files.before)", "after": "\(files.after)"])
         let storeName = configuration.databaseURL == nil ? "SQLite in \(configuration.dataDirectory)" : "PostgreSQL"
-        let host = configuration.host
-        let app = try buildApplication(configuration: configuration, logger: logger) { port in
-            FileHandle.standardOutput.write(Data("tally listening on http://\(host):\(port) (\(storeName))\n".utf8))
+        let (host, adminHost) = (configuration.host, configuration.adminHost)
+        let app = try buildApplication(configuration: configuration, logger: logger) { ports in
+            let lines = """
+                tally listening on http://\(host):\(ports.port) (\(storeName))
+                tally admin listening on http://\(adminHost):\(ports.adminPort) (/metrics, /admin/v1)
+
+                """
+            FileHandle.standardOutput.write(Data(lines.utf8))
         }
-        // A graceful shutdown that does not finish in time (a request stuck on a database that stopped
-        // answering) is escalated to cancellation, and cancellation that does not finish to an exit.
-        var group = ServiceGroupConfiguration(services: [app], gracefulShutdownSignals: [.sigterm, .sigint], logger: logger)
+        // The flusher is first, so it stops last and writes the application's final lines. A graceful shutdown
+        // that does not finish in time (a request stuck on a database that stopped answering) is escalated to
+        // cancellation, and cancellation that does not finish to an exit.
+        var group = ServiceGroupConfiguration(
+            services: [LogFlusher(sink: sink), app], gracefulShutdownSignals: [.sigterm, .sigint], logger: logger)
         group.maximumGracefulShutdownDuration = Self.shutdownGrace
         group.maximumCancellationDuration = Self.cancellationGrace
         try await ServiceGroup(configuration: group).run()
+    }
+}
+
+/// `tally serve`'s timeouts and connection caps.
+struct ConnectionOptions: ParsableArguments {
+    @Option(name: .customLong("idle-timeout"), help: "Seconds a keep-alive connection may wait for its next request.")
+    var idleTimeout: Double = 75
+    @Option(name: .customLong("header-timeout"), help: "Seconds a request head may take (from the connection or its first byte).")
+    var headerTimeout: Double = 10
+    @Option(name: .customLong("request-timeout"), help: "Seconds a request body may take after its head.")
+    var requestTimeout: Double = 30
+    @Option(name: .customLong("max-connections"), help: "Connections open at once (default: the open-file limit less a reserve).")
+    var maxConnections: Int?
+    @Option(name: .customLong("max-connections-per-ip"), help: "Connections open at once from one client address (0: no cap).")
+    var maxConnectionsPerIP = 256
+
+    /// The settings, or a validation error naming the bad option.
+    func settings() throws -> ConnectionSettings {
+        var settings = ConnectionSettings()
+        for (name, seconds) in [("--idle-timeout", idleTimeout), ("--header-timeout", headerTimeout), ("--request-timeout", requestTimeout)]
+        where !(seconds > 0 && seconds <= 86_400) {
+            throw ValidationError("\(name) must be more than 0 and at most 86400 seconds")
+        }
+        settings.idleTimeout = .milliseconds(Int64(idleTimeout * 1000))
+        settings.headerTimeout = .milliseconds(Int64(headerTimeout * 1000))
+        settings.requestTimeout = .milliseconds(Int64(requestTimeout * 1000))
+        if let maxConnections, maxConnections < 1 { throw ValidationError("--max-connections must be at least 1") }
+        guard maxConnectionsPerIP >= 0 else { throw ValidationError("--max-connections-per-ip must be 0 or more") }
+        settings.maxConnections = maxConnections
+        settings.maxConnectionsPerIP = maxConnectionsPerIP
+        return settings
     }
 }

@@ -55,7 +55,7 @@ import Testing
         settings.databaseURL = database?.url
         let fleet = try await ServerFleet(settings)
         defer { fleet.stop() }
-        var options = LoadOptions(servers: fleet.urls, adminKey: fleet.adminKey)
+        var options = LoadOptions(servers: fleet.urls, adminServers: fleet.adminURLs, adminKey: fleet.adminKey)
         options.users = users
         options.sdkUsers = sdkUsers
         options.mode = .open(perSecond: rate)

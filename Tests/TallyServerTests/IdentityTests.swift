@@ -103,7 +103,7 @@ struct IdentityTests {
             // A user id sent by the client is ignored: the token decides.
             let spoofed = try await api.send(.get, "/v1/wallet", token: bob.accessToken, headers: [.init("X-User-Id")!: alice.userId])
             #expect(try spoofed.decode(Wallet.self).balance == 0)
-            #expect(try await api.send(.post, "/admin/v1/users/\(alice.userId)/grants", token: alice.accessToken, json: GrantRequest(amount: 5, reason: "x")).status == .unauthorized)
+            #expect(try await api.send(.post, "/admin/v1/users/\(alice.userId)/grants", token: alice.accessToken, json: GrantRequest(amount: 5, reason: "x"), on: .admin).status == .unauthorized)
             let forged = alice.accessToken.dropLast(2) + "xx"
             #expect(try await api.send(.get, "/v1/wallet", token: String(forged)).status == .unauthorized)
             #expect(try await api.wallet(alice).held == 10)

@@ -5,6 +5,7 @@ import HummingbirdTesting
 import Logging
 import NIOCore
 import ServiceLifecycle
+import Synchronization
 import TallyAPI
 import TallyServer
 import TallyStore
@@ -26,26 +27,29 @@ enum StoreKind: String, CaseIterable, CustomTestStringConvertible, Sendable {
     }
 }
 
-/// A Tally server running for real on a loopback port, with a manual clock.
+/// A Tally server running for real on loopback ports (public and admin listener), with a manual clock.
 struct LiveServer: Sendable {
     let port: Int
+    let adminPort: Int
     let clock: ManualClock
     let adminKey: String
 
-    /// A new HTTP connection to the server.
-    func connection() -> APIConnection { APIConnection(port: port, adminKey: adminKey) }
+    /// A new HTTP connection to the server (and, on first use, one to its admin listener).
+    func connection() -> APIConnection { APIConnection(port: port, adminPort: adminPort, adminKey: adminKey) }
 
-    /// Starts a server on `kind`, runs `body`, then shuts the server down gracefully.
-    /// `limits` default to production's; `logs`, when given, receives every log line of `notice` and above.
+    /// Starts a server on `kind`, runs `body`, then shuts the server down gracefully. `limits` default to
+    /// production's; `logs`, when given, receives every log line of its level and above; `logger` replaces the
+    /// quiet default; `configure` changes the test configuration last.
     static func with<T: Sendable>(
         _ kind: StoreKind, catalog: Catalog = .standard, signupsPerHour: Int = 1000, limits: LimitsConfiguration = LimitsConfiguration(),
         accessTokenTTL: TimeInterval = 30 * 86_400, start: Date = Date(timeIntervalSince1970: 1_800_000_000), logs: LogCapture? = nil,
-        configure: @Sendable (inout TallyConfiguration) async throws -> Void = { _ in },
+        configure: @Sendable (inout TallyConfiguration) async throws -> Void = { _ in }, logger: Logger? = nil,
         _ body: @Sendable (LiveServer) async throws -> T
     ) async throws -> T {
         let clock = ManualClock(start)  // by default 2027-01-15T08:00:00Z
         var configuration = TallyConfiguration()
         configuration.port = 0
+        configuration.adminPort = 0
         configuration.bcryptCost = 4
         configuration.accessTokenTTL = accessTokenTTL
         configuration.housekeepingInterval = .seconds(3600)
@@ -60,7 +64,7 @@ struct LiveServer: Sendable {
         defer { try? FileManager.default.removeItem(atPath: directory) }
         guard kind == .postgres else {
             try await configure(&configuration)
-            return try await run(configuration, clock: clock, logs: logs, body)
+            return try await run(configuration, clock: clock, logger: logger ?? logs.map(Self.logger(capturing:)), body)
         }
         guard let baseURL = StoreKind.postgresURL else {
             Issue.record("TALLY_REQUIRE_POSTGRES=1 but TALLY_TEST_DATABASE_URL is not set: run the tests with scripts/test")
@@ -69,20 +73,29 @@ struct LiveServer: Sendable {
         return try await ScratchDatabase.with(baseURL: baseURL) { url in
             configuration.databaseURL = url
             try await configure(&configuration)
-            return try await run(configuration, clock: clock, logs: logs, body)
+            return try await run(configuration, clock: clock, logger: logger ?? logs.map(Self.logger(capturing:)), body)
         }
+    }
+
+    /// A logger writing into `capture` at its level.
+    static func logger(capturing capture: LogCapture) -> Logger {
+        var logger = Logger(label: "tally.test") { _ in capture }
+        logger.logLevel = capture.level
+        return logger
     }
 
     /// Runs the configured server until `body` returns, then shuts it down gracefully.
     private static func run<T: Sendable>(
-        _ configuration: TallyConfiguration, clock: ManualClock, logs: LogCapture?, _ body: @Sendable (LiveServer) async throws -> T
+        _ configuration: TallyConfiguration, clock: ManualClock, logger: Logger?, _ body: @Sendable (LiveServer) async throws -> T
     ) async throws -> T {
-        var logger = logs.map { capture in Logger(label: "tally.test") { _ in capture } } ?? Logger(label: "tally.test")
-        logger.logLevel =
-            logs?.level ?? ProcessInfo.processInfo.environment["TALLY_TEST_LOG_LEVEL"].flatMap(Logger.Level.init(rawValue:)) ?? .warning
-        let (ports, continuation) = AsyncStream.makeStream(of: Int.self)
-        let app = try buildApplication(configuration: configuration, clock: clock, logger: logger) { port in
-            continuation.yield(port)
+        let logger = logger ?? {
+            var logger = Logger(label: "tally.test")
+            logger.logLevel = ProcessInfo.processInfo.environment["TALLY_TEST_LOG_LEVEL"].flatMap(Logger.Level.init(rawValue:)) ?? .warning
+            return logger
+        }()
+        let (ports, continuation) = AsyncStream.makeStream(of: ListenerPorts.self)
+        let app = try buildApplication(configuration: configuration, clock: clock, logger: logger) { ports in
+            continuation.yield(ports)
         }
         let adminKey = configuration.adminKey!
         return try await withThrowingTaskGroup(of: Void.self) { group in
@@ -93,12 +106,12 @@ struct LiveServer: Sendable {
                 try await serviceGroup.run()
             }
             var iterator = ports.makeAsyncIterator()
-            guard let port = await iterator.next() else {
+            guard let bound = await iterator.next() else {
                 try await group.next()
                 throw CancellationError()
             }
             do {
-                let value = try await body(LiveServer(port: port, clock: clock, adminKey: adminKey))
+                let value = try await body(LiveServer(port: bound.port, adminPort: bound.adminPort, clock: clock, adminKey: adminKey))
                 await serviceGroup.triggerGracefulShutdown()
                 return value
             } catch {
@@ -109,23 +122,34 @@ struct LiveServer: Sendable {
     }
 }
 
-/// One keep-alive HTTP connection speaking the Tally API.
+/// One keep-alive HTTP connection speaking the Tally API, and one to the admin listener opened on first use.
 struct APIConnection: Sendable {
+    /// Which listener a request goes to.
+    enum Listener: Sendable {
+        case api, admin
+    }
+
     let client: TestClient
     let adminKey: String
+    private let adminClient: LazyTestClient
 
-    init(port: Int, adminKey: String) {
+    init(port: Int, adminPort: Int, adminKey: String) {
         client = TestClient(host: "127.0.0.1", port: port)
         client.connect()
+        adminClient = LazyTestClient(port: adminPort)
         self.adminKey = adminKey
     }
 
-    func close() async { try? await client.shutdown() }
+    func close() async {
+        try? await client.shutdown()
+        await adminClient.shutdown()
+    }
 
-    /// Sends a request; `json` is encoded with the API's conventions, `raw` is sent as is.
+    /// Sends a request; `json` is encoded with the API's conventions, `raw` is sent as is. `admin` adds the
+    /// admin key; `/admin/…` and `/metrics` go to the admin listener unless `listener` picks one explicitly.
     func send(
         _ method: HTTPRequest.Method, _ path: String, token: String? = nil, admin: Bool = false, json: (any Encodable)? = nil,
-        raw: String? = nil, headers extra: HTTPFields = [:]
+        raw: String? = nil, headers extra: HTTPFields = [:], on listener: Listener? = nil
     ) async throws -> APIResponse {
         var headers = extra
         if let token { headers[.authorization] = "Bearer \(token)" }
@@ -134,9 +158,32 @@ struct APIConnection: Sendable {
         if let json { body = ByteBuffer(bytes: try TallyJSON.encoder().encode(json)) }
         if let raw { body = ByteBuffer(string: raw) }
         if body != nil { headers[.contentType] = "application/json" }
-        let response = try await client.execute(.init(path, method: method, authority: "127.0.0.1", headers: headers, body: body))
+        let adminRoute = admin || path.hasPrefix("/admin/") || path == "/metrics"
+        let target = (listener ?? (adminRoute ? .admin : .api)) == .admin ? adminClient.client : client
+        let response = try await target.execute(.init(path, method: method, authority: "127.0.0.1", headers: headers, body: body))
         return APIResponse(status: response.status, headers: response.headers, body: response.body.map { Array($0.readableBytesView) } ?? [])
     }
+}
+
+/// A connection opened on first use.
+final class LazyTestClient: Sendable {
+    private let port: Int
+    private let opened = Mutex<TestClient?>(nil)
+
+    init(port: Int) { self.port = port }
+
+    /// The connection, opened now if it was not yet.
+    var client: TestClient {
+        opened.withLock { opened in
+            if let opened { return opened }
+            let client = TestClient(host: "127.0.0.1", port: port)
+            client.connect()
+            opened = client
+            return client
+        }
+    }
+
+    func shutdown() async { try? await opened.withLock { $0 }?.shutdown() }
 }
 
 /// A response, with JSON decoding helpers.

@@ -37,15 +37,15 @@ struct MultiProcessTests {
             _ = first.stop()
             _ = second.stop()
         }
-        let ports = [try await first.port(), try await second.port()]
+        let ports = [try await first.ports(), try await second.ports()]
 
-        let setup = APIConnection(port: ports[0], adminKey: adminKey)
+        let setup = APIConnection(port: ports[0].api, adminPort: ports[0].admin, adminKey: adminKey)
         let user = try await setup.newGuest()
         try await setup.grant(100, to: user)
         let statuses = try await withThrowingTaskGroup(of: UInt16.self) { group in
             for index in 0..<200 {
                 group.addTask {
-                    let api = APIConnection(port: ports[index % 2], adminKey: adminKey)
+                    let api = APIConnection(port: ports[index % 2].api, adminPort: ports[index % 2].admin, adminKey: adminKey)
                     let status = try await api.send(
                         .post, "/v1/actions/debit1", token: user.accessToken, headers: [.idempotencyKey: "mp-\(index)"]
                     ).status.code
@@ -63,7 +63,7 @@ struct MultiProcessTests {
         let retries = try await withThrowingTaskGroup(of: APIResponse.self) { group in
             for index in 0..<20 {
                 group.addTask {
-                    let api = APIConnection(port: ports[index % 2], adminKey: adminKey)
+                    let api = APIConnection(port: ports[index % 2].api, adminPort: ports[index % 2].admin, adminKey: adminKey)
                     let response = try await api.send(.post, "/v1/actions/debit1", token: user.accessToken, headers: [.idempotencyKey: "mp-retry"])
                     await api.close()
                     return response
@@ -73,7 +73,7 @@ struct MultiProcessTests {
         }
         #expect(retries.allSatisfy { $0.status == .ok || $0.status == .conflict })
         #expect(Set(retries.filter { $0.status == .ok }.map(\.body)).count == 1)
-        let other = APIConnection(port: ports[1], adminKey: adminKey)
+        let other = APIConnection(port: ports[1].api, adminPort: ports[1].admin, adminKey: adminKey)
         #expect(try await other.wallet(user).balance == 9)
         try await other.expectBooksBalance(user)
         await other.close()
@@ -107,7 +107,8 @@ struct LockoutAcrossProcessesTests {
                 _ = first.stop()
                 _ = second.stop()
             }
-            let apis = [APIConnection(port: try await first.port(), adminKey: adminKey), APIConnection(port: try await second.port(), adminKey: adminKey)]
+            let ports = [try await first.ports(), try await second.ports()]
+            let apis = ports.map { APIConnection(port: $0.api, adminPort: $0.admin, adminKey: adminKey) }
             let email = "lock\(UUID().uuidString.prefix(8).lowercased())@example.com"
             let guest = try await apis[0].newGuest()
             #expect(try await apis[0].send(.post, "/v1/auth/link", token: guest.accessToken, json: CredentialsRequest(email: email, password: "correct horse")).status == .ok)
@@ -121,7 +122,8 @@ struct LockoutAcrossProcessesTests {
             }
             #expect(second.stop() == 0)
             second = try ServerProcess(name: "b2", directory: directory, environment: environment)
-            let restarted = APIConnection(port: try await second.port(), adminKey: adminKey)
+            let restartedPorts = try await second.ports()
+            let restarted = APIConnection(port: restartedPorts.api, adminPort: restartedPorts.admin, adminKey: adminKey)
             #expect(try await restarted.send(.post, "/v1/auth/sign-in", json: guess).status == .tooManyRequests)
             for api in apis + [restarted] { await api.close() }
         }
@@ -129,15 +131,27 @@ struct LockoutAcrossProcessesTests {
 }
 
 /// A `tally serve` child process on a free port.
+
+/// A `tally serve` child process on free ports.
 final class ServerProcess: @unchecked Sendable {
     let process = Process()
     let output: URL
 
-    init(name: String, directory: URL, environment: [String: String]) throws {
+    /// Starts `tally serve` with `arguments` added; with `openFileLimit`, through `/bin/sh`, which lowers
+    /// the limit (soft and hard, so the server cannot raise it back) before running the server.
+    init(
+        name: String, directory: URL, environment: [String: String], arguments: [String] = [], openFileLimit: Int? = nil
+    ) throws {
         output = directory.appendingPathComponent("\(name).log")
         _ = FileManager.default.createFile(atPath: output.path, contents: nil)
-        process.executableURL = URL(fileURLWithPath: Self.binary)
-        process.arguments = ["serve", "--port", "0", "--data-dir", directory.appendingPathComponent(name).path]
+        let serve = ["serve", "--port", "0", "--admin-port", "0", "--data-dir", directory.appendingPathComponent(name).path] + arguments
+        if let openFileLimit {
+            process.executableURL = URL(fileURLWithPath: "/bin/sh")
+            process.arguments = ["-c", "ulimit -n \(openFileLimit) && exec \"$0\" \"$@\"", Self.binary] + serve
+        } else {
+            process.executableURL = URL(fileURLWithPath: Self.binary)
+            process.arguments = serve
+        }
         process.environment = ProcessInfo.processInfo.environment.merging(environment) { $1 }
         let handle = try FileHandle(forWritingTo: output)
         process.standardOutput = handle
@@ -152,20 +166,29 @@ final class ServerProcess: @unchecked Sendable {
         return root.appendingPathComponent(".build/debug/tally").path
     }
 
-    /// Waits (up to 60 s) for the process to print the port it listens on.
-    func port() async throws -> Int {
+    /// Waits (up to 60 s) for the process to print the ports its two listeners listen on.
+    func ports() async throws -> (api: Int, admin: Int) {
         for _ in 0..<600 {
             let log = (try? String(contentsOf: output, encoding: .utf8)) ?? ""
-            if let line = log.split(separator: "\n").first(where: { $0.hasPrefix("tally listening on http://") }),
-                let port = line.split(separator: ":").last.flatMap({ Int($0.prefix { $0.isNumber }) })
+            if let api = Self.port(after: "tally listening on http://", in: log),
+                let admin = Self.port(after: "tally admin listening on http://", in: log)
             {
-                return port
+                return (api, admin)
             }
             guard process.isRunning else { throw ProcessError(log: log) }
             try await Task.sleep(for: .milliseconds(100))
         }
         throw ProcessError(log: "no port after 60 s")
     }
+
+    /// The port of the `host:port` that follows `prefix` at the start of a line of `log`.
+    static func port(after prefix: String, in log: String) -> Int? {
+        guard let line = log.split(separator: "\n").first(where: { $0.hasPrefix(prefix) }) else { return nil }
+        return line.dropFirst(prefix.count).prefix { $0 != " " }.split(separator: ":").last.flatMap { Int($0) }
+    }
+
+    /// Everything the process wrote so far.
+    var log: String { (try? String(contentsOf: output, encoding: .utf8)) ?? "" }
 
     /// Sends SIGTERM and waits; returns the exit status.
     @discardableResult

@@ -21,19 +21,34 @@ struct OpenAPITests {
         .deletingLastPathComponent()  // repository root
         .appendingPathComponent("openapi.yaml")
 
-    @Test("Every route is in openapi.yaml and every documented operation is a route")
-    func routesMatch() throws {
-        let documented = try Set(Self.operations(Self.loadSpec()).map(\.key))
-        let routed = try Self.routerRoutes()
+    /// The listeners as `servers` entries name them.
+    static let publicListener = "http://127.0.0.1:8080"
+    static let adminListener = "http://127.0.0.1:9090"
+
+    @Test(
+        "Each listener's routes are exactly the documented operations whose servers name it",
+        arguments: [publicListener, adminListener])
+    func routesMatch(listener: String) throws {
+        let spec = try Self.loadSpec()
+        let documented = try Set(Self.operations(spec).filter { Self.servers(of: $0.key, in: spec).contains(listener) }.map(\.key))
+        let routers = try Self.routerRoutes()
+        let routed = listener == Self.adminListener ? routers.admin : routers.api
         let undocumented = routed.subtracting(documented).sorted()
         let unrouted = documented.subtracting(routed).sorted()
         #expect(
             undocumented.isEmpty,
-            "Routes missing from openapi.yaml: \(undocumented.joined(separator: ", "))")
+            "Routes of the \(listener) listener missing from openapi.yaml or not naming it in servers: \(undocumented.joined(separator: ", "))")
         #expect(
             unrouted.isEmpty,
-            "Operations in openapi.yaml with no route in buildRouter: \(unrouted.joined(separator: ", "))")
-        #expect(!routed.isEmpty, "buildRouter registered no routes")
+            "Operations in openapi.yaml naming \(listener) with no route on that listener: \(unrouted.joined(separator: ", "))")
+        #expect(!routed.isEmpty, "the \(listener) listener's router registered no routes")
+    }
+
+    @Test("The public listener serves neither /metrics nor the admin API")
+    func publicListenerHasNoOperatorRoutes() throws {
+        let api = try Self.routerRoutes().api
+        #expect(!api.contains("GET /metrics"))
+        #expect(api.allSatisfy { !$0.contains(" /admin") }, "\(api.sorted())")
     }
 
     @Test("Every operation has a summary and a 2xx or 3xx response")
@@ -109,8 +124,17 @@ struct OpenAPITests {
 
     // MARK: - The router
 
-    /// "METHOD /path" of every route `buildRouter` registers, paths in OpenAPI form.
-    static func routerRoutes() throws -> Set<String> {
+    /// The `servers` URLs an operation ("METHOD /path") is served by: its path item's, else the document's.
+    static func servers(of operation: String, in spec: [String: Any]) -> Set<String> {
+        let path = String(operation.split(separator: " ", maxSplits: 1)[1])
+        let item = mapping(mapping(spec["paths"])?[path])
+        let list = (item?["servers"] as? [Any]) ?? (spec["servers"] as? [Any]) ?? []
+        return Set(list.compactMap { mapping($0)?["url"] as? String })
+    }
+
+    /// "METHOD /path" of every route of the public router (`buildRouter`) and of the admin listener's
+    /// (`buildAdminRouter`), paths in OpenAPI form.
+    static func routerRoutes() throws -> (api: Set<String>, admin: Set<String>) {
         let directory = FileManager.default.temporaryDirectory.appendingPathComponent("tally-openapi-\(UUID().uuidString)")
         try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
         defer { try? FileManager.default.removeItem(at: directory) }
@@ -122,8 +146,10 @@ struct OpenAPITests {
         let registry = PrometheusCollectorRegistry()
         let services = TallyServices(
             store: store, clock: SystemClock(), configuration: configuration, metrics: PrometheusMetricsFactory(registry: registry))
-        let router = buildRouter(services: services, registry: registry)
-        return Set(router.routes.map { "\($0.method.rawValue.uppercased()) \(normalise($0.path.description))" })
+        func routes(_ router: Router<TallyRequestContext>) -> Set<String> {
+            Set(router.routes.map { "\($0.method.rawValue.uppercased()) \(normalise($0.path.description))" })
+        }
+        return (routes(buildRouter(services: services)), routes(buildAdminRouter(services: services, registry: registry)))
     }
 
     /// A router path in OpenAPI form: leading slash, no trailing slash, `:name` written `{name}`.

@@ -4,6 +4,7 @@
   seed   create USERS guest accounts through the API, grant each a balance, write tokens and ids
   books  check every wallet through the admin API and compare the debited tokens with the server's
          own count of successful POST /v1/actions/{name} replies (from /metrics)
+  (the admin API and /metrics are on the server's admin listener, --admin-port)
   report aggregate the runs (median per case) and print the Markdown report
 """
 import argparse
@@ -51,11 +52,12 @@ class Client:
 
 
 def parallel(count, workers, work):
-    """Runs work(client, index) for index in range(count) on `workers` threads; re-raises the first error."""
+    """Runs work(client, admin, index) for index in range(count) on `workers` threads, each with a
+    connection to the API and one to the admin listener; re-raises the first error."""
     lock = threading.Lock()
     state = {"next": 0, "error": None}
 
-    def loop(client):
+    def loop(client, admin):
         while True:
             with lock:
                 if state["error"] is not None or state["next"] >= count:
@@ -63,14 +65,15 @@ def parallel(count, workers, work):
                 index = state["next"]
                 state["next"] += 1
             try:
-                work(client, index)
+                work(client, admin, index)
             except BaseException as error:  # noqa: BLE001 - reported by the caller
                 with lock:
                     if state["error"] is None:
                         state["error"] = error
                 return
 
-    threads = [threading.Thread(target=loop, args=(Client(ARGS.port),), daemon=True) for _ in range(workers)]
+    threads = [threading.Thread(target=loop, args=(Client(ARGS.port), Client(ARGS.admin_port)), daemon=True)
+               for _ in range(workers)]
     for thread in threads:
         thread.start()
     for thread in threads:
@@ -86,14 +89,14 @@ def seed(args):
     users = [None] * args.users
     started = time.monotonic()
 
-    def one(client, index):
+    def one(client, admin_client, index):
         device = "bench-" + secrets.token_hex(16)
         status, text = client.request("POST", "/v1/auth/guest", {"deviceId": device})
         if status not in (200, 201):
             raise RuntimeError(f"POST /v1/auth/guest answered {status}: {text[:300]!r}")
         reply = json.loads(text)
         user_id, token = reply["userId"], reply["accessToken"]
-        status, text = client.request(
+        status, text = admin_client.request(
             "POST", f"/admin/v1/users/{user_id}/grants", {"amount": args.grant, "reason": "benchmark balance"}, admin)
         if status not in (200, 201):
             raise RuntimeError(f"POST /admin/v1/users/{{id}}/grants answered {status}: {text[:300]!r}")
@@ -157,16 +160,16 @@ def books(args):
         ids = [line.strip() for line in handle if line.strip()]
     wallets = [None] * len(ids)
 
-    def one(client, index):
-        status, text = client.request("GET", f"/admin/v1/users/{ids[index]}", headers=admin)
+    def one(client, admin_client, index):
+        status, text = admin_client.request("GET", f"/admin/v1/users/{ids[index]}", headers=admin)
         if status != 200:
             raise RuntimeError(f"GET /admin/v1/users/{{id}} answered {status}: {text[:300]!r}")
         wallets[index] = json.loads(text)["wallet"]
 
     for attempt in range(5):
-        before = settled_action_replies(args.port)
+        before = settled_action_replies(args.admin_port)
         parallel(len(ids), args.workers, one)
-        after = action_replies(args.port)
+        after = action_replies(args.admin_port)
         if after == before:
             break
     ok, other = after
@@ -407,6 +410,7 @@ def main():
     sub = parser.add_subparsers(dest="command", required=True)
     s = sub.add_parser("seed")
     s.add_argument("--port", type=int, required=True)
+    s.add_argument("--admin-port", type=int, required=True)
     s.add_argument("--admin-key", required=True)
     s.add_argument("--users", type=int, required=True)
     s.add_argument("--grant", type=int, required=True)
@@ -415,6 +419,7 @@ def main():
     s.add_argument("--workers", type=int, default=8)
     b = sub.add_parser("books")
     b.add_argument("--port", type=int, required=True)
+    b.add_argument("--admin-port", type=int, required=True)
     b.add_argument("--admin-key", required=True)
     b.add_argument("--ids", required=True)
     b.add_argument("--grant", type=int, required=True)

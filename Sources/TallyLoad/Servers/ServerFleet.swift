@@ -43,6 +43,7 @@ public final class ServerFleet: Sendable {
     private struct Member {
         var process: Process
         var port: Int
+        var adminPort: Int
         var log: URL
     }
 
@@ -61,7 +62,7 @@ public final class ServerFleet: Sendable {
         try FileManager.default.createDirectory(at: settings.directory, withIntermediateDirectories: true)
         try Self.configuration.write(to: settings.directory.appendingPathComponent("load.yaml"), atomically: true, encoding: .utf8)
         for index in 0..<settings.count {
-            let member = try await start(index: index, port: 0)
+            let member = try await start(index: index, port: 0, adminPort: 0)
             members.withLock { $0.append(member) }
         }
     }
@@ -69,18 +70,21 @@ public final class ServerFleet: Sendable {
     /// Base URLs of the servers.
     public var urls: [URL] { members.withLock { $0.map { URL(string: "http://127.0.0.1:\($0.port)")! } } }
 
+    /// Base URLs of the servers' admin listeners, in the same order.
+    public var adminURLs: [URL] { members.withLock { $0.map { URL(string: "http://127.0.0.1:\($0.adminPort)")! } } }
+
     /// Process ids by name, for the resource samples.
     public var processes: [(name: String, pid: Int32)] {
         members.withLock { $0.enumerated().map { ("server \($0.offset + 1)", $0.element.process.processIdentifier) } }
     }
 
-    /// Kills server `index` with SIGKILL (no graceful shutdown), waits `downFor`, and starts it again on its port.
+    /// Kills server `index` with SIGKILL (no graceful shutdown), waits `downFor`, and starts it again on its ports.
     public func crash(_ index: Int, downFor: Duration) async throws {
         let member = members.withLock { $0[index] }
         kill(member.process.processIdentifier, SIGKILL)
         member.process.waitUntilExit()
         try await Task.sleep(for: downFor)
-        let restarted = try await start(index: index, port: member.port)
+        let restarted = try await start(index: index, port: member.port, adminPort: member.adminPort)
         members.withLock { $0[index] = restarted }
     }
 
@@ -92,7 +96,12 @@ public final class ServerFleet: Sendable {
         }
     }
 
-    private func start(index: Int, port: Int) async throws -> Member {
+    /// Starts server `index` and waits until both its listeners listen.
+    ///
+    /// Every simulated user connects from 127.0.0.1, so the per-address cap is off; and users signed in
+    /// early in a long set-up wait longer than the default idle timeout for the measured phase, so it is
+    /// longer than a run (reconnecting thousands of users at its start would measure the reconnects).
+    private func start(index: Int, port: Int, adminPort: Int) async throws -> Member {
         let log = settings.directory.appendingPathComponent("server-\(index + 1).log")
         if !FileManager.default.fileExists(atPath: log.path) { _ = FileManager.default.createFile(atPath: log.path, contents: nil) }
         let handle = try FileHandle(forWritingTo: log)
@@ -101,8 +110,9 @@ public final class ServerFleet: Sendable {
         let process = Process()
         process.executableURL = URL(fileURLWithPath: settings.binary)
         process.arguments = [
-            "serve", "--port", String(port), "--backlog", String(settings.backlog),
-            "--data-dir", settings.directory.appendingPathComponent("data").path,
+            "serve", "--port", String(port), "--admin-port", String(adminPort), "--backlog", String(settings.backlog),
+            "--data-dir", settings.directory.appendingPathComponent("data").path, "--max-connections-per-ip", "0",
+            "--idle-timeout", "1800",
         ]
         var environment = ProcessInfo.processInfo.environment.merging(settings.environment) { $1 }
         environment["TALLY_CONFIG"] = settings.directory.appendingPathComponent("load.yaml").path
@@ -115,15 +125,22 @@ public final class ServerFleet: Sendable {
         try process.run()
         for _ in 0..<1_200 {
             let text = (try? Data(contentsOf: log)).map { String(decoding: $0.dropFirst(Int(offset)), as: UTF8.self) } ?? ""
-            if let line = text.split(separator: "\n").first(where: { $0.hasPrefix("tally listening on http://") }),
-                let listening = line.split(separator: ":").last.flatMap({ Int($0.prefix { $0.isNumber }) })
+            if let listening = Self.port(after: "tally listening on http://", in: text),
+                let admin = Self.port(after: "tally admin listening on http://", in: text)
             {
-                return Member(process: process, port: listening, log: log)
+                return Member(process: process, port: listening, adminPort: admin, log: log)
             }
             guard process.isRunning else { throw LoadError("tally serve exited:\n\(text)") }
             try await Task.sleep(for: .milliseconds(50))
         }
         process.terminate()
         throw LoadError("tally serve did not listen within 60 s; see \(log.path)")
+    }
+
+    /// The port of the `host:port` that follows `prefix` at the start of a line of `text`.
+    static func port(after prefix: String, in text: String) -> Int? {
+        guard let line = text.split(separator: "\n").first(where: { $0.hasPrefix(prefix) }) else { return nil }
+        let address = line.dropFirst(prefix.count).prefix { $0 != " " }
+        return address.split(separator: ":").last.flatMap { Int($0) }
     }
 }

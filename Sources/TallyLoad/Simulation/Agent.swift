@@ -41,7 +41,7 @@ final class Agent: @unchecked Sendable {
     var readCounts: SDKReadCounts? { sdk?.readCounts() }
 
     func books() async -> ServerBooks? {
-        await BooksFetcher(caller: raw.caller, adminKey: raw.adminKey).books(of: raw.expectation.userId)
+        await BooksFetcher(admin: raw.admin, adminKey: raw.adminKey).books(of: raw.expectation.userId)
     }
 
     func close() async {

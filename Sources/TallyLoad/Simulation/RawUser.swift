@@ -18,6 +18,8 @@ final class RawUser {
     let index: Int
     let deviceId: String
     let caller: APICaller
+    /// The connections to this user's server's admin listener (grants, the books check).
+    let admin: AdminPool
     let adminKey: String
     let actions: ScenarioActions
     var rng: SplitMix
@@ -26,7 +28,7 @@ final class RawUser {
     var expectation = ExpectedBooks(userId: "")
     private var grants = 0
 
-    init(index: Int, seed: UInt64, caller: APICaller, adminKey: String, actions: ScenarioActions) {
+    init(index: Int, seed: UInt64, caller: APICaller, admin: AdminPool, adminKey: String, actions: ScenarioActions) {
         self.index = index
         rng = SplitMix(seed: seed ^ (UInt64(bitPattern: Int64(index)) &* 0x9E37_79B9))
         // Not from the seed: every run's users are new accounts, also against a database that holds the
@@ -34,6 +36,7 @@ final class RawUser {
         var secret = SystemRandomNumberGenerator()
         deviceId = (0..<4).map { _ in String(format: "%016llx", secret.next() as UInt64) }.joined()
         self.caller = caller
+        self.admin = admin
         self.adminKey = adminKey
         self.actions = actions
     }
@@ -70,7 +73,7 @@ final class RawUser {
 
     func signIn(operation: String, scheduled: ContinuousClock.Instant) async -> Bool {
         let request = LoadRequest(.POST, "/v1/auth/guest", body: APICaller.json(GuestSignInRequest(deviceId: deviceId)))
-        guard let response = await call(operation, request, expected: [200, 201], scheduled: scheduled, authenticated: false),
+        guard let response = await call(operation, request, expected: [200, 201], scheduled: scheduled, via: .anonymous),
             let tokens = APICaller.decode(SessionTokens.self, response)
         else { return false }
         session = tokens
@@ -147,7 +150,7 @@ final class RawUser {
             .POST, "/admin/v1/users/\(expectation.userId)/grants",
             headers: [("Authorization", "Bearer \(adminKey)"), (TallyHeader.idempotencyKey, UUID().uuidString)],
             body: APICaller.json(GrantRequest(amount: amount, reason: reason)))
-        switch await call(operation, request, expected: [201], scheduled: scheduled, authenticated: false)?.status {
+        switch await call(operation, request, expected: [201], scheduled: scheduled, via: .admin)?.status {
         case 201: expectation.grants[reason] = amount
         case nil: expectation.uncertainGrants[reason] = amount
         default: break
@@ -178,14 +181,24 @@ final class RawUser {
         return request
     }
 
+    /// How a request is sent: as the signed-in user, without a token, or by the app's backend to the admin listener.
+    enum Sender {
+        case user, anonymous, admin
+    }
+
     /// Sends until definitive, signs in again once on 401, and records the latency from `scheduled`
     /// with the outcome. Nil when no answer came; a mutation without an answer counts as unsettled.
     func call(
         _ operation: String, _ request: LoadRequest, expected: Set<Int>, scheduled: ContinuousClock.Instant,
-        authenticated: Bool = true
+        via sender: Sender = .user
     ) async -> LoadResponse? {
-        var response = await caller.send(authenticated ? authorized(request) : request, operation: operation)
-        if authenticated, response?.status == 401, await signIn(operation: "auth.guest-again", scheduled: .now) {
+        var response: LoadResponse?
+        switch sender {
+        case .user: response = await caller.send(authorized(request), operation: operation)
+        case .anonymous: response = await caller.send(request, operation: operation)
+        case .admin: response = await admin.send(request, operation: operation)
+        }
+        if sender == .user, response?.status == 401, await signIn(operation: "auth.guest-again", scheduled: .now) {
             response = await caller.send(authorized(request), operation: operation)
         }
         let outcome: Outcome =

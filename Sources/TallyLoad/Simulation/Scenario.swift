@@ -89,6 +89,10 @@ public struct ArrivalSchedule: Sendable, Hashable {
 public struct LoadOptions: Sendable {
     /// Base URLs of the servers; users are spread over them round-robin.
     public var servers: [URL]
+    /// Base URLs of the servers' admin listeners, in the same order (grants and the books check go there).
+    public var adminServers: [URL]
+    /// Connections to each admin listener, shared by that server's users (the app's backend).
+    public var adminConnections = 32
     /// The server's admin key (for grants and the books check).
     public var adminKey: String
     /// Simulated users, each with its own guest identity and connection.
@@ -114,9 +118,10 @@ public struct LoadOptions: Sendable {
     /// How long a mutation is retried (same Idempotency-Key) before its outcome counts as unsettled.
     public var settleDeadline = Duration.seconds(90)
 
-    /// Options for `servers` with the defaults of the 10,000-user scenario.
-    public init(servers: [URL], adminKey: String) {
+    /// Options for `servers` (whose admin listeners are `adminServers`) with the defaults of the 10,000-user scenario.
+    public init(servers: [URL], adminServers: [URL], adminKey: String) {
         self.servers = servers
+        self.adminServers = adminServers
         self.adminKey = adminKey
     }
 }

@@ -4,19 +4,31 @@ import Logging
 import Metrics
 import Prometheus
 import ServiceLifecycle
+import Synchronization
 import TallySQLite
 import TallyStore
 
-/// Builds the Tally server: opens the store named by the configuration, adds the routes, and
-/// composes the services (database client, housekeeping, HTTP server) into one application.
+/// The ports the two listeners bound, as ``buildApplication(configuration:clock:logger:onServerRunning:configureRouter:)``
+/// reports them once both listen.
+public struct ListenerPorts: Sendable, Hashable {
+    /// The public API (`/v1/*`, `/health`, `/ready`).
+    public let port: Int
+    /// The admin listener (`/metrics`, `/admin/v1/*`, `/health`, `/ready`).
+    public let adminPort: Int
+}
+
+/// Builds the Tally server: opens the store named by the configuration, adds the routes, and composes
+/// the services (database client, housekeeping, admin listener, public listener) into one application.
 ///
-/// Migrations and secrets load before the server accepts connections. `configureRouter` lets an
-/// embedding app add its own routes next to Tally's, with access to the same services.
+/// Two listeners: the public one serves the API, the admin one (loopback by default) serves `/metrics`
+/// and the admin API, so a public port never exposes them. Both start after migrations and secrets have
+/// loaded, and stop together on graceful shutdown. `configureRouter` lets an embedding app add its own
+/// routes to the public router, with access to the same services.
 public func buildApplication(
     configuration: TallyConfiguration,
     clock: any WallClock = SystemClock(),
     logger: Logger = Logger(label: "tally"),
-    onServerRunning: @escaping @Sendable (_ port: Int) async -> Void = { _ in },
+    onServerRunning: @escaping @Sendable (_ ports: ListenerPorts) async -> Void = { _ in },
     configureRouter: (Router<TallyRequestContext>, TallyServices) -> Void = { _, _ in }
 ) throws -> some ApplicationProtocol {
     var services: [any Service] = []
@@ -47,34 +59,73 @@ public func buildApplication(
     let registry = PrometheusCollectorRegistry()
     let tally = TallyServices(
         store: store, clock: clock, configuration: configuration, metrics: PrometheusMetricsFactory(registry: registry))
-    let router = buildRouter(services: tally, registry: registry)
+    let router = buildRouter(services: tally)
     configureRouter(router, tally)
     let ready = StartupGate()
+    let listenersReady = StartupGate()
     services.append(
         Housekeeping(store: store, clock: clock, interval: configuration.housekeepingInterval, logger: logger, ready: ready))
+    let ports = PortsReport(onServerRunning)
+    let connections = configuration.connections
+
+    var admin = Application(
+        router: buildAdminRouter(services: tally, registry: registry),
+        server: .guardedHTTP1(
+            connections,
+            limiter: ConnectionLimiter(
+                listener: "admin", maxTotal: ConnectionSettings.adminMaxConnections, maxPerAddress: 0, clock: clock,
+                logger: logger)),
+        configuration: .init(
+            address: .hostname(configuration.adminHost, port: configuration.adminPort), serverName: "tally",
+            availableConnectionsDelegate: SocketBudget(
+                listener: "admin", budget: ConnectionSettings.adminSocketBudget, clock: clock, logger: logger)),
+        onServerRunning: { channel in await ports.bound(admin: channel.localAddress?.port ?? configuration.adminPort) },
+        logger: logger)
+    admin.beforeServerStarts {
+        await listenersReady.wait()
+        try Task.checkCancellation()
+    }
+    services.append(admin)
+
+    let budget = ConnectionSettings.socketBudget(
+        openFileLimit: OpenFileLimit.current,
+        databaseConnections: configuration.databaseURL == nil ? 0 : configuration.postgresPoolSize)
+    let maxConnections = connections.maxConnections ?? ConnectionSettings.derivedMaximum(socketBudget: budget)
+    logger.log(
+        level: maxConnections < budget ? .info : .warning,
+        maxConnections < budget
+            ? "connection limits" : "max connections is above what the open-file limit allows: accepting pauses first",
+        metadata: [
+            "max_connections": "\(maxConnections)", "max_connections_per_ip": "\(connections.maxConnectionsPerIP)",
+            "socket_budget": "\(budget)",
+        ])
     var app = Application(
         router: router,
+        server: .guardedHTTP1(
+            connections,
+            limiter: ConnectionLimiter(
+                listener: "public", maxTotal: maxConnections, maxPerAddress: connections.maxConnectionsPerIP, clock: clock,
+                logger: logger)),
         configuration: .init(
             address: .hostname(configuration.host, port: configuration.port), serverName: "tally",
-            backlog: configuration.backlog),
+            backlog: configuration.backlog,
+            availableConnectionsDelegate: SocketBudget(
+                listener: "public", budget: budget, clock: clock, logger: logger)),
         services: services,
-        onServerRunning: { channel in await onServerRunning(channel.localAddress?.port ?? configuration.port) },
+        onServerRunning: { channel in await ports.bound(api: channel.localAddress?.port ?? configuration.port) },
         logger: logger)
     app.beforeServerStarts {
         try await whenReachable(logger: logger) { try await store.migrate() }
         try await tally.loadSecrets(signing: signing.keys)
         ready.open()
+        listenersReady.open()
     }
     return app
 }
 
-/// The router with every Tally route; exposed for embedding and for tests.
-public func buildRouter(services: TallyServices, registry: PrometheusCollectorRegistry) -> Router<TallyRequestContext> {
-    let router = Router(context: TallyRequestContext.self)
-    router.add(middleware: RequestMetricsMiddleware(factory: services.metrics))
-    router.add(middleware: ErrorMiddleware())
-    OperationsController(services: services, registry: registry).addRoutes(to: router)
-
+/// The public router: the API under `/v1` and the probes. Exposed for embedding and for tests.
+public func buildRouter(services: TallyServices) -> Router<TallyRequestContext> {
+    let router = baseRouter(services: services)
     let identity = IdentityController(services: services)
     let metering = MeteringController(services: services)
     let v1 = router.group("v1")
@@ -83,11 +134,18 @@ public func buildRouter(services: TallyServices, registry: PrometheusCollectorRe
 
     let user = router.group("v1")
         .add(middleware: AuthMiddleware(tokens: services.tokens, store: services.store, sessions: services.sessions))
+        .add(middleware: AccessLogUserMiddleware())
         .group(context: AuthenticatedContext.self)
     identity.addRoutes(to: user)
     WalletController(services: services).addRoutes(to: user)
     metering.addRoutes(to: user)
+    return router
+}
 
+/// The admin listener's router: `/metrics`, the admin API under `/admin/v1` and the probes.
+public func buildAdminRouter(services: TallyServices, registry: PrometheusCollectorRegistry) -> Router<TallyRequestContext> {
+    let router = baseRouter(services: services)
+    OperationsController(services: services).addMetricsRoute(to: router, registry: registry)
     AdminController(services: services).addRoutes(to: router.group("admin/v1"))
     return router
 }
@@ -104,5 +162,36 @@ func whenReachable(logger: Logger, _ work: () async throws -> Void) async throws
             logged = true
             try await Task.sleep(for: .seconds(1))
         }
+    }
+}
+
+/// What both routers share: access log, request metrics, JSON errors, `/health` and `/ready`.
+private func baseRouter(services: TallyServices) -> Router<TallyRequestContext> {
+    let router = Router(context: TallyRequestContext.self)
+    router.add(middleware: AccessLogMiddleware())
+    router.add(middleware: RequestMetricsMiddleware(factory: services.metrics))
+    router.add(middleware: ErrorMiddleware())
+    OperationsController(services: services).addProbeRoutes(to: router)
+    return router
+}
+
+/// Hands both listeners' ports to `onServerRunning` once the second one listens.
+final class PortsReport: Sendable {
+    private let ports = Mutex<(api: Int?, admin: Int?)>((nil, nil))
+    private let report: @Sendable (ListenerPorts) async -> Void
+
+    init(_ report: @escaping @Sendable (ListenerPorts) async -> Void) {
+        self.report = report
+    }
+
+    /// Notes a listener's port; reports both when this was the second.
+    func bound(api: Int? = nil, admin: Int? = nil) async {
+        let both: ListenerPorts? = ports.withLock { ports in
+            ports.api = api ?? ports.api
+            ports.admin = admin ?? ports.admin
+            guard let api = ports.api, let admin = ports.admin else { return nil }
+            return ListenerPorts(port: api, adminPort: admin)
+        }
+        if let both { await report(both) }
     }
 }

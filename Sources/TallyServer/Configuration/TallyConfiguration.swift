@@ -10,6 +10,12 @@ public struct TallyConfiguration: Sendable {
     public var port = 8080
     /// Listen backlog; raise it (and the kernel's `somaxconn`) for many simultaneous connects.
     public var backlog = 256
+    /// Address of the admin listener (`/metrics`, `/admin/v1/*`): loopback unless operators reach it otherwise.
+    public var adminHost = "127.0.0.1"
+    /// Port of the admin listener (0: any free port).
+    public var adminPort = 9090
+    /// Timeouts and connection caps of both listeners.
+    public var connections = ConnectionSettings()
     /// Where the embedded database and generated admin key live.
     public var dataDirectory = "tally-data"
     /// `postgres://user:pass@host:port/db` to use PostgreSQL instead of the embedded SQLite.

@@ -15,6 +15,8 @@ public struct TallyRequestContext: RequestContext {
 
     /// The peer's IP address.
     public var remoteIP: String { peer?.ipAddress ?? "unknown" }
+    /// Where inner middleware notes what the access log line needs (set by ``AccessLogMiddleware``).
+    var accessRecord: AccessRecord?
 
     /// Creates the context for a request arriving on a channel.
     public init(source: ApplicationRequestContextSource) {

@@ -1,36 +1,30 @@
 import Logging
+import ServiceLifecycle
 
-/// swift-log's `StreamLogHandler` with the logger's own metadata rendered only when a line is written.
+/// `tally serve`'s log handler: the lines of swift-log's `StreamLogHandler`
+/// (`<time> <level> <label>: <k=v …> [<source>] <message>`), with the logger's metadata rendered only
+/// into lines that are written, and the lines written through a ``LogSink`` (timestamp once per second,
+/// batched writes).
 ///
-/// `StreamLogHandler` renders its metadata into a string every time a key is set. Hummingbird sets the
-/// request id on every request's logger, so that rendering was about 4 % of a wallet read's CPU, for lines
-/// that are almost never written. Here setting a key only stores it; a line hands it to the stream handler
-/// together with its own metadata.
+/// `StreamLogHandler` renders its metadata into a string every time a key is set; Hummingbird sets the
+/// request id on every request's logger, so that was about 4 % of a wallet read's CPU, for lines that
+/// were almost never written. The access log writes one line per request, which through
+/// `StreamLogHandler` cost a third of a wallet read's throughput (time formatting and a system call per
+/// line); BENCHMARKS.md has the measurements.
 public struct LazyMetadataLogHandler: LogHandler {
-    private var stream: StreamLogHandler
+    private let label: String
+    private let sink: LogSink
     /// The logger's metadata, as set; rendered only into lines that are written.
     public var metadata: Logger.Metadata = [:]
-
-    /// Writes through `stream` (whose own metadata is left empty).
-    public init(wrapping stream: StreamLogHandler) {
-        self.stream = stream
-    }
-
-    /// Writes to standard error, like swift-log's default handler.
-    public init(label: String) {
-        self.init(wrapping: .standardError(label: label))
-    }
-
     /// The lowest level this handler writes.
-    public var logLevel: Logger.Level {
-        get { stream.logLevel }
-        set { stream.logLevel = newValue }
-    }
-
+    public var logLevel: Logger.Level = .info
     /// Metadata added to every line at the moment it is written.
-    public var metadataProvider: Logger.MetadataProvider? {
-        get { stream.metadataProvider }
-        set { stream.metadataProvider = newValue }
+    public var metadataProvider: Logger.MetadataProvider?
+
+    /// Writes `label`'s lines to `sink` (standard error, batched, unless told otherwise).
+    public init(label: String, sink: LogSink = .standardError) {
+        self.label = label
+        self.sink = sink
     }
 
     /// One metadata value; setting it only stores it (rendered when a line is written).
@@ -39,12 +33,56 @@ public struct LazyMetadataLogHandler: LogHandler {
         set { metadata[key] = newValue }
     }
 
-    /// Writes one line, rendering the metadata only now.
+    /// Writes one line, rendering the metadata only now (a line's own values win over the logger's).
     public func log(event: LogEvent) {
-        var event = event
-        if !metadata.isEmpty {
-            event.metadata = metadata.merging(event.metadata ?? [:]) { _, explicit in explicit }
+        // Pairs in order of precedence, later ones winning; sorted stably by key, the last of a key is kept.
+        var pairs = Array(metadata)
+        if let provided = metadataProvider?.get() { pairs += provided }
+        if let explicit = event.metadata { pairs += explicit }
+        if let error = event.error {
+            pairs.append(("error.message", "\(error)"))
+            pairs.append(("error.type", "\(String(reflecting: type(of: error)))"))
         }
-        stream.log(event: event)
+        let ordered = pairs.enumerated().sorted { ($0.element.key, $0.offset) < ($1.element.key, $1.offset) }
+        var line = ""
+        line.reserveCapacity(256)
+        line.append(" ")
+        line.append(event.level.rawValue)
+        if !label.isEmpty {
+            line.append(" ")
+            line.append(label)
+        }
+        line.append(":")
+        for (index, pair) in ordered.enumerated() where index + 1 == ordered.count || ordered[index + 1].element.key != pair.element.key {
+            line.append(" ")
+            line.append(pair.element.key)
+            line.append("=")
+            line.append(pair.element.value.description)
+        }
+        line.append(" [")
+        line.append(event.source)
+        line.append("] ")
+        line.append(event.message.description)
+        line.append("\n")
+        sink.write(line, level: event.level)
+    }
+}
+
+/// Flushes a ``LogSink`` every second while the server runs, and once more when it stops.
+public struct LogFlusher: Service {
+    let sink: LogSink
+
+    /// A flusher of `sink`.
+    public init(sink: LogSink) {
+        self.sink = sink
+    }
+
+    /// Flushes every second until the service group stops, then a last time.
+    public func run() async throws {
+        while !Task.isCancelled && !Task.isShuttingDownGracefully {
+            try? await cancelWhenGracefulShutdown { try await Task.sleep(for: .seconds(1)) }
+            sink.flush()
+        }
+        sink.flush()
     }
 }

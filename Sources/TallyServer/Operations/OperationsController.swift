@@ -4,10 +4,9 @@ import Prometheus
 import TallyAPI
 import TallyStore
 
-/// `/health`, `/ready` and `/metrics`.
+/// `/health` and `/ready` (on both listeners) and `/metrics` (on the admin listener only).
 struct OperationsController {
     let services: TallyServices
-    let registry: PrometheusCollectorRegistry
 
     /// Runs `body`, or throws `CancellationError` once `timeout` has passed: a database that is down
     /// must not hold readiness probes for the connection pool's own (minute-long) timeout.
@@ -23,7 +22,8 @@ struct OperationsController {
         }
     }
 
-    func addRoutes(to router: Router<TallyRequestContext>) {
+    /// The liveness and readiness probes.
+    func addProbeRoutes(to router: Router<TallyRequestContext>) {
         router.get("health") { _, _ in JSONResponse.make(body: HealthStatus(status: "ok")) }
         router.get("ready") { _, context in
             do {
@@ -34,6 +34,10 @@ struct OperationsController {
                 return JSONResponse.make(status: .serviceUnavailable, body: HealthStatus(status: "database unreachable"))
             }
         }
+    }
+
+    /// Prometheus' text exposition of `registry`.
+    func addMetricsRoute(to router: Router<TallyRequestContext>, registry: PrometheusCollectorRegistry) {
         router.get("metrics") { _, _ in
             var buffer: [UInt8] = []
             buffer.reserveCapacity(16 * 1024)

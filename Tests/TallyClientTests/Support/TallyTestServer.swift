@@ -11,11 +11,14 @@ import TallyStore
 /// that talk to it through URLSession wrapped in a fault-injecting transport.
 struct TallyTestServer: Sendable {
     let port: Int
+    /// The admin listener's port (grants).
+    let adminPort: Int
     /// The server's clock (moves token expiry and quota windows on the server).
     let serverClock: ManualClock
     let adminKey: String
 
     var baseURL: URL { URL(string: "http://127.0.0.1:\(port)")! }
+    var adminURL: URL { URL(string: "http://127.0.0.1:\(adminPort)")! }
 
     /// Runs `body` against a fresh server, then shuts it down.
     static func with<T: Sendable>(
@@ -24,6 +27,7 @@ struct TallyTestServer: Sendable {
         let clock = ManualClock(Date(timeIntervalSince1970: 1_800_000_000))
         var configuration = TallyConfiguration()
         configuration.port = 0
+        configuration.adminPort = 0
         configuration.bcryptCost = 4
         configuration.housekeepingInterval = .seconds(3600)
         configuration.metering.catalog = catalog
@@ -34,16 +38,17 @@ struct TallyTestServer: Sendable {
         defer { try? FileManager.default.removeItem(atPath: directory) }
         var logger = Logger(label: "tally.client-test")
         logger.logLevel = .warning
-        let (ports, continuation) = AsyncStream.makeStream(of: Int.self)
+        let (ports, continuation) = AsyncStream.makeStream(of: ListenerPorts.self)
         let app = try buildApplication(configuration: configuration, clock: clock, logger: logger) { continuation.yield($0) }
         let adminKey = configuration.adminKey!
         return try await withThrowingTaskGroup(of: Void.self) { group in
             let services = ServiceGroup(configuration: .init(services: [app], logger: logger))
             group.addTask { try await services.run() }
             var iterator = ports.makeAsyncIterator()
-            guard let port = await iterator.next() else { throw CancellationError() }
+            guard let bound = await iterator.next() else { throw CancellationError() }
             do {
-                let value = try await body(TallyTestServer(port: port, serverClock: clock, adminKey: adminKey))
+                let value = try await body(
+                    TallyTestServer(port: bound.port, adminPort: bound.adminPort, serverClock: clock, adminKey: adminKey))
                 await services.triggerGracefulShutdown()
                 return value
             } catch {
@@ -69,9 +74,9 @@ struct TallyTestServer: Sendable {
         return (Client(configuration: configuration), transport)
     }
 
-    /// Grants `amount` tokens to `userId` through the admin API.
+    /// Grants `amount` tokens to `userId` through the admin listener.
     func grant(_ amount: Int64, to userId: String) async throws {
-        let transport = URLSessionTransport(baseURL: baseURL)
+        let transport = URLSessionTransport(baseURL: adminURL)
         let body = try TallyJSON.encoder().encode(GrantRequest(amount: amount, reason: "test"))
         let response = try await transport.send(
             TransportRequest(

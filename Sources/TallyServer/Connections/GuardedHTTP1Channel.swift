@@ -1,0 +1,45 @@
+import HummingbirdCore
+import Logging
+import NIOCore
+
+/// Hummingbird's HTTP/1.1 child channel with Tally's connection guards around it: a
+/// ``ConnectionGuardHandler`` in front of the HTTP decoder (connection caps, first-byte times), a
+/// ``RequestDeadlineHandler`` after it (header and body timeouts), and Hummingbird's own idle timeout.
+struct GuardedHTTP1Channel: ServerChildChannel {
+    typealias Value = HTTP1Channel.Value
+
+    let http1: HTTP1Channel
+    let limiter: ConnectionLimiter
+
+    func setup(channel: any Channel, logger: Logger) -> EventLoopFuture<Value> {
+        let guardHandler = ConnectionGuardHandler(limiter: limiter)
+        do {
+            try channel.pipeline.syncOperations.addHandler(guardHandler)
+        } catch {
+            return channel.eventLoop.makeFailedFuture(error)
+        }
+        // Hummingbird runs `setup` on the channel's event loop.
+        return http1.setup(channel: channel, logger: logger).assumeIsolated().flatMapThrowing { value in
+            guardHandler.deadlines = try channel.pipeline.syncOperations.handler(type: RequestDeadlineHandler.self)
+            return value
+        }.nonisolated()
+    }
+
+    func handle(value: Value, logger: Logger) async {
+        await http1.handle(value: value, logger: logger)
+    }
+}
+
+extension HTTPServerBuilder {
+    /// HTTP/1.1 with `settings`' timeouts, counting connections in `limiter`.
+    static func guardedHTTP1(_ settings: ConnectionSettings, limiter: ConnectionLimiter) -> HTTPServerBuilder {
+        let header = TimeAmount(settings.headerTimeout)
+        let request = TimeAmount(settings.requestTimeout)
+        let configuration = HTTP1Channel.Configuration(
+            additionalChannelHandlers: [RequestDeadlineHandler(headerTimeout: header, requestTimeout: request)],
+            idleTimeout: TimeAmount(settings.idleTimeout))
+        return HTTPServerBuilder { responder in
+            GuardedHTTP1Channel(http1: HTTP1Channel(responder: responder, configuration: configuration), limiter: limiter)
+        }
+    }
+}
