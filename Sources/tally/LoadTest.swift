@@ -28,6 +28,11 @@ struct LoadTest: AsyncParsableCommand {
     @Option(name: .customLong("server-pid"), help: "Pids of running servers to sample (repeatable).") var serverPids: [Int32] = []
     @Option(name: .customLong("crash-at"), help: "Kill server 1 with SIGKILL this many seconds into the run, then restart it.") var crashAt: Int?
     @Option(name: .customLong("down-for"), help: "Seconds a crashed server stays down.") var downFor = 2
+    @Option(
+        name: .customLong("db-outage-at"),
+        help: "Stop PostgreSQL this many seconds into the run ($TALLY_PG_CONTROL stop|start, which scripts/with-postgres exports).")
+    var outageAt: Int?
+    @Option(name: .customLong("db-outage-for"), help: "Seconds PostgreSQL stays stopped.") var outageFor = 10
     @Option(help: "Directory for report.md, report.json and latency.svg.") var out = "loadtest-report"
 
     func run() async throws {
@@ -70,18 +75,38 @@ struct LoadTest: AsyncParsableCommand {
         var run = LoadRun(options: options)
         run.log = { log($0) }
         let pids = serverPids
+        var outage: DatabaseOutage?
+        if let outageAt {
+            guard fleet != nil, let control = environment["TALLY_PG_CONTROL"], !control.isEmpty, options.servers.count > 0 else {
+                throw ValidationError("--db-outage-at needs servers started here on DATABASE_URL, and TALLY_PG_CONTROL (scripts/with-postgres)")
+            }
+            let made = DatabaseOutage(
+                .init(at: .seconds(outageAt), length: .seconds(outageFor), control: control), servers: targets, adminServers: adminTargets,
+                adminKey: adminKey)
+            try await made.prepare()
+            run.faults.append(made.fault)
+            outage = made
+        }
         if let fleet {
             run.sampled = { fleet.processes }
             if let crashAt {
                 let down = downFor
-                run.faults = [ScheduledFault(at: .seconds(crashAt), name: "server 1 killed (SIGKILL) at \(crashAt) s, restarted after \(down) s") {
+                run.faults += [ScheduledFault(at: .seconds(crashAt), name: "server 1 killed (SIGKILL) at \(crashAt) s, restarted after \(down) s") {
                     try await fleet.crash(0, downFor: .seconds(down))
                 }]
             }
         } else {
             run.sampled = { pids.enumerated().map { ("server \($0.offset + 1)", $0.element) } }
         }
-        let report = try await run.run()
+        var report = try await run.run()
+        if let outage, let fleet {
+            // The case that wedged servers in the field: SIGTERM while the database is down.
+            report.outage = outage.result
+            try outage.control("stop")
+            log("PostgreSQL stopped again; stopping the servers with SIGTERM")
+            report.outage?.shutdownSeconds = fleet.stop()
+            try outage.control("start")
+        }
 
         let directory = URL(fileURLWithPath: out)
         try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)

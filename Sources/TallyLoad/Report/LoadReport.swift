@@ -150,8 +150,11 @@ public struct LoadReport: Sendable, Codable {
         self.faults = faults
     }
 
-    /// Whether the run passed: books balanced and every user ready.
-    public var passed: Bool { books.balanced && usersReady == users }
+    /// What the servers did through a database outage, when the run injected one.
+    public var outage: OutageResult?
+
+    /// Whether the run passed: books balanced, every user ready, and the outage (if any) weathered as promised.
+    public var passed: Bool { books.balanced && usersReady == users && outage?.passed != false }
 
     /// The report as pretty JSON.
     public func json() throws -> Data {

@@ -44,6 +44,17 @@ extension LoadReport {
         lines.append("")
         lines.append("\(books.accounts) accounts checked (\(books.unreadable) unreadable): \(books.grants) grants, \(books.debits) token charges, \(books.captures) captured holds, \(books.refused) requests refused with a 4xx, \(books.uncertain) SDK actions of unknown outcome (each allowed at most one charge). Violations: \(books.violationCount).")
         for violation in books.violations.prefix(20) { lines.append("- \(violation)") }
+        if let outage {
+            lines += ["", outage.passed ? "**Database outage weathered**" : "**Database outage NOT weathered**", ""]
+            lines.append(
+                "Down \(Self.format(outage.downSeconds)) s. Probe writes answered \(outage.writes), `/ready` \(outage.ready); "
+                    + "503s without Retry-After: \(outage.withoutRetryAfter); slowest answer \(Self.format(outage.slowestSeconds * 1000)) ms "
+                    + "(limit \(Self.format(outage.answerWithinSeconds * 1000))). Writes served again after "
+                    + "\(outage.recoverySeconds.map { Self.format($0) }.joined(separator: ", ")) s (limit \(Self.format(outage.recoverWithinSeconds))); "
+                    + "SIGTERM with the database down: exit after \(outage.shutdownSeconds.map { Self.format($0) }.joined(separator: ", ")) s "
+                    + "(limit \(Self.format(outage.shutdownWithinSeconds))).")
+            for failure in outage.failures { lines.append("- \(failure)") }
+        }
         if let chart { lines += ["", "![latency over time](\(chart))"] }
         return lines.joined(separator: "\n") + "\n"
     }

@@ -88,11 +88,16 @@ public final class ServerFleet: Sendable {
         members.withLock { $0[index] = restarted }
     }
 
-    /// Stops every server with SIGTERM (graceful) and waits.
-    public func stop() {
-        for member in members.withLock({ $0 }) where member.process.isRunning {
-            member.process.terminate()
-            member.process.waitUntilExit()
+    /// Stops every server with SIGTERM (graceful), all at once, and waits; returns each one's seconds from
+    /// the signal to its exit.
+    @discardableResult
+    public func stop() -> [Double] {
+        let running = members.withLock { $0 }.map(\.process).filter(\.isRunning)
+        let start = ContinuousClock.now
+        for process in running { process.terminate() }
+        return running.map { process in
+            process.waitUntilExit()
+            return ProcessSampler.seconds(.now - start)
         }
     }
 

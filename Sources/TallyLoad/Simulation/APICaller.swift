@@ -4,8 +4,9 @@ import NIOHTTP1
 import TallyAPI
 
 /// Sends one logical request over a user's connection until it has a definitive answer: transport
-/// failures and `409 idempotency_key_in_use` are retried with the same request (same Idempotency-Key)
-/// with capped exponential backoff, until the deadline.
+/// failures, `409 idempotency_key_in_use` and `503 unavailable` are retried with the same request (same
+/// Idempotency-Key) with capped exponential backoff (and at least a 503's `Retry-After`), until the
+/// deadline — as an app's SDK does.
 struct APICaller {
     let connection: LoadConnection
     let recorder: LatencyRecorder
@@ -21,14 +22,21 @@ struct APICaller {
         let start = clock.now
         var attempt = 0
         while true {
+            var retryAfter = Duration.zero
             do {
                 let response = try await connection.send(request, timeout: .nanoseconds(Int64(timeout.components.seconds) * 1_000_000_000))
-                if response.status != 409 || !Self.inProgress(response) { return response }
+                switch response.status {
+                case 409 where Self.inProgress(response): break
+                case 503:
+                    recorder.recordRetry(operation)
+                    retryAfter = .seconds(response.headers.first(name: "Retry-After").flatMap(Int.init) ?? 1)
+                default: return response
+                }
             } catch {
                 recorder.recordRetry(operation)
             }
             attempt += 1
-            let backoff = Duration.milliseconds(min(2_000, 25 << min(attempt, 7)))
+            let backoff = max(retryAfter, Duration.milliseconds(min(2_000, 25 << min(attempt, 7))))
             if clock.now - start + backoff > deadline { return nil }
             try? await Task.sleep(for: backoff)
         }

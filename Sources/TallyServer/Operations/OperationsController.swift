@@ -30,7 +30,8 @@ struct OperationsController {
                 try await Self.withTimeout(.seconds(2)) { try await services.store.ping() }
                 return JSONResponse.make(body: HealthStatus(status: "ok"))
             } catch {
-                context.logger.warning("readiness check failed")
+                // Debug only: a load balancer probes every few seconds, and the store logs the outage once.
+                context.logger.debug("readiness check failed")
                 return JSONResponse.make(status: .serviceUnavailable, body: HealthStatus(status: "database unreachable"))
             }
         }
