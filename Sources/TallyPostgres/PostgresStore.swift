@@ -56,7 +56,7 @@ public final class PostgresStore: TallyStorage {
         // The hot statements are prepared once per connection. Left to choose, PostgreSQL plans them afresh on
         // every call as long as a plan for the actual values looks cheaper than the generic one — and for the
         // action read (a NULL key or hold lets it drop a join) it always does: planning then cost three times
-        // the statement's execution. Their generic plans are the same index lookups (BENCHMARKS.md, "2026-11-23 morning").
+        // the statement's execution. Their generic plans are the same index lookups (benchmarks/postgres-levers.md, "2026-11-23 morning").
         configuration.connection.options.additionalStartupParameters.append(("plan_cache_mode", "force_generic_plan"))
         self.pool = PostgresPool(configuration: configuration, logger: self.logger)
         self.sessions = LiveSessions(staleness: sessionStaleness)
@@ -114,7 +114,7 @@ public final class PostgresStore: TallyStorage {
         // A database that does not answer a connect is down: give up on the attempt soon (the slot tries again).
         connection.options.connectTimeout = .seconds(3)
         // The pool opens all its connections at start and keeps them, and sends no keep-alive queries and
-        // sets no per-lease timers (PostgresNIO's pool's timers were 4 % of the server's CPU, BENCHMARKS.md,
+        // sets no per-lease timers (PostgresNIO's pool's timers were 4 % of the server's CPU, benchmarks/postgres-levers.md,
         // "2026-11-23, the pool's timers"). A connection the network drops silently is found at its next use.
         return PostgresPool.Configuration(connection: connection, size: maximumConnections)
     }

@@ -113,7 +113,7 @@ public struct LoadOptions: Sendable {
     public var seed: UInt64 = 1
     /// How long a request may take before it is abandoned and retried: the SDK's default for writes. An
     /// overloaded server then shows as latency, not as a storm of reconnects (every abandoned request is
-    /// a new connection, and a server holding 10,000 of them pays for each close; see BENCHMARKS.md).
+    /// a new connection, and a server holding 10,000 of them pays for each close; see benchmarks/loadtest-runs-2026-11-22-23.md, "Reconnect storms").
     public var requestTimeout = Duration.seconds(30)
     /// How long a mutation is retried (same Idempotency-Key) before its outcome counts as unsettled.
     public var settleDeadline = Duration.seconds(90)

@@ -9,7 +9,7 @@ import Synchronization
 /// is unreachable and recovers by itself when it returns.
 ///
 /// Tally used PostgresNIO's `PostgresClient` before, and it could not survive an outage: with
-/// `minimumConnections == maximumConnections` (to avoid the per-release idle timers, BENCHMARKS.md) a
+/// `minimumConnections == maximumConnections` (to avoid the per-release idle timers, benchmarks/postgres-levers.md) a
 /// database restart killed the process in `PoolStateMachine.ConnectionGroup.createNewDemandConnectionIfPossible`
 /// (`precondition(minimumConcurrentConnections <= stats.active)`: while connection creation is failing, the
 /// pool destroys every failed connection but one, so `active` drops below the minimum, and the next lease

@@ -10,7 +10,7 @@ import ServiceLifecycle
 /// request id on every request's logger, so that was about 4 % of a wallet read's CPU, for lines that
 /// were almost never written. The access log writes one line per request, which through
 /// `StreamLogHandler` cost a third of a wallet read's throughput (time formatting and a system call per
-/// line); BENCHMARKS.md has the measurements.
+/// line); benchmarks/access-log-ab.md and benchmarks/profiles.md have the measurements.
 public struct LazyMetadataLogHandler: LogHandler {
     private let label: String
     private let sink: LogSink
