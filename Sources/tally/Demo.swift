@@ -98,7 +98,7 @@ struct Demo: AsyncParsableCommand {
             TransportRequest(
                 method: "POST", path: "/admin/v1/users/\(userId)/grants",
                 headers: ["Authorization": "Bearer \(adminKey)", "Content-Type": "application/json", "Idempotency-Key": UUID().uuidString],
-                body: try TallyJSON.encoder().encode(GrantRequest(amount: amount, reason: "demo")), timeout: .seconds(10)))
+                body: try TallyJSON.encoder().encode(GrantRequest(amount: amount, reason: "demo")), timeout: 10))
         guard (200..<300).contains(response.status) else { throw ValidationError("grant failed with \(response.status)") }
     }
 }

@@ -42,7 +42,7 @@ struct ClientCacheTests {
             let clock = TestClock()
             let (client, transport) = server.client(clock: clock)
             try await client.signInAsGuest()
-            transport.enqueue([.latency(.seconds(1))], forPathPrefix: "/v1/wallet")
+            transport.enqueue([.latency(1)], forPathPrefix: "/v1/wallet")
             let query = client.walletQuery
             try await withThrowingTaskGroup(of: Int64.self) { group in
                 for _ in 0..<1000 { group.addTask { try await client.fetch(query, forceRefresh: true).balance } }

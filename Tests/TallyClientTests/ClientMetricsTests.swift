@@ -10,7 +10,7 @@ import Testing
         let metrics = ClientMetrics(exportLabel: nil)
         // 1 ms … 1000 ms, shuffled: the nearest-rank p50 is 500 ms, p90 900 ms, p99 990 ms.
         for ms in (1...1000).shuffled() {
-            metrics.recordRequest(operation: "GET /v1/wallet", status: 200, duration: .milliseconds(ms))
+            metrics.recordRequest(operation: "GET /v1/wallet", status: 200, duration: Double(ms) / 1000)
         }
         let wallet = try #require(metrics.summary().operations.first)
         #expect(wallet.name == "GET /v1/wallet")
@@ -22,22 +22,22 @@ import Testing
         #expect(wallet.maxMilliseconds == 1000)
     }
 
-    @Test(arguments: [Duration.microseconds(3), .microseconds(850), .milliseconds(47), .seconds(2.5), .seconds(420)])
-    func percentilesAcrossMicrosecondsToMinutes(_ sample: Duration) throws {
+    @Test(arguments: [0.000_003, 0.000_850, 0.047, 2.5, 420])
+    func percentilesAcrossMicrosecondsToMinutes(_ sample: TimeInterval) throws {
         let metrics = ClientMetrics(exportLabel: nil)
         // 100 values spread over 10% above `sample`: the nearest-rank p50 is the 50th.
         for step in 0..<100 { metrics.recordRequest(operation: "op", status: 200, duration: sample * (1 + Double(step) / 1000)) }
         let op = try #require(metrics.summary().operations.first)
-        let exact = (Double(sample.components.seconds) * 1000 + Double(sample.components.attoseconds) / 1e15) * 1.049
+        let exact = sample * 1000 * 1.049
         #expect(close(op.p50Milliseconds, exact), "\(op.p50Milliseconds) vs \(exact)")
     }
 
     @Test func failuresAreTransportErrorsAndServerErrors() throws {
         let metrics = ClientMetrics(exportLabel: "tally_client_test")
         for status in [200, 304, 404, 429, 500, 503, nil] {
-            metrics.recordRequest(operation: "POST /v1/actions/{name}", status: status, duration: .milliseconds(10))
+            metrics.recordRequest(operation: "POST /v1/actions/{name}", status: status, duration: 0.010)
         }
-        metrics.recordRequest(operation: "GET /v1/wallet", status: 200, duration: .milliseconds(5))
+        metrics.recordRequest(operation: "GET /v1/wallet", status: 200, duration: 0.005)
         let summary = metrics.summary()
         #expect(summary.operations.map(\.name) == ["GET /v1/wallet", "POST /v1/actions/{name}"])
         #expect(summary.operations.map(\.count) == [1, 7])
@@ -53,7 +53,7 @@ import Testing
         metrics.recordCoalesced(operation: "GET /v1/wallet")
         metrics.recordCoalesced(operation: "GET /v1/wallet", count: 3)  // a call shared with three followers
         metrics.recordRetry(operation: "GET /v1/wallet")
-        metrics.recordRequest(operation: "GET /v1/wallet", status: 200, duration: .milliseconds(12))
+        metrics.recordRequest(operation: "GET /v1/wallet", status: 200, duration: 0.012)
         let summary = metrics.summary()
         #expect(summary.cacheHits == 3 && summary.cacheMisses == 1)
         #expect(summary.cacheHitRate == 0.75)
@@ -68,7 +68,7 @@ import Testing
 
     @Test func summaryRoundTripsThroughJSON() throws {
         let metrics = ClientMetrics(exportLabel: nil)
-        metrics.recordRequest(operation: "GET /v1/quotas", status: 200, duration: .milliseconds(30))
+        metrics.recordRequest(operation: "GET /v1/quotas", status: 200, duration: 0.03)
         metrics.recordCacheHit()
         let summary = metrics.summary()
         let decoded = try JSONDecoder().decode(MetricsSummary.self, from: JSONEncoder().encode(summary))

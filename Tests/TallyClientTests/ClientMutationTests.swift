@@ -22,7 +22,7 @@ struct ClientMutationTests {
         try await TallyTestServer.with { server in
             let clock = TestClock()
             let (client, transport) = try await ready(server, tokens: 10, clock: clock)
-            transport.enqueue([.latency(.seconds(1))], forPathPrefix: "/v1/actions/")
+            transport.enqueue([.latency(1)], forPathPrefix: "/v1/actions/")
             let walletReads = transport.count(path: "/v1/wallet")
             let action = Task { try await client.perform("ai.query") }
             await clock.waitForSleepers(1)
@@ -41,7 +41,7 @@ struct ClientMutationTests {
         try await TallyTestServer.with { server in
             let clock = TestClock()
             let (client, transport) = try await ready(server, tokens: 10, clock: clock)
-            transport.enqueue([.latency(.seconds(1))], forPathPrefix: "/v1/actions/")
+            transport.enqueue([.latency(1)], forPathPrefix: "/v1/actions/")
             let action = Task { try await client.perform("reading") }
             await clock.waitForSleepers(1)
             #expect(client.value(client.quotasQuery)?.items.first?.used == 1)
@@ -67,7 +67,7 @@ struct ClientMutationTests {
                 }
                 return balances
             }
-            transport.enqueue([.latency(.seconds(1)), .latency(.seconds(2)), .latency(.seconds(3))], forPathPrefix: "/v1/actions/")
+            transport.enqueue([.latency(1), .latency(2), .latency(3)], forPathPrefix: "/v1/actions/")
             let actions = (0..<3).map { _ in Task { try await client.perform("ai.query") } }
             await clock.waitForSleepers(3)
             // Two estimates fit in 7 tokens; the third would overdraw, so it is not shown.
@@ -110,7 +110,7 @@ struct ClientMutationTests {
         try await TallyTestServer.with { server in
             let clock = TestClock()
             let (client, transport) = try await ready(server, tokens: 10, clock: clock)
-            transport.enqueue([.latency(.seconds(1))], forPathPrefix: "/v1/actions/")
+            transport.enqueue([.latency(1)], forPathPrefix: "/v1/actions/")
             let first = Task { try await client.perform("ai.query", intent: "message-1") }
             await clock.waitForSleepers(1)
             let second = Task { try await client.perform("ai.query", intent: "message-1") }
@@ -130,7 +130,7 @@ struct ClientMutationTests {
         try await TallyTestServer.with { server in
             let clock = TestClock()
             let (client, transport) = try await ready(server, tokens: 10, clock: clock)
-            transport.enqueue([.latency(.seconds(1))], forPathPrefix: "/v1/actions/")
+            transport.enqueue([.latency(1)], forPathPrefix: "/v1/actions/")
             func action(_ scope: String) -> Mutation<ActionResult> {
                 Mutation(method: "POST", path: "/v1/actions/ai.query", scope: scope)
             }
@@ -187,7 +187,7 @@ struct ClientMutationTests {
             let clock = TestClock()
             let (client, transport) = try await ready(server, tokens: 10, clock: clock)
             // The AI query is charged first but its answer (no reading used yet) arrives last.
-            transport.enqueue([.delayResponse(.seconds(5)), .delayResponse(.seconds(2))], forPathPrefix: "/v1/actions/")
+            transport.enqueue([.delayResponse(5), .delayResponse(2)], forPathPrefix: "/v1/actions/")
             let first = Task { try await client.perform("ai.query") }
             await clock.waitForSleepers(1)
             let second = Task { try await client.perform("reading") }
@@ -213,15 +213,15 @@ struct ClientMutationTests {
             func readingsUsed() -> Int? { client.value(quotas)?.items.first?.used }
 
             // 1. The refetches reach the server first (balance 10, no reading used); their answers are held back.
-            transport.enqueue([.delayResponse(.seconds(2))], forPathPrefix: "/v1/wallet")
-            transport.enqueue([.delayResponse(.seconds(2))], forPathPrefix: "/v1/quotas")
+            transport.enqueue([.delayResponse(2)], forPathPrefix: "/v1/wallet")
+            transport.enqueue([.delayResponse(2)], forPathPrefix: "/v1/quotas")
             let walletRefetch = Task { try await client.fetch(wallet, forceRefresh: true) }
             let quotasRefetch = Task { try await client.fetch(quotas, forceRefresh: true) }
             await clock.waitForSleepers(2)
             // Then one action of each kind is charged and confirmed, and one more of each is still in flight.
             #expect(try await client.perform("reading").paidWith == .quota)
             #expect(try await client.perform("ai.query").wallet.balance == 7)
-            transport.enqueue([.latency(.seconds(5)), .latency(.seconds(5))], forPathPrefix: "/v1/actions/")
+            transport.enqueue([.latency(5), .latency(5)], forPathPrefix: "/v1/actions/")
             let pending = [Task { try await client.perform("reading") }, Task { try await client.perform("ai.query") }]
             await clock.waitForSleepers(4)
             #expect(readingsUsed() == 2 && client.value(wallet)?.balance == 4)
@@ -236,7 +236,7 @@ struct ClientMutationTests {
 
             // 2. With nothing in flight: a quota answer sent before a reading, delivered after its confirmation,
             //    is older than the confirmed value and is dropped (quotas have no version to order them by).
-            transport.enqueue([.delayResponse(.seconds(2))], forPathPrefix: "/v1/quotas")
+            transport.enqueue([.delayResponse(2)], forPathPrefix: "/v1/quotas")
             let staleQuotas = Task { try await client.fetch(quotas, forceRefresh: true) }
             await clock.waitForSleepers(1)
             #expect(try await client.perform("reading").quotas.first?.used == 3)

@@ -6,7 +6,7 @@ import Testing
     let policy = RetryPolicy()
 
     /// The delay after attempt 1 with unitRandom 0.5 (jittered part 0.5 s), or nil.
-    func decide(_ failure: AttemptFailure, safe: Bool) -> Duration? {
+    func decide(_ failure: AttemptFailure, safe: Bool) -> TimeInterval? {
         policy.delay(afterAttempt: 1, failure: failure, safeToRetry: safe, unitRandom: 0.5)
     }
 
@@ -76,35 +76,35 @@ import Testing
             let low = policy.delay(afterAttempt: attempt, failure: .transport(.offline), safeToRetry: true, unitRandom: 0)
             let high = policy.delay(afterAttempt: attempt, failure: .transport(.offline), safeToRetry: true, unitRandom: 0.999)
             #expect(low == .zero)
-            #expect(high == .seconds(0.999 * ceiling))
-            #expect(high! < .seconds(ceiling))
+            #expect(high == 0.999 * ceiling)
+            #expect(high! < ceiling)
         }
     }
 
     @Test func exponentialPartIsCapped() {
-        let policy = RetryPolicy(maxAttempts: 100, baseDelay: .milliseconds(500), multiplier: 3, maxDelay: .seconds(10))
-        #expect(policy.delay(afterAttempt: 2, failure: .transport(.offline), safeToRetry: true, unitRandom: 0.5) == .milliseconds(750))
+        let policy = RetryPolicy(maxAttempts: 100, baseDelay: 0.5, multiplier: 3, maxDelay: 10)
+        #expect(policy.delay(afterAttempt: 2, failure: .transport(.offline), safeToRetry: true, unitRandom: 0.5) == 0.75)
         for attempt in [4, 10, 60, 99] {
             let delay = policy.delay(afterAttempt: attempt, failure: .transport(.offline), safeToRetry: true, unitRandom: 0.5)
-            #expect(delay == .seconds(5))
+            #expect(delay == 5)
         }
     }
 
     @Test func retryAfterIsNeverShortened() {
         let rateLimited = AttemptFailure.status(429, code: "rate_limited", retryAfter: 7)
-        #expect(policy.delay(afterAttempt: 1, failure: rateLimited, safeToRetry: false, unitRandom: 0) == .seconds(7))
-        #expect(policy.delay(afterAttempt: 1, failure: rateLimited, safeToRetry: false, unitRandom: 0.999) == .seconds(7))
+        #expect(policy.delay(afterAttempt: 1, failure: rateLimited, safeToRetry: false, unitRandom: 0) == 7)
+        #expect(policy.delay(afterAttempt: 1, failure: rateLimited, safeToRetry: false, unitRandom: 0.999) == 7)
         // The jittered delay wins when it is longer.
         let shortWait = AttemptFailure.status(503, code: "unavailable", retryAfter: 0.25)
-        #expect(policy.delay(afterAttempt: 2, failure: shortWait, safeToRetry: true, unitRandom: 0.5) == .seconds(1))
-        #expect(policy.delay(afterAttempt: 2, failure: shortWait, safeToRetry: true, unitRandom: 0) == .milliseconds(250))
+        #expect(policy.delay(afterAttempt: 2, failure: shortWait, safeToRetry: true, unitRandom: 0.5) == 1)
+        #expect(policy.delay(afterAttempt: 2, failure: shortWait, safeToRetry: true, unitRandom: 0) == 0.25)
     }
 
     @Test func tooLongRetryAfterStops() {
-        #expect(policy.delay(afterAttempt: 1, failure: .status(429, code: nil, retryAfter: 60), safeToRetry: true, unitRandom: 0) == .seconds(60))
+        #expect(policy.delay(afterAttempt: 1, failure: .status(429, code: nil, retryAfter: 60), safeToRetry: true, unitRandom: 0) == 60)
         #expect(policy.delay(afterAttempt: 1, failure: .status(429, code: nil, retryAfter: 61), safeToRetry: true, unitRandom: 0) == nil)
         #expect(policy.delay(afterAttempt: 1, failure: .status(503, code: nil, retryAfter: 3600), safeToRetry: true, unitRandom: 0) == nil)
-        let patient = RetryPolicy(maxRetryAfter: .seconds(3600))
-        #expect(patient.delay(afterAttempt: 1, failure: .status(503, code: nil, retryAfter: 3600), safeToRetry: true, unitRandom: 0) == .seconds(3600))
+        let patient = RetryPolicy(maxRetryAfter: 3600)
+        #expect(patient.delay(afterAttempt: 1, failure: .status(503, code: nil, retryAfter: 3600), safeToRetry: true, unitRandom: 0) == 3600)
     }
 }

@@ -110,7 +110,7 @@ extension HTTPField.Name {
             let body = Data(#"{"amount":3}"#.utf8)
             let request = TransportRequest(
                 method: "POST", path: "/echo?source=test", headers: ["X-Test": "hello", "Content-Type": "application/json"], body: body,
-                timeout: .seconds(10))
+                timeout: 10)
             let response = try await transport.send(request)
             #expect(response.status == 201)
             #expect(response.body == body)
@@ -120,7 +120,7 @@ extension HTTPField.Name {
             #expect(response.header("X-Echo-Test") == "hello")
             #expect(response.headers.keys.allSatisfy { $0 == $0.lowercased() })
 
-            let get = try await transport.send(TransportRequest(method: "GET", path: "/echo", timeout: .seconds(10)))
+            let get = try await transport.send(TransportRequest(method: "GET", path: "/echo", timeout: 10))
             #expect(get.status == 201 && get.body.isEmpty && get.headers["x-echo-method"] == "GET")
         }
     }
@@ -129,7 +129,7 @@ extension HTTPField.Name {
         try await LoopbackServer.with { server in
             let transport = URLSessionTransport(baseURL: server.baseURL)
             for status in [304, 409, 429, 503] {
-                let response = try await transport.send(TransportRequest(method: "GET", path: "/status/\(status)", timeout: .seconds(10)))
+                let response = try await transport.send(TransportRequest(method: "GET", path: "/status/\(status)", timeout: 10))
                 #expect(response.status == status)
                 #expect(response.header("Retry-After") == "120")
                 if status != 304 { #expect(String(decoding: response.body, as: UTF8.self).contains("rate_limited")) }
@@ -144,7 +144,7 @@ extension HTTPField.Name {
             // URLSession's own timer (real time): long enough that a loaded machine still delivers the request
             // before it fires (500 ms was not, with every suite running at once on two cores).
             await #expect(throws: TransportError.timedOut) {
-                try await transport.send(TransportRequest(method: "GET", path: "/slow", timeout: .seconds(2)))
+                try await transport.send(TransportRequest(method: "GET", path: "/slow", timeout: 2))
             }
             let elapsed = ContinuousClock.now - started
             #expect(server.parking.arrivals == 1, "the request reached the server before timing out")
@@ -155,7 +155,7 @@ extension HTTPField.Name {
     @Test func cancellingTheTaskCancelsTheRequest() async throws {
         try await LoopbackServer.with { server in
             let transport = URLSessionTransport(baseURL: server.baseURL)
-            let task = Task { try await transport.send(TransportRequest(method: "GET", path: "/slow", timeout: .seconds(50))) }
+            let task = Task { try await transport.send(TransportRequest(method: "GET", path: "/slow", timeout: 50)) }
             while server.parking.arrivals < 1 { await Task.yield() }  // the server holds the request
             let started = ContinuousClock.now
             task.cancel()
@@ -168,7 +168,7 @@ extension HTTPField.Name {
         let port = try await LoopbackServer.with { $0.port }  // a port that was just closed
         let transport = URLSessionTransport(baseURL: URL(string: "http://127.0.0.1:\(port)")!)
         await #expect(throws: TransportError.offline) {
-            try await transport.send(TransportRequest(method: "GET", path: "/echo", timeout: .seconds(10)))
+            try await transport.send(TransportRequest(method: "GET", path: "/echo", timeout: 10))
         }
     }
 }

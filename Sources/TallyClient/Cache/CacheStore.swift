@@ -1,5 +1,4 @@
 import Foundation
-import Synchronization
 
 /// One cached value as persisted: the JSON bytes the server sent, its ETag and when it was confirmed.
 public struct PersistedEntry: Sendable, Hashable {
@@ -54,7 +53,7 @@ public struct CacheStoreError: Error, CustomStringConvertible {
 
 /// A ``CacheStore`` in memory, for tests and for apps that want nothing on disk.
 public final class MemoryCacheStore: CacheStore {
-    private let storage = Mutex<[String: [String: PersistedEntry]]>([:])
+    private let storage = Locked<[String: [String: PersistedEntry]]>([:])
 
     /// Creates an empty store.
     public init() {}

@@ -1,5 +1,4 @@
 import Foundation
-import Synchronization
 
 /// The cache's engine, type-erased: confirmed values in a cost-bounded LRU, optimistic layers above
 /// them, observers, and the ordering rules that keep late answers from overwriting newer state.
@@ -96,11 +95,11 @@ final class QueryCache: Sendable {
         var generation: UInt64
     }
 
-    private let state: Mutex<State>
+    private let state: Locked<State>
     private let clock: any ClientClock
 
     init(countLimit: Int, costLimit: Int, clock: any ClientClock) {
-        state = Mutex(State(lru: CostLRU(countLimit: countLimit, costLimit: costLimit)))
+        state = Locked(State(lru: CostLRU(countLimit: countLimit, costLimit: costLimit)))
         self.clock = clock
     }
 

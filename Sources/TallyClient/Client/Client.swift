@@ -1,5 +1,4 @@
 import Foundation
-import Synchronization
 import TallyAPI
 
 /// The Tally SDK: one per app, created at launch and injected where needed.

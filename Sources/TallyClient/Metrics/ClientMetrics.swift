@@ -1,5 +1,5 @@
+import Foundation
 import Metrics
-import Synchronization
 
 /// What the SDK did: requests by operation with latency percentiles, retries, coalescing and cache use.
 ///
@@ -19,7 +19,7 @@ public final class ClientMetrics: Sendable {
         var retried = 0
     }
 
-    private let state = Mutex(State())
+    private let state = Locked(State())
     private let exporter: MetricsExporter?
 
     /// `exportLabel` non-nil: also record through swift-metrics with that label prefix, e.g. "tally_client",
@@ -28,8 +28,8 @@ public final class ClientMetrics: Sendable {
         exporter = exportLabel.map { MetricsExporter(prefix: $0, factory: factory) }
     }
 
-    /// Records one attempt of `operation`; `status` nil means the transport failed.
-    public func recordRequest(operation: String, status: Int?, duration: Duration) {
+    /// Records one attempt of `operation` that took `duration` seconds; `status` nil means the transport failed.
+    public func recordRequest(operation: String, status: Int?, duration: TimeInterval) {
         state.withLock { state in
             state.operations[operation, default: OperationStats()].histogram.record(duration)
             if status.map({ $0 >= 500 }) ?? true { state.operations[operation]?.failures += 1 }

@@ -1,3 +1,5 @@
+import Foundation
+
 /// A fixed-size log-linear histogram of durations from 1 µs to about 17 min: each power of two is split
 /// into 32 linear buckets, so a percentile read from it is within about 1.6% of the exact value
 /// (every value is also clamped to the observed minimum and maximum). Memory is constant: 960 counters.
@@ -11,9 +13,9 @@ struct LatencyHistogram: Sendable, Hashable {
     private(set) var minMicroseconds = Double.infinity
     private(set) var maxMicroseconds = 0.0
 
-    /// Records one duration.
-    mutating func record(_ duration: Duration) {
-        let micros = Double(duration.components.seconds) * 1e6 + Double(duration.components.attoseconds) / 1e12
+    /// Records one duration, in seconds.
+    mutating func record(_ seconds: TimeInterval) {
+        let micros = seconds * 1e6
         count += 1
         minMicroseconds = min(minMicroseconds, micros)
         maxMicroseconds = max(maxMicroseconds, micros)

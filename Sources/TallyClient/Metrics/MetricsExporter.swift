@@ -1,5 +1,5 @@
+import Foundation
 import Metrics
-import Synchronization
 
 /// Forwards to swift-metrics, creating each Counter and Timer once per label set.
 final class MetricsExporter: Sendable {
@@ -11,8 +11,8 @@ final class MetricsExporter: Sendable {
 
     private let prefix: String
     private let factory: any MetricsFactory
-    private let counters = Mutex<[Key: Counter]>([:])
-    private let timers = Mutex<[String: Metrics.Timer]>([:])
+    private let counters = Locked<[Key: Counter]>([:])
+    private let timers = Locked<[String: Metrics.Timer]>([:])
 
     /// Exports under labels starting with `prefix`, e.g. `tally_client_requests_total`.
     init(prefix: String, factory: any MetricsFactory) {
@@ -21,9 +21,9 @@ final class MetricsExporter: Sendable {
     }
 
     /// One attempt: counted by operation and status, timed by operation.
-    func request(operation: String, status: Int?, duration: Duration) {
+    func request(operation: String, status: Int?, duration: TimeInterval) {
         counter(Key(name: "requests_total", operation: operation, status: status.map(String.init) ?? "transport_error")).increment()
-        timer(operation).recordNanoseconds(duration.components.seconds * 1_000_000_000 + duration.components.attoseconds / 1_000_000_000)
+        timer(operation).recordNanoseconds(Int64((duration * 1e9).rounded()))
     }
 
     /// Adds `amount` to the counter `name` (per operation, when given).

@@ -1,4 +1,3 @@
-import Synchronization
 
 /// Runs work of one scope strictly in order, first come first served; different scopes never wait
 /// for each other. This is what keeps a double tap from sending its second write before the first settled.
@@ -8,7 +7,7 @@ final class ScopeQueue: Sendable {
         var waiters: [CheckedContinuation<Void, Never>] = []
     }
 
-    private let lanes = Mutex<[String: Lane]>([:])
+    private let lanes = Locked<[String: Lane]>([:])
 
     init() {}
 

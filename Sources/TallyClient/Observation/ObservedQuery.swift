@@ -1,7 +1,7 @@
 #if canImport(Observation)
 import Observation
 
-/// A query's state for SwiftUI: `@Observable`, updated on the main actor.
+/// A query's state for SwiftUI: `@Observable` (iOS 17 and later, as Observation requires), updated on the main actor.
 ///
 /// ```swift
 /// @State var wallet = ObservedQuery(client.walletQuery, client: client)
@@ -10,6 +10,7 @@ import Observation
 ///         .task { await wallet.run() }
 /// }
 /// ```
+@available(iOS 17, macOS 14, tvOS 17, watchOS 10, *)
 @MainActor
 @Observable
 public final class ObservedQuery<Value: Codable & Sendable> {

@@ -1,5 +1,4 @@
 import Foundation
-import Synchronization
 #if canImport(Darwin)
 import Darwin
 #elseif canImport(Glibc)
@@ -132,7 +131,7 @@ public struct FileSecureStore: SecureStore {
 
 /// Secrets in memory only, for tests and previews.
 public final class MemorySecureStore: SecureStore {
-    private let secrets = Mutex<[String: Data]>([:])
+    private let secrets = Locked<[String: Data]>([:])
 
     /// Creates an empty store.
     public init() {}

@@ -1,23 +1,24 @@
 import Foundation
-import Synchronization
 
 /// The SDK's source of time: every TTL, backoff delay and token expiry reads it, so tests can
 /// move time forward instead of sleeping.
 public protocol ClientClock: Sendable {
     /// The current wall-clock time.
     var now: Date { get }
-    /// Suspends for `duration` of this clock's time; throws `CancellationError` if the task is cancelled.
-    func sleep(for duration: Duration) async throws
+    /// Suspends for `seconds` of this clock's time; throws `CancellationError` if the task is cancelled.
+    func sleep(for seconds: TimeInterval) async throws
 }
 
-/// Real time: `Date()` and `Task.sleep`.
+/// Real time: `Date()` and `Task.sleep(nanoseconds:)`.
 public struct SystemClientClock: ClientClock {
     /// Creates the system clock.
     public init() {}
     /// The current time.
     public var now: Date { Date() }
     /// Sleeps for real.
-    public func sleep(for duration: Duration) async throws { try await Task.sleep(for: duration) }
+    public func sleep(for seconds: TimeInterval) async throws {
+        try await Task.sleep(nanoseconds: UInt64(max(0, min(seconds, 1e9)) * 1e9))
+    }
 }
 
 /// A clock that moves only when told to: sleepers wake when ``advance(by:)`` passes their deadline.
@@ -34,10 +35,10 @@ public final class TestClock: ClientClock {
         var sleepers: [Sleeper] = []
     }
 
-    private let state: Mutex<State>
+    private let state: Locked<State>
 
     /// Creates a clock reading `start`.
-    public init(_ start: Date = Date(timeIntervalSince1970: 1_800_000_000)) { state = Mutex(State(now: start)) }
+    public init(_ start: Date = Date(timeIntervalSince1970: 1_800_000_000)) { state = Locked(State(now: start)) }
 
     /// The clock's current time.
     public var now: Date { state.withLock { $0.now } }
@@ -62,9 +63,8 @@ public final class TestClock: ClientClock {
         while sleeperCount < count { await Task.yield() }
     }
 
-    /// Suspends until the clock is advanced past `now + duration`.
-    public func sleep(for duration: Duration) async throws {
-        let seconds = Double(duration.components.seconds) + Double(duration.components.attoseconds) / 1e18
+    /// Suspends until the clock is advanced past `now + seconds`.
+    public func sleep(for seconds: TimeInterval) async throws {
         if seconds <= 0 { return try Task.checkCancellation() }
         let id: UInt64 = state.withLock { state in
             state.nextId += 1

@@ -1,4 +1,3 @@
-import Synchronization
 
 /// Runs one operation per key at a time; callers that arrive while it runs share its result (Go's singleflight).
 /// The operation runs once and its value is handed to every caller as is: followers neither decode nor
@@ -29,7 +28,7 @@ public final class Coalescer<Key: Hashable & Sendable, Value: Sendable>: Sendabl
         }
     }
 
-    private let state = Mutex(State())
+    private let state = Locked(State())
 
     /// Creates an empty coalescer.
     public init() {}

@@ -1,11 +1,10 @@
-import Synchronization
 
 /// One ``Coalescer`` per value type, so that a shared result reaches each caller as its own type. A value
 /// such as a `Wallet` then travels to every follower as plain bytes; as `any Sendable` it would sit in one
 /// heap box whose reference count all followers would retain and release at once, from every core (perf:
 /// one of the largest costs of the SDK's own part of a 1,000-caller fan-out).
 final class CoalescersByType<Key: Hashable & Sendable>: Sendable {
-    private let coalescers = Mutex<[ObjectIdentifier: any WaiterCounting<Key>]>([:])
+    private let coalescers = Locked<[ObjectIdentifier: any WaiterCounting<Key>]>([:])
 
     /// Creates an empty family.
     init() {}

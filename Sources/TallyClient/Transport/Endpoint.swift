@@ -3,15 +3,15 @@ import Foundation
 /// How long an attempt of each kind of request may take. Defaults follow the field notes:
 /// reads answer from one indexed row, writes take a transaction, AI calls wait for a model.
 public struct Timeouts: Sendable, Hashable {
-    /// Balance, quota and profile reads.
-    public var read: Duration
-    /// Mutations: actions, holds, sign-in.
-    public var write: Duration
-    /// Calls that wait for an AI model behind the server.
-    public var ai: Duration
+    /// Balance, quota and profile reads, in seconds.
+    public var read: TimeInterval
+    /// Mutations: actions, holds, sign-in, in seconds.
+    public var write: TimeInterval
+    /// Calls that wait for an AI model behind the server, in seconds.
+    public var ai: TimeInterval
 
     /// Creates timeouts; the defaults are 8 s, 30 s and 60 s.
-    public init(read: Duration = .seconds(8), write: Duration = .seconds(30), ai: Duration = .seconds(60)) {
+    public init(read: TimeInterval = 8, write: TimeInterval = 30, ai: TimeInterval = 60) {
         self.read = read
         self.write = write
         self.ai = ai
@@ -37,7 +37,7 @@ struct Endpoint: Sendable {
         Endpoint(method: "POST", path: path, operation: operation ?? "POST \(path)", kind: kind, authenticated: authenticated)
     }
 
-    func timeout(_ timeouts: Timeouts) -> Duration {
+    func timeout(_ timeouts: Timeouts) -> TimeInterval {
         switch kind {
         case .read: timeouts.read
         case .write: timeouts.write

@@ -10,11 +10,11 @@ public struct TransportRequest: Sendable, Hashable {
     public var headers: [String: String]
     /// The body, if any (JSON).
     public var body: Data?
-    /// How long this attempt may take before it fails with ``TransportError/timedOut``.
-    public var timeout: Duration
+    /// Seconds this attempt may take before it fails with ``TransportError/timedOut``.
+    public var timeout: TimeInterval
 
     /// Creates a request.
-    public init(method: String, path: String, headers: [String: String] = [:], body: Data? = nil, timeout: Duration) {
+    public init(method: String, path: String, headers: [String: String] = [:], body: Data? = nil, timeout: TimeInterval) {
         self.method = method
         self.path = path
         self.headers = headers

@@ -44,12 +44,12 @@ final class RequestExecutor: Sendable {
                 token = try await auth.accessToken()
                 request.headers["Authorization"] = "Bearer \(token!)"
             }
-            let started = ContinuousClock.now
+            let started = DispatchTime.now().uptimeNanoseconds
             let failure: AttemptFailure
             let mapped: ClientError
             do {
                 let response = try await transport.send(request)
-                metrics.recordRequest(operation: endpoint.operation, status: response.status, duration: ContinuousClock.now - started)
+                metrics.recordRequest(operation: endpoint.operation, status: response.status, duration: Self.seconds(since: started))
                 if (200..<300).contains(response.status) || response.status == 304 { return response }
                 if response.status == 401, endpoint.authenticated, !refreshed, let auth, let token {
                     refreshed = true
@@ -62,7 +62,7 @@ final class RequestExecutor: Sendable {
                 failure = .status(response.status, code: detail?.error.code.rawValue, retryAfter: retryAfter)
                 mapped = Self.error(status: response.status, detail: detail, retryAfter: retryAfter)
             } catch let error as TransportError {
-                metrics.recordRequest(operation: endpoint.operation, status: nil, duration: ContinuousClock.now - started)
+                metrics.recordRequest(operation: endpoint.operation, status: nil, duration: Self.seconds(since: started))
                 failure = .transport(error)
                 mapped = error == .timedOut ? .timedOut : .offline
             }
@@ -72,6 +72,11 @@ final class RequestExecutor: Sendable {
             metrics.recordRetry(operation: endpoint.operation)
             try await clock.sleep(for: delay)
         }
+    }
+
+    /// Seconds of monotonic time since `start` (`DispatchTime` nanoseconds: `ContinuousClock` needs iOS 16).
+    static func seconds(since start: UInt64) -> TimeInterval {
+        Double(DispatchTime.now().uptimeNanoseconds &- start) / 1e9
     }
 
     /// The typed error for an HTTP error status and the server's error body.

@@ -15,18 +15,18 @@ public struct RetryPolicy: Sendable, Hashable {
     /// Attempts in all, including the first.
     public var maxAttempts: Int
     /// The backoff ceiling after the first failure.
-    public var baseDelay: Duration
+    public var baseDelay: TimeInterval
     /// How much the ceiling grows after each further failure.
     public var multiplier: Double
     /// The cap of the exponential ceiling.
-    public var maxDelay: Duration
+    public var maxDelay: TimeInterval
     /// The longest Retry-After worth waiting for; a longer one stops retrying (the caller surfaces `rateLimited`).
-    public var maxRetryAfter: Duration
+    public var maxRetryAfter: TimeInterval
 
     /// Creates a policy.
     public init(
-        maxAttempts: Int = 3, baseDelay: Duration = .seconds(1), multiplier: Double = 2, maxDelay: Duration = .seconds(30),
-        maxRetryAfter: Duration = .seconds(60)
+        maxAttempts: Int = 3, baseDelay: TimeInterval = 1, multiplier: Double = 2, maxDelay: TimeInterval = 30,
+        maxRetryAfter: TimeInterval = 60
     ) {
         self.maxAttempts = maxAttempts
         self.baseDelay = baseDelay
@@ -47,9 +47,9 @@ public struct RetryPolicy: Sendable, Hashable {
         }
     }
 
-    /// The wait before the next attempt after attempt number `attempt` (1-based) failed, or nil to stop.
+    /// The wait in seconds before the next attempt after attempt number `attempt` (1-based) failed, or nil to stop.
     /// `unitRandom` is a uniform draw in [0, 1) supplied by the caller (tests pass fixed values).
-    public func delay(afterAttempt attempt: Int, failure: AttemptFailure, safeToRetry: Bool, unitRandom: Double) -> Duration? {
+    public func delay(afterAttempt attempt: Int, failure: AttemptFailure, safeToRetry: Bool, unitRandom: Double) -> TimeInterval? {
         guard attempt < maxAttempts else { return nil }
         let jittered = jitteredDelay(afterAttempt: attempt, unitRandom: unitRandom)
         switch failure {
@@ -60,7 +60,7 @@ public struct RetryPolicy: Sendable, Hashable {
         case .status(let status, let code, let retryAfter):
             guard Self.isRetryable(status: status, code: code, safeToRetry: safeToRetry) else { return nil }
             guard let retryAfter else { return jittered }
-            let floor = Duration.seconds(max(0, retryAfter))
+            let floor = max(0, retryAfter)
             guard floor <= maxRetryAfter else { return nil }
             return max(floor, jittered)
         }
@@ -77,16 +77,12 @@ public struct RetryPolicy: Sendable, Hashable {
     }
 
     /// Full jitter: `unitRandom × min(maxDelay, baseDelay × multiplier^(attempt−1))`.
-    private func jitteredDelay(afterAttempt attempt: Int, unitRandom: Double) -> Duration {
-        let base = Self.seconds(baseDelay)
-        let cap = Self.seconds(maxDelay)
+    private func jitteredDelay(afterAttempt attempt: Int, unitRandom: Double) -> TimeInterval {
+        let base = baseDelay
+        let cap = maxDelay
         let exponential = base * pow(max(multiplier, 0), Double(max(attempt - 1, 0)))
         let ceiling = exponential.isFinite ? min(cap, exponential) : cap
         let random = unitRandom.isFinite ? min(max(unitRandom, 0), 1) : 0
-        return .seconds(max(0, random * ceiling))
-    }
-
-    private static func seconds(_ duration: Duration) -> Double {
-        Double(duration.components.seconds) + Double(duration.components.attoseconds) / 1e18
+        return max(0, random * ceiling)
     }
 }

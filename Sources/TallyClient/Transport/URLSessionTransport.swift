@@ -35,7 +35,7 @@ public final class URLSessionTransport: HTTPTransport {
                 do { return try await session.data(for: urlRequest) } catch { throw Self.map(error) }
             }
             group.addTask {
-                try await Task.sleep(for: request.timeout)
+                try await Task.sleep(nanoseconds: UInt64(max(0, min(request.timeout, 1e9)) * 1e9))
                 throw TransportError.timedOut
             }
             defer { group.cancelAll() }
@@ -57,7 +57,7 @@ public final class URLSessionTransport: HTTPTransport {
         urlRequest.httpMethod = request.method
         urlRequest.httpBody = request.body
         // A backstop only, never shorter than the deadline (Linux truncates it to whole seconds).
-        urlRequest.timeoutInterval = max(1, Double(request.timeout.components.seconds + 1))
+        urlRequest.timeoutInterval = max(1, request.timeout.rounded(.down) + 1)
         for (name, value) in request.headers { urlRequest.setValue(value, forHTTPHeaderField: name) }
         return urlRequest
     }

@@ -38,7 +38,7 @@ public final class SDKTransport: HTTPTransport {
         let box = idle.withLock { $0.popLast() } ?? ConnectionBox(LoadConnection(host: host, port: port, group: group))
         let method = HTTPMethod(rawValue: request.method)
         let load = LoadRequest(method, request.path, headers: request.headers.map { ($0.key, $0.value) }, body: request.body.map(Array.init))
-        let milliseconds = Int64(request.timeout.components.seconds * 1000 + request.timeout.components.attoseconds / 1_000_000_000_000_000)
+        let milliseconds = Int64((request.timeout * 1000).rounded())
         do {
             let response = try await box.connection.send(load, timeout: .milliseconds(max(1, milliseconds)))
             counts.withLock {

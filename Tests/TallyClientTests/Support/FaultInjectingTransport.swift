@@ -12,10 +12,10 @@ final class FaultInjectingTransport: HTTPTransport {
         /// Forward unchanged.
         case none
         /// Sleep on the clock, then forward.
-        case latency(Duration)
+        case latency(TimeInterval)
         /// Forward at once, then sleep on the clock before answering: the answer is the server's state at
         /// the moment it was sent, however the server changes meanwhile (a truly stale answer).
-        case delayResponse(Duration)
+        case delayResponse(TimeInterval)
         /// Throw `.connectionLost` without forwarding: the server never saw it.
         case dropRequest
         /// Forward, then throw `.connectionLost`: the server acted but the answer was lost.
@@ -116,7 +116,7 @@ final class FaultInjectingTransport: HTTPTransport {
         }
     }
 
-    private func get(_ path: String) -> TransportRequest { TransportRequest(method: "GET", path: path, timeout: .seconds(5)) }
+    private func get(_ path: String) -> TransportRequest { TransportRequest(method: "GET", path: path, timeout: 5) }
 
     @Test func faultsAreConsumedInOrderThenRequestsPassThrough() async throws {
         let inner = OK()
@@ -141,7 +141,7 @@ final class FaultInjectingTransport: HTTPTransport {
         let clock = TestClock()
         let transport = FaultInjectingTransport(wrapping: OK(), clock: clock)
         transport.enqueue([.status(503, retryAfter: nil)], forPathPrefix: "/v1/actions")
-        transport.enqueue([.latency(.seconds(2))], forPathPrefix: "/v1/wallet")
+        transport.enqueue([.latency(2)], forPathPrefix: "/v1/wallet")
         #expect(try await transport.send(get("/v1/quotas")).status == 200)
         let slow = Task { try await transport.send(get("/v1/wallet")) }
         await clock.waitForSleepers(1)
@@ -155,7 +155,7 @@ final class FaultInjectingTransport: HTTPTransport {
         let clock = TestClock()
         let inner = OK()
         let transport = FaultInjectingTransport(wrapping: inner, clock: clock)
-        transport.enqueue([.delayResponse(.seconds(2))])
+        transport.enqueue([.delayResponse(2)])
         let stale = Task { try await transport.send(get("/v1/wallet")) }
         await clock.waitForSleepers(1)
         #expect(inner.served.withLock { $0 } == 1)  // the server answered before the delay began

@@ -82,7 +82,7 @@ struct TallyTestServer: Sendable {
             TransportRequest(
                 method: "POST", path: "/admin/v1/users/\(userId)/grants",
                 headers: ["Authorization": "Bearer \(adminKey)", "Content-Type": "application/json", "Idempotency-Key": UUID().uuidString],
-                body: body, timeout: .seconds(10)))
+                body: body, timeout: 10))
         guard response.status == 200 || response.status == 201 else { throw TestFailure("grant answered \(response.status)") }
     }
 }

@@ -1,0 +1,66 @@
+import Foundation
+import Testing
+
+/// The SDK ships to iOS 15 / macOS 12, but CI builds on Linux, where the compiler does not check Apple
+/// availability. This suite does what it can instead: it reads the SDK's sources (TallyClient and the wire
+/// types in TallyAPI) and fails on API that those OS versions lack, outside files that are themselves
+/// annotated for later versions.
+@Suite("The SDK uses no API above iOS 15 / macOS 12")
+struct DeploymentTargetTests {
+    /// API newer than iOS 15 / macOS 12, and what to use instead.
+    static let newerAPI: [(pattern: String, instead: String)] = [
+        ("import Synchronization", "Locked (Support/Locked.swift)"),
+        ("Mutex<", "Locked"),
+        ("Atomic<", "Locked"),
+        ("Duration", "TimeInterval seconds"),
+        ("ContinuousClock", "DispatchTime or the injected ClientClock"),
+        ("SuspendingClock", "the injected ClientClock"),
+        ("Task.sleep(for:", "ClientClock.sleep(for:) or Task.sleep(nanoseconds:)"),
+        ("Regex", "string scanning"),
+        ("#/", "string scanning (regex literals need iOS 16)"),
+        (".formatted(", "a formatter object"),
+        ("URL(filePath:", "URL(fileURLWithPath:)"),
+        (".appending(path:", "appendingPathComponent(_:)"),
+        ("@Observable", "an @available(iOS 17, macOS 14, …) declaration"),
+    ]
+
+    /// The repository root, found from this file's location.
+    static let root = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
+        .deletingLastPathComponent()
+
+    /// Swift files of the SDK's modules, with their text.
+    static func sources() throws -> [(path: String, text: String)] {
+        var files: [(String, String)] = []
+        for module in ["Sources/TallyClient", "Sources/TallyAPI"] {
+            let directory = root.appendingPathComponent(module)
+            guard let walker = FileManager.default.enumerator(at: directory, includingPropertiesForKeys: nil) else { continue }
+            for case let url as URL in walker where url.pathExtension == "swift" {
+                files.append((String(url.path.dropFirst(root.path.count + 1)), try String(contentsOf: url, encoding: .utf8)))
+            }
+        }
+        return files
+    }
+
+    @Test func noNewerAPIOutsideAvailabilityAnnotatedFiles() throws {
+        let files = try Self.sources()
+        #expect(files.count > 20, "found \(files.count) SDK source files under \(Self.root.path)")
+        var offences: [String] = []
+        for file in files {
+            // A file whose declarations are all annotated for iOS 17 (ObservedQuery) may use what that allows.
+            if file.text.contains("@available(iOS 17") { continue }
+            for (number, line) in file.text.split(separator: "\n", omittingEmptySubsequences: false).enumerated() {
+                let code = line.components(separatedBy: "//").first ?? ""
+                for rule in Self.newerAPI where code.contains(rule.pattern) {
+                    offences.append("\(file.path):\(number + 1): \(rule.pattern) (use \(rule.instead))")
+                }
+            }
+        }
+        #expect(offences.isEmpty, "API above iOS 15 / macOS 12 in the SDK:\n\(offences.joined(separator: "\n"))")
+    }
+
+    @Test func observationIsOnlyUsedFromIOS17() throws {
+        for file in try Self.sources() where file.text.contains("import Observation") {
+            #expect(file.text.contains("@available(iOS 17, macOS 14"), "\(file.path) imports Observation without @available")
+        }
+    }
+}
