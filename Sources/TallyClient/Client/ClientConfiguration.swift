@@ -26,6 +26,9 @@ public struct ClientConfiguration: Sendable {
     public var metrics: ClientMetrics
     /// A uniform draw in [0, 1) for backoff jitter; tests fix it.
     public var random: @Sendable () -> Double
+    /// The zone set on the user at every sign-in, so the daily quotas reset at the device's midnight
+    /// (the server's default is UTC); nil leaves the zone to ``Client/updateProfile(timezone:language:)``.
+    public var timeZone: TimeZone?
 
     /// Creates a configuration with the defaults described on each property.
     public init(baseURL: URL, secureStore: any SecureStore, cacheStore: (any CacheStore)? = nil) {
@@ -41,5 +44,6 @@ public struct ClientConfiguration: Sendable {
         balanceStaleAfter = 30
         metrics = ClientMetrics()
         random = { Double.random(in: 0..<1) }
+        timeZone = .current
     }
 }

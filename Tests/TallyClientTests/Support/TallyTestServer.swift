@@ -91,3 +91,16 @@ struct TestFailure: Error, CustomStringConvertible {
     let description: String
     init(_ description: String) { self.description = description }
 }
+
+extension TallyTestServer {
+    /// Sets `userId`'s premium end through the admin listener (nil revokes it).
+    func setPremium(until: Date?, for userId: String) async throws {
+        let transport = URLSessionTransport(baseURL: adminURL)
+        let response = try await transport.send(
+            TransportRequest(
+                method: "PUT", path: "/admin/v1/users/\(userId)/premium",
+                headers: ["Authorization": "Bearer \(adminKey)", "Content-Type": "application/json", "Idempotency-Key": UUID().uuidString],
+                body: try TallyJSON.encoder().encode(PremiumRequest(until: until)), timeout: 10))
+        guard (200..<300).contains(response.status) else { throw TestFailure("premium answered \(response.status)") }
+    }
+}
