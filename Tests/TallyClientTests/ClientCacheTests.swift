@@ -123,4 +123,70 @@ struct ClientCacheTests {
             #expect(transport.count(path: "/v1/wallet") == 3)  // a refetched because it is observed; b waits for its next read
         }
     }
+
+    @Test("setValue writes a confirmed value: fresh, persisted, ahead of a fetch in flight, under the estimates in flight")
+    func setValue() async throws {
+        try await TallyTestServer.with { server in
+            let clock = TestClock()
+            let store = MemoryCacheStore()
+            let (client, transport) = server.client(clock: clock, cacheStore: store)
+            let user = try await client.signInAsGuest()
+            try await server.grant(10, to: user.userId)
+            _ = try await (client.fetch(client.walletQuery), client.fetch(client.quotasQuery), client.fetch(.actions()))
+            let wallet = client.walletQuery
+
+            // A refetch answered before the write but delivered after it does not undo it.
+            transport.enqueue([.delayResponse(.seconds(1))], forPathPrefix: "/v1/wallet")
+            let refetch = Task { try await client.fetch(wallet, forceRefresh: true) }
+            await clock.waitForSleepers(1)
+            clock.advance(by: 0.5)
+            let written = Wallet(balance: 100, held: 0, version: 1)
+            client.setValue(written, for: wallet)
+            let state = client.state(wallet)
+            #expect(state.value == written && !state.isStale && state.confirmedAt == clock.now && state.error == nil)
+            let bytes = try TallyJSON.encoder().encode(written)
+            #expect(store.entries(userId: user.userId).first { $0.key == wallet.key }?.data == bytes)
+            clock.advance(by: 0.5)
+            #expect(try await refetch.value == written)
+
+            // An action in flight keeps its estimate over the written value; its answer (a later version) replaces it.
+            transport.enqueue([.latency(.seconds(1))], forPathPrefix: "/v1/actions/")
+            let action = Task { try await client.perform("ai.query") }
+            await clock.waitForSleepers(1)
+            #expect(client.value(wallet)?.balance == 97)
+            client.setValue(Wallet(balance: 50, held: 0, version: 1), for: wallet)
+            #expect(client.value(wallet)?.balance == 47 && client.state(wallet).pendingMutations == 1)
+            clock.advance(by: 1)
+            let result = try await action.value
+            #expect(result.wallet.balance == 7 && client.value(wallet) == result.wallet && client.state(wallet).pendingMutations == 0)
+        }
+    }
+
+    @Test("An action leaves wallet and quotas fresh, confirmed with its answer; a grant made elsewhere shows after invalidate(key:)")
+    func freshAfterEveryChange() async throws {
+        try await TallyTestServer.with { server in
+            let clock = TestClock()
+            let (client, _) = try await server.readyClient(tokens: 10, clock: clock)
+            clock.advance(by: 31)
+            #expect(client.state(client.walletQuery).isStale && client.state(client.quotasQuery).isStale)
+            let result = try await client.perform("ai.query")
+            let wallet = client.state(client.walletQuery)
+            let quotas = client.state(client.quotasQuery)
+            #expect(wallet.value == result.wallet && !wallet.isStale && wallet.confirmedAt == clock.now)
+            #expect(quotas.value?.items == result.quotas && !quotas.isStale && quotas.confirmedAt == clock.now)
+
+            // A refusal carries the wallet too: still fresh after it.
+            clock.advance(by: 31)
+            await #expect(throws: ClientError.self) { for _ in 0..<4 { try await client.perform("ai.query") } }
+            #expect(!client.state(client.walletQuery).isStale && client.state(client.walletQuery).confirmedAt == clock.now)
+
+            // The app's backend grants tokens after a purchase: the README's invalidation shows them at once.
+            var states = client.observe(client.walletQuery).makeAsyncIterator()
+            let user = try #require(await client.user)
+            try await server.grant(5, to: user.userId)
+            client.invalidate(key: client.walletQuery.key)
+            let seen = await collect(&states, through: { $0.value?.available == 6 && !$0.isFetching })
+            #expect(seen.last?.isStale == false)
+        }
+    }
 }

@@ -6,22 +6,11 @@ import Testing
 /// Optimistic mutations against the real server: reconcile, roll back exactly, retry safely, never double.
 @Suite("Client mutations")
 struct ClientMutationTests {
-    /// A signed-in client with `tokens`, its wallet, quotas and price list loaded.
-    private func ready(_ server: TallyTestServer, tokens: Int64, clock: TestClock = TestClock(), retry: RetryPolicy = RetryPolicy())
-        async throws -> (Client, FaultInjectingTransport)
-    {
-        let (client, transport) = server.client(clock: clock, retry: retry)
-        let user = try await client.signInAsGuest()
-        if tokens > 0 { try await server.grant(tokens, to: user.userId) }
-        _ = try await (client.fetch(client.walletQuery), client.fetch(client.quotasQuery), client.fetch(.actions()))
-        return (client, transport)
-    }
-
     @Test("An action shows its estimate at once and reconciles with the server's answer, with no second request")
     func optimisticThenConfirmed() async throws {
         try await TallyTestServer.with { server in
             let clock = TestClock()
-            let (client, transport) = try await ready(server, tokens: 10, clock: clock)
+            let (client, transport) = try await server.readyClient(tokens: 10, clock: clock)
             transport.enqueue([.latency(1)], forPathPrefix: "/v1/actions/")
             let walletReads = transport.count(path: "/v1/wallet")
             let action = Task { try await client.perform("ai.query") }
@@ -40,7 +29,7 @@ struct ClientMutationTests {
     func quotaEstimate() async throws {
         try await TallyTestServer.with { server in
             let clock = TestClock()
-            let (client, transport) = try await ready(server, tokens: 10, clock: clock)
+            let (client, transport) = try await server.readyClient(tokens: 10, clock: clock)
             transport.enqueue([.latency(1)], forPathPrefix: "/v1/actions/")
             let action = Task { try await client.perform("reading") }
             await clock.waitForSleepers(1)
@@ -56,7 +45,7 @@ struct ClientMutationTests {
     func threeActionsOneFails() async throws {
         try await TallyTestServer.with { server in
             let clock = TestClock()
-            let (client, transport) = try await ready(server, tokens: 7, clock: clock)
+            let (client, transport) = try await server.readyClient(tokens: 7, clock: clock)
             var observed: [Int64] = []
             let stream = client.observe(client.walletQuery)
             let watcher = Task {
@@ -93,7 +82,7 @@ struct ClientMutationTests {
     @Test("A dropped response is retried with the same Idempotency-Key and charged once")
     func retryAfterDroppedResponse() async throws {
         try await TallyTestServer.with { server in
-            let (client, transport) = try await ready(server, tokens: 10)
+            let (client, transport) = try await server.readyClient(tokens: 10)
             transport.enqueue([.dropResponse], forPathPrefix: "/v1/actions/")
             let result = try await client.perform("ai.query")
             #expect(result.wallet.balance == 7)
@@ -109,12 +98,13 @@ struct ClientMutationTests {
     func doubleTap() async throws {
         try await TallyTestServer.with { server in
             let clock = TestClock()
-            let (client, transport) = try await ready(server, tokens: 10, clock: clock)
+            let (client, transport) = try await server.readyClient(tokens: 10, clock: clock)
             transport.enqueue([.latency(1)], forPathPrefix: "/v1/actions/")
             let first = Task { try await client.perform("ai.query", intent: "message-1") }
             await clock.waitForSleepers(1)
             let second = Task { try await client.perform("ai.query", intent: "message-1") }
-            while client.writes.waiterCount(for: "intent-message-1") < 2 { await Task.yield() }
+            let key = IdempotencyKey.derive(method: "POST", path: "/v1/actions/ai.query", body: nil, intent: "message-1")
+            while client.writes.waiterCount(for: key) < 2 { await Task.yield() }
             #expect(client.value(client.walletQuery)?.balance == 7)  // one estimate, not two
             clock.advance(by: 1)
             let (a, b) = try await (first.value, second.value)
@@ -129,7 +119,7 @@ struct ClientMutationTests {
     func scopes() async throws {
         try await TallyTestServer.with { server in
             let clock = TestClock()
-            let (client, transport) = try await ready(server, tokens: 10, clock: clock)
+            let (client, transport) = try await server.readyClient(tokens: 10, clock: clock)
             transport.enqueue([.latency(1)], forPathPrefix: "/v1/actions/")
             func action(_ scope: String) -> Mutation<ActionResult> {
                 Mutation(method: "POST", path: "/v1/actions/ai.query", scope: scope)
@@ -150,7 +140,7 @@ struct ClientMutationTests {
     func exactRollback() async throws {
         try await TallyTestServer.with { server in
             let clock = TestClock()
-            let (client, transport) = try await ready(server, tokens: 10, clock: clock, retry: RetryPolicy(maxAttempts: 1))
+            let (client, transport) = try await server.readyClient(tokens: 10, clock: clock, retry: RetryPolicy(maxAttempts: 1))
             let before = (client.state(client.walletQuery), client.state(client.quotasQuery))
             var states = client.observe(client.walletQuery).makeAsyncIterator()
             _ = await states.next()
@@ -169,7 +159,7 @@ struct ClientMutationTests {
     @Test("402 rolls back and carries the server's wallet and quotas for a paywall")
     func paywall() async throws {
         try await TallyTestServer.with { server in
-            let (client, _) = try await ready(server, tokens: 2)
+            let (client, _) = try await server.readyClient(tokens: 2)
             do {
                 try await client.perform("ai.query")
                 Issue.record("expected insufficientTokens")
@@ -185,7 +175,7 @@ struct ClientMutationTests {
     func answersOutOfOrder() async throws {
         try await TallyTestServer.with { server in
             let clock = TestClock()
-            let (client, transport) = try await ready(server, tokens: 10, clock: clock)
+            let (client, transport) = try await server.readyClient(tokens: 10, clock: clock)
             // The AI query is charged first but its answer (no reading used yet) arrives last.
             transport.enqueue([.delayResponse(5), .delayResponse(2)], forPathPrefix: "/v1/actions/")
             let first = Task { try await client.perform("ai.query") }
@@ -207,7 +197,7 @@ struct ClientMutationTests {
     func racingRefetch() async throws {
         try await TallyTestServer.with { server in
             let clock = TestClock()
-            let (client, transport) = try await ready(server, tokens: 10, clock: clock)
+            let (client, transport) = try await server.readyClient(tokens: 10, clock: clock)
             let wallet = client.walletQuery
             let quotas = client.quotasQuery
             func readingsUsed() -> Int? { client.value(quotas)?.items.first?.used }

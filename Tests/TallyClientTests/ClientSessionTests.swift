@@ -70,13 +70,14 @@ struct ClientSessionTests {
             try await server.grant(42, to: user.userId)
             _ = try await client.fetch(client.walletQuery)
             _ = try await client.fetch(client.quotasQuery)
+            let prices = try await client.fetch(.actions())
             _ = try await client.perform("ai.query")
             #expect(try diskBytes(directory).contains(Data(user.userId.utf8)))
 
             await client.signOut()
             #expect(client.value(client.walletQuery) == nil)
             #expect(client.value(client.quotasQuery) == nil)
-            #expect(client.cache.usage.count == 0)
+            #expect(client.cache.usage.count == 1 && client.value(.actions()) == prices)  // the price list is no one's
             #expect(await client.user == nil)
             #expect(try secure.read("session") == nil)
             #expect(try secure.read("installation-secret") == nil)

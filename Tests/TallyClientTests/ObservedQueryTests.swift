@@ -1,6 +1,7 @@
 import Foundation
+import Observation
 import TallyAPI
-import TallyClient
+@testable import TallyClient
 import Testing
 
 /// The `@Observable` wrapper compiles and follows the cache here too (Observation ships with the Linux toolchain).
@@ -22,5 +23,39 @@ struct ObservedQueryTests {
             }
             follower.cancel()
         }
+    }
+
+    @Test("refresh() fetches at once however fresh the value is, and its answer reaches the state")
+    func refresh() async throws {
+        try await TallyTestServer.with { server in
+            let (client, transport) = server.client()
+            let user = try await client.signInAsGuest()
+            _ = try await client.fetch(client.walletQuery)
+            let observed = await MainActor.run { ObservedQuery(client.walletQuery, client: client) }
+            let follower = Task { await observed.run() }
+            try await server.grant(9, to: user.userId)  // on the server only: the cached 0 is still fresh
+            await observed.refresh()
+            #expect(transport.count(path: "/v1/wallet") == 2)
+            while await MainActor.run(body: { observed.state.value?.balance != 9 }) { await Task.yield() }
+            follower.cancel()
+        }
+    }
+
+    @MainActor
+    @Test("Following starts without an update: the state shown first is not assigned again")
+    func noUpdateForTheSameState() async throws {
+        let client = Client(configuration: ClientConfiguration(baseURL: URL(string: "http://127.0.0.1:9")!, secureStore: MemorySecureStore()))
+        client.setValue(Wallet(balance: 5, held: 0, version: 1), for: client.walletQuery)  // fresh: following fetches nothing
+        let observed = ObservedQuery(client.walletQuery, client: client)
+        let changes = Locked(0)
+        withObservationTracking { _ = observed.state } onChange: { changes.withLock { $0 += 1 } }
+        let follower = Task { await observed.run() }
+        while !client.cache.watchedKeys.contains(client.walletQuery.key) { await Task.yield() }
+        for _ in 0..<100 { await Task.yield() }  // the follower takes the first state from its stream
+        #expect(changes.withLock { $0 } == 0)  // before the fix: the same state assigned again, a SwiftUI update
+        client.setValue(Wallet(balance: 6, held: 0, version: 2), for: client.walletQuery)
+        while observed.state.value?.balance != 6 { await Task.yield() }
+        #expect(changes.withLock { $0 } == 1)
+        follower.cancel()
     }
 }

@@ -20,9 +20,10 @@ public struct PersistedEntry: Sendable, Hashable {
     }
 }
 
-/// Durable storage for cached values and for mutations not yet confirmed, namespaced by user.
+/// Durable storage for the values the server confirmed, namespaced by user: a user's id, or
+/// ``CacheNamespace/shared`` for data that belongs to no user (the price list).
 public protocol CacheStore: Sendable {
-    /// Every entry stored for `userId`, ordered by the keys' UTF-8 bytes.
+    /// Every entry stored for `userId` (a user's id or ``CacheNamespace/shared``), ordered by the keys' UTF-8 bytes.
     func entries(userId: String) throws -> [PersistedEntry]
     /// Inserts `entry`, or replaces the one with the same key, for `userId`.
     func save(_ entry: PersistedEntry, userId: String) throws
@@ -32,6 +33,13 @@ public protocol CacheStore: Sendable {
     func removeAll(userId: String) throws
     /// Removes everything for every user.
     func removeEverything() throws
+}
+
+/// The namespaces of a ``CacheStore`` that are not a user's.
+public enum CacheNamespace {
+    /// Data that belongs to no user (the price list): sign-out keeps it, ``CacheStore/removeEverything()``
+    /// removes it. Server user ids are never empty.
+    public static let shared = ""
 }
 
 /// A failure of a ``CacheStore``; its description names the operation and the cause, never stored data.

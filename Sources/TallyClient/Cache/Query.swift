@@ -16,17 +16,21 @@ public struct Query<Value: Codable & Sendable>: Sendable {
     public var maxAge: TimeInterval
     /// Whether a newly confirmed value may replace the current one; the wallet's version never goes back.
     public var supersedes: @Sendable (_ new: Value, _ current: Value) -> Bool
+    /// False for data that belongs to no user (the price list): fetched without the session, kept across
+    /// sign-out, and persisted under ``CacheNamespace/shared`` rather than the user's namespace.
+    public var isUserData: Bool
 
     /// Creates a query.
     public init(
         key: String, path: String, operation: String? = nil, staleAfter: TimeInterval = 0, maxAge: TimeInterval = 86_400,
-        supersedes: @escaping @Sendable (_ new: Value, _ current: Value) -> Bool = { _, _ in true }
+        isUserData: Bool = true, supersedes: @escaping @Sendable (_ new: Value, _ current: Value) -> Bool = { _, _ in true }
     ) {
         self.key = key
         self.path = path
         self.operation = operation ?? "GET \(path)"
         self.staleAfter = staleAfter
         self.maxAge = maxAge
+        self.isUserData = isUserData
         self.supersedes = supersedes
     }
 }
@@ -60,9 +64,9 @@ extension QuotaList {
 }
 
 extension Query where Value == ActionList {
-    /// The price list: what each action costs. Changes rarely.
+    /// The price list: what each action costs. Changes rarely; belongs to no user (kept across sign-out).
     public static func actions(staleAfter: TimeInterval = 3600) -> Self {
-        Query(key: "actions", path: "/v1/actions", staleAfter: staleAfter, maxAge: 30 * 86_400)
+        Query(key: "actions", path: "/v1/actions", staleAfter: staleAfter, maxAge: 30 * 86_400, isUserData: false)
     }
 }
 
@@ -81,12 +85,16 @@ public struct QueryState<Value: Sendable>: Sendable {
     public var isStale: Bool
     /// True while a request for this key is in flight.
     public var isFetching: Bool
-    /// The last fetch's failure, cleared by the next success.
+    /// The last fetch's failure, cleared by the next value the server confirms (a fetch, a mutation's answer)
+    /// or ``Client/setValue(_:for:)``.
     public var error: ClientError?
     /// When the server last confirmed the value.
     public var confirmedAt: Date?
     /// How many optimistic changes are applied on top of the confirmed value.
     public var pendingMutations: Int
+    /// The revision of the confirmed bytes under `value` (0: none): with the other fields, it tells a change
+    /// from a repeat without comparing values.
+    @usableFromInline var revision: UInt64 = 0
 
     /// Creates a state.
     @inlinable
@@ -101,4 +109,13 @@ public struct QueryState<Value: Sendable>: Sendable {
 
     /// An empty state: nothing loaded yet.
     public static var empty: Self { QueryState(value: nil, isStale: true, isFetching: false, error: nil, confirmedAt: nil, pendingMutations: 0) }
+}
+
+extension QueryState {
+    /// What tells this state from another without comparing values.
+    var signature: QueryCache.Signature {
+        QueryCache.Signature(
+            revision: revision, hasValue: value != nil, isStale: isStale, isFetching: isFetching, error: error,
+            confirmedAt: confirmedAt, pending: pendingMutations)
+    }
 }

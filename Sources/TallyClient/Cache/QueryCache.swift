@@ -11,7 +11,11 @@ import Foundation
 /// - While mutations of a key are in flight, their confirmations are held and applied together when the
 ///   last one settles, so a response that already includes a sibling's charge never meets that
 ///   sibling's estimate (no doubled deduction); ``Query/supersedes`` picks the newest among them.
-/// - Clearing (sign-out) bumps a generation; anything started before is dropped when it returns.
+/// - Clearing (sign-out) bumps a generation; anything started before is dropped when it returns. Keys of
+///   data that belongs to no user (``Query/isUserData`` false: the price list) are kept.
+/// - Observers are told changes only: each watcher remembers the ``Signature`` it last received, so a
+///   notification that changes nothing it shows (a held confirmation, an invalidation of a stale key, the
+///   same bytes confirmed again) is not sent. Values are never compared: confirmed bytes carry a revision.
 @usableFromInline
 final class QueryCache: Sendable {
     /// A value the server confirmed. `value` is decoded lazily for entries loaded from disk.
@@ -21,6 +25,8 @@ final class QueryCache: Sendable {
         var etag: String?
         var confirmedAt: Date
         var fromDisk: Bool
+        /// Set by the cache when stored: equal for equal bytes of one key, new for new bytes.
+        var revision: UInt64 = 0
     }
 
     /// An optimistic change of one key by one mutation.
@@ -40,21 +46,50 @@ final class QueryCache: Sendable {
         @usableFromInline var error: ClientError?
         @usableFromInline var confirmedAt: Date?
         @usableFromInline var pending: Int
+        /// The revision of the confirmed bytes under `value` (0: none).
+        @usableFromInline var revision: UInt64
+
+        var signature: Signature {
+            Signature(
+                revision: revision, hasValue: value != nil, isStale: isStale, isFetching: isFetching, error: error,
+                confirmedAt: confirmedAt, pending: pending)
+        }
+    }
+
+    /// Everything an observer sees of a state except the value itself, which is identified by the revision of
+    /// its confirmed bytes and the number of optimistic layers over them (every change of layers changes the
+    /// count, and each change is notified on its own).
+    struct Signature: Equatable, Sendable {
+        var revision: UInt64
+        var hasValue: Bool
+        var isStale: Bool
+        var isFetching: Bool
+        var error: ClientError?
+        var confirmedAt: Date?
+        var pending: Int
+    }
+
+    /// One observer: where its states go, and the last one it was sent.
+    private struct Watcher {
+        var send: @Sendable (Snapshot) -> Void
+        var last: Signature?
     }
 
     /// How a key's values are decoded, ordered and refetched; set by the first typed access.
     @usableFromInline
     struct Definition: Sendable {
         var staleAfter: TimeInterval
+        var isUserData: Bool
         var decode: @Sendable (Data) throws -> any Sendable
         var supersedes: @Sendable (any Sendable, any Sendable) -> Bool
 
         @usableFromInline
         init(
-            staleAfter: TimeInterval, decode: @escaping @Sendable (Data) throws -> any Sendable,
+            staleAfter: TimeInterval, isUserData: Bool, decode: @escaping @Sendable (Data) throws -> any Sendable,
             supersedes: @escaping @Sendable (any Sendable, any Sendable) -> Bool
         ) {
             self.staleAfter = staleAfter
+            self.isUserData = isUserData
             self.decode = decode
             self.supersedes = supersedes
         }
@@ -70,7 +105,7 @@ final class QueryCache: Sendable {
         var isFetching = false
         var error: ClientError?
         var invalidated = false
-        var watchers: [UInt64: @Sendable (Snapshot) -> Void] = [:]
+        var watchers: [UInt64: Watcher] = [:]
     }
 
     private struct State {
@@ -78,6 +113,8 @@ final class QueryCache: Sendable {
         var slots: [String: Slot] = [:]
         var nextId: UInt64 = 0
         var generation: UInt64 = 0
+        /// Keys of data that belongs to no user: clearing keeps them.
+        var sharedKeys: Set<String> = []
     }
 
     /// Identifies a fetch so its answer can be judged when it returns.
@@ -116,7 +153,9 @@ final class QueryCache: Sendable {
 
     private static func define(_ key: String, _ definition: () -> Definition, in state: inout State) -> Bool {
         if let i = state.slots.index(forKey: key), isDefined(&state.slots.values[i]) { return false }
-        state.slots[key, default: Slot()].definition = definition()
+        let made = definition()
+        state.slots[key, default: Slot()].definition = made
+        if !made.isUserData { state.sharedKeys.insert(key) }
         return true
     }
 
@@ -151,7 +190,7 @@ final class QueryCache: Sendable {
         guard let i = slot ?? state.slots.index(forKey: key) else {
             return Snapshot(
                 value: confirmed?.value, isStale: true, isFetching: false, error: nil, confirmedAt: confirmed?.confirmedAt,
-                pending: 0)
+                pending: 0, revision: confirmed?.revision ?? 0)
         }
         if var entry = confirmed, entry.value == nil, let decode = state.slots.values[i].definition?.decode {
             entry.value = try? decode(entry.data)
@@ -172,17 +211,40 @@ final class QueryCache: Sendable {
         let isStale = confirmed.map { $0.fromDisk || now.timeIntervalSince($0.confirmedAt) >= staleAfter } ?? true
         return Snapshot(
             value: value, isStale: isStale || slot.invalidated, isFetching: slot.isFetching, error: slot.error,
-            confirmedAt: confirmed?.confirmedAt, pending: slot.layers.count)
+            confirmedAt: confirmed?.confirmedAt, pending: slot.layers.count, revision: confirmed?.revision ?? 0)
     }
 
     private static func isDefined(_ slot: inout Slot) -> Bool { slot.definition != nil }
 
-    /// Tells `key`'s observers its state; `current` is that state when the caller already has it.
+    /// Tells `key`'s observers its state if it differs from the last one each was sent; `current` is that
+    /// state when the caller already has it.
     private static func notify(_ key: String, in state: inout State, now: Date, current: Snapshot? = nil) {
-        guard let watchers = state.slots[key]?.watchers, !watchers.isEmpty else { return }
-        let snapshot = current ?? snapshot(key, in: &state, now: now, touch: false)
-        // Yielding inside the lock keeps every observer's sequence in the order the changes happened.
-        for watcher in watchers.values { watcher(snapshot) }
+        guard let i = state.slots.index(forKey: key), !state.slots.values[i].watchers.isEmpty else { return }
+        let snapshot = current ?? snapshot(key, in: &state, now: now, touch: false, slot: i)
+        let signature = snapshot.signature
+        // Yielding inside the lock keeps every observer's sequence in the order the changes happened. Walked by
+        // index and written in place: iterating `indices` would retain the storage and copy it on the first write.
+        var w = state.slots.values[i].watchers.startIndex
+        while w != state.slots.values[i].watchers.endIndex {
+            if state.slots.values[i].watchers.values[w].last != signature {
+                state.slots.values[i].watchers.values[w].last = signature
+                state.slots.values[i].watchers.values[w].send(snapshot)
+            }
+            state.slots.values[i].watchers.formIndex(after: &w)
+        }
+    }
+
+    /// Stores `confirmed` as `key`'s confirmed value. The same bytes as the current ones keep its revision
+    /// (observers see no new value); other bytes get a new one.
+    private static func store(_ confirmed: Confirmed, _ key: String, in state: inout State) {
+        var confirmed = confirmed
+        if let current = state.lru.peek(key), current.data == confirmed.data {
+            confirmed.revision = current.revision
+        } else {
+            state.nextId += 1
+            confirmed.revision = state.nextId
+        }
+        state.lru.insert(confirmed, forKey: key, cost: confirmed.data.count + entryOverhead)
     }
 
     // MARK: Observing
@@ -192,8 +254,9 @@ final class QueryCache: Sendable {
         let now = clock.now
         return state.withLock { state in
             state.nextId += 1
-            state.slots[key, default: Slot()].watchers[state.nextId] = watcher
-            watcher(Self.snapshot(key, in: &state, now: now, touch: true))
+            let snapshot = Self.snapshot(key, in: &state, now: now, touch: true)
+            state.slots[key, default: Slot()].watchers[state.nextId] = Watcher(send: watcher, last: snapshot.signature)
+            watcher(snapshot)
             return state.nextId
         }
     }
@@ -252,7 +315,7 @@ final class QueryCache: Sendable {
     func finishFetch(_ ticket: FetchTicket, _ result: FetchResult) -> FetchOutcome {
         let now = clock.now
         return state.withLock { state -> FetchOutcome in
-            guard state.generation == ticket.generation else {
+            guard state.generation == ticket.generation || state.sharedKeys.contains(ticket.key) else {
                 return FetchOutcome(stored: nil, value: Self.snapshot(ticket.key, in: &state, now: now, touch: true).value)
             }
             var slot = state.slots[ticket.key, default: Slot()]
@@ -263,7 +326,7 @@ final class QueryCache: Sendable {
             case .value(let confirmed):
                 slot.error = nil
                 if current, Self.accepts(confirmed, over: state.lru.peek(ticket.key), slot.definition) {
-                    state.lru.insert(confirmed, forKey: ticket.key, cost: confirmed.data.count + Self.entryOverhead)
+                    Self.store(confirmed, ticket.key, in: &state)
                     slot.invalidated = false
                     stored = confirmed
                 }
@@ -272,7 +335,7 @@ final class QueryCache: Sendable {
                 if current, var entry = state.lru.peek(ticket.key), entry.etag == ticket.etag {
                     entry.confirmedAt = now
                     entry.fromDisk = false
-                    state.lru.insert(entry, forKey: ticket.key, cost: entry.data.count + Self.entryOverhead)
+                    Self.store(entry, ticket.key, in: &state)
                     slot.invalidated = false
                     stored = entry
                 }
@@ -340,6 +403,8 @@ final class QueryCache: Sendable {
                 }
                 slot.epoch += 1
                 slot.held.append(contentsOf: confirmed)
+                // The server just answered for this key: an earlier fetch's failure no longer describes it.
+                if !confirmed.isEmpty { slot.error = nil }
                 if slot.inFlight == 0 {
                     slot.layers.removeAll(where: \.settled)
                     var best = state.lru.peek(key)
@@ -350,7 +415,7 @@ final class QueryCache: Sendable {
                     }
                     slot.held = []
                     if changed, let best {
-                        state.lru.insert(best, forKey: key, cost: best.data.count + Self.entryOverhead)
+                        Self.store(best, key, in: &state)
                         slot.invalidated = false
                         stored.append((key, best))
                     }
@@ -380,32 +445,58 @@ final class QueryCache: Sendable {
         }
     }
 
-    /// Forgets every value, layer and pending answer (sign-out, user switch). Observers stay and see empty states.
+    /// Forgets every value, layer and pending answer of the user (sign-out, user switch). Observers stay and
+    /// see empty states. Data that belongs to no user keeps its value, freshness and fetch in flight.
     func clear() {
         let now = clock.now
         state.withLock { state in
             state.generation += 1
-            state.lru.removeAll()
+            let shared = state.sharedKeys
+            state.lru.removeAll(where: { !shared.contains($0) })
             for key in Array(state.slots.keys) {
-                let watchers = state.slots[key]!.watchers
-                var slot = Slot()
-                slot.definition = state.slots[key]!.definition
-                slot.watchers = watchers
-                state.slots[key] = watchers.isEmpty ? nil : slot
+                let old = state.slots[key]!
+                var slot: Slot
+                if shared.contains(key) {
+                    slot = old
+                    (slot.layers, slot.inFlight, slot.held) = ([], 0, [])
+                } else {
+                    slot = Slot()
+                    slot.definition = old.definition
+                    slot.watchers = old.watchers
+                }
+                state.slots[key] = slot.watchers.isEmpty && !shared.contains(key) ? nil : slot
                 Self.notify(key, in: &state, now: now)
             }
         }
     }
 
     /// Loads values kept on disk (shown as stale until revalidated); never replaces a value already in memory.
-    func load(_ entries: [(key: String, data: Data, etag: String?, confirmedAt: Date)]) {
+    /// `shared`: they belong to no user (clearing keeps them).
+    func load(_ entries: [PersistedEntry], shared: Bool = false) {
         let now = clock.now
         state.withLock { state in
-            for entry in entries where state.lru.peek(entry.key) == nil {
+            for entry in entries {
+                if shared { state.sharedKeys.insert(entry.key) }
+                guard state.lru.peek(entry.key) == nil else { continue }
                 let confirmed = Confirmed(value: nil, data: entry.data, etag: entry.etag, confirmedAt: entry.confirmedAt, fromDisk: true)
-                state.lru.insert(confirmed, forKey: entry.key, cost: entry.data.count + Self.entryOverhead)
+                Self.store(confirmed, entry.key, in: &state)
                 Self.notify(entry.key, in: &state, now: now)
             }
+        }
+    }
+
+    /// Writes `confirmed` as `key`'s confirmed value, as a server answer would, but unconditionally (the app's
+    /// word, not an answer to order): it clears the error and the invalidation, discards a fetch already in
+    /// flight (its answer may predate the write), and stays under the layers of mutations in flight, whose
+    /// confirmations are judged against it by ``Query/supersedes`` when they settle.
+    func set(_ key: String, _ confirmed: Confirmed) {
+        let now = clock.now
+        state.withLock { state in
+            state.slots[key, default: Slot()].epoch += 1
+            state.slots[key]!.error = nil
+            state.slots[key]!.invalidated = false
+            Self.store(confirmed, key, in: &state)
+            Self.notify(key, in: &state, now: now)
         }
     }
 

@@ -9,7 +9,7 @@ extension Client {
     /// A refusal (not enough tokens) rolls the held tokens back and throws
     /// ``ClientError/insufficientTokens(wallet:quotas:)`` with the server's wallet.
     /// - Parameter intent: identifies the user's intent, as in ``perform(_:intent:isLongRunning:)``: calls with
-    ///   the same intent and amount are one hold, even across retries and double taps.
+    ///   the same intent, amount and ttl are one hold, even across retries and double taps.
     @discardableResult
     public func createHold(_ amount: Int64, ttl: TimeInterval = 300, intent: String? = nil) async throws -> Hold {
         guard amount > 0 else { throw ClientError.invalidInput("hold amount must be positive") }
@@ -19,7 +19,7 @@ extension Client {
         return try await mutate(
             Mutation<Hold>(
                 method: "POST", path: "/v1/wallet/holds", operation: "POST /v1/wallet/holds", body: body,
-                idempotencyKey: intent.map { Self.holdKey("hold", $0, amount: amount) } ?? UUID().uuidString,
+                intent: intent,
                 optimistic: [.update(walletQuery) { $0.holding(amount) }],
                 confirm: { [Confirmation.of(walletQuery, $0.wallet)].compactMap { $0 } },
                 confirmOnError: walletConfirmation))
@@ -37,7 +37,7 @@ extension Client {
         return try await mutate(
             Mutation<Hold>(
                 method: "POST", path: path + "/capture", operation: "POST /v1/wallet/holds/{holdId}/capture", body: body,
-                idempotencyKey: Self.holdKey("capture", hold.holdId, amount: amount),
+                intent: "capture",  // the path names the hold and the body the amount: the key covers both
                 optimistic: [.update(walletQuery) { $0.settling(held: hold.amount, charged: amount) }],
                 confirm: { [Confirmation.of(walletQuery, $0.wallet)].compactMap { $0 } },
                 confirmOnError: walletConfirmation))
@@ -51,7 +51,7 @@ extension Client {
         return try await mutate(
             Mutation<Hold>(
                 method: "DELETE", path: path, operation: "DELETE /v1/wallet/holds/{holdId}",
-                idempotencyKey: Self.holdKey("release", hold.holdId, amount: hold.amount),
+                intent: "release",
                 optimistic: [.update(walletQuery) { $0.settling(held: hold.amount, charged: 0) }],
                 confirm: { [Confirmation.of(walletQuery, $0.wallet)].compactMap { $0 } },
                 confirmOnError: walletConfirmation))
@@ -71,11 +71,6 @@ extension Client {
     private static func holdPath(_ hold: Hold) throws -> String {
         guard UUID(uuidString: hold.holdId) != nil else { throw ClientError.invalidInput("hold id") }
         return "/v1/wallet/holds/\(hold.holdId.lowercased())"
-    }
-
-    /// A printable Idempotency-Key for one hold operation (the server accepts printable ASCII up to 255).
-    private static func holdKey(_ operation: String, _ subject: String, amount: Int64) -> String {
-        "\(operation)-\(amount)-\(Data(subject.utf8).base64EncodedString())".prefix(255).description
     }
 }
 

@@ -6,17 +6,19 @@ extension Client {
     /// replace them, or on failure they are removed (the shown state is exactly as before) and the error is thrown.
     @discardableResult
     public func mutate<Response>(_ mutation: Mutation<Response>) async throws -> Response {
-        let (body, _) = try await writes.run(mutation.idempotencyKey) { [self] in
+        // The key is derived from the whole request and its intent: calls share a write only if they are the same request.
+        let key = mutation.idempotencyKey
+        let (body, _) = try await writes.run(key) { [self] in
             let metrics = self.metrics
             let operation = mutation.operation
             return .init(
-                operation: { [self] in try await send(mutation) },
+                operation: { [self] in try await send(mutation, key: key) },
                 onShared: { metrics.recordCoalesced(operation: operation, count: $0) })
         }
         return try decode(Response.self, body)
     }
 
-    private func send<Response>(_ mutation: Mutation<Response>) async throws -> Data {
+    private func send<Response>(_ mutation: Mutation<Response>, key: String) async throws -> Data {
         let ticket = cache.beginMutation(mutation.optimistic.map { ($0.key, $0.apply) })
         do {
             let response = try await inScope(mutation.scope) {
@@ -24,7 +26,7 @@ extension Client {
                     Endpoint(
                         method: mutation.method, path: mutation.path, operation: mutation.operation,
                         kind: mutation.isLongRunning ? .ai : .write),
-                    body: mutation.body, headers: [TallyHeader.idempotencyKey: mutation.idempotencyKey], auth: session)
+                    body: mutation.body, headers: [TallyHeader.idempotencyKey: key], auth: session)
             }
             let decoded = try decode(Response.self, response.body)
             settle(ticket, succeeded: true, mutation.confirm(decoded))
@@ -41,6 +43,7 @@ extension Client {
         return try await scopes.run(scope, body)
     }
 
+    /// Applies the answer's confirmations, each confirmed now: a wallet-changing call leaves the wallet fresh.
     private func settle(_ ticket: QueryCache.MutationTicket, succeeded: Bool, _ confirmations: [Confirmation]) {
         let now = configuration.clock.now
         let stored = cache.settleMutation(
@@ -48,6 +51,8 @@ extension Client {
             confirmations: confirmations.map {
                 ($0.key, QueryCache.Confirmed(value: $0.value, data: $0.data, etag: nil, confirmedAt: now, fromDisk: false))
             })
-        for (key, confirmed) in stored { persist(confirmed, key: key) }
+        for (key, confirmed) in stored {
+            persist(confirmed, key: key, isUserData: confirmations.first { $0.key == key }?.isUserData ?? true)
+        }
     }
 }

@@ -24,7 +24,8 @@ extension Client {
     }
 
     /// The states of `query` as they change: the current state first, then every change (fetches,
-    /// optimistic updates, confirmations, rollbacks). A stale or missing value is fetched.
+    /// optimistic updates, confirmations, rollbacks), each once: a state equal to the last one sent is not
+    /// sent again. A stale or missing value is fetched.
     public func observe<Value>(_ query: Query<Value>) -> AsyncStream<QueryState<Value>> {
         define(query)
         let (stream, continuation) = AsyncStream.makeStream(of: QueryState<Value>.self, bufferingPolicy: .bufferingNewest(64))
@@ -35,7 +36,21 @@ extension Client {
         return stream
     }
 
-    /// Marks `key` stale; observed values are refetched.
+    /// Writes `value` as `query`'s cached value, confirmed now (fresh, persisted), as if the server had just sent
+    /// it: for a value the app learned elsewhere, such as its own backend's answer after a purchase. It replaces
+    /// the cached value whatever its order (`supersedes` is not asked), clears the error, and discards a fetch
+    /// already in flight. Mutations in flight keep their optimistic changes on top of it; their answers replace
+    /// it when they settle if `supersedes` prefers them (a wallet with a higher version).
+    public func setValue<Value>(_ value: Value, for query: Query<Value>) {
+        define(query)
+        guard let data = try? TallyJSON.encoder().encode(value) else { return }
+        let confirmed = QueryCache.Confirmed(value: value, data: data, etag: nil, confirmedAt: configuration.clock.now, fromDisk: false)
+        cache.set(query.key, confirmed)
+        persist(confirmed, key: query.key, isUserData: query.isUserData)
+    }
+
+    /// Marks `key` stale; observed values are refetched. After a change made on the server by someone else
+    /// (the app's backend granted tokens), `invalidate(key: client.walletQuery.key)` shows it at once.
     public func invalidate(key: String) { refetch(cache.invalidate { $0 == key }) }
 
     /// Marks every key starting with `prefix` stale; observed values are refetched.
@@ -88,7 +103,8 @@ extension Client {
             var headers: [String: String] = [:]
             if let etag = ticket.etag { headers["If-None-Match"] = etag }
             let response = try await executor.send(
-                Endpoint(method: "GET", path: query.path, operation: query.operation, kind: .read), headers: headers, auth: session)
+                Endpoint(method: "GET", path: query.path, operation: query.operation, kind: .read, authenticated: query.isUserData),
+                headers: headers, auth: session)
             if response.status == 304 {
                 metrics.recordNotModified()
                 outcome = cache.finishFetch(ticket, .notModified)
@@ -106,7 +122,7 @@ extension Client {
             cache.finishFetch(ticket, .failed(.offline))
             throw error
         }
-        persist(outcome.stored, key: query.key)
+        persist(outcome.stored, key: query.key, isUserData: query.isUserData)
         guard let value = outcome.value as? Value else { throw ClientError.invalidResponse("no value for \(query.key)") }
         return value
     }
@@ -132,7 +148,7 @@ extension Client {
     @usableFromInline
     static func definition<Value>(_ query: Query<Value>) -> QueryCache.Definition {
         QueryCache.Definition(
-            staleAfter: query.staleAfter,
+            staleAfter: query.staleAfter, isUserData: query.isUserData,
             decode: { try TallyJSON.decoder().decode(Value.self, from: $0) },
             supersedes: { new, current in
                 guard let new = new as? Value, let current = current as? Value else { return true }
@@ -140,18 +156,22 @@ extension Client {
             })
     }
 
-    /// Writes a confirmed value to disk for the signed-in user (outside every lock).
-    func persist(_ confirmed: QueryCache.Confirmed?, key: String) {
-        guard let confirmed, let store = configuration.cacheStore, let user = userId.withLock({ $0 }) else { return }
-        try? store.save(PersistedEntry(key: key, data: confirmed.data, etag: confirmed.etag, confirmedAt: confirmed.confirmedAt), userId: user)
+    /// Writes a confirmed value to disk (outside every lock): for the signed-in user, or shared when it belongs to no user.
+    func persist(_ confirmed: QueryCache.Confirmed?, key: String, isUserData: Bool) {
+        guard let confirmed, let store = configuration.cacheStore else { return }
+        guard let namespace = isUserData ? userId.withLock({ $0 }) : CacheNamespace.shared else { return }
+        try? store.save(
+            PersistedEntry(key: key, data: confirmed.data, etag: confirmed.etag, confirmedAt: confirmed.confirmedAt), userId: namespace)
     }
 
     func decode<Value: Decodable>(_ type: Value.Type, _ data: Data) throws -> Value { try decodeAnswer(type, data) }
 
     @inlinable
     static func typed<Value>(_ snapshot: QueryCache.Snapshot) -> QueryState<Value> {
-        QueryState(
+        var state = QueryState(
             value: snapshot.value as? Value, isStale: snapshot.isStale, isFetching: snapshot.isFetching, error: snapshot.error,
             confirmedAt: snapshot.confirmedAt, pendingMutations: snapshot.pending)
+        state.revision = snapshot.revision
+        return state
     }
 }

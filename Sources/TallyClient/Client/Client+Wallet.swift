@@ -9,23 +9,27 @@ extension Client {
     public var quotasQuery: Query<QuotaList> { .quotas(staleAfter: configuration.balanceStaleAfter) }
 
     /// Performs a metered action. The estimated deduction (a free use, or the action's token price)
-    /// shows at once; the wallet and quotas in the server's answer then replace it, with no second request.
-    /// A refusal rolls back and throws ``ClientError/insufficientTokens(wallet:quotas:)`` or
+    /// shows at once; the wallet and quotas in the server's answer then replace it (confirmed now: fresh), with
+    /// no second request. A refusal rolls back and throws ``ClientError/insufficientTokens(wallet:quotas:)`` or
     /// ``ClientError/quotaExhausted(wallet:quotas:)`` with the server's state, ready for a paywall.
     ///
-    /// - Parameter intent: identifies the user's intent (a message id, a button press); calls with the
-    ///   same intent are one charge, even across retries and double taps. Nil makes every call its own intent.
+    /// The estimate needs the price list and, for an action with a free quota, the quotas: the price list is
+    /// fetched at ``restore()`` and sign-in and kept on disk; without it (or without the quotas) nothing is
+    /// estimated, and the action is never delayed to fetch them.
+    ///
+    /// - Parameter intent: the user's intent in any words (a message id, the question asked); calls of the
+    ///   same action with the same intent are one charge, even across retries and double taps. The same intent
+    ///   on another action is another charge. Nil makes every call its own intent.
     @discardableResult
     public func perform(_ action: String, intent: String? = nil, isLongRunning: Bool = false) async throws -> ActionResult {
         guard let escaped = action.addingPercentEncoding(withAllowedCharacters: .urlPathAllowed.subtracting(["/"])),
             !action.isEmpty
         else { throw ClientError.invalidInput("action name") }
-        if value(.actions()) == nil { _ = try? await fetch(.actions()) }
         let walletQuery = self.walletQuery
         let quotasQuery = self.quotasQuery
         let mutation = Mutation<ActionResult>(
             method: "POST", path: "/v1/actions/\(escaped)", operation: "POST /v1/actions/{name}",
-            idempotencyKey: intent.map { "intent-\($0)" } ?? UUID().uuidString,
+            intent: intent,
             optimistic: estimate(action),
             isLongRunning: isLongRunning,
             confirm: { result in
@@ -43,10 +47,17 @@ extension Client {
         return try await mutate(mutation)
     }
 
-    /// What `action` will most likely cost, judged from the price list and the quotas shown now.
+    /// What `action` will most likely cost, judged from the price list and the quotas shown now; nothing when
+    /// either is unknown (a guess would flicker: a free use shown as a token charge, then given back).
     func estimate(_ action: String) -> [OptimisticUpdate] {
-        guard let price = value(.actions())?.items.first(where: { $0.name == action }) else { return [] }
-        if let quotaName = price.quota, let quota = value(quotasQuery)?.items.first(where: { $0.name == quotaName }) {
+        let prices = Query<ActionList>.actions()
+        guard let list = value(prices) else {
+            revalidateInBackground(prices)  // for the next action; this one does not wait
+            return []
+        }
+        guard let price = list.items.first(where: { $0.name == action }) else { return [] }
+        if let quotaName = price.quota {
+            guard let quota = value(quotasQuery)?.items.first(where: { $0.name == quotaName }) else { return [] }
             if quota.unlimited { return [] }
             if quota.remaining > 0 {
                 return [
@@ -73,5 +84,15 @@ extension Client {
                 return wallet
             }
         ]
+    }
+
+    /// Shows the data that belongs to no user (the price list): from disk if memory has none, then refreshed in
+    /// the background when stale. Called at restore and sign-in; never awaited by anything.
+    func preparePriceList() {
+        let prices = Query<ActionList>.actions()
+        if value(prices) == nil, let entries = try? configuration.cacheStore?.entries(userId: CacheNamespace.shared) {
+            cache.load(entries, shared: true)
+        }
+        if state(prices).isStale { revalidateInBackground(prices) }
     }
 }

@@ -44,7 +44,7 @@ public final class Client: Sendable {
             userId.withLock { $0 = current }
             if let previous { try? persistence?.removeAll(userId: previous) }
             if let current, let entries = try? persistence?.entries(userId: current) {
-                cache.load(entries.map { ($0.key, $0.data, $0.etag, $0.confirmedAt) })
+                cache.load(entries)
             }
         }
     }
@@ -54,26 +54,33 @@ public final class Client: Sendable {
     /// The signed-in user, if any.
     public var user: SessionUser? { get async { await session.user } }
 
-    /// Restores the previous launch's session and its cached values (shown stale until revalidated).
-    /// Returns the user, or nil when the app must sign in.
+    /// Restores the previous launch's session and its cached values (shown stale until revalidated), and
+    /// refreshes the price list in the background. Returns the user, or nil when the app must sign in.
     @discardableResult
     public func restore() async throws -> SessionUser? {
+        preparePriceList()
         guard let user = try await session.restore() else { return nil }
         userId.withLock { $0 = user.userId }
         if let entries = try configuration.cacheStore?.entries(userId: user.userId) {
-            cache.load(entries.map { ($0.key, $0.data, $0.etag, $0.confirmedAt) })
+            cache.load(entries)
         }
         return user
     }
 
     /// Signs this installation in as its guest account (created on first use, with the sign-up grant).
     @discardableResult
-    public func signInAsGuest() async throws -> SessionUser { try await session.signInAsGuest() }
+    public func signInAsGuest() async throws -> SessionUser {
+        let user = try await session.signInAsGuest()
+        preparePriceList()
+        return user
+    }
 
     /// Signs in to a linked account.
     @discardableResult
     public func signIn(email: String, password: String) async throws -> SessionUser {
-        try await session.signIn(email: email, password: password)
+        let user = try await session.signIn(email: email, password: password)
+        preparePriceList()
+        return user
     }
 
     /// Links the current guest account to an email and password, in place (same wallet).
@@ -84,6 +91,7 @@ public final class Client: Sendable {
         return me
     }
 
-    /// Signs out: the server session ends and every cached value, pending answer and persisted entry of the user is removed.
+    /// Signs out: the server session ends and every cached value, pending answer and persisted entry of the user
+    /// is removed. Data that belongs to no user (the price list) stays.
     public func signOut() async { await session.signOut() }
 }

@@ -17,16 +17,17 @@ public struct Confirmation: Sendable {
     let key: String
     let value: any Sendable
     let data: Data
+    let isUserData: Bool
 
     /// The server says `query`'s value is now `value`.
     public static func of<Value>(_ query: Query<Value>, _ value: Value) -> Self? {
         guard let data = try? TallyJSON.encoder().encode(value) else { return nil }
-        return Confirmation(key: query.key, value: value, data: data)
+        return Confirmation(key: query.key, value: value, data: data, isUserData: query.isUserData)
     }
 }
 
-/// A write to the server, made safe to retry by its Idempotency-Key, with its optimistic changes and
-/// the authoritative values its answer (or its refusal) carries.
+/// A write to the server, made safe to retry by its Idempotency-Key (one per intent and request), with its
+/// optimistic changes and the authoritative values its answer (or its refusal) carries.
 public struct Mutation<Response: Decodable & Sendable>: Sendable {
     /// `POST`, `PATCH`, `DELETE`.
     public var method: String
@@ -36,9 +37,13 @@ public struct Mutation<Response: Decodable & Sendable>: Sendable {
     public var operation: String
     /// The JSON body, if any.
     public var body: Data?
-    /// One key per user intent, reused by every retry: the server charges it once. Two calls with the
-    /// same key while the first is in flight are one write (a double tap).
-    public var idempotencyKey: String
+    /// What the user meant, in any words: a message id, a button press, the question asked. The same request
+    /// (method, path and body) with the same intent is one write: calls while it is in flight share it (a double
+    /// tap), and the server answers later ones with the first answer (a retry, a relaunch). The same intent on
+    /// another request is another write. Nil: this mutation (and every copy of it) is an intent of its own.
+    public var intent: String?
+    /// Made once per mutation: the intent when there is none.
+    private let ownIntent: String
     /// Mutations with the same scope run one after another; nil runs at once.
     public var scope: String?
     /// Changes shown while the mutation is in flight.
@@ -50,9 +55,9 @@ public struct Mutation<Response: Decodable & Sendable>: Sendable {
     /// Calls that wait for an AI model get the longer timeout.
     public var isLongRunning: Bool
 
-    /// Creates a mutation; `idempotencyKey` defaults to a new random key (one intent).
+    /// Creates a mutation; without an `intent` it is an intent of its own.
     public init(
-        method: String, path: String, operation: String? = nil, body: Data? = nil, idempotencyKey: String = UUID().uuidString,
+        method: String, path: String, operation: String? = nil, body: Data? = nil, intent: String? = nil,
         scope: String? = nil, optimistic: [OptimisticUpdate] = [], isLongRunning: Bool = false,
         confirm: @escaping @Sendable (Response) -> [Confirmation] = { _ in [] },
         confirmOnError: @escaping @Sendable (ClientError) -> [Confirmation] = { _ in [] }
@@ -61,11 +66,18 @@ public struct Mutation<Response: Decodable & Sendable>: Sendable {
         self.path = path
         self.operation = operation ?? "\(method) \(path)"
         self.body = body
-        self.idempotencyKey = idempotencyKey
+        self.intent = intent
+        ownIntent = UUID().uuidString
         self.scope = scope
         self.optimistic = optimistic
         self.isLongRunning = isLongRunning
         self.confirm = confirm
         self.confirmOnError = confirmOnError
+    }
+
+    /// The Idempotency-Key every attempt carries: derived from the whole request and the intent, so any
+    /// string is a valid intent and an intent means one thing per request.
+    public var idempotencyKey: String {
+        IdempotencyKey.derive(method: method, path: path, body: body, intent: intent ?? ownIntent)
     }
 }

@@ -1,13 +1,24 @@
 #if canImport(Observation)
 import Observation
 
-/// A query's state for SwiftUI: `@Observable` (iOS 17 and later, as Observation requires), updated on the main actor.
+/// A query's state for SwiftUI: `@Observable` (iOS 17 and later, as Observation requires), updated on the main
+/// actor, and only when the state changed.
+///
+/// Make it in the view's initializer, where the client is at hand (a property initializer cannot read it):
 ///
 /// ```swift
-/// @State var wallet = ObservedQuery(client.walletQuery, client: client)
-/// var body: some View {
-///     Text(wallet.state.value.map { "\($0.available) tokens" } ?? "…")
-///         .task { await wallet.run() }
+/// struct WalletView: View {
+///     @State private var wallet: ObservedQuery<Wallet>
+///
+///     init(client: Client) {
+///         _wallet = State(initialValue: ObservedQuery(client.walletQuery, client: client))
+///     }
+///
+///     var body: some View {
+///         Text(wallet.state.value.map { "\($0.available) tokens" } ?? "…")
+///             .task { await wallet.run() }
+///             .refreshable { await wallet.refresh() }
+///     }
 /// }
 /// ```
 @available(iOS 17, macOS 14, tvOS 17, watchOS 10, *)
@@ -19,7 +30,8 @@ public final class ObservedQuery<Value: Codable & Sendable> {
     @ObservationIgnored private let query: Query<Value>
     @ObservationIgnored private let client: Client
 
-    /// Reads the cached state at once; call ``run()`` (from SwiftUI's `.task`) to follow changes.
+    /// Reads the cached state at once (a cache read: cheap enough for a view's initializer, which SwiftUI may
+    /// call often); call ``run()`` (from SwiftUI's `.task`) to follow changes.
     public init(_ query: Query<Value>, client: Client) {
         self.query = query
         self.client = client
@@ -27,8 +39,15 @@ public final class ObservedQuery<Value: Codable & Sendable> {
     }
 
     /// Follows the query until the calling task is cancelled (SwiftUI cancels `.task` when the view goes away).
+    /// A state equal to the one shown is not assigned, so SwiftUI redraws only on changes.
     public func run() async {
-        for await next in client.observe(query) { state = next }
+        for await next in client.observe(query) where next.signature != state.signature { state = next }
+    }
+
+    /// Fetches the query from the server now, whatever its freshness (pull to refresh). The answer, or the
+    /// failure in ``QueryState/error``, reaches ``state`` through ``run()``.
+    public func refresh() async {
+        _ = try? await client.fetch(query, forceRefresh: true)
     }
 }
 #endif
