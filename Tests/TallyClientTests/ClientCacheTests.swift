@@ -136,7 +136,7 @@ struct ClientCacheTests {
             let wallet = client.walletQuery
 
             // A refetch answered before the write but delivered after it does not undo it.
-            transport.enqueue([.delayResponse(.seconds(1))], forPathPrefix: "/v1/wallet")
+            transport.enqueue([.delayResponse(1)], forPathPrefix: "/v1/wallet")
             let refetch = Task { try await client.fetch(wallet, forceRefresh: true) }
             await clock.waitForSleepers(1)
             clock.advance(by: 0.5)
@@ -150,7 +150,7 @@ struct ClientCacheTests {
             #expect(try await refetch.value == written)
 
             // An action in flight keeps its estimate over the written value; its answer (a later version) replaces it.
-            transport.enqueue([.latency(.seconds(1))], forPathPrefix: "/v1/actions/")
+            transport.enqueue([.latency(1)], forPathPrefix: "/v1/actions/")
             let action = Task { try await client.perform("ai.query") }
             await clock.waitForSleepers(1)
             #expect(client.value(wallet)?.balance == 97)

@@ -7,6 +7,7 @@ import Testing
 /// The `@Observable` wrapper compiles and follows the cache here too (Observation ships with the Linux toolchain).
 @Suite("ObservedQuery")
 struct ObservedQueryTests {
+    @available(iOS 17, macOS 14, tvOS 17, watchOS 10, *)
     @Test("ObservedQuery shows the cached value at once and follows an optimistic action to its confirmation")
     func followsChanges() async throws {
         try await TallyTestServer.with { server in
@@ -25,6 +26,7 @@ struct ObservedQueryTests {
         }
     }
 
+    @available(iOS 17, macOS 14, tvOS 17, watchOS 10, *)
     @Test("refresh() fetches at once however fresh the value is, and its answer reaches the state")
     func refresh() async throws {
         try await TallyTestServer.with { server in
@@ -41,6 +43,7 @@ struct ObservedQueryTests {
         }
     }
 
+    @available(iOS 17, macOS 14, tvOS 17, watchOS 10, *)
     @MainActor
     @Test("Following starts without an update: the state shown first is not assigned again")
     func noUpdateForTheSameState() async throws {

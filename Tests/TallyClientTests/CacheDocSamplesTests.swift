@@ -1,0 +1,64 @@
+import Foundation
+import TallyAPI
+import TallyClient
+import Testing
+
+#if canImport(SwiftUI)
+import SwiftUI
+
+// ObservedQuery's doc comment, as written there (Apple platforms only: SwiftUI does not exist on Linux).
+@available(iOS 17, macOS 14, tvOS 17, watchOS 10, *)
+struct WalletView: View {
+    @State private var wallet: ObservedQuery<Wallet>
+
+    init(client: Client) {
+        _wallet = State(initialValue: ObservedQuery(client.walletQuery, client: client))
+    }
+
+    var body: some View {
+        Text(wallet.state.value.map { "\($0.available) tokens" } ?? "…")
+            .task { await wallet.run() }
+            .refreshable { await wallet.refresh() }
+    }
+}
+#endif
+
+/// The samples of the query cache's doc comments and README section, compiled everywhere and run where they
+/// need no server; what is SwiftUI in them is compiled on Apple platforms above.
+@Suite("Doc samples: cache and observation")
+struct CacheDocSamplesTests {
+    /// An app's client for a server that is not there.
+    private static func offlineClient() -> Client {
+        var configuration = ClientConfiguration(baseURL: URL(string: "http://127.0.0.1:9")!, secureStore: MemorySecureStore())
+        configuration.retry = .none
+        return Client(configuration: configuration)
+    }
+
+    @available(iOS 17, macOS 14, tvOS 17, watchOS 10, *)
+    @MainActor
+    @Test("ObservedQuery's sample, without the view: made from the client, shows the cache, refreshes, follows")
+    func observedQuery() async {
+        let client = Self.offlineClient()
+        client.setValue(Wallet(balance: 12, held: 0, version: 1), for: client.walletQuery)
+        let wallet = ObservedQuery(client.walletQuery, client: client)
+        #expect((wallet.state.value.map { "\($0.available) tokens" } ?? "…") == "12 tokens")
+        let following = Task { await wallet.run() }
+        await wallet.refresh()  // no server: the failure lands in the state
+        while wallet.state.error == nil { await Task.yield() }
+        #expect(wallet.state.value?.available == 12)
+        following.cancel()
+    }
+
+    @Test("README: show a grant made by the app's backend at once")
+    func grantMadeElsewhere() {
+        let tally = Self.offlineClient()
+        let walletFromBackend = Wallet(balance: 40, held: 0, version: 9)
+        // README sample begins
+        // The app's backend credited a purchase: refetch the wallet now, not after its 30-s freshness window.
+        tally.invalidate(key: tally.walletQuery.key)
+        // Or, when the backend's answer carries the wallet, show it without a request:
+        tally.setValue(walletFromBackend, for: tally.walletQuery)
+        // README sample ends
+        #expect(tally.value(tally.walletQuery) == walletFromBackend && !tally.state(tally.walletQuery).isStale)
+    }
+}
