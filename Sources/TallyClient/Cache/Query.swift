@@ -92,9 +92,6 @@ public struct QueryState<Value: Sendable>: Sendable {
     public var confirmedAt: Date?
     /// How many optimistic changes are applied on top of the confirmed value.
     public var pendingMutations: Int
-    /// The revision of the confirmed bytes under `value` (0: none): with the other fields, it tells a change
-    /// from a repeat without comparing values.
-    @usableFromInline var revision: UInt64 = 0
 
     /// Creates a state.
     @inlinable
@@ -109,13 +106,4 @@ public struct QueryState<Value: Sendable>: Sendable {
 
     /// An empty state: nothing loaded yet.
     public static var empty: Self { QueryState(value: nil, isStale: true, isFetching: false, error: nil, confirmedAt: nil, pendingMutations: 0) }
-}
-
-extension QueryState {
-    /// What tells this state from another without comparing values.
-    var signature: QueryCache.Signature {
-        QueryCache.Signature(
-            revision: revision, hasValue: value != nil, isStale: isStale, isFetching: isFetching, error: error,
-            confirmedAt: confirmedAt, pending: pendingMutations)
-    }
 }

@@ -46,10 +46,10 @@ final class QueryCache: Sendable {
         @usableFromInline var error: ClientError?
         @usableFromInline var confirmedAt: Date?
         @usableFromInline var pending: Int
-        /// The revision of the confirmed bytes under `value` (0: none).
-        @usableFromInline var revision: UInt64
 
-        var signature: Signature {
+        /// Its signature, given the revision of the confirmed bytes under its value (not a stored field: a larger
+        /// snapshot makes the cache-hit read measurably slower).
+        func signature(revision: UInt64) -> Signature {
             Signature(
                 revision: revision, hasValue: value != nil, isStale: isStale, isFetching: isFetching, error: error,
                 confirmedAt: confirmedAt, pending: pending)
@@ -69,10 +69,13 @@ final class QueryCache: Sendable {
         var pending: Int
     }
 
+    /// Receives an observed key's states with their signatures.
+    typealias WatcherFunction = @Sendable (Snapshot, Signature) -> Void
+
     /// One observer: where its states go, and the last one it was sent.
     private struct Watcher {
-        var send: @Sendable (Snapshot) -> Void
-        var last: Signature?
+        var send: WatcherFunction
+        var last: Signature
     }
 
     /// How a key's values are decoded, ordered and refetched; set by the first typed access.
@@ -190,7 +193,7 @@ final class QueryCache: Sendable {
         guard let i = slot ?? state.slots.index(forKey: key) else {
             return Snapshot(
                 value: confirmed?.value, isStale: true, isFetching: false, error: nil, confirmedAt: confirmed?.confirmedAt,
-                pending: 0, revision: confirmed?.revision ?? 0)
+                pending: 0)
         }
         if var entry = confirmed, entry.value == nil, let decode = state.slots.values[i].definition?.decode {
             entry.value = try? decode(entry.data)
@@ -211,7 +214,7 @@ final class QueryCache: Sendable {
         let isStale = confirmed.map { $0.fromDisk || now.timeIntervalSince($0.confirmedAt) >= staleAfter } ?? true
         return Snapshot(
             value: value, isStale: isStale || slot.invalidated, isFetching: slot.isFetching, error: slot.error,
-            confirmedAt: confirmed?.confirmedAt, pending: slot.layers.count, revision: confirmed?.revision ?? 0)
+            confirmedAt: confirmed?.confirmedAt, pending: slot.layers.count)
     }
 
     private static func isDefined(_ slot: inout Slot) -> Bool { slot.definition != nil }
@@ -221,14 +224,14 @@ final class QueryCache: Sendable {
     private static func notify(_ key: String, in state: inout State, now: Date, current: Snapshot? = nil) {
         guard let i = state.slots.index(forKey: key), !state.slots.values[i].watchers.isEmpty else { return }
         let snapshot = current ?? snapshot(key, in: &state, now: now, touch: false, slot: i)
-        let signature = snapshot.signature
+        let signature = snapshot.signature(revision: state.lru.peek(key)?.revision ?? 0)
         // Yielding inside the lock keeps every observer's sequence in the order the changes happened. Walked by
         // index and written in place: iterating `indices` would retain the storage and copy it on the first write.
         var w = state.slots.values[i].watchers.startIndex
         while w != state.slots.values[i].watchers.endIndex {
             if state.slots.values[i].watchers.values[w].last != signature {
                 state.slots.values[i].watchers.values[w].last = signature
-                state.slots.values[i].watchers.values[w].send(snapshot)
+                state.slots.values[i].watchers.values[w].send(snapshot, signature)
             }
             state.slots.values[i].watchers.formIndex(after: &w)
         }
@@ -249,14 +252,24 @@ final class QueryCache: Sendable {
 
     // MARK: Observing
 
+    /// The current state of `key` with its signature (for a first state that later ones are compared with).
+    func signedSnapshot(_ key: String) -> (snapshot: Snapshot, signature: Signature) {
+        let now = clock.now
+        return state.withLock { state in
+            let snapshot = Self.snapshot(key, in: &state, now: now, touch: true)
+            return (snapshot, snapshot.signature(revision: state.lru.peek(key)?.revision ?? 0))
+        }
+    }
+
     /// Registers `watcher` and sends it the current state; returns the id for ``unwatch(_:id:)``.
-    func watch(_ key: String, _ watcher: @escaping @Sendable (Snapshot) -> Void) -> UInt64 {
+    func watch(_ key: String, _ watcher: @escaping WatcherFunction) -> UInt64 {
         let now = clock.now
         return state.withLock { state in
             state.nextId += 1
             let snapshot = Self.snapshot(key, in: &state, now: now, touch: true)
-            state.slots[key, default: Slot()].watchers[state.nextId] = Watcher(send: watcher, last: snapshot.signature)
-            watcher(snapshot)
+            let signature = snapshot.signature(revision: state.lru.peek(key)?.revision ?? 0)
+            state.slots[key, default: Slot()].watchers[state.nextId] = Watcher(send: watcher, last: signature)
+            watcher(snapshot, signature)
             return state.nextId
         }
     }

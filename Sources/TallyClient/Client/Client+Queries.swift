@@ -27,9 +27,28 @@ extension Client {
     /// optimistic updates, confirmations, rollbacks), each once: a state equal to the last one sent is not
     /// sent again. A stale or missing value is fetched.
     public func observe<Value>(_ query: Query<Value>) -> AsyncStream<QueryState<Value>> {
+        changes(of: query) { snapshot, _ in Self.typed(snapshot) }
+    }
+
+    /// The states of `query` with their signatures, for ``ObservedQuery``, which compares its first with the state it showed.
+    func signedStates<Value>(_ query: Query<Value>) -> AsyncStream<(QueryState<Value>, QueryCache.Signature)> {
+        changes(of: query) { snapshot, signature in (Self.typed(snapshot), signature) }
+    }
+
+    /// The state of `query` now, with its signature (see ``signedStates(_:)``).
+    func signedState<Value>(_ query: Query<Value>) -> (QueryState<Value>, QueryCache.Signature) {
         define(query)
-        let (stream, continuation) = AsyncStream.makeStream(of: QueryState<Value>.self, bufferingPolicy: .bufferingNewest(64))
-        let id = cache.watch(query.key) { continuation.yield(Self.typed($0)) }
+        let (snapshot, signature) = cache.signedSnapshot(query.key)
+        return (Self.typed(snapshot), signature)
+    }
+
+    /// The changes of `query`, each made an `Element` by `element` (inside the cache's lock, in order).
+    private func changes<Value, Element: Sendable>(
+        of query: Query<Value>, _ element: @escaping @Sendable (QueryCache.Snapshot, QueryCache.Signature) -> Element
+    ) -> AsyncStream<Element> {
+        define(query)
+        let (stream, continuation) = AsyncStream.makeStream(of: Element.self, bufferingPolicy: .bufferingNewest(64))
+        let id = cache.watch(query.key) { continuation.yield(element($0, $1)) }
         let cache = self.cache
         continuation.onTermination = { _ in cache.unwatch(query.key, id: id) }
         if state(query).isStale { revalidateInBackground(query) }
@@ -168,10 +187,8 @@ extension Client {
 
     @inlinable
     static func typed<Value>(_ snapshot: QueryCache.Snapshot) -> QueryState<Value> {
-        var state = QueryState(
+        QueryState(
             value: snapshot.value as? Value, isStale: snapshot.isStale, isFetching: snapshot.isFetching, error: snapshot.error,
             confirmedAt: snapshot.confirmedAt, pendingMutations: snapshot.pending)
-        state.revision = snapshot.revision
-        return state
     }
 }

@@ -30,20 +30,21 @@ public struct Confirmation: Sendable {
 /// optimistic changes and the authoritative values its answer (or its refusal) carries.
 public struct Mutation<Response: Decodable & Sendable>: Sendable {
     /// `POST`, `PATCH`, `DELETE`.
-    public var method: String
+    public var method: String { didSet { ownKey = UUID().uuidString } }
     /// The path, e.g. `/v1/actions/reading`.
-    public var path: String
+    public var path: String { didSet { ownKey = UUID().uuidString } }
     /// The route template for metrics, e.g. `POST /v1/actions/{name}`.
     public var operation: String
     /// The JSON body, if any.
-    public var body: Data?
+    public var body: Data? { didSet { ownKey = UUID().uuidString } }
     /// What the user meant, in any words: a message id, a button press, the question asked. The same request
     /// (method, path and body) with the same intent is one write: calls while it is in flight share it (a double
     /// tap), and the server answers later ones with the first answer (a retry, a relaunch). The same intent on
-    /// another request is another write. Nil: this mutation (and every copy of it) is an intent of its own.
+    /// another request is another write. Nil: this request (and every copy of it) is an intent of its own.
     public var intent: String?
-    /// Made once per mutation: the intent when there is none.
-    private let ownIntent: String
+    /// The key without an intent: random, made with the request and again whenever its method, path or body
+    /// change (so it, too, names one request; and sending it costs no hash).
+    private var ownKey: String
     /// Mutations with the same scope run one after another; nil runs at once.
     public var scope: String?
     /// Changes shown while the mutation is in flight.
@@ -67,7 +68,7 @@ public struct Mutation<Response: Decodable & Sendable>: Sendable {
         self.operation = operation ?? "\(method) \(path)"
         self.body = body
         self.intent = intent
-        ownIntent = UUID().uuidString
+        ownKey = UUID().uuidString
         self.scope = scope
         self.optimistic = optimistic
         self.isLongRunning = isLongRunning
@@ -76,8 +77,9 @@ public struct Mutation<Response: Decodable & Sendable>: Sendable {
     }
 
     /// The Idempotency-Key every attempt carries: derived from the whole request and the intent, so any
-    /// string is a valid intent and an intent means one thing per request.
+    /// string is a valid intent and an intent means one thing per request; without an intent, random.
     public var idempotencyKey: String {
-        IdempotencyKey.derive(method: method, path: path, body: body, intent: intent ?? ownIntent)
+        guard let intent else { return ownKey }
+        return IdempotencyKey.derive(method: method, path: path, body: body, intent: intent)
     }
 }

@@ -29,19 +29,26 @@ public final class ObservedQuery<Value: Codable & Sendable> {
     public private(set) var state: QueryState<Value>
     @ObservationIgnored private let query: Query<Value>
     @ObservationIgnored private let client: Client
+    /// What tells the state shown from the next one, without comparing values.
+    @ObservationIgnored private var shown: QueryCache.Signature
 
     /// Reads the cached state at once (a cache read: cheap enough for a view's initializer, which SwiftUI may
     /// call often); call ``run()`` (from SwiftUI's `.task`) to follow changes.
     public init(_ query: Query<Value>, client: Client) {
         self.query = query
         self.client = client
-        state = client.state(query)
+        let (initial, signature) = client.signedState(query)
+        state = initial
+        shown = signature
     }
 
     /// Follows the query until the calling task is cancelled (SwiftUI cancels `.task` when the view goes away).
     /// A state equal to the one shown is not assigned, so SwiftUI redraws only on changes.
     public func run() async {
-        for await next in client.observe(query) where next.signature != state.signature { state = next }
+        for await (next, signature) in client.signedStates(query) where signature != shown {
+            shown = signature
+            state = next
+        }
     }
 
     /// Fetches the query from the server now, whatever its freshness (pull to refresh). The answer, or the
