@@ -89,6 +89,30 @@ struct ClientSessionTests {
         }
     }
 
+    @Test("A wrong email or password is invalidCredentials and keeps the session; a lost session is unauthorized")
+    func wrongPassword() async throws {
+        try await TallyTestServer.with { server in
+            let (client, _) = server.client()
+            let email = "wrong-\(UUID().uuidString.prefix(8).lowercased())@example.com"
+            let guest = try await client.signInAsGuest()
+            try await client.link(email: email, password: "correct horse battery")
+
+            await #expect(throws: ClientError.invalidCredentials) {
+                try await client.signIn(email: email, password: "wrong horse battery")
+            }
+            await #expect(throws: ClientError.invalidCredentials) {
+                try await client.signIn(email: "nobody-\(email)", password: "correct horse battery")
+            }
+            #expect(await client.user?.userId == guest.userId)
+            _ = try await client.fetch(client.walletQuery, forceRefresh: true)  // still signed in
+
+            // The refresh token expires (30 days): that session is lost, which is what unauthorized means.
+            server.serverClock.advance(by: 31 * 24 * 3600)
+            await #expect(throws: ClientError.unauthorized) { try await client.fetch(client.walletQuery, forceRefresh: true) }
+            #expect(await client.user == nil)
+        }
+    }
+
     /// Every byte of every file under `directory` (database, WAL, secure files), concatenated.
     private func diskBytes(_ directory: URL) throws -> Data {
         var all = Data()

@@ -70,7 +70,7 @@ public final class Client: Sendable {
     @discardableResult
     public func signInAsGuest() async throws -> SessionUser { try await session.signInAsGuest() }
 
-    /// Signs in to a linked account.
+    /// Signs in to a linked account; a wrong email or password throws ``ClientError/invalidCredentials``.
     @discardableResult
     public func signIn(email: String, password: String) async throws -> SessionUser {
         try await session.signIn(email: email, password: password)
