@@ -66,7 +66,9 @@ public final class Client: Sendable {
         return user
     }
 
-    /// Signs this installation in as its guest account (created on first use, with the sign-up grant).
+    /// Signs this installation in as its guest account (created on first use, with the sign-up grant). The
+    /// installation secret that identifies the guest is kept across sign-out, so signing out and in again does
+    /// not make a new guest with a fresh free quota.
     @discardableResult
     public func signInAsGuest() async throws -> SessionUser { try await session.signInAsGuest() }
 
@@ -84,6 +86,7 @@ public final class Client: Sendable {
         return me
     }
 
-    /// Signs out: the server session ends and every cached value, pending answer and persisted entry of the user is removed.
+    /// Signs out: the server session ends, and the session and every cached value, pending answer and persisted
+    /// entry of the user are removed. The installation secret stays: it belongs to the device, not the user.
     public func signOut() async { await session.signOut() }
 }

@@ -56,7 +56,8 @@ actor SessionManager: AccessTokenProvider {
         return user
     }
 
-    /// Signs in as this installation's guest: the same installation always gets the same account.
+    /// Signs in as this installation's guest. The installation secret outlives sign-out, so the device's guest
+    /// (and its free quota) stays the same.
     func signInAsGuest() async throws -> SessionUser {
         let body = try TallyJSON.encoder().encode(GuestSignInRequest(deviceId: try installationSecret()))
         let response = try await executor.send(.post("/v1/auth/guest", authenticated: false), body: body, auth: nil)
@@ -83,6 +84,7 @@ actor SessionManager: AccessTokenProvider {
     }
 
     /// Ends the session on the server (best effort) and forgets it here; the previous user's data is cleared.
+    /// The installation secret stays: it is the device's, not the user's.
     func signOut() async {
         if accessToken != nil {
             _ = try? await executor.send(.post("/v1/auth/sign-out"), auth: self)
@@ -143,9 +145,8 @@ actor SessionManager: AccessTokenProvider {
         persisted = nil
         accessToken = nil
         expiresAt = .distantPast
+        // The installation secret stays: it is the device's guest (and its free quota), not the user's.
         try? secureStore.delete(Self.sessionItem)
-        // The installation secret signs in as this account without a password: a new user on this device gets a new one.
-        try? secureStore.delete(Self.installationItem)
         if previous != nil { await userChanged(previous, nil) }
     }
 
