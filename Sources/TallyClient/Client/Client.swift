@@ -54,8 +54,8 @@ public final class Client: Sendable {
     /// The signed-in user, if any.
     public var user: SessionUser? { get async { await session.user } }
 
-    /// Restores the previous launch's session and its cached values (shown stale until revalidated).
-    /// Returns the user, or nil when the app must sign in.
+    /// Restores the session kept in the secure store (by an earlier launch, or by the app or extension sharing
+    /// it) and its cached values (shown stale until revalidated). Returns the user, or nil when the app must sign in.
     @discardableResult
     public func restore() async throws -> SessionUser? {
         guard let user = try await session.restore() else { return nil }
@@ -87,6 +87,7 @@ public final class Client: Sendable {
     }
 
     /// Signs out: the server session ends, and the session and every cached value, pending answer and persisted
-    /// entry of the user are removed. The installation secret stays: it belongs to the device, not the user.
+    /// entry of the user are removed (in the processes sharing the secure store too, at their next request).
+    /// The installation secret stays: it belongs to the device, not the user.
     public func signOut() async { await session.signOut() }
 }
