@@ -4,7 +4,8 @@ import Foundation
 public struct ClientConfiguration: Sendable {
     /// The Tally server, e.g. `https://api.example.com`.
     public var baseURL: URL
-    /// Where the installation secret and refresh token live: ``KeychainSecureStore`` on Apple platforms.
+    /// Where the installation secret and the session live: ``KeychainSecureStore`` on Apple platforms
+    /// (`KeychainSecureStore(appGroup:)` to share the session with the app's extensions).
     public var secureStore: any SecureStore
     /// Where cached values persist across launches, per user; nil keeps them in memory only.
     public var cacheStore: (any CacheStore)?
@@ -26,6 +27,9 @@ public struct ClientConfiguration: Sendable {
     public var metrics: ClientMetrics
     /// A uniform draw in [0, 1) for backoff jitter; tests fix it.
     public var random: @Sendable () -> Double
+    /// The zone set on the user at every sign-in, so the daily quotas reset at the device's midnight
+    /// (the server's default is UTC); nil leaves the zone to ``Client/updateProfile(timezone:language:)``.
+    public var timeZone: TimeZone?
 
     /// Creates a configuration with the defaults described on each property.
     public init(baseURL: URL, secureStore: any SecureStore, cacheStore: (any CacheStore)? = nil) {
@@ -41,5 +45,6 @@ public struct ClientConfiguration: Sendable {
         balanceStaleAfter = 30
         metrics = ClientMetrics()
         random = { Double.random(in: 0..<1) }
+        timeZone = .current
     }
 }

@@ -20,9 +20,10 @@ struct TallyTestServer: Sendable {
     var baseURL: URL { URL(string: "http://127.0.0.1:\(port)")! }
     var adminURL: URL { URL(string: "http://127.0.0.1:\(adminPort)")! }
 
-    /// Runs `body` against a fresh server, then shuts it down.
+    /// Runs `body` against a fresh server (its configuration changed by `configure`), then shuts it down.
     static func with<T: Sendable>(
-        catalog: Catalog = .standard, _ body: @Sendable (TallyTestServer) async throws -> T
+        catalog: Catalog = .standard, configure: (inout TallyConfiguration) -> Void = { _ in },
+        _ body: @Sendable (TallyTestServer) async throws -> T
     ) async throws -> T {
         let clock = ManualClock(Date(timeIntervalSince1970: 1_800_000_000))
         var configuration = TallyConfiguration()
@@ -33,6 +34,7 @@ struct TallyTestServer: Sendable {
         configuration.metering.catalog = catalog
         configuration.metering.guestSignupsPerIPPerHour = 100_000
         configuration.adminKey = "client-test-admin-key-0123456789"
+        configure(&configuration)
         let directory = FileManager.default.temporaryDirectory.appendingPathComponent("tally-client-\(UUID().uuidString)").path
         configuration.dataDirectory = directory
         defer { try? FileManager.default.removeItem(atPath: directory) }
@@ -90,4 +92,17 @@ struct TallyTestServer: Sendable {
 struct TestFailure: Error, CustomStringConvertible {
     let description: String
     init(_ description: String) { self.description = description }
+}
+
+extension TallyTestServer {
+    /// Sets `userId`'s premium end through the admin listener (nil revokes it).
+    func setPremium(until: Date?, for userId: String) async throws {
+        let transport = URLSessionTransport(baseURL: adminURL)
+        let response = try await transport.send(
+            TransportRequest(
+                method: "PUT", path: "/admin/v1/users/\(userId)/premium",
+                headers: ["Authorization": "Bearer \(adminKey)", "Content-Type": "application/json", "Idempotency-Key": UUID().uuidString],
+                body: try TallyJSON.encoder().encode(PremiumRequest(until: until)), timeout: 10))
+        guard (200..<300).contains(response.status) else { throw TestFailure("premium answered \(response.status)") }
+    }
 }
