@@ -167,9 +167,8 @@ extension SQLiteStore: LedgerStore {
         let userId = command.userId
         guard let account = try db.fetchFirst(sql: accountQuery, arguments: [userId], AccountRow.decode)
         else { throw StoreError(.userNotFound) }
-        var snapshot = LedgerSnapshot(
-            user: account.user, wallet: account.wallet, installation: try installation(db, id: account.installation))
-        let counters = try Self.counters(db, userId: userId)
+        let (counters, installation) = try Self.counters(db, userId: userId, installation: account.installation)
+        var snapshot = LedgerSnapshot(user: account.user, wallet: account.wallet, installation: installation)
         switch command {
         case .captureHold(_, let holdId, _), .releaseHold(_, let holdId):
             snapshot.hold = try db.fetchRow(sql: "SELECT * FROM holds WHERE id = ? AND user_id = ?", arguments: [holdId, userId])
@@ -234,33 +233,29 @@ extension SQLiteStore: LedgerStore {
     static func accountState(_ db: Database, userId: String) throws -> AccountState? {
         guard let account = try db.fetchFirst(sql: accountQuery, arguments: [userId], AccountRow.decode)
         else { return nil }
-        return AccountState(
-            user: account.user, wallet: account.wallet, counters: try counters(db, userId: userId),
-            installation: try installation(db, id: account.installation))
+        let (counters, installation) = try counters(db, userId: userId, installation: account.installation)
+        return AccountState(user: account.user, wallet: account.wallet, counters: counters, installation: installation)
     }
 
     /// The user and wallet of one account (``AccountRow``).
     static let accountQuery = "SELECT \(AccountRow.columns) FROM users u JOIN wallets w ON w.user_id = u.id WHERE u.id = ?"
 
-    /// Every quota counter of the account, by quota.
-    static func counters(_ db: Database, userId: String) throws -> [String: QuotaCounter] {
-        try counters(db, sql: "SELECT quota, used, window_end FROM quota_counters WHERE user_id = ?", owner: userId)
-    }
-
-    /// A guest's installation with every quota counter of it; `nil` without an installation.
-    static func installation(_ db: Database, id: String?) throws -> InstallationCounters? {
-        guard let id else { return nil }
-        let counters = try counters(
-            db, sql: "SELECT quota, used, window_end FROM installation_quota_counters WHERE installation = ?", owner: id)
-        return InstallationCounters(id: id, counters: counters)
-    }
-
-    /// The counters `sql` selects (`quota, used, window_end`) for `owner`, by quota.
-    private static func counters(_ db: Database, sql: String, owner: String) throws -> [String: QuotaCounter] {
-        var counters: [String: QuotaCounter] = [:]
-        try db.forEachRow(sql: sql, arguments: [owner]) { counter in
-            counters[counter[0]] = QuotaCounter(used: counter[1], windowEnd: Date(millis: counter[2]))
+    /// Every quota counter of the account and, for a guest, of its installation (`installation`), by quota,
+    /// in one statement (a command runs no more statements than before installations counted).
+    static func counters(_ db: Database, userId: String, installation: String?) throws
+        -> ([String: QuotaCounter], InstallationCounters?)
+    {
+        var own: [String: QuotaCounter] = [:]
+        var installed: [String: QuotaCounter] = [:]
+        try db.forEachRow(sql: """
+                SELECT 0, quota, used, window_end FROM quota_counters WHERE user_id = ?
+                UNION ALL SELECT 1, quota, used, window_end FROM installation_quota_counters WHERE installation = ?
+                """,
+            arguments: [userId, installation]
+        ) { row in
+            let counter = QuotaCounter(used: row[2], windowEnd: Date(millis: row[3]))
+            if (row[0] as Int) == 0 { own[row[1]] = counter } else { installed[row[1]] = counter }
         }
-        return counters
+        return (own, installation.map { InstallationCounters(id: $0, counters: installed) })
     }
 }

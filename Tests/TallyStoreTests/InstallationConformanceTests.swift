@@ -141,6 +141,39 @@ struct InstallationConformanceTests {
         }
     }
 
+    /// Many guests at once, each using a free reading while holding and being granted tokens: on PostgreSQL
+    /// their writes share batch statements of every shape (with and without holds and installation counters).
+    @Test("quotas: guests' free uses written in batches with other accounts' holds and grants", arguments: StoreKind.enabled)
+    func mixedBatches(kind: StoreKind) async throws {
+        try await withFixture(kind) { f in
+            let guests = try await concurrently(24) { _ in try await f.signIn().user.id }.compactMap {
+                if case .success(let userId) = $0 { userId } else { nil }
+            }
+            #expect(guests.count == 24, "[\(kind)]")
+            for userId in guests { try await f.run(.grant(userId: userId, amount: 3, reason: "holds")) }
+            for round in 0..<3 {
+                let attempts = try await concurrently(guests.count * 3) { index in
+                    let userId = guests[index / 3]
+                    switch index % 3 {
+                    case 0: return try await f.run(.performAction(userId: userId, action: reading, quotaLimit: 3))
+                    case 1: return try await f.run(.grant(userId: userId, amount: 10, reason: "round \(round)"))
+                    default:
+                        return try await f.run(
+                            .createHold(userId: userId, holdId: randomId("hold-"), amount: 1, expiresAt: f.now.addingTimeInterval(600)))
+                    }
+                }
+                let failures = attempts.filter { if case .success = $0 { false } else { true } }
+                #expect(failures.isEmpty, "[\(kind)] round \(round): \(failures)")
+            }
+            for userId in guests {
+                let state = try #require(try await f.store.accountState(userId: userId, now: f.now))
+                #expect(state.counters["readings"]?.used == 3 && state.installation?.counters["readings"]?.used == 3, "[\(kind)]")
+                #expect(state.wallet == WalletState(balance: 33, held: 3, version: 7), "[\(kind)]")
+            }
+            try await f.checkInvariants(guests)
+        }
+    }
+
     /// The guest's uses race its own link and the next guest's uses: every free use made as a guest is on
     /// the installation exactly once, and the installation never gives more than its limit.
     @Test("quotas: a guest's uses racing its link and the next guest's uses count exactly", arguments: StoreKind.enabled)

@@ -45,7 +45,6 @@ struct IdentityController {
         try throttles.guestSignInsPerDevice.acquire(deviceHash, door)
         let claim = InstallationClaim(installation: deviceHash, attestation: attestation)
         guard await services.configuration.installationVerifier.verify(claim) == .accept else {
-            context.logger.notice("guest sign-in refused by the installation verifier", metadata: ["tally.route": .string(door.route)])
             throw APIError(.installationRejected, "This installation could not be verified.")
         }
         let address = services.clientAddress(request, peer: context.peer)

@@ -5,7 +5,8 @@
 ///
 /// `POST /v1/auth/guest` asks it once the body is valid and the per-device rate limit has passed, before the
 /// store looks the installation up: a rejection is `403 installation_rejected` and stores nothing. A verifier
-/// that cannot decide (its service is down) answers by its own policy; it should not throw.
+/// that cannot decide (its service is down) answers by its own policy, and logs what it needs to (never the
+/// attestation).
 public protocol InstallationVerifier: Sendable {
     /// Whether `claim` may sign in as its installation's guest (or create one).
     func verify(_ claim: InstallationClaim) async -> InstallationVerdict
