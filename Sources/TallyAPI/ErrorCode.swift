@@ -36,6 +36,9 @@ extension ErrorCode {
     public static let unauthorized = ErrorCode(rawValue: "unauthorized")
     /// The admin key is missing or wrong.
     public static let forbidden = ErrorCode(rawValue: "forbidden")
+    /// The server's installation verifier refused a guest sign-in (for example a missing or invalid App
+    /// Attest attestation). Never returned by a server that verifies nothing, the default.
+    public static let installationRejected = ErrorCode(rawValue: "installation_rejected")
     /// Email and password do not match an account.
     public static let invalidCredentials = ErrorCode(rawValue: "invalid_credentials")
     /// The refresh token is unknown, expired or revoked.

@@ -4,8 +4,14 @@ import Foundation
 public struct GuestSignInRequest: Codable, Hashable, Sendable {
     /// A random secret the app generated once and keeps in secure storage (16–128 characters).
     public var deviceId: String
+    /// Proof that the installation runs on a real device (an App Attest attestation or a DeviceCheck token,
+    /// base64), for servers configured to verify one; others ignore it.
+    public var attestation: String?
     /// Creates the request.
-    public init(deviceId: String) { self.deviceId = deviceId }
+    public init(deviceId: String, attestation: String? = nil) {
+        self.deviceId = deviceId
+        self.attestation = attestation
+    }
 }
 
 /// The tokens returned by every sign-in and refresh.

@@ -10,7 +10,8 @@ public struct Quota: Codable, Hashable, Sendable {
     public var used: Int
     /// Free uses left in the current window.
     public var remaining: Int
-    /// When the current window ends: the user's next local midnight.
+    /// When the current window ends: the user's next local midnight (for a guest whose installation's
+    /// count limits it, the end of the installation's window).
     public var resetsAt: Date
     /// `true` while the user is premium: actions on this quota are free and uncounted.
     public var unlimited: Bool

@@ -9,8 +9,10 @@ public enum ClientError: Error, Sendable, Equatable, CustomStringConvertible {
     case offline
     /// The request took longer than its timeout on every attempt.
     case timedOut
-    /// There is no signed-in user, or the server refused the session and it could not be refreshed.
+    /// There is no signed-in user, or the server refused the session and it could not be refreshed: sign in again.
     case unauthorized
+    /// The email and password of a sign-in do not match an account; the current session, if any, is unchanged.
+    case invalidCredentials
     /// The wallet cannot pay for the action; carries the server's authoritative wallet and quotas (a paywall shows these).
     case insufficientTokens(wallet: Wallet?, quotas: [Quota])
     /// A free quota is used up and the action cannot be paid in tokens.
@@ -30,6 +32,7 @@ public enum ClientError: Error, Sendable, Equatable, CustomStringConvertible {
         case .offline: "offline: the server could not be reached"
         case .timedOut: "timed out"
         case .unauthorized: "unauthorized: sign in again"
+        case .invalidCredentials: "invalid credentials: the email or password is wrong"
         case .insufficientTokens(let wallet, _): "insufficient tokens (available \(wallet.map { String($0.available) } ?? "unknown"))"
         case .quotaExhausted: "free quota used up"
         case .rateLimited(let after): "rate limited" + (after.map { ", retry after \(Int($0)) s" } ?? "")

@@ -9,6 +9,8 @@ struct LockedAccount {
     var wallet: WalletState
     /// Every quota counter of the account, by quota.
     var counters: [String: QuotaCounter]
+    /// A guest's installation and its counters.
+    var installation: InstallationCounters?
     /// Whether an open hold has expired by `now` and is not yet released.
     var hasExpiredHolds: Bool
     /// The hold the command names, if any (locked too).
@@ -16,7 +18,7 @@ struct LockedAccount {
     /// A ledger entry id taken from the sequence after every earlier entry of the account.
     var entryId: Int64?
 
-    var state: AccountState { AccountState(user: user, wallet: wallet, counters: counters) }
+    var state: AccountState { AccountState(user: user, wallet: wallet, counters: counters, installation: installation) }
 }
 
 /// What the idempotency check found.
@@ -67,8 +69,9 @@ extension PostgresStore {
     }
 
     /// Reads everything a command may need, in one statement that runs after the wallet lock was taken (so its
-    /// snapshot includes every earlier command on the account): user, wallet, counters, whether an open hold
-    /// has expired, the named hold (locked), and, when asked, the id of the entry the command may append.
+    /// snapshot includes every earlier command on the account): user, wallet, counters, a guest's installation
+    /// with its counters, whether an open hold has expired, the named hold (locked), and, when asked, the id of
+    /// the entry the command may append.
     func lockedAccount(
         userId: String, holdId: String?, allocateEntryId: Bool, now: Date, on connection: PooledConnection
     ) async throws -> LockedAccount? {
@@ -77,6 +80,7 @@ extension PostgresStore {
             SELECT u.id, u.email, u.timezone, u.language, u.premium_until, u.created_at,
                    w.balance, w.held, w.version,
                    c.quotas, c.used, c.window_ends,
+                   u.installation, i.quotas, i.used, i.window_ends,
                    w.held > 0 AND EXISTS (
                      SELECT 1 FROM holds WHERE user_id = u.id AND status = 'open' AND expires_at <= \(now.millis)),
                    h.id, h.user_id, h.amount, h.status, h.captured_amount, h.created_at, h.expires_at,
@@ -86,6 +90,10 @@ extension PostgresStore {
               SELECT array_agg(quota) AS quotas, array_agg(used) AS used, array_agg(window_end) AS window_ends
               FROM quota_counters WHERE user_id = u.id
             ) c ON true
+            LEFT JOIN LATERAL (
+              SELECT array_agg(quota) AS quotas, array_agg(used) AS used, array_agg(window_end) AS window_ends
+              FROM installation_quota_counters WHERE installation = u.installation
+            ) i ON true
             LEFT JOIN LATERAL (
               SELECT id, user_id, amount, status, captured_amount, created_at, expires_at FROM holds
               WHERE id = \(holdId)::TEXT AND user_id = u.id
@@ -98,11 +106,13 @@ extension PostgresStore {
         let user = try UserRecord(&cells)
         let wallet = try WalletState(&cells)
         let counters = try readCounters(&cells)
+        let installation = try readInstallation(&cells)
         let hasExpired: Bool = try cells.next()
         let hold = try HoldRecord.read(&cells)
         let entryId: Int64? = try cells.next()
         return LockedAccount(
-            user: user, wallet: wallet, counters: counters, hasExpiredHolds: hasExpired, hold: hold, entryId: entryId)
+            user: user, wallet: wallet, counters: counters, installation: installation, hasExpiredHolds: hasExpired, hold: hold,
+            entryId: entryId)
     }
 
     /// Releases the account's expired holds, as SQLite does at the start of every command (a rare path: one

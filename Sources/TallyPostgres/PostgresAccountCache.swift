@@ -13,17 +13,22 @@ struct CachedAccount: Sendable {
     var wallet: WalletState
     /// Every quota counter of the account, by quota.
     var counters: [String: QuotaCounter]
+    /// A guest's installation and its counters. Only its guest writes them, and every action of the guest
+    /// moves the wallet row, so the stamp covers them too.
+    var installation: InstallationCounters?
     /// The wallet row's `xmin` as text.
     var stamp: String
     /// An id for the account's next ledger entry, taken from the sequence after every entry the account had
     /// at `stamp` (so later than all of them, as long as the stamp still matches); `nil` when none was taken.
     var entryId: Int64?
 
-    var state: AccountState { AccountState(user: user, wallet: wallet, counters: counters) }
+    var state: AccountState { AccountState(user: user, wallet: wallet, counters: counters, installation: installation) }
 
     /// The account in the form the shared planning helpers take.
     var locked: LockedAccount {
-        LockedAccount(user: user, wallet: wallet, counters: counters, hasExpiredHolds: false, hold: nil, entryId: entryId)
+        LockedAccount(
+            user: user, wallet: wallet, counters: counters, installation: installation, hasExpiredHolds: false, hold: nil,
+            entryId: entryId)
     }
 }
 

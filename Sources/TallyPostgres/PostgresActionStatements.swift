@@ -32,16 +32,18 @@ struct ActionWritten: Sendable {
 /// that version (`xmin` and `version` unchanged; the update waits for a concurrent writer and then
 /// re-checks the newest version), and every other write of that command hangs on its wallet's update (the
 /// update returns the command's columns, so the later writes read its rows alone): the ledger entry, the
-/// quota counter, the response under its key, a new hold or the settled one. A plan that
+/// quota counter (and a guest's installation counter), the response under its key, a new hold or the
+/// settled one. A plan that
 /// writes neither an entry nor a counter rewrites the wallet unchanged, which still checks and moves the
 /// stamp.
 ///
 /// One row per wallet that moved — its user, new stamp and, after an entry, the id of the account's next
 /// entry; a write whose wallet moved meanwhile has no row. A key stored meanwhile fails the statement
 /// (`idempotency_keys_pkey`), which undoes it whole. Absent optional values travel as sentinels that no
-/// real value takes (entry id 0, empty quota name, key or hold id), because arrays carry no `NULL`s here.
+/// real value takes (entry id 0, empty quota name, key, hold id or installation), because arrays carry no
+/// `NULL`s here.
 struct ActionBatchWriteStatement<Shape: BatchShape>: PostgresPreparedStatement {
-    static var name: String { Shape.movesHolds ? "tally_batch_write_holds_v2" : "tally_batch_write_v2" }
+    static var name: String { Shape.name }
     static var sql: String { Shape.sql }
     typealias Row = PostgresRow
 
@@ -57,6 +59,7 @@ struct ActionBatchWriteStatement<Shape: BatchShape>: PostgresPreparedStatement {
         var body: [ByteBuffer] = []
         var newHold: [String] = [], newHoldAmount: [Int64] = [], newHoldExpires: [Int64] = []
         var settledHold: [String] = [], settledStatus: [String] = [], captured: [Int64] = [], hasCaptured: [Bool] = []
+        var installation: [String] = [], installationUsed: [Int64] = [], installationWindowEnd: [Int64] = []
         // In user order, so that two processes' batches lock shared wallets in the same order (no deadlock).
         for write in writes.sorted(by: { $0.account.user.id < $1.account.user.id }) {
             let wallet = write.account.wallet
@@ -92,8 +95,12 @@ struct ActionBatchWriteStatement<Shape: BatchShape>: PostgresPreparedStatement {
             settledStatus.append(settle?.status.rawValue ?? "")
             captured.append(settle?.capturedAmount ?? 0)
             hasCaptured.append(settle?.capturedAmount != nil)
+            let counted = write.plan.installationCounter
+            installation.append(counted?.installation ?? "")
+            installationUsed.append(counted.map { Int64($0.value.used) } ?? 0)
+            installationWindowEnd.append(counted?.value.windowEnd.millis ?? 0)
         }
-        var bindings = PostgresBindings(capacity: Shape.movesHolds ? 28 : 21)
+        var bindings = PostgresBindings(capacity: 21 + (Shape.movesHolds ? 7 : 0) + (Shape.countsInstallations ? 3 : 0))
         bindings.append(userId)
         bindings.append(version)
         bindings.append(stamp)
@@ -115,14 +122,20 @@ struct ActionBatchWriteStatement<Shape: BatchShape>: PostgresPreparedStatement {
         bindings.append(fingerprint)
         bindings.append(status)
         bindings.append(body)
-        guard Shape.movesHolds else { return bindings }
-        bindings.append(newHold)
-        bindings.append(newHoldAmount)
-        bindings.append(newHoldExpires)
-        bindings.append(settledHold)
-        bindings.append(settledStatus)
-        bindings.append(captured)
-        bindings.append(hasCaptured)
+        if Shape.movesHolds {
+            bindings.append(newHold)
+            bindings.append(newHoldAmount)
+            bindings.append(newHoldExpires)
+            bindings.append(settledHold)
+            bindings.append(settledStatus)
+            bindings.append(captured)
+            bindings.append(hasCaptured)
+        }
+        if Shape.countsInstallations {
+            bindings.append(installation)
+            bindings.append(installationUsed)
+            bindings.append(installationWindowEnd)
+        }
         return bindings
     }
 
@@ -140,19 +153,34 @@ struct ActionBatchWriteStatement<Shape: BatchShape>: PostgresPreparedStatement {
     }
 }
 
-/// Which of the two batch statements: the one for batches that create or settle a hold has two more
-/// writes, which cost every batch (measured: about a tenth of the action rate) when carried needlessly.
+/// Which of the four batch statements: the ones for batches that create or settle a hold have two more
+/// writes, which cost every batch (measured: about a tenth of the action rate) when carried needlessly, and
+/// the ones for batches with a guest's free use one more (the installation's counter).
 protocol BatchShape {
     static var movesHolds: Bool { get }
-    /// The statement's text (``batchSQL(movesHolds:)``).
+    static var countsInstallations: Bool { get }
+    /// The prepared statement's name.
+    static var name: String { get }
+    /// The statement's text (``batchSQL(movesHolds:countsInstallations:)``).
     static var sql: String { get }
 }
 
-/// The batch statement, with or without the hold writes.
-private func batchSQL(movesHolds: Bool) -> String {
+/// The batch statement, with or without the hold writes, and with or without the installation counters.
+private func batchSQL(movesHolds: Bool, countsInstallations: Bool) -> String {
     let holdColumns = movesHolds ? ",\n    $22::TEXT[], $23::BIGINT[], $24::BIGINT[], $25::TEXT[], $26::TEXT[], $27::BIGINT[], $28::BOOLEAN[]" : ""
     let holdNames = movesHolds ? ",\n    new_hold, new_hold_amount, new_hold_expires, settled_hold, settled_status, captured, has_captured" : ""
     let holdReturning = movesHolds ? ",\n    b.new_hold, b.new_hold_amount, b.new_hold_expires, b.settled_hold, b.settled_status, b.captured, b.has_captured" : ""
+    let first = movesHolds ? 29 : 22
+    let installationColumns = countsInstallations ? ",\n    $\(first)::TEXT[], $\(first + 1)::BIGINT[], $\(first + 2)::BIGINT[]" : ""
+    let installationNames = countsInstallations ? ",\n    installation, installation_used, installation_window_end" : ""
+    let installationReturning = countsInstallations ? ",\n    b.installation, b.installation_used, b.installation_window_end" : ""
+    let installationWrites = countsInstallations ? """
+        , counted_installations AS (
+          INSERT INTO installation_quota_counters (installation, quota, used, window_end)
+          SELECT m.installation, m.quota, m.installation_used, m.installation_window_end FROM moved m WHERE m.installation <> ''
+          ON CONFLICT (installation, quota) DO UPDATE SET used = excluded.used, window_end = excluded.window_end
+        )
+        """ : ""
     let holdWrites = movesHolds ? """
         , opened AS (
           INSERT INTO holds (id, user_id, amount, status, created_at, expires_at)
@@ -178,17 +206,17 @@ private func batchSQL(movesHolds: Bool) -> String {
             $1::TEXT[], $2::BIGINT[], $3::TEXT[], $4::BIGINT[], $5::BIGINT[], $6::BIGINT[],
             $7::BIGINT[], $8::TEXT[], $9::BIGINT[], $10::BIGINT[], $11::TEXT[], $12::BOOLEAN[], $13::BIGINT[],
             $14::TEXT[], $15::BIGINT[], $16::BIGINT[],
-            $17::TEXT[], $18::TEXT[], $19::TEXT[], $20::BIGINT[], $21::BYTEA[]\(holdColumns)
+            $17::TEXT[], $18::TEXT[], $19::TEXT[], $20::BIGINT[], $21::BYTEA[]\(holdColumns)\(installationColumns)
           ) AS b(user_id, version, stamp, balance, held, new_version,
                  entry_id, kind, amount, held_change, reason, has_reason, created_at,
                  quota, used, window_end,
-                 scope, key, fingerprint, status, body\(holdNames))
+                 scope, key, fingerprint, status, body\(holdNames)\(installationNames))
         ), moved AS (
           UPDATE wallets w SET balance = b.balance, held = b.held, version = b.new_version
           FROM b WHERE w.user_id = b.user_id AND w.version = b.version AND w.xmin::text = b.stamp
           RETURNING w.user_id, w.xmin::text AS stamp, b.entry_id, b.kind, b.amount, b.held_change, b.balance, b.held,
                     b.reason, b.has_reason, b.created_at, b.quota, b.used, b.window_end,
-                    b.scope, b.key, b.fingerprint, b.status, b.body\(holdReturning)
+                    b.scope, b.key, b.fingerprint, b.status, b.body\(holdReturning)\(installationReturning)
         ), appended AS (
           INSERT INTO ledger_entries (id, user_id, kind, amount, held_change, balance_after, held_after, reason, created_at)
           OVERRIDING SYSTEM VALUE
@@ -203,23 +231,43 @@ private func batchSQL(movesHolds: Bool) -> String {
           INSERT INTO idempotency_keys (scope, key, fingerprint, status, body, created_at)
           SELECT m.scope, m.key, m.fingerprint, m.status, m.body, m.created_at
           FROM moved m WHERE m.key <> ''
-        )\(holdWrites)
+        )\(holdWrites)\(installationWrites)
         SELECT m.user_id, m.stamp, CASE WHEN m.entry_id <> 0 THEN nextval('ledger_entries_id_seq') END,
                \(holdCheck)
         FROM moved m
         """
 }
 
-/// Batches whose writes touch no hold.
+/// Batches whose writes touch no hold and no installation.
 enum LedgerWrites: BatchShape {
     static let movesHolds = false
-    static let sql = batchSQL(movesHolds: false)
+    static let countsInstallations = false
+    static let name = "tally_batch_write_v2"
+    static let sql = batchSQL(movesHolds: false, countsInstallations: false)
 }
 
-/// Batches with at least one write that creates or settles a hold.
+/// Batches with at least one write that creates or settles a hold, and none that counts an installation.
 enum HoldWrites: BatchShape {
     static let movesHolds = true
-    static let sql = batchSQL(movesHolds: true)
+    static let countsInstallations = false
+    static let name = "tally_batch_write_holds_v2"
+    static let sql = batchSQL(movesHolds: true, countsInstallations: false)
+}
+
+/// Batches with at least one guest's free use (which counts the installation too), and no hold moved.
+enum InstallationWrites: BatchShape {
+    static let movesHolds = false
+    static let countsInstallations = true
+    static let name = "tally_batch_write_installations_v1"
+    static let sql = batchSQL(movesHolds: false, countsInstallations: true)
+}
+
+/// Batches with both a hold moved and a guest's free use.
+enum HoldAndInstallationWrites: BatchShape {
+    static let movesHolds = true
+    static let countsInstallations = true
+    static let name = "tally_batch_write_holds_installations_v1"
+    static let sql = batchSQL(movesHolds: true, countsInstallations: true)
 }
 
 extension PostgresStore {

@@ -74,7 +74,8 @@ struct SessionUserStatement: PostgresPreparedStatement {
 /// The account reads that wait at the same time, as one statement (like ``WalletBatchReadStatement``):
 /// everything an optimistic command plans from, without a lock — the user, the wallet with its row's `xmin`
 /// (the compare-and-set stamp: any write to the row makes a new row version with a new `xmin`), every
-/// quota counter, whether an open hold has expired by the read's `now`, the response stored under the
+/// quota counter, a guest's installation with its counters (one more index probe, none for a linked
+/// account), whether an open hold has expired by the read's `now`, the response stored under the
 /// idempotency key, (when asked and the key is unused) a new ledger entry id, and the named hold of the
 /// account. A read of a user that does not exist has no row. `GET /v1/quotas` reads the same way, without
 /// key, entry id or hold.
@@ -84,11 +85,12 @@ struct SessionUserStatement: PostgresPreparedStatement {
 /// which no key or hold id is. Each lookup is a `LIMIT 1` lateral subquery, so that the plan stays one
 /// index probe per read whatever the planner guesses of `unnest`.
 struct AccountBatchReadStatement: PostgresPreparedStatement {
-    static let name = "tally_account_batch_read_v1"
+    static let name = "tally_account_batch_read_v2"
     static let sql = """
         SELECT r.i, a.id, a.email, a.timezone, a.language, a.premium_until, a.created_at,
                a.balance, a.held, a.version, a.stamp,
                c.quotas, c.used, c.window_ends,
+               a.installation, n.quotas, n.used, n.window_ends,
                a.held > 0 AND EXISTS (
                  SELECT 1 FROM holds x WHERE x.user_id = a.id AND x.status = 'open' AND x.expires_at <= r.now),
                k.fingerprint, k.status, k.body,
@@ -98,13 +100,17 @@ struct AccountBatchReadStatement: PostgresPreparedStatement {
              WITH ORDINALITY AS r(user_id, now, allocate, scope, key, hold_id, i)
         CROSS JOIN LATERAL (
           SELECT u.id, u.email, u.timezone, u.language, u.premium_until, u.created_at,
-                 w.balance, w.held, w.version, w.xmin::text AS stamp
+                 w.balance, w.held, w.version, w.xmin::text AS stamp, u.installation
           FROM users u JOIN wallets w ON w.user_id = u.id WHERE u.id = r.user_id LIMIT 1
         ) a
         LEFT JOIN LATERAL (
           SELECT array_agg(quota) AS quotas, array_agg(used) AS used, array_agg(window_end) AS window_ends
           FROM quota_counters WHERE user_id = a.id
         ) c ON true
+        LEFT JOIN LATERAL (
+          SELECT array_agg(quota) AS quotas, array_agg(used) AS used, array_agg(window_end) AS window_ends
+          FROM installation_quota_counters WHERE installation = a.installation
+        ) n ON true
         LEFT JOIN LATERAL (
           SELECT fingerprint, status, body FROM idempotency_keys WHERE scope = r.scope AND key = r.key LIMIT 1
         ) k ON true
@@ -163,13 +169,15 @@ struct AccountReadResult: Sendable {
         let wallet = try WalletState(&cells)
         let stamp: String = try cells.next()
         let counters = try readCounters(&cells)
+        let installation = try readInstallation(&cells)
         hasExpiredHolds = try cells.next()
         let fingerprint: String? = try cells.next()
         let status: Int64? = try cells.next()
         let body: Data? = try cells.next()
         let entryId: Int64? = try cells.next()
         hold = try HoldRecord.read(&cells)
-        account = CachedAccount(user: user, wallet: wallet, counters: counters, stamp: stamp, entryId: entryId)
+        account = CachedAccount(
+            user: user, wallet: wallet, counters: counters, installation: installation, stamp: stamp, entryId: entryId)
         if let fingerprint, let status, let body {
             stored = (fingerprint, StoredResponse(status: Int(status), body: [UInt8](body)))
         }

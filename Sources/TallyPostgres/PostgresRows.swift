@@ -97,3 +97,10 @@ func readCounters(_ cells: inout Cells) throws -> [String: QuotaCounter] {
     }
     return counters
 }
+
+/// A guest's installation: `installation` (NULL for a linked account), then its counters as ``readCounters(_:)`` reads them.
+func readInstallation(_ cells: inout Cells) throws -> InstallationCounters? {
+    let id: String? = try cells.next()
+    let counters = try readCounters(&cells)
+    return id.map { InstallationCounters(id: $0, counters: counters) }
+}

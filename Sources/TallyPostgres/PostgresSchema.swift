@@ -22,7 +22,7 @@ enum PostgresSchema {
     /// Every migration, oldest first.
     static let migrations: [Migration] = [
         Migration(version: 1, statements: v1), Migration(version: 2, statements: v2), Migration(version: 3, statements: v3),
-        Migration(version: 4, statements: v4),
+        Migration(version: 4, statements: v4), Migration(version: 5, statements: v5),
     ]
 
     static let v1: [String] = [
@@ -179,4 +179,42 @@ enum PostgresSchema {
     /// Access tokens are signed with keys kept outside the database (a dump must not yield them): forget
     /// the key that was stored here. Its tokens stop working; clients refresh.
     static let v4: [String] = ["DELETE FROM server_secrets WHERE name = 'jwt-hs256'"]
+
+    /// Installations (`InstallationCounters` in TallyStore), as SQLite's "v4": the device secret's hash names
+    /// an installation, which has at most one guest (`users.installation`, unique) and never a linked account
+    /// (the `CHECK`: linking clears it), and quota counters of its own that every guest's free use is charged
+    /// to as well. Existing device credentials become installations; a guest's becomes its installation, with
+    /// its counters copied (so today's count goes on), and a linked account's is no longer its way in.
+    static let v5: [String] = [
+        """
+        CREATE TABLE installations (
+          id TEXT PRIMARY KEY,
+          created_at BIGINT NOT NULL
+        )
+        """,
+        """
+        CREATE TABLE installation_quota_counters (
+          installation TEXT NOT NULL REFERENCES installations(id) ON DELETE CASCADE,
+          quota TEXT NOT NULL,
+          used BIGINT NOT NULL CHECK (used >= 0),
+          window_end BIGINT NOT NULL,
+          PRIMARY KEY (installation, quota)
+        ) WITH (fillfactor = 80)
+        """,
+        "ALTER TABLE users ADD COLUMN installation TEXT REFERENCES installations(id)",
+        "ALTER TABLE users ADD CONSTRAINT users_installation_guest CHECK (installation IS NULL OR email IS NULL)",
+        "ALTER TABLE users ADD CONSTRAINT users_installation_key UNIQUE (installation)",
+        "INSERT INTO installations (id, created_at) SELECT device_hash, created_at FROM device_credentials",
+        """
+        UPDATE users u SET installation = d.device_hash
+        FROM (SELECT user_id, min(device_hash) AS device_hash FROM device_credentials GROUP BY user_id) d
+        WHERE d.user_id = u.id AND u.email IS NULL
+        """,
+        """
+        INSERT INTO installation_quota_counters (installation, quota, used, window_end)
+        SELECT u.installation, c.quota, c.used, c.window_end
+        FROM quota_counters c JOIN users u ON u.id = c.user_id WHERE u.installation IS NOT NULL
+        """,
+        "DROP TABLE device_credentials",
+    ]
 }

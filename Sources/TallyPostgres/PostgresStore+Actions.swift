@@ -73,7 +73,7 @@ extension PostgresStore {
             }
             cached = nil
 
-            var snapshot = LedgerSnapshot(user: account.user, wallet: account.wallet, hold: hold)
+            var snapshot = LedgerSnapshot(user: account.user, wallet: account.wallet, hold: hold, installation: account.installation)
             if let quota { snapshot.counter = account.counters[quota] }
             let plan: LedgerPlan
             do throws(StoreError) {
@@ -124,9 +124,8 @@ extension PostgresStore {
             after.wallet = account.wallet.applying(entry)
             after.entryId = result.nextEntryId
         }
-        if let (quota, counter) = plan.counter {
-            after.counters[quota] = QuotaCounter(used: counter.used, windowEnd: Date(millis: counter.windowEnd.millis))
-        }
+        if let (quota, counter) = plan.counter { after.counters[quota] = counter.stored }
+        if let (_, quota, counter) = plan.installationCounter { after.installation?.counters[quota] = counter.stored }
         return after
     }
 
@@ -136,14 +135,20 @@ extension PostgresStore {
         try await conflicting { try await ledgerWrites.submitOrSendAlone(write, send: sendBatch) }
     }
 
-    /// One batch of writes as one statement (``ActionBatchWriteStatement``).
+    /// One batch of writes as one statement (``ActionBatchWriteStatement``), of the smallest shape that carries them.
     private func sendBatch(_ writes: [ActionWrite]) async throws -> [ActionWritten?] {
         func send<Shape: BatchShape>(_: Shape.Type) async throws -> [ActionWritten?] {
             let statement = ActionBatchWriteStatement<Shape>(writes: writes)
             return try statement.results(try await prepared(statement))
         }
         let movesHolds = writes.contains { $0.plan.newHold != nil || $0.plan.settleHold != nil }
-        return movesHolds ? try await send(HoldWrites.self) : try await send(LedgerWrites.self)
+        let countsInstallations = writes.contains { $0.plan.installationCounter != nil }
+        switch (movesHolds, countsInstallations) {
+        case (false, false): return try await send(LedgerWrites.self)
+        case (true, false): return try await send(HoldWrites.self)
+        case (false, true): return try await send(InstallationWrites.self)
+        case (true, true): return try await send(HoldAndInstallationWrites.self)
+        }
     }
 
     /// The account, the idempotency lookup and the named hold, read with the reads waiting at the same time

@@ -4,10 +4,11 @@ import PostgresNIO
 import TallyStore
 
 extension PostgresStore {
-    /// A known device signs in with one statement. A new one takes advisory locks on its device hash and
-    /// its address (in that order, so two sign-ups cannot deadlock), then looks again with a fresh snapshot:
-    /// of several concurrent first calls for a device, from any number of instances, exactly one creates
-    /// the account and the others find it.
+    /// The guest of a known installation (device hash) signs in with one statement. Otherwise the call takes
+    /// advisory locks on the device hash and its address (in that order, so two sign-ups cannot deadlock),
+    /// then looks again with a fresh snapshot: of several concurrent calls for an installation without a
+    /// guest, from any number of instances, exactly one creates the guest (and the installation, the first
+    /// time) and the others find it.
     public func signInGuest(
         deviceHash: String, ipHash: String, signupsPerHour: Int, signupGrant: Int64, sessionId: String,
         refresh: NewRefreshToken, sessionsPerUser: Int, now: Date
@@ -55,13 +56,14 @@ extension PostgresStore {
             let wallet = grant.map { empty.applying($0) } ?? empty
             try await connection.rows(
                 """
-                WITH new_user AS (
-                  INSERT INTO users (id, timezone, created_at) VALUES (\(user.id), 'UTC', \(now.millis)) RETURNING id
+                WITH installation AS (
+                  INSERT INTO installations (id, created_at) VALUES (\(deviceHash), \(now.millis)) ON CONFLICT (id) DO NOTHING
+                ), new_user AS (
+                  INSERT INTO users (id, timezone, created_at, installation) VALUES (\(user.id), 'UTC', \(now.millis), \(deviceHash))
+                  RETURNING id
                 ), new_wallet AS (
                   INSERT INTO wallets (user_id, balance, held, version)
                   SELECT id, \(wallet.balance), \(wallet.held), \(wallet.version) FROM new_user
-                ), device AS (
-                  INSERT INTO device_credentials (device_hash, user_id, created_at) SELECT \(deviceHash), id, \(now.millis) FROM new_user
                 ), signup AS (
                   INSERT INTO guest_signups (ip_hash, created_at) VALUES (\(ipHash), \(now.millis))
                 ), entry AS (
@@ -86,7 +88,7 @@ extension PostgresStore {
         var limit: Int
     }
 
-    /// Whose session: the account of a device secret (by hash), or an account by id.
+    /// Whose session: the guest of an installation (a device secret's hash), or an account by id.
     enum SessionOwner: Sendable {
         case device(String)
         case user(String)
@@ -109,8 +111,7 @@ extension PostgresStore {
             WITH account AS (
               SELECT id, email, timezone, language, premium_until, created_at FROM users WHERE id = \(userId)::TEXT
               UNION ALL
-              SELECT u.id, u.email, u.timezone, u.language, u.premium_until, u.created_at
-              FROM device_credentials d JOIN users u ON u.id = d.user_id WHERE d.device_hash = \(deviceHash)::TEXT
+              SELECT id, email, timezone, language, premium_until, created_at FROM users WHERE installation = \(deviceHash)::TEXT
             ), session AS (
               INSERT INTO sessions (id, user_id, created_at) SELECT \(session.id), id, \(now.millis) FROM account RETURNING id
             ), token AS (
@@ -264,10 +265,11 @@ extension PostgresStore {
         sessions.apply(try await recentRevocations(), polledAt: start)
     }
 
-    /// One statement links a guest; the unique constraint on `users.email` refuses an email in use,
-    /// also when two accounts link it concurrently. The wallet row is rewritten unchanged first (locked
-    /// before the user, as commands do), so an optimistic action planned from the old user row fails its
-    /// compare-and-set.
+    /// One statement links a guest and detaches it from its installation (the device secret no longer opens
+    /// it; the schema's `CHECK` refuses a linked account with an installation); the unique constraint on
+    /// `users.email` refuses an email in use, also when two accounts link it concurrently. The wallet row is
+    /// rewritten unchanged first (locked before the user, as commands do), so an optimistic action planned
+    /// from the old user row — which would have charged the installation too — fails its compare-and-set.
     public func linkCredentials(userId: String, email: String, passwordHash: String) async throws -> UserRecord {
         let rows: [PostgresRow]
         do {
@@ -276,7 +278,7 @@ extension PostgresStore {
                 WITH touched AS (
                   UPDATE wallets SET version = version WHERE user_id = \(userId) RETURNING user_id
                 )
-                UPDATE users SET email = \(email), password_hash = \(passwordHash)
+                UPDATE users SET email = \(email), password_hash = \(passwordHash), installation = NULL
                 WHERE id = (SELECT user_id FROM touched) AND email IS NULL
                 RETURNING id, email, timezone, language, premium_until, created_at
                 """)

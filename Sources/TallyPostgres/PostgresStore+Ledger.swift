@@ -40,7 +40,8 @@ extension PostgresStore {
             else { throw StoreError(.userNotFound) }
             try await releaseExpired(&account, allocateEntryId: allocate, now: now, on: connection)
 
-            var snapshot = LedgerSnapshot(user: account.user, wallet: account.wallet, hold: account.hold)
+            var snapshot = LedgerSnapshot(
+                user: account.user, wallet: account.wallet, hold: account.hold, installation: account.installation)
             if case .performAction(_, let action, _) = command, let quota = action.quota {
                 snapshot.counter = account.counters[quota]
             }
@@ -174,9 +175,8 @@ extension PostgresStore {
             settled.capturedAmount = settle.capturedAmount
             hold = settled
         }
-        if let (quota, counter) = plan.counter {
-            state.counters[quota] = QuotaCounter(used: counter.used, windowEnd: Date(millis: counter.windowEnd.millis))
-        }
+        if let (quota, counter) = plan.counter { state.counters[quota] = counter.stored }
+        if let (_, quota, counter) = plan.installationCounter { state.installation?.counters[quota] = counter.stored }
         if let user = plan.user { state.user = user.stored }
         return CommandOutcome(state: state, entry: entry, hold: hold, payment: plan.payment)
     }

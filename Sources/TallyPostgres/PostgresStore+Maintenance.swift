@@ -7,6 +7,11 @@ extension PostgresStore {
     /// Applies pending migrations in one transaction under an advisory lock: of several instances starting
     /// at once, one applies them and the others wait, then find them applied.
     public func migrate() async throws {
+        try await migrate(upTo: nil)
+    }
+
+    /// Applies the pending migrations up to `version` (all when `nil`); tests build older schemas with it.
+    func migrate(upTo version: Int?) async throws {
         try await transaction { connection in
             try await connection.rows("SELECT pg_advisory_xact_lock(hashtextextended('tally:schema_migrations', 0))", logger: logger)
             try await connection.rows(PostgresQuery(unsafeSQL: PostgresSchema.versionTable), logger: logger)
@@ -15,7 +20,8 @@ extension PostgresStore {
                 var cells = Cells(row)
                 applied.insert(try cells.next(Int64.self))
             }
-            for migration in PostgresSchema.migrations where !applied.contains(Int64(migration.version)) {
+            for migration in PostgresSchema.migrations
+            where !applied.contains(Int64(migration.version)) && migration.version <= version ?? Int.max {
                 logger.info("postgres: applying schema migration", metadata: ["version": "\(migration.version)"])
                 for statement in migration.statements {
                     try await connection.rows(PostgresQuery(unsafeSQL: statement), logger: logger)

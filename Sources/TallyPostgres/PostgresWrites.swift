@@ -59,6 +59,7 @@ extension PostgresStore {
         }
         if let (quota, counter) = plan.counter {
             let remember = take(plan.user == nil)
+            let installation = plan.installationCounter
             let rows = try await connection.rows(
                 """
                 WITH touched AS (
@@ -67,6 +68,12 @@ extension PostgresStore {
                   INSERT INTO quota_counters (user_id, quota, used, window_end)
                   VALUES (\(account.user.id), \(quota), \(Int64(counter.used)), \(counter.windowEnd.millis))
                   ON CONFLICT (user_id, quota) DO UPDATE SET used = excluded.used, window_end = excluded.window_end
+                ), counted_installation AS (
+                  INSERT INTO installation_quota_counters (installation, quota, used, window_end)
+                  SELECT \(installation?.installation)::TEXT, \(quota), \(installation.map { Int64($0.value.used) })::BIGINT,
+                         \(installation?.value.windowEnd.millis)::BIGINT
+                  WHERE \(installation != nil)
+                  ON CONFLICT (installation, quota) DO UPDATE SET used = excluded.used, window_end = excluded.window_end
                 ), remembered AS (
                   INSERT INTO idempotency_keys (scope, key, fingerprint, status, body, created_at)
                   SELECT \(remember?.key.scope)::TEXT, \(remember?.key.key)::TEXT, \(remember?.key.fingerprint)::TEXT,

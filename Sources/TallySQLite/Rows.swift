@@ -24,16 +24,17 @@ extension WalletState {
     }
 }
 
-/// An account's user and wallet in one row, decoded by position.
+/// An account's user, wallet and installation (a guest's; `nil` for a linked account) in one row, decoded by position.
 enum AccountRow {
     /// The columns, in the order ``decode(_:)`` reads them.
-    static let columns = "u.id, u.email, u.timezone, u.language, u.premium_until, u.created_at, w.balance, w.held, w.version"
+    static let columns =
+        "u.id, u.email, u.timezone, u.language, u.premium_until, u.created_at, w.balance, w.held, w.version, u.installation"
 
-    static func decode(_ row: Row) -> (UserRecord, WalletState) {
+    static func decode(_ row: Row) -> (user: UserRecord, wallet: WalletState, installation: String?) {
         let user = UserRecord(
             id: row[0], email: row[1], timezone: row[2], language: row[3], premiumUntil: (row[4] as Int64?).map(Date.init(millis:)),
             createdAt: Date(millis: row[5]))
-        return (user, WalletState(row: row, at: 6))
+        return (user, WalletState(row: row, at: 6), row[9])
     }
 }
 

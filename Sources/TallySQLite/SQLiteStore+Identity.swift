@@ -3,15 +3,14 @@ import GRDB
 import TallyStore
 
 extension SQLiteStore: IdentityStore {
-    /// Finds or creates the guest of a device hash and opens a session (see ``IdentityStore``).
+    /// Finds or creates the guest of an installation (a device hash) and opens a session (see ``IdentityStore``).
     public func signInGuest(
         deviceHash: String, ipHash: String, signupsPerHour: Int, signupGrant: Int64, sessionId: String,
         refresh: NewRefreshToken, sessionsPerUser: Int, now: Date
     ) async throws -> SessionGrant {
         try await writeSession { db in
             var created = false
-            let existing = try db.fetchRow(sql: "SELECT u.* FROM device_credentials d JOIN users u ON u.id = d.user_id WHERE d.device_hash = ?",
-                arguments: [deviceHash])
+            let existing = try db.fetchRow(sql: "SELECT * FROM users WHERE installation = ?", arguments: [deviceHash])
             let user: UserRecord
             if let existing {
                 user = UserRecord(row: existing)
@@ -27,10 +26,11 @@ extension SQLiteStore: IdentityStore {
                 user = UserRecord(
                     id: UUID().uuidString.lowercased(), email: nil, timezone: "UTC", language: nil, premiumUntil: nil,
                     createdAt: now)
-                try db.run(sql: "INSERT INTO users (id, timezone, created_at) VALUES (?, 'UTC', ?)", arguments: [user.id, now.millis])
+                try db.run(sql: "INSERT INTO installations (id, created_at) VALUES (?, ?) ON CONFLICT (id) DO NOTHING",
+                    arguments: [deviceHash, now.millis])
+                try db.run(sql: "INSERT INTO users (id, timezone, created_at, installation) VALUES (?, 'UTC', ?, ?)",
+                    arguments: [user.id, now.millis, deviceHash])
                 try db.run(sql: "INSERT INTO wallets (user_id, balance, held, version) VALUES (?, 0, 0, 0)", arguments: [user.id])
-                try db.run(sql: "INSERT INTO device_credentials (device_hash, user_id, created_at) VALUES (?, ?, ?)",
-                    arguments: [deviceHash, user.id, now.millis])
                 try db.run(sql: "INSERT INTO guest_signups (ip_hash, created_at) VALUES (?, ?)", arguments: [ipHash, now.millis])
                 if signupGrant > 0 {
                     let entry = PlannedEntry(kind: .grant, amount: signupGrant, heldChange: 0, reason: "signup")
@@ -120,7 +120,8 @@ extension SQLiteStore: IdentityStore {
         return userId
     }
 
-    /// Adds an email and password to a guest in place.
+    /// Adds an email and password to a guest in place, and detaches it from its installation: the device
+    /// secret no longer opens it (the schema's `CHECK` would refuse a linked account with an installation).
     public func linkCredentials(userId: String, email: String, passwordHash: String) async throws -> UserRecord {
         try await write { db in
             guard let row = try db.fetchRow(sql: "SELECT * FROM users WHERE id = ?", arguments: [userId]) else {
@@ -131,7 +132,8 @@ extension SQLiteStore: IdentityStore {
             if try db.fetchValue(Bool.self, sql: "SELECT EXISTS (SELECT 1 FROM users WHERE email = ?)", arguments: [email]) == true {
                 throw StoreError(.credentialInUse)
             }
-            try db.run(sql: "UPDATE users SET email = ?, password_hash = ? WHERE id = ?", arguments: [email, passwordHash, userId])
+            try db.run(sql: "UPDATE users SET email = ?, password_hash = ?, installation = NULL WHERE id = ?",
+                arguments: [email, passwordHash, userId])
             user.email = email
             return user
         }

@@ -78,7 +78,9 @@ extension SQLiteStore: LedgerStore {
         do throws(StoreError) {
             plan = try LedgerPlanner.plan(command, snapshot: snapshot, now: now)
         } catch {
-            throw StoreError(error.code, state: AccountState(user: snapshot.user, wallet: snapshot.wallet, counters: counters))
+            throw StoreError(
+                error.code,
+                state: AccountState(user: snapshot.user, wallet: snapshot.wallet, counters: counters, installation: snapshot.installation))
         }
         let outcome = try self.apply(plan, snapshot: snapshot, counters: counters, now: now, db)
         let response = try render(outcome)
@@ -159,14 +161,14 @@ extension SQLiteStore: LedgerStore {
 
     // MARK: Inside the write transaction
 
-    /// The account as a command plans from it (with the command's hold, and its action's counter), and
-    /// every quota counter of the account (for the state the response shows).
+    /// The account as a command plans from it (with the command's hold, its action's counter and a guest's
+    /// installation), and every quota counter of the account (for the state the response shows).
     static func snapshot(for command: Command, now: Date, _ db: Database) throws -> (LedgerSnapshot, [String: QuotaCounter]) {
         let userId = command.userId
-        guard let (user, wallet) = try db.fetchFirst(sql: accountQuery, arguments: [userId], AccountRow.decode)
+        guard let account = try db.fetchFirst(sql: accountQuery, arguments: [userId], AccountRow.decode)
         else { throw StoreError(.userNotFound) }
-        var snapshot = LedgerSnapshot(user: user, wallet: wallet)
-        let counters = try Self.counters(db, userId: userId)
+        let (counters, installation) = try Self.counters(db, userId: userId, installation: account.installation)
+        var snapshot = LedgerSnapshot(user: account.user, wallet: account.wallet, installation: installation)
         switch command {
         case .captureHold(_, let holdId, _), .releaseHold(_, let holdId):
             snapshot.hold = try db.fetchRow(sql: "SELECT * FROM holds WHERE id = ? AND user_id = ?", arguments: [holdId, userId])
@@ -199,17 +201,25 @@ extension SQLiteStore: LedgerStore {
             hold = settled
         }
         var entry: LedgerEntryRecord?
-        var state = AccountState(user: snapshot.user, wallet: snapshot.wallet, counters: counters)
+        var state = AccountState(user: snapshot.user, wallet: snapshot.wallet, counters: counters, installation: snapshot.installation)
         if let planned = plan.entry {
             (entry, state.wallet) = try append(planned, userId: userId, now: now, db)
         }
         if let (quota, counter) = plan.counter {
-            state.counters[quota] = QuotaCounter(used: counter.used, windowEnd: Date(millis: counter.windowEnd.millis))
+            state.counters[quota] = counter.stored
             try db.run(sql: """
                     INSERT INTO quota_counters (user_id, quota, used, window_end) VALUES (?, ?, ?, ?)
                     ON CONFLICT (user_id, quota) DO UPDATE SET used = excluded.used, window_end = excluded.window_end
                     """,
                 arguments: [userId, quota, counter.used, counter.windowEnd.millis])
+        }
+        if let (installation, quota, counter) = plan.installationCounter {
+            state.installation?.counters[quota] = counter.stored
+            try db.run(sql: """
+                    INSERT INTO installation_quota_counters (installation, quota, used, window_end) VALUES (?, ?, ?, ?)
+                    ON CONFLICT (installation, quota) DO UPDATE SET used = excluded.used, window_end = excluded.window_end
+                    """,
+                arguments: [installation, quota, counter.used, counter.windowEnd.millis])
         }
         if var user = plan.user {
             try db.run(sql: "UPDATE users SET timezone = ?, language = ?, premium_until = ? WHERE id = ?",
@@ -221,20 +231,31 @@ extension SQLiteStore: LedgerStore {
     }
 
     static func accountState(_ db: Database, userId: String) throws -> AccountState? {
-        guard let (user, wallet) = try db.fetchFirst(sql: accountQuery, arguments: [userId], AccountRow.decode)
+        guard let account = try db.fetchFirst(sql: accountQuery, arguments: [userId], AccountRow.decode)
         else { return nil }
-        return AccountState(user: user, wallet: wallet, counters: try counters(db, userId: userId))
+        let (counters, installation) = try counters(db, userId: userId, installation: account.installation)
+        return AccountState(user: account.user, wallet: account.wallet, counters: counters, installation: installation)
     }
 
     /// The user and wallet of one account (``AccountRow``).
     static let accountQuery = "SELECT \(AccountRow.columns) FROM users u JOIN wallets w ON w.user_id = u.id WHERE u.id = ?"
 
-    /// Every quota counter of the account, by quota.
-    static func counters(_ db: Database, userId: String) throws -> [String: QuotaCounter] {
-        var counters: [String: QuotaCounter] = [:]
-        try db.forEachRow(sql: "SELECT quota, used, window_end FROM quota_counters WHERE user_id = ?", arguments: [userId]) { counter in
-            counters[counter[0]] = QuotaCounter(used: counter[1], windowEnd: Date(millis: counter[2]))
+    /// Every quota counter of the account and, for a guest, of its installation (`installation`), by quota,
+    /// in one statement (a command runs no more statements than before installations counted).
+    static func counters(_ db: Database, userId: String, installation: String?) throws
+        -> ([String: QuotaCounter], InstallationCounters?)
+    {
+        var own: [String: QuotaCounter] = [:]
+        var installed: [String: QuotaCounter] = [:]
+        try db.forEachRow(sql: """
+                SELECT 0, quota, used, window_end FROM quota_counters WHERE user_id = ?
+                UNION ALL SELECT 1, quota, used, window_end FROM installation_quota_counters WHERE installation = ?
+                """,
+            arguments: [userId, installation]
+        ) { row in
+            let counter = QuotaCounter(used: row[2], windowEnd: Date(millis: row[3]))
+            if (row[0] as Int) == 0 { own[row[1]] = counter } else { installed[row[1]] = counter }
         }
-        return counters
+        return (own, installation.map { InstallationCounters(id: $0, counters: installed) })
     }
 }

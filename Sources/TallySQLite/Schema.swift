@@ -16,6 +16,9 @@ enum Schema {
         migrator.registerMigration("v3") { db in
             try db.execute(sql: "DELETE FROM server_secrets WHERE name = 'jwt-hs256'")
         }
+        migrator.registerMigration("v4") { db in
+            try db.execute(sql: v4)
+        }
         return migrator
     }
 
@@ -126,5 +129,34 @@ enum Schema {
         CREATE INDEX sessions_live ON sessions(user_id, created_at) WHERE revoked_at IS NULL;
         CREATE INDEX sessions_revoked ON sessions(revoked_at) WHERE revoked_at IS NOT NULL;
         CREATE INDEX refresh_tokens_expiry ON refresh_tokens(expires_at);
+        """
+
+    /// Installations (`InstallationCounters` in TallyStore): the device secret's hash names an installation,
+    /// which has at most one guest (`users.installation`, unique) and never a linked account (the `CHECK`:
+    /// linking clears it), and quota counters of its own that every guest's free use is charged to as well.
+    /// Existing device credentials become installations; a guest's becomes its installation, with its
+    /// counters copied (so today's count goes on), and a linked account's is no longer its way in.
+    static let v4 = """
+        CREATE TABLE installations (
+          id TEXT PRIMARY KEY NOT NULL, -- SHA-256 of the device secret
+          created_at INTEGER NOT NULL
+        );
+        CREATE TABLE installation_quota_counters (
+          installation TEXT NOT NULL REFERENCES installations(id) ON DELETE CASCADE,
+          quota TEXT NOT NULL,
+          used INTEGER NOT NULL CHECK (used >= 0),
+          window_end INTEGER NOT NULL,
+          PRIMARY KEY (installation, quota)
+        );
+        ALTER TABLE users ADD COLUMN installation TEXT REFERENCES installations(id)
+          CONSTRAINT users_installation_guest CHECK (installation IS NULL OR email IS NULL);
+        CREATE UNIQUE INDEX users_installation ON users(installation);
+        INSERT INTO installations (id, created_at) SELECT device_hash, created_at FROM device_credentials;
+        UPDATE users SET installation = (SELECT min(d.device_hash) FROM device_credentials d WHERE d.user_id = users.id)
+        WHERE email IS NULL;
+        INSERT INTO installation_quota_counters (installation, quota, used, window_end)
+        SELECT u.installation, c.quota, c.used, c.window_end
+        FROM quota_counters c JOIN users u ON u.id = c.user_id WHERE u.installation IS NOT NULL;
+        DROP TABLE device_credentials;
         """
 }

@@ -10,13 +10,19 @@ public struct LedgerSnapshot: Sendable, Hashable {
     public var hold: HoldRecord?
     /// The counter of the action's quota, if any and if it exists.
     public var counter: QuotaCounter?
+    /// A guest's installation, whose counter of the action's quota limits it too and is charged with it.
+    public var installation: InstallationCounters?
 
     /// Creates a snapshot.
-    public init(user: UserRecord, wallet: WalletState, hold: HoldRecord? = nil, counter: QuotaCounter? = nil) {
+    public init(
+        user: UserRecord, wallet: WalletState, hold: HoldRecord? = nil, counter: QuotaCounter? = nil,
+        installation: InstallationCounters? = nil
+    ) {
         self.user = user
         self.wallet = wallet
         self.hold = hold
         self.counter = counter
+        self.installation = installation
     }
 }
 
@@ -51,6 +57,8 @@ public struct LedgerPlan: Sendable, Hashable {
     public var settleHold: (status: HoldStatus, capturedAmount: Int64?)?
     /// A quota counter to write, by quota name.
     public var counter: (quota: String, value: QuotaCounter)?
+    /// The installation's counter of the same quota to write with it, for a guest's free use.
+    public var installationCounter: (installation: String, quota: String, value: QuotaCounter)?
     /// The profile after the command, when it changes.
     public var user: UserRecord?
     /// How an action was paid.
@@ -63,7 +71,9 @@ public struct LedgerPlan: Sendable, Hashable {
     public static func == (lhs: LedgerPlan, rhs: LedgerPlan) -> Bool {
         lhs.entry == rhs.entry && lhs.newHold == rhs.newHold && lhs.settleHold?.status == rhs.settleHold?.status
             && lhs.settleHold?.capturedAmount == rhs.settleHold?.capturedAmount && lhs.counter?.quota == rhs.counter?.quota
-            && lhs.counter?.value == rhs.counter?.value && lhs.user == rhs.user && lhs.payment == rhs.payment
+            && lhs.counter?.value == rhs.counter?.value && lhs.installationCounter?.installation == rhs.installationCounter?.installation
+            && lhs.installationCounter?.quota == rhs.installationCounter?.quota
+            && lhs.installationCounter?.value == rhs.installationCounter?.value && lhs.user == rhs.user && lhs.payment == rhs.payment
     }
 
     /// Hashes what `==` compares.
@@ -108,7 +118,13 @@ public enum LedgerPlanner {
         case .performAction(_, let action, let quotaLimit):
             let timeZone = TimeZone(identifier: snapshot.user.timezone) ?? .gmt
             let counter = action.quota.map { _ in QuotaWindow.current(snapshot.counter, now: now, timeZone: timeZone) }
-            let remaining = counter.flatMap { counter in quotaLimit.map { $0 - counter.used } }
+            // A guest's installation counts the same quota in windows of its own: both must have a use left.
+            let installationCounter = action.quota.flatMap { quota in
+                snapshot.installation.map { QuotaWindow.current($0.counters[quota], now: now, timeZone: timeZone) }
+            }
+            let remaining = counter.flatMap { counter in
+                quotaLimit.map { $0 - QuotaWindow.binding(counter, installation: installationCounter).used }
+            }
             let decision = ActionDecision.decide(
                 action: action, isPremium: snapshot.user.isPremium(at: now), quotaRemaining: remaining,
                 available: wallet.available)
@@ -118,6 +134,10 @@ public enum LedgerPlanner {
                 if let quota = action.quota, var counter {
                     counter.used += 1
                     plan.counter = (quota, counter)
+                    if let installation = snapshot.installation, var installationCounter {
+                        installationCounter.used += 1
+                        plan.installationCounter = (installation.id, quota, installationCounter)
+                    }
                 }
             case .premium:
                 break

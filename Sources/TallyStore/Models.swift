@@ -159,6 +159,30 @@ public struct QuotaCounter: Sendable, Hashable {
         self.used = used
         self.windowEnd = windowEnd
     }
+
+    /// The counter as a store keeps it: the window end in whole milliseconds.
+    public var stored: QuotaCounter { QuotaCounter(used: used, windowEnd: Date(millis: windowEnd.millis)) }
+}
+
+/// The installation a guest account signs in from, with the quota counters of every guest it has had.
+///
+/// An installation is the SHA-256 of the app's device secret. It has at most one guest at a time (the
+/// schema's unique `users.installation`), and never a linked account (a `CHECK`: linking detaches it), so
+/// the device secret alone never opens an account with a password. A guest's free uses are counted on
+/// its account and on its installation: a later guest on the same installation (after a link or a
+/// deletion) continues the installation's day. Linked accounts count per account only.
+public struct InstallationCounters: Sendable, Hashable {
+    /// The installation's id: the hash of its device secret.
+    public var id: String
+    /// Its quota counters by quota name (absent: never used). Each runs in windows of its own, by the
+    /// same rules as an account's (``QuotaWindow``), in the time zone of the guest using it.
+    public var counters: [String: QuotaCounter]
+
+    /// Creates the installation's counters.
+    public init(id: String, counters: [String: QuotaCounter]) {
+        self.id = id
+        self.counters = counters
+    }
 }
 
 /// Everything needed to render a caller's wallet and quotas, read in one transaction.
@@ -169,12 +193,16 @@ public struct AccountState: Sendable, Hashable {
     public var wallet: WalletState
     /// Its quota counters by quota name (absent: never used).
     public var counters: [String: QuotaCounter]
+    /// For a guest, its installation's counters, which limit it too (see ``QuotaWindow/binding(_:installation:)``);
+    /// `nil` for a linked account.
+    public var installation: InstallationCounters?
 
     /// Creates an account state.
-    public init(user: UserRecord, wallet: WalletState, counters: [String: QuotaCounter]) {
+    public init(user: UserRecord, wallet: WalletState, counters: [String: QuotaCounter], installation: InstallationCounters? = nil) {
         self.user = user
         self.wallet = wallet
         self.counters = counters
+        self.installation = installation
     }
 }
 

@@ -27,6 +27,15 @@ public enum QuotaWindow {
         return QuotaCounter(used: 0, windowEnd: end)
     }
 
+    /// The counter that limits a guest, of its own and its installation's (each as
+    /// ``current(_:now:timeZone:)`` gives it): the one with more uses, or on a tie the one whose window
+    /// ends later. The guest has `limit - used` free uses left until its `windowEnd`. Without an
+    /// installation (a linked account), the account's counter.
+    public static func binding(_ account: QuotaCounter, installation: QuotaCounter?) -> QuotaCounter {
+        guard let installation, installation.used >= account.used else { return account }
+        return installation.used > account.used || installation.windowEnd > account.windowEnd ? installation : account
+    }
+
     /// The local midnight that begins the day containing `instant`.
     public static func startOfDay(containing instant: Date, in timeZone: TimeZone) -> Date {
         var calendar = Calendar(identifier: .gregorian)

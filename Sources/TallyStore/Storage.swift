@@ -2,9 +2,10 @@ import Foundation
 
 /// Accounts, sessions and credentials.
 public protocol IdentityStore: Sendable {
-    /// Finds the account of a device secret (by its hash) or creates a guest for it, and opens a session.
-    /// Exactly one account per `deviceHash`, even under concurrent first calls. Creating counts against
-    /// `signupsPerHour` for `ipHash`, else throws `.rateLimited` with `retryAfter`. Opening a session
+    /// Finds the guest of an installation (a device secret's hash, `deviceHash`) or creates a guest for it
+    /// (and the installation, the first time), and opens a session. One guest per installation at a time,
+    /// even under concurrent calls; never a linked account (see ``InstallationCounters``). Creating counts
+    /// against `signupsPerHour` for `ipHash`, else throws `.rateLimited` with `retryAfter`. Opening a session
     /// revokes the account's oldest live sessions beyond `sessionsPerUser` (the new one included).
     func signInGuest(
         deviceHash: String, ipHash: String, signupsPerHour: Int, signupGrant: Int64, sessionId: String,
@@ -30,7 +31,10 @@ public protocol IdentityStore: Sendable {
     /// The user of a session that is not revoked, or `nil`.
     func liveSessionUser(sessionId: String) async throws -> String?
 
-    /// Adds an email and password to a guest in place. Throws `.credentialInUse`, `.alreadyLinked` or `.userNotFound`.
+    /// Adds an email and password to a guest in place and detaches it from its installation: the next
+    /// ``signInGuest(deviceHash:ipHash:signupsPerHour:signupGrant:sessionId:refresh:sessionsPerUser:now:)``
+    /// there creates a new guest, and the account's quota uses count for it alone (from its counts as a guest).
+    /// Throws `.credentialInUse`, `.alreadyLinked` or `.userNotFound`.
     func linkCredentials(userId: String, email: String, passwordHash: String) async throws -> UserRecord
 
     /// The account and password hash for an email, if any.
@@ -48,7 +52,8 @@ public protocol IdentityStore: Sendable {
     /// The account, if it exists.
     func user(id: String) async throws -> UserRecord?
 
-    /// Deletes the account and everything that belongs to it. Returns whether it existed.
+    /// Deletes the account and everything that belongs to it (not its installation, which keeps its quota
+    /// counts for the next guest). Returns whether it existed.
     func deleteUser(id: String) async throws -> Bool
 }
 

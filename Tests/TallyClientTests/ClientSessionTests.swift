@@ -58,15 +58,17 @@ struct ClientSessionTests {
         }
     }
 
-    @Test("Sign-out leaves nothing of the previous user in memory, in the secure store or on disk")
+    @Test("Sign-out leaves nothing of the previous user in memory, in the secure store or on disk; the installation secret stays")
     func signOutForgetsEverything() async throws {
         try await TallyTestServer.with { server in
             let directory = FileManager.default.temporaryDirectory.appendingPathComponent("tally-signout-\(UUID().uuidString)")
             defer { try? FileManager.default.removeItem(at: directory) }
             let secure = try FileSecureStore(directory: directory.appendingPathComponent("secure"))
             let databasePath = directory.appendingPathComponent("cache.sqlite").path
-            let (client, _) = server.client(secureStore: secure, cacheStore: try SQLiteCacheStore(path: databasePath))
+            let (client, transport) = server.client(secureStore: secure, cacheStore: try SQLiteCacheStore(path: databasePath))
             let user = try await client.signInAsGuest()
+            let installationSecret = try secure.read("installation-secret")
+            #expect(installationSecret != nil)
             try await server.grant(42, to: user.userId)
             _ = try await client.fetch(client.walletQuery)
             _ = try await client.fetch(client.quotasQuery)
@@ -80,13 +82,40 @@ struct ClientSessionTests {
             #expect(client.cache.usage.count == 1 && client.value(.actions()) == prices)  // the price list is no one's
             #expect(await client.user == nil)
             #expect(try secure.read("session") == nil)
-            #expect(try secure.read("installation-secret") == nil)
+            // The device's, not the user's: a new secret would be a new guest with a fresh free quota.
+            #expect(try secure.read("installation-secret") == installationSecret)
             #expect(!(try diskBytes(directory).contains(Data(user.userId.utf8))))
 
-            // The next guest on this device is a new account, not the previous user's.
-            let next = try await client.signInAsGuest()
-            #expect(next.userId != user.userId)
-            #expect(try await client.fetch(client.walletQuery).balance == 0)
+            // The next guest sign-in on this device presents the same installation secret.
+            try await client.signInAsGuest()
+            let deviceIds = transport.requests.filter { $0.path == "/v1/auth/guest" }.compactMap { request in
+                request.body.flatMap { try? JSONDecoder().decode(GuestSignInRequest.self, from: $0) }?.deviceId
+            }
+            #expect(deviceIds.count == 2 && Set(deviceIds).count == 1)
+        }
+    }
+
+    @Test("A wrong email or password is invalidCredentials and keeps the session; a lost session is unauthorized")
+    func wrongPassword() async throws {
+        try await TallyTestServer.with { server in
+            let (client, _) = server.client()
+            let email = "wrong-\(UUID().uuidString.prefix(8).lowercased())@example.com"
+            let guest = try await client.signInAsGuest()
+            try await client.link(email: email, password: "correct horse battery")
+
+            await #expect(throws: ClientError.invalidCredentials) {
+                try await client.signIn(email: email, password: "wrong horse battery")
+            }
+            await #expect(throws: ClientError.invalidCredentials) {
+                try await client.signIn(email: "nobody-\(email)", password: "correct horse battery")
+            }
+            #expect(await client.user?.userId == guest.userId)
+            _ = try await client.fetch(client.walletQuery, forceRefresh: true)  // still signed in
+
+            // The refresh token expires (30 days): that session is lost, which is what unauthorized means.
+            server.serverClock.advance(by: 31 * 24 * 3600)
+            await #expect(throws: ClientError.unauthorized) { try await client.fetch(client.walletQuery, forceRefresh: true) }
+            #expect(await client.user == nil)
         }
     }
 

@@ -50,7 +50,7 @@ import Testing
         #expect(try Self.permissions(directory) == 0o700)
     }
 
-    @Test(arguments: ["", ".", "..", "a/b", "../escape", "name with space", "ü", "a\0b"])
+    @Test(arguments: ["", ".", "..", ".lock", "a/b", "../escape", "name with space", "ü", "a\0b"])
     func fileStoreRejectsInvalidNames(name: String) throws {
         let parent = Self.temporaryDirectory()
         defer { try? FileManager.default.removeItem(at: parent) }

@@ -157,6 +157,44 @@ struct PlannerTests {
         #expect(state.wallet.balance == 2)
     }
 
+    /// A guest's free use is charged to its installation too, and is free only while both have one left.
+    @Test func guestUseIsChargedToItsInstallation() throws {
+        let command = Command.performAction(userId: "u1", action: reading, quotaLimit: 3)
+        let nextMidnight = Date(timeIntervalSince1970: 1_800_000_000 + 16 * 3600)  // 2027-01-16T00:00Z
+        // A new guest on an installation whose earlier guest used two of today's three.
+        var state = snapshot(balance: 12)
+        state.installation = InstallationCounters(id: "i1", counters: ["readings": QuotaCounter(used: 2, windowEnd: nextMidnight)])
+        let plan = try LedgerPlanner.plan(command, snapshot: state, now: t0)
+        #expect(plan.payment == .useQuota && plan.entry == nil)
+        #expect(plan.counter?.value == QuotaCounter(used: 1, windowEnd: nextMidnight))
+        let installation = try #require(plan.installationCounter)
+        #expect(installation.installation == "i1" && installation.quota == "readings")
+        #expect(installation.value == QuotaCounter(used: 3, windowEnd: nextMidnight))
+
+        // The installation is spent although the guest itself used one: tokens.
+        state.counter = plan.counter?.value
+        state.installation?.counters["readings"] = installation.value
+        let paid = try LedgerPlanner.plan(command, snapshot: state, now: t0)
+        #expect(paid.payment == .charge(5) && paid.counter == nil && paid.installationCounter == nil)
+
+        // A window of the installation that ended (at the last midnight) counts from zero again, in the guest's zone.
+        state.installation?.counters["readings"] = QuotaCounter(used: 3, windowEnd: t0.addingTimeInterval(-8 * 3600))
+        let renewed = try LedgerPlanner.plan(command, snapshot: state, now: t0)
+        #expect(renewed.payment == .useQuota && renewed.installationCounter?.value == QuotaCounter(used: 1, windowEnd: nextMidnight))
+
+        // Without an installation (a linked account), only the account counts.
+        state.installation = nil
+        let linked = try LedgerPlanner.plan(command, snapshot: state, now: t0)
+        #expect(linked.payment == .useQuota && linked.counter?.value.used == 2 && linked.installationCounter == nil)
+        // Premium counts nothing anywhere; token-only actions never touch a counter.
+        state.installation = InstallationCounters(id: "i1", counters: [:])
+        state.user.premiumUntil = t0.addingTimeInterval(60)
+        let premium = try LedgerPlanner.plan(command, snapshot: state, now: t0)
+        #expect(premium.payment == .premium && premium.counter == nil && premium.installationCounter == nil)
+        let query = try LedgerPlanner.plan(.performAction(userId: "u1", action: aiQuery, quotaLimit: nil), snapshot: state, now: t0)
+        #expect(query.payment == .charge(3) && query.installationCounter == nil)
+    }
+
     @Test func freeUseCountsNoTokens() throws {
         let plan = try LedgerPlanner.plan(
             .performAction(userId: "u1", action: reading, quotaLimit: 3), snapshot: snapshot(balance: 0), now: t0)

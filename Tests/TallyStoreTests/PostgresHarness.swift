@@ -28,9 +28,10 @@ private actor FixtureGate {
 private let gate = FixtureGate(4)
 
 /// Opens the PostgreSQL store named by `TALLY_TEST_DATABASE_URL`, runs it for the duration of `body`
-/// (cancelled at the end), migrates, and runs `body` with it. Tests share that database, so each creates
-/// its own accounts; with `isolated`, the store works in a fresh schema (its `search_path`), dropped afterwards.
-func withPostgresStore(isolated: Bool, _ body: (any TallyStorage) async throws -> Void) async throws {
+/// (cancelled at the end), migrates (unless `migrated` is false), and runs `body` with it. Tests share that
+/// database, so each creates its own accounts; with `isolated`, the store works in a fresh schema (its
+/// `search_path`), dropped afterwards.
+func withPostgresStore(isolated: Bool, migrated: Bool = true, _ body: (PostgresStore) async throws -> Void) async throws {
     guard let url = ProcessInfo.processInfo.environment["TALLY_TEST_DATABASE_URL"], !url.isEmpty else {
         throw HarnessError(
             "[postgres] TALLY_REQUIRE_POSTGRES=1 but TALLY_TEST_DATABASE_URL is not set: "
@@ -49,7 +50,7 @@ func withPostgresStore(isolated: Bool, _ body: (any TallyStorage) async throws -
             group.addTask { try await store.run() }
             do {
                 if let schema { try await store.rows(PostgresQuery(unsafeSQL: "CREATE SCHEMA \(schema)")) }
-                try await store.migrate()
+                if migrated { try await store.migrate() }
                 try await body(store)
             } catch {
                 if let schema { _ = try? await store.rows(PostgresQuery(unsafeSQL: "DROP SCHEMA \(schema) CASCADE")) }

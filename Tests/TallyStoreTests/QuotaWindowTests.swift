@@ -185,4 +185,21 @@ struct QuotaWindowTests {
         #expect(hopper.windows <= days + 1)
         #expect(hopper.lengths.dropFirst().allSatisfy { $0 >= 23 * 3600 }, "\(hopper.lengths.map { $0 / 3600 })")
     }
+
+    /// Of a guest's counter and its installation's, the one with more uses limits it; on a tie, the one that
+    /// resets later (when the other resets, it still holds the same count).
+    @Test func bindingCounterIsTheOneWithMoreUses() {
+        let early = Date(timeIntervalSince1970: 1_800_000_000)
+        let late = early.addingTimeInterval(3600)
+        let own = QuotaCounter(used: 1, windowEnd: early)
+        #expect(QuotaWindow.binding(own, installation: nil) == own)
+        #expect(QuotaWindow.binding(own, installation: QuotaCounter(used: 3, windowEnd: early)).used == 3)
+        #expect(QuotaWindow.binding(QuotaCounter(used: 2, windowEnd: late), installation: QuotaCounter(used: 0, windowEnd: early)).used == 2)
+        #expect(
+            QuotaWindow.binding(QuotaCounter(used: 3, windowEnd: early), installation: QuotaCounter(used: 3, windowEnd: late))
+                == QuotaCounter(used: 3, windowEnd: late))
+        #expect(
+            QuotaWindow.binding(QuotaCounter(used: 3, windowEnd: late), installation: QuotaCounter(used: 3, windowEnd: early))
+                == QuotaCounter(used: 3, windowEnd: late))
+    }
 }

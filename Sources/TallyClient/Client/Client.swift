@@ -54,8 +54,9 @@ public final class Client: Sendable {
     /// The signed-in user, if any.
     public var user: SessionUser? { get async { await session.user } }
 
-    /// Restores the previous launch's session and its cached values (shown stale until revalidated), and
-    /// refreshes the price list in the background. Returns the user, or nil when the app must sign in.
+    /// Restores the session kept in the secure store (by an earlier launch, or by the app or extension sharing
+    /// it) and its cached values (shown stale until revalidated), and refreshes the price list in the background.
+    /// Returns the user, or nil when the app must sign in.
     @discardableResult
     public func restore() async throws -> SessionUser? {
         preparePriceList()
@@ -67,7 +68,9 @@ public final class Client: Sendable {
         return user
     }
 
-    /// Signs this installation in as its guest account (created on first use, with the sign-up grant).
+    /// Signs this installation in as its guest account (created on first use, with the sign-up grant). The
+    /// installation secret that identifies the guest is kept across sign-out, so signing out and in again does
+    /// not make a new guest with a fresh free quota.
     @discardableResult
     public func signInAsGuest() async throws -> SessionUser {
         let user = try await session.signInAsGuest()
@@ -75,7 +78,7 @@ public final class Client: Sendable {
         return user
     }
 
-    /// Signs in to a linked account.
+    /// Signs in to a linked account; a wrong email or password throws ``ClientError/invalidCredentials``.
     @discardableResult
     public func signIn(email: String, password: String) async throws -> SessionUser {
         let user = try await session.signIn(email: email, password: password)
@@ -91,7 +94,8 @@ public final class Client: Sendable {
         return me
     }
 
-    /// Signs out: the server session ends and every cached value, pending answer and persisted entry of the user
-    /// is removed. Data that belongs to no user (the price list) stays.
+    /// Signs out: the server session ends, and the session and every cached value, pending answer and persisted
+    /// entry of the user are removed (in the processes sharing the secure store too, at their next request).
+    /// The installation secret stays: it belongs to the device, not the user; so does the price list.
     public func signOut() async { await session.signOut() }
 }

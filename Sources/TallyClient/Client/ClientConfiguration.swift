@@ -4,7 +4,8 @@ import Foundation
 public struct ClientConfiguration: Sendable {
     /// The Tally server, e.g. `https://api.example.com`.
     public var baseURL: URL
-    /// Where the installation secret and refresh token live: ``KeychainSecureStore`` on Apple platforms.
+    /// Where the installation secret and the session live: ``KeychainSecureStore`` on Apple platforms
+    /// (`KeychainSecureStore(appGroup:)` to share the session with the app's extensions).
     public var secureStore: any SecureStore
     /// Where cached values persist across launches, per user; nil keeps them in memory only.
     public var cacheStore: (any CacheStore)?

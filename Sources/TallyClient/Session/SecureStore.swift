@@ -15,6 +15,15 @@ public protocol SecureStore: Sendable {
     func write(_ data: Data, for name: String) throws
     /// Deletes the secret under `name`; deleting a missing secret is not an error.
     func delete(_ name: String) throws
+    /// A file that every client sharing this store locks while it changes the session, so that processes
+    /// sharing it (an app and its extensions) never present the same refresh token twice; nil when the store
+    /// is not shared between processes.
+    var lockFile: URL? { get }
+}
+
+extension SecureStore {
+    /// None: clients of this store coordinate only within their own process.
+    public var lockFile: URL? { nil }
 }
 
 /// A failure of a ``SecureStore``; its description names the secret and the cause, never its content.
@@ -36,9 +45,14 @@ public struct SecureStoreError: Error, CustomStringConvertible {
 
 /// Files with permissions 0600 inside a directory with permissions 0700 (Linux, and tests).
 /// Writes are atomic (write temp file with 0600 then rename). Names are restricted to
-/// [A-Za-z0-9._-] (throw otherwise).
+/// [A-Za-z0-9._-] (throw otherwise); `.lock` is the store's ``lockFile``, so processes sharing the
+/// directory share the session.
 public struct FileSecureStore: SecureStore {
     private let directory: URL
+    private static let lockName = ".lock"
+
+    /// `.lock` in the directory.
+    public var lockFile: URL? { directory.appendingPathComponent(Self.lockName, isDirectory: false) }
 
     /// Uses `directory`, creating it if needed, and restricts it to its owner (0700).
     public init(directory: URL) throws {
@@ -106,8 +120,8 @@ public struct FileSecureStore: SecureStore {
             default: false
             }
         }
-        guard allowed, !name.isEmpty, name != ".", name != ".." else {
-            throw SecureStoreError(name: name, reason: "invalid name: use only A-Z a-z 0-9 . _ -")
+        guard allowed, !name.isEmpty, name != ".", name != "..", name != Self.lockName else {
+            throw SecureStoreError(name: name, reason: "invalid name: use only A-Z a-z 0-9 . _ - (and not .lock)")
         }
         return directory.appendingPathComponent(name, isDirectory: false)
     }

@@ -85,6 +85,7 @@ final class RequestExecutor: Sendable {
         switch (status, code) {
         case (402, .quotaExhausted): return .quotaExhausted(wallet: detail?.wallet, quotas: detail?.quotas ?? [])
         case (402, _): return .insufficientTokens(wallet: detail?.wallet, quotas: detail?.quotas ?? [])
+        case (401, .invalidCredentials): return .invalidCredentials
         case (401, _): return .unauthorized
         case (429, _): return .rateLimited(retryAfter: retryAfter)
         default: return .server(status: status, code: code, message: detail?.error.message ?? "HTTP \(status)")

@@ -31,6 +31,9 @@ public struct TallyConfiguration: Sendable {
     public var metering = MeteringConfiguration()
     /// Rate limits, the sign-in lockout, sessions per user and trusted proxies (the file's `limits:` section).
     public var limits = LimitsConfiguration()
+    /// Verifies a guest sign-in's installation (App Attest, DeviceCheck) when an embedding app sets one;
+    /// by default every installation is accepted.
+    public var installationVerifier: any InstallationVerifier = AcceptEveryInstallation()
     /// Lifetime of access tokens.
     public var accessTokenTTL: TimeInterval = 15 * 60
     /// Lifetime of refresh tokens.

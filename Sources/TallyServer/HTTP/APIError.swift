@@ -33,7 +33,7 @@ public struct APIError: Error, HTTPResponseError, CustomStringConvertible {
     static func status(for code: ErrorCode) -> HTTPResponse.Status {
         switch code {
         case .unauthorized, .invalidCredentials, .invalidRefreshToken, .refreshTokenReused: return .unauthorized
-        case .forbidden: return .forbidden
+        case .forbidden, .installationRejected: return .forbidden
         case .notFound: return .notFound
         case .methodNotAllowed: return .methodNotAllowed
         case .insufficientTokens, .quotaExhausted: return HTTPResponse.Status(code: 402, reasonPhrase: "Payment Required")

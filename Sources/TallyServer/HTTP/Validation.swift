@@ -66,10 +66,29 @@ enum Validate {
         return password
     }
 
-    /// IANA zone names only (`Europe/Paris`, `UTC`), not abbreviations or offsets.
+    /// IANA zone names (at most 64 of `A-Z a-z 0-9 / _ - +`) that Foundation resolves: `Area/Location` names
+    /// (`Europe/Paris`, `Asia/Kolkata`, `America/Argentina/Buenos_Aires`, also older links such as `Asia/Saigon`
+    /// and `Etc/GMT-5`), and `UTC` or `GMT`. Names without a slash other than those two are refused even where Foundation resolves them:
+    /// they are abbreviations (`EST`, `IST` — India, Israel or Ireland?), offsets (`GMT+5`) or deprecated
+    /// country links (`Japan`), none of which an app should store as a user's zone.
+    /// (`TimeZone.knownTimeZoneIdentifiers` is no test: on Linux it lacks current names such as `Asia/Kolkata`.)
     static func timezone(_ value: String) throws -> String {
-        guard value == "UTC" || knownZones.contains(value) else {
+        let named = value == "UTC" || value == "GMT" || value.contains("/")
+        let characters = value.utf8.allSatisfy { byte in
+            (byte >= 0x41 && byte <= 0x5A) || (byte >= 0x61 && byte <= 0x7A) || (byte >= 0x30 && byte <= 0x39)
+                || byte == 0x2F || byte == 0x5F || byte == 0x2D || byte == 0x2B
+        }
+        guard named, characters, value.utf8.count <= 64, TimeZone(identifier: value) != nil else {
             throw APIError(.invalidField, "'timezone' must be an IANA time zone name such as 'Europe/Paris'.")
+        }
+        return value
+    }
+
+    /// Whatever a client puts beside its device secret to prove its installation (an App Attest attestation
+    /// or a DeviceCheck token, base64): at most 16 KiB of printable ASCII, handed to ``InstallationVerifier``.
+    static func attestation(_ value: String) throws -> String {
+        guard (1...16_384).contains(value.utf8.count), value.utf8.allSatisfy({ $0 >= 0x21 && $0 <= 0x7E }) else {
+            throw APIError(.invalidField, "'attestation' must be 1 to 16384 printable ASCII characters.")
         }
         return value
     }
@@ -82,8 +101,6 @@ enum Validate {
         }
         return value
     }
-
-    private static let knownZones = Set(TimeZone.knownTimeZoneIdentifiers)
 
     /// Unicode normalisation form KC: compatibility characters (fullwidth letters, ligatures such as `ﬁ`)
     /// become their plain equivalents, then canonical composition.

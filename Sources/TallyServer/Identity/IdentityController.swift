@@ -40,8 +40,13 @@ struct IdentityController {
     @Sendable func guest(_ request: Request, context: TallyRequestContext) async throws -> Response {
         let body = try await JSONBody<GuestSignInRequest>.read(request, context: context).value
         let deviceHash = Secrets.sha256(try Validate.deviceId(body.deviceId))
+        let attestation = try body.attestation.map(Validate.attestation)
         let door = makeDoor("POST /v1/auth/guest", context.logger)
         try throttles.guestSignInsPerDevice.acquire(deviceHash, door)
+        let claim = InstallationClaim(installation: deviceHash, attestation: attestation)
+        guard await services.configuration.installationVerifier.verify(claim) == .accept else {
+            throw APIError(.installationRejected, "This installation could not be verified.")
+        }
         let address = services.clientAddress(request, peer: context.peer)
         let ipHash = services.keyedHash(address)
         let (refreshToken, record) = services.tokens.refreshToken()

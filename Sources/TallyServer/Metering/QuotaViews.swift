@@ -7,13 +7,18 @@ struct QuotaViews: Sendable {
     let catalog: Catalog
     let clock: any WallClock
 
-    /// Every configured quota of the account, with windows that ended reset to zero.
+    /// Every configured quota of the account, with windows that ended reset to zero; for a guest, the counter
+    /// that limits it of its own and its installation's (``QuotaWindow/binding(_:installation:)``).
     func quotas(for state: AccountState) -> [Quota] {
         let now = clock.now
         let timeZone = TimeZone(identifier: state.user.timezone) ?? .gmt
         let premium = state.user.isPremium(at: now)
         return catalog.quotas.map { spec in
-            let counter = QuotaWindow.current(state.counters[spec.name], now: now, timeZone: timeZone)
+            let own = QuotaWindow.current(state.counters[spec.name], now: now, timeZone: timeZone)
+            let installation = state.installation.map {
+                QuotaWindow.current($0.counters[spec.name], now: now, timeZone: timeZone)
+            }
+            let counter = QuotaWindow.binding(own, installation: installation)
             return Quota(name: spec.name, limit: spec.daily, used: counter.used, resetsAt: counter.windowEnd, unlimited: premium)
         }
     }

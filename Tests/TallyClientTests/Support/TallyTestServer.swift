@@ -20,9 +20,10 @@ struct TallyTestServer: Sendable {
     var baseURL: URL { URL(string: "http://127.0.0.1:\(port)")! }
     var adminURL: URL { URL(string: "http://127.0.0.1:\(adminPort)")! }
 
-    /// Runs `body` against a fresh server, then shuts it down.
+    /// Runs `body` against a fresh server (its configuration changed by `configure`), then shuts it down.
     static func with<T: Sendable>(
-        catalog: Catalog = .standard, _ body: @Sendable (TallyTestServer) async throws -> T
+        catalog: Catalog = .standard, configure: (inout TallyConfiguration) -> Void = { _ in },
+        _ body: @Sendable (TallyTestServer) async throws -> T
     ) async throws -> T {
         let clock = ManualClock(Date(timeIntervalSince1970: 1_800_000_000))
         var configuration = TallyConfiguration()
@@ -33,6 +34,7 @@ struct TallyTestServer: Sendable {
         configuration.metering.catalog = catalog
         configuration.metering.guestSignupsPerIPPerHour = 100_000
         configuration.adminKey = "client-test-admin-key-0123456789"
+        configure(&configuration)
         let directory = FileManager.default.temporaryDirectory.appendingPathComponent("tally-client-\(UUID().uuidString)").path
         configuration.dataDirectory = directory
         defer { try? FileManager.default.removeItem(atPath: directory) }

@@ -1,0 +1,42 @@
+import Foundation
+import PostgresNIO
+import TallyStore
+import Testing
+
+@testable import TallyPostgres
+
+/// Schema migrations keep what the previous version stored (in a schema of the test's own).
+@Suite("PostgreSQL migrations")
+struct PostgresMigrationTests {
+    @Test(
+        "A database of schema 4 migrates to the latest: accounts, sessions, tokens and today's counts kept; devices become installations",
+        .enabled(if: StoreKind.enabled.contains(.postgres)))
+    func upgradeKeepsData() async throws {
+        try await withPostgresStore(isolated: true, migrated: false) { store in
+            try await store.migrate(upTo: 4)
+            let legacy = LegacyAccounts()
+            let (now, windowEnd) = (legacy.now.millis, legacy.windowEnd.millis)
+            try await store.rows("INSERT INTO users (id, created_at) VALUES (\(legacy.guest), \(now))")
+            try await store.rows(
+                "INSERT INTO users (id, email, password_hash, created_at) VALUES (\(legacy.linked), \(legacy.email), 'hash', \(now))")
+            for (user, device, balance, used) in [(legacy.guest, legacy.guestDevice, Int64(25), Int64(2)), (legacy.linked, legacy.linkedDevice, 0, 3)] {
+                try await store.rows(
+                    "INSERT INTO wallets (user_id, balance, held, version) VALUES (\(user), \(balance), 0, \(balance > 0 ? Int64(1) : 0))")
+                try await store.rows("INSERT INTO device_credentials (device_hash, user_id, created_at) VALUES (\(device), \(user), \(now))")
+                try await store.rows(
+                    "INSERT INTO quota_counters (user_id, quota, used, window_end) VALUES (\(user), 'readings', \(used), \(windowEnd))")
+            }
+            try await store.rows(
+                """
+                INSERT INTO ledger_entries (user_id, kind, amount, held_change, balance_after, held_after, reason, created_at)
+                VALUES (\(legacy.guest), 'grant', 25, 0, 25, 0, 'signup', \(now))
+                """)
+            try await store.rows("INSERT INTO sessions (id, user_id, created_at) VALUES (\(legacy.session), \(legacy.guest), \(now))")
+            try await store.rows(
+                "INSERT INTO refresh_tokens (token_hash, session_id, expires_at) VALUES (\(legacy.refresh), \(legacy.session), \(now + 3_600_000))")
+
+            try await store.migrate()
+            try await legacy.expectMigrated(store, .postgres)
+        }
+    }
+}
