@@ -82,7 +82,7 @@ struct ClientAccountCallsTests {
     @Test("updateProfile changes the zone the quotas reset in; premiumStatus follows the server")
     func profileAndPremium() async throws {
         try await TallyTestServer.with { server in
-            let (client, _) = server.client { $0.timeZone = nil }
+            let (client, _) = server.client()
             let user = try await client.signInAsGuest()
             let me = try await client.updateProfile(timezone: "Asia/Tokyo", language: "ja")
             #expect(me.timezone == "Asia/Tokyo" && me.language == "ja")
@@ -103,6 +103,26 @@ struct ClientAccountCallsTests {
             let premium = try await client.premiumStatus(forceRefresh: true)
             #expect(premium.isActive)
             #expect(abs((premium.until ?? .distantPast).timeIntervalSince(until)) < 1)
+        }
+    }
+
+    @Test("Sign-in sets the device's time zone on the user, once: the quotas then reset at the device's midnight")
+    func signInAdoptsTheDeviceZone() async throws {
+        try await TallyTestServer.with { server in
+            let kolkata = try #require(TimeZone(identifier: "Asia/Kolkata"))
+            let (client, transport) = server.client { $0.timeZone = kolkata }
+            try await client.signInAsGuest()
+            #expect(transport.count(path: "/v1/me") == 1)
+            let me = try await client.fetch(client.meQuery)
+            #expect(me.timezone == "Asia/Kolkata")
+            var calendar = Calendar(identifier: .gregorian)
+            calendar.timeZone = kolkata
+            let quotas = try await client.fetch(client.quotasQuery)
+            #expect(!quotas.items.isEmpty)
+            for quota in quotas.items { #expect(calendar.component(.hour, from: quota.resetsAt) == 0) }
+            // Signing in again with the zone already set sends no second PATCH.
+            try await client.signInAsGuest()
+            #expect(transport.requests.filter { $0.method == "PATCH" }.count == 1)
         }
     }
 }

@@ -70,19 +70,23 @@ public final class Client: Sendable {
 
     /// Signs this installation in as its guest account (created on first use, with the sign-up grant). The
     /// installation secret that identifies the guest is kept across sign-out, so signing out and in again does
-    /// not make a new guest with a fresh free quota.
+    /// not make a new guest with a fresh free quota. The device's time zone is then set on the user
+    /// (``ClientConfiguration/timeZone``), so the free quotas reset at the device's midnight.
     @discardableResult
     public func signInAsGuest() async throws -> SessionUser {
         let user = try await session.signInAsGuest()
         preparePriceList()
+        await adoptDeviceTimeZone()
         return user
     }
 
     /// Signs in to a linked account; a wrong email or password throws ``ClientError/invalidCredentials``.
+    /// The device's time zone is then set on the user, as at a guest sign-in.
     @discardableResult
     public func signIn(email: String, password: String) async throws -> SessionUser {
         let user = try await session.signIn(email: email, password: password)
         preparePriceList()
+        await adoptDeviceTimeZone()
         return user
     }
 

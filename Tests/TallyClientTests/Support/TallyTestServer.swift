@@ -72,6 +72,7 @@ struct TallyTestServer: Sendable {
         configuration.retry = retry
         configuration.random = { 0 }  // no jitter: retries wait zero seconds unless Retry-After says otherwise
         configuration.metrics = ClientMetrics(exportLabel: nil)
+        configuration.timeZone = nil  // no PATCH /v1/me at sign-in unless a test asks for it (request counts stay exact)
         configure(&configuration)
         return (Client(configuration: configuration), transport)
     }

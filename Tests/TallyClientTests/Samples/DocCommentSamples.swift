@@ -1,0 +1,26 @@
+import Foundation
+import TallyClient
+
+/// The samples of the SDK's doc comments, verbatim, compiled (``SamplesAreCompiledTests`` checks they match).
+enum DocCommentSamples {
+    /// `Client.ledgerPages(pageSize:)`.
+    static func ledgerPages(tally: Client) async throws -> [LedgerEntry] {
+        var entries: [LedgerEntry] = []
+        for try await page in tally.ledgerPages(pageSize: 20) {
+            entries += page
+            if entries.count >= 60 { break }   // stop when the screen is full; no further request is made
+        }
+        return entries
+    }
+}
+
+#if canImport(Security)
+extension DocCommentSamples {
+    /// `KeychainSecureStore`: the store an app shares with its extensions.
+    static func sharedStore(apiURL: URL) throws -> Client {
+        let store = try KeychainSecureStore(appGroup: "group.com.example.astro")
+        let tally = Client(configuration: ClientConfiguration(baseURL: apiURL, secureStore: store))
+        return tally
+    }
+}
+#endif

@@ -1,0 +1,91 @@
+import Foundation
+import Testing
+
+/// Every Swift sample a developer reads — in README.md and in the SDK's doc comments — is compiled: its
+/// lines appear, in order, in a file of this folder that the test target builds (``ReadmeSamples``,
+/// ``DocCommentSamples``). A sample edited in the docs but not here, or here but not in the docs, fails.
+/// The app manifest sample (a block starting `// Package.swift`) is built for real by `scripts/app-package`.
+@Suite("Docs samples compile")
+struct SamplesAreCompiledTests {
+    static let root = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
+        .deletingLastPathComponent().deletingLastPathComponent()
+    static let samplesDirectory = URL(fileURLWithPath: #filePath).deletingLastPathComponent()
+
+    /// A sample's lines without indentation and blank lines: the docs indent by context, the code by scope.
+    static func normalized(_ text: some StringProtocol) -> [String] {
+        text.split(separator: "\n", omittingEmptySubsequences: false)
+            .map { $0.trimmingCharacters(in: .whitespaces) }
+            .filter { !$0.isEmpty }
+    }
+
+    /// The ```swift blocks of a Markdown text.
+    static func markdownBlocks(_ text: String) -> [String] {
+        var blocks: [String] = []
+        var current: [Substring]?
+        for line in text.split(separator: "\n", omittingEmptySubsequences: false) {
+            let trimmed = line.trimmingCharacters(in: .whitespaces)
+            if current == nil, trimmed == "```swift" {
+                current = []
+            } else if current != nil, trimmed == "```" {
+                blocks.append(current!.joined(separator: "\n"))
+                current = nil
+            } else {
+                current?.append(line)
+            }
+        }
+        return blocks
+    }
+
+    /// The ```swift blocks inside `///` comments of the SDK's sources, with the file each comes from.
+    static func docCommentBlocks() throws -> [(file: String, block: String)] {
+        var found: [(String, String)] = []
+        for module in ["Sources/TallyClient", "Sources/TallyAPI"] {
+            let directory = root.appendingPathComponent(module)
+            guard let walker = FileManager.default.enumerator(at: directory, includingPropertiesForKeys: nil) else { continue }
+            for case let url as URL in walker where url.pathExtension == "swift" {
+                let comments = try String(contentsOf: url, encoding: .utf8).split(separator: "\n")
+                    .map { $0.trimmingCharacters(in: .whitespaces) }
+                    .filter { $0.hasPrefix("///") }
+                    .map { String($0.dropFirst(3).drop(while: { $0 == " " })) }
+                for block in markdownBlocks(comments.joined(separator: "\n")) {
+                    found.append((url.lastPathComponent, block))
+                }
+            }
+        }
+        return found
+    }
+
+    /// The normalized lines of every compiled samples file here.
+    static func compiledLines() throws -> [String] {
+        let files = try FileManager.default.contentsOfDirectory(at: samplesDirectory, includingPropertiesForKeys: nil)
+            .filter { $0.pathExtension == "swift" && $0.lastPathComponent != "SamplesAreCompiledTests.swift" }
+        return try files.flatMap { normalized(try String(contentsOf: $0, encoding: .utf8)) }
+    }
+
+    /// Whether `block` occurs as consecutive lines of `lines`.
+    static func contains(_ lines: [String], _ block: [String]) -> Bool {
+        guard !block.isEmpty, block.count <= lines.count else { return block.isEmpty }
+        return (0...(lines.count - block.count)).contains { start in Array(lines[start..<(start + block.count)]) == block }
+    }
+
+    @Test func readmeSamplesAreCompiled() throws {
+        let readme = try String(contentsOf: Self.root.appendingPathComponent("README.md"), encoding: .utf8)
+        let blocks = Self.markdownBlocks(readme).filter { !$0.trimmingCharacters(in: .whitespacesAndNewlines).hasPrefix("// Package.swift") }
+        #expect(!blocks.isEmpty, "README.md has no Swift samples")
+        let compiled = try Self.compiledLines()
+        for block in blocks {
+            let found = Self.contains(compiled, Self.normalized(block))
+            #expect(found, "README sample not compiled in Tests/TallyClientTests/Samples:\n\(block)")
+        }
+    }
+
+    @Test func docCommentSamplesAreCompiled() throws {
+        let blocks = try Self.docCommentBlocks()
+        #expect(!blocks.isEmpty)
+        let compiled = try Self.compiledLines()
+        for (file, block) in blocks {
+            let found = Self.contains(compiled, Self.normalized(block))
+            #expect(found, "doc sample in \(file) not compiled in Tests/TallyClientTests/Samples:\n\(block)")
+        }
+    }
+}
