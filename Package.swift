@@ -7,6 +7,10 @@ let swiftSettings: [SwiftSetting] = [
     .enableUpcomingFeature("MemberImportVisibility"),
 ]
 
+/// The SDK's products, from the package in `Client/`.
+let tallyAPI: Target.Dependency = .product(name: "TallyAPI", package: "Client")
+let tallyClient: Target.Dependency = .product(name: "TallyClient", package: "Client")
+
 /// Tests keep strict concurrency but not the import-visibility check, which adds noise and no safety there.
 let testSwiftSettings: [SwiftSetting] = [.enableUpcomingFeature("ExistentialAny")]
 
@@ -14,12 +18,13 @@ let package = Package(
     name: "tally",
     platforms: [.macOS(.v15), .iOS(.v18)],
     products: [
-        .library(name: "TallyAPI", targets: ["TallyAPI"]),
-        .library(name: "TallyClient", targets: ["TallyClient"]),
         .library(name: "TallyServer", targets: ["TallyServer"]),
         .executable(name: "tally", targets: ["tally"]),
     ],
     dependencies: [
+        // The SDK and the wire types: a package of their own (iOS 15 / macOS 12, GRDB and swift-metrics only),
+        // so that an app adding the SDK resolves nothing of the server's.
+        .package(path: "Client"),
         .package(url: "https://github.com/hummingbird-project/hummingbird.git", from: "2.28.1"),
         .package(url: "https://github.com/hummingbird-project/hummingbird-auth.git", from: "2.5.0"),
         .package(url: "https://github.com/vapor/postgres-nio.git", from: "1.33.2"),
@@ -36,13 +41,11 @@ let package = Package(
         .package(url: "https://github.com/HdrHistogram/hdrhistogram-swift.git", from: "0.2.0"),
     ],
     targets: [
-        // Wire types shared by the server, the SDK and apps: Foundation only.
-        .target(name: "TallyAPI", swiftSettings: swiftSettings),
         // Domain model, pure rules, clocks and the storage protocol.
         .target(
             name: "TallyStore",
             dependencies: [
-                "TallyAPI",
+                tallyAPI,
                 .product(name: "Crypto", package: "swift-crypto"),
             ],
             swiftSettings: swiftSettings
@@ -75,7 +78,7 @@ let package = Package(
         .target(
             name: "TallyServer",
             dependencies: [
-                "TallyAPI", "TallyStore", "TallySQLite", "TallyPostgres",
+                tallyAPI, "TallyStore", "TallySQLite", "TallyPostgres",
                 .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "HummingbirdBcrypt", package: "hummingbird-auth"),
                 .product(name: "JWTKit", package: "jwt-kit"),
@@ -87,22 +90,11 @@ let package = Package(
             ],
             swiftSettings: swiftSettings
         ),
-        // The client SDK for iOS and Linux: session, transport, query cache, optimistic mutations.
-        // No server module may be imported here.
-        .target(
-            name: "TallyClient",
-            dependencies: [
-                "TallyAPI",
-                .product(name: "GRDB", package: "GRDB.swift"),
-                .product(name: "Metrics", package: "swift-metrics"),
-            ],
-            swiftSettings: swiftSettings
-        ),
         // The load harness: simulated app users over real connections, the books check, the report.
         .target(
             name: "TallyLoad",
             dependencies: [
-                "TallyAPI", "TallyClient",
+                tallyAPI, tallyClient,
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),
                 .product(name: "NIOHTTP1", package: "swift-nio"),
@@ -114,7 +106,7 @@ let package = Package(
         .executableTarget(
             name: "tally",
             dependencies: [
-                "TallyAPI", "TallyClient", "TallyLoad", "TallyServer", "TallyStore", "TallySQLite", "TallyPostgres",
+                tallyAPI, tallyClient, "TallyLoad", "TallyServer", "TallyStore", "TallySQLite", "TallyPostgres",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
                 .product(name: "UnixSignals", package: "swift-service-lifecycle"),
@@ -131,7 +123,7 @@ let package = Package(
         .testTarget(
             name: "TallyClientTests",
             dependencies: [
-                "TallyClient", "TallyAPI", "TallyServer", "TallyStore",
+                tallyClient, tallyAPI, "TallyServer", "TallyStore",
                 .product(name: "GRDB", package: "GRDB.swift"),
                 .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
@@ -141,7 +133,7 @@ let package = Package(
         ),
         .testTarget(
             name: "TallyLoadTests",
-            dependencies: ["TallyLoad", "TallyAPI"],
+            dependencies: ["TallyLoad", tallyAPI],
             swiftSettings: testSwiftSettings
         ),
         .testTarget(

@@ -31,7 +31,7 @@ struct DeploymentTargetTests {
     /// Swift files of the SDK's modules, with their text.
     static func sources() throws -> [(path: String, text: String)] {
         var files: [(String, String)] = []
-        for module in ["Sources/TallyClient", "Sources/TallyAPI"] {
+        for module in ["Client/Sources/TallyClient", "Client/Sources/TallyAPI"] {
             let directory = root.appendingPathComponent(module)
             guard let walker = FileManager.default.enumerator(at: directory, includingPropertiesForKeys: nil) else { continue }
             for case let url as URL in walker where url.pathExtension == "swift" {

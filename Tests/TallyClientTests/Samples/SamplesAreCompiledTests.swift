@@ -39,7 +39,7 @@ struct SamplesAreCompiledTests {
     /// The ```swift blocks inside `///` comments of the SDK's sources, with the file each comes from.
     static func docCommentBlocks() throws -> [(file: String, block: String)] {
         var found: [(String, String)] = []
-        for module in ["Sources/TallyClient", "Sources/TallyAPI"] {
+        for module in ["Client/Sources/TallyClient", "Client/Sources/TallyAPI"] {
             let directory = root.appendingPathComponent(module)
             guard let walker = FileManager.default.enumerator(at: directory, includingPropertiesForKeys: nil) else { continue }
             for case let url as URL in walker where url.pathExtension == "swift" {
