@@ -24,26 +24,9 @@ struct DeploymentTargetTests {
         ("@Observable", "an @available(iOS 17, macOS 14, …) declaration"),
     ]
 
-    /// The repository root, found from this file's location.
-    static let root = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
-        .deletingLastPathComponent()
-
-    /// Swift files of the SDK's modules, with their text.
-    static func sources() throws -> [(path: String, text: String)] {
-        var files: [(String, String)] = []
-        for module in ["Client/Sources/TallyClient", "Client/Sources/TallyAPI"] {
-            let directory = root.appendingPathComponent(module)
-            guard let walker = FileManager.default.enumerator(at: directory, includingPropertiesForKeys: nil) else { continue }
-            for case let url as URL in walker where url.pathExtension == "swift" {
-                files.append((String(url.path.dropFirst(root.path.count + 1)), try String(contentsOf: url, encoding: .utf8)))
-            }
-        }
-        return files
-    }
-
     @Test func noNewerAPIOutsideAvailabilityAnnotatedFiles() throws {
-        let files = try Self.sources()
-        #expect(files.count > 20, "found \(files.count) SDK source files under \(Self.root.path)")
+        let files = try SDKSources.files()
+        #expect(files.count > 20, "found \(files.count) SDK source files under \(SDKSources.root.path)")
         var offences: [String] = []
         for file in files {
             // A file whose declarations are all annotated for iOS 17 (ObservedQuery) may use what that allows.
@@ -59,7 +42,7 @@ struct DeploymentTargetTests {
     }
 
     @Test func observationIsOnlyUsedFromIOS17() throws {
-        for file in try Self.sources() where file.text.contains("import Observation") {
+        for file in try SDKSources.files() where file.text.contains("import Observation") {
             #expect(file.text.contains("@available(iOS 17, macOS 14"), "\(file.path) imports Observation without @available")
         }
     }

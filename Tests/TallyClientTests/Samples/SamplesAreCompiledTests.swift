@@ -7,8 +7,6 @@ import Testing
 /// The app manifest sample (a block starting `// Package.swift`) is built for real by `scripts/app-package`.
 @Suite("Docs samples compile")
 struct SamplesAreCompiledTests {
-    static let root = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
-        .deletingLastPathComponent().deletingLastPathComponent()
     static let samplesDirectory = URL(fileURLWithPath: #filePath).deletingLastPathComponent()
 
     /// A sample's lines without indentation and blank lines: the docs indent by context, the code by scope.
@@ -38,21 +36,13 @@ struct SamplesAreCompiledTests {
 
     /// The ```swift blocks inside `///` comments of the SDK's sources, with the file each comes from.
     static func docCommentBlocks() throws -> [(file: String, block: String)] {
-        var found: [(String, String)] = []
-        for module in ["Client/Sources/TallyClient", "Client/Sources/TallyAPI"] {
-            let directory = root.appendingPathComponent(module)
-            guard let walker = FileManager.default.enumerator(at: directory, includingPropertiesForKeys: nil) else { continue }
-            for case let url as URL in walker where url.pathExtension == "swift" {
-                let comments = try String(contentsOf: url, encoding: .utf8).split(separator: "\n")
-                    .map { $0.trimmingCharacters(in: .whitespaces) }
-                    .filter { $0.hasPrefix("///") }
-                    .map { String($0.dropFirst(3).drop(while: { $0 == " " })) }
-                for block in markdownBlocks(comments.joined(separator: "\n")) {
-                    found.append((url.lastPathComponent, block))
-                }
-            }
+        try SDKSources.files().flatMap { file in
+            let comments = file.text.split(separator: "\n")
+                .map { $0.trimmingCharacters(in: .whitespaces) }
+                .filter { $0.hasPrefix("///") }
+                .map { String($0.dropFirst(3).drop(while: { $0 == " " })) }
+            return markdownBlocks(comments.joined(separator: "\n")).map { (URL(fileURLWithPath: file.path).lastPathComponent, $0) }
         }
-        return found
     }
 
     /// The normalized lines of every compiled samples file here.
@@ -69,7 +59,7 @@ struct SamplesAreCompiledTests {
     }
 
     @Test func readmeSamplesAreCompiled() throws {
-        let readme = try String(contentsOf: Self.root.appendingPathComponent("README.md"), encoding: .utf8)
+        let readme = try String(contentsOf: SDKSources.root.appendingPathComponent("README.md"), encoding: .utf8)
         let blocks = Self.markdownBlocks(readme).filter { !$0.trimmingCharacters(in: .whitespacesAndNewlines).hasPrefix("// Package.swift") }
         #expect(!blocks.isEmpty, "README.md has no Swift samples")
         let compiled = try Self.compiledLines()

@@ -22,7 +22,7 @@ extension Client {
                 intent: intent,
                 optimistic: [.update(walletQuery) { $0.holding(amount) }],
                 confirm: { [Confirmation.of(walletQuery, $0.wallet)].compactMap { $0 } },
-                confirmOnError: walletConfirmation))
+                confirmOnError: refusalConfirmations))
     }
 
     /// Charges `amount` (0 up to the held amount) of an open hold; the rest returns to the available tokens.
@@ -40,7 +40,7 @@ extension Client {
                 intent: "capture",  // the path names the hold and the body the amount: the key covers both
                 optimistic: [.update(walletQuery) { $0.settling(held: hold.amount, charged: amount) }],
                 confirm: { [Confirmation.of(walletQuery, $0.wallet)].compactMap { $0 } },
-                confirmOnError: walletConfirmation))
+                confirmOnError: refusalConfirmations))
     }
 
     /// Releases an open hold: all its tokens return to the available ones (shown at once).
@@ -54,18 +54,7 @@ extension Client {
                 intent: "release",
                 optimistic: [.update(walletQuery) { $0.settling(held: hold.amount, charged: 0) }],
                 confirm: { [Confirmation.of(walletQuery, $0.wallet)].compactMap { $0 } },
-                confirmOnError: walletConfirmation))
-    }
-
-    /// The wallet a refusal carries (402), confirmed in place of the optimistic change.
-    private var walletConfirmation: @Sendable (ClientError) -> [Confirmation] {
-        let walletQuery = self.walletQuery
-        return { error in
-            switch error {
-            case .insufficientTokens(let wallet?, _), .quotaExhausted(let wallet?, _): [Confirmation.of(walletQuery, wallet)].compactMap { $0 }
-            default: []
-            }
-        }
+                confirmOnError: refusalConfirmations))
     }
 
     private static func holdPath(_ hold: Hold) throws -> String {

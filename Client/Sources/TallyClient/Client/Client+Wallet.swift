@@ -36,14 +36,7 @@ extension Client {
                 [Confirmation.of(walletQuery, result.wallet), Confirmation.of(quotasQuery, QuotaList(items: result.quotas))]
                     .compactMap { $0 }
             },
-            confirmOnError: { error in
-                switch error {
-                case .insufficientTokens(let wallet, let quotas), .quotaExhausted(let wallet, let quotas):
-                    [wallet.flatMap { Confirmation.of(walletQuery, $0) }, quotas.isEmpty ? nil : Confirmation.of(quotasQuery, QuotaList(items: quotas))]
-                        .compactMap { $0 }
-                default: []
-                }
-            })
+            confirmOnError: refusalConfirmations)
         return try await mutate(mutation)
     }
 
@@ -94,5 +87,20 @@ extension Client {
             cache.load(entries, shared: true)
         }
         if state(prices).isStale { revalidateInBackground(prices) }
+    }
+
+    /// The authoritative wallet and quotas a refusal (402) carries, confirmed in place of the optimistic change:
+    /// the shown state is the server's, ready for a paywall, with no second request.
+    var refusalConfirmations: @Sendable (ClientError) -> [Confirmation] {
+        let walletQuery = self.walletQuery
+        let quotasQuery = self.quotasQuery
+        return { error in
+            switch error {
+            case .insufficientTokens(let wallet, let quotas), .quotaExhausted(let wallet, let quotas):
+                [wallet.flatMap { Confirmation.of(walletQuery, $0) }, quotas.isEmpty ? nil : Confirmation.of(quotasQuery, QuotaList(items: quotas))]
+                    .compactMap { $0 }
+            default: []
+            }
+        }
     }
 }
