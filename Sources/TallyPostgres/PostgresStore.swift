@@ -28,6 +28,8 @@ public final class PostgresStore: TallyStorage {
     let accountReads = StatementBatcher<AccountRead, AccountReadResult>()
     /// Sessions found live, trusted while the revocation feed is fresh.
     let sessions: LiveSessions
+    /// What the revocation poller and the conflict backoff sleep on.
+    let clock: any WallClock
 
     /// How far back each poll of the revocation feed reads, on the database's clock: far longer than any
     /// revoking transaction takes to commit, so none is missed.
@@ -35,7 +37,7 @@ public final class PostgresStore: TallyStorage {
     /// How long revocation-feed rows are kept before ``purge(idempotencyBefore:signupsBefore:)`` deletes them.
     static let revocationRetentionMillis: Int64 = 3_600_000
     /// How often the revocation feed is polled (``LiveSessions/staleness`` is three of these).
-    static let revocationPollInterval: Duration = .seconds(1)
+    static let revocationPollInterval: TimeInterval = 1
 
     /// The default pool size.
     public static let defaultMaximumConnections = 20
@@ -44,14 +46,17 @@ public final class PostgresStore: TallyStorage {
     static let maxAttempts = 5
 
     /// Creates a store on `configuration` (``configuration(url:maximumConnections:)`` parses a URL).
-    public convenience init(configuration: PostgresPool.Configuration, logger: Logger) {
-        self.init(configuration: configuration, logger: logger, sessionStaleness: .seconds(3))
+    /// `clock` paces the revocation poller and the pause before a transaction runs again after a conflict
+    /// (its `now` is not read: every command is given its time).
+    public convenience init(configuration: PostgresPool.Configuration, logger: Logger, clock: any WallClock = SystemClock()) {
+        self.init(configuration: configuration, logger: logger, sessionStaleness: .seconds(3), clock: clock)
     }
 
     /// Creates a store whose live sessions are trusted `sessionStaleness` after the last successful poll
     /// (tests make it long, so that their assertions do not depend on how fast a loaded machine runs them).
-    init(configuration: PostgresPool.Configuration, logger: Logger, sessionStaleness: Duration) {
+    init(configuration: PostgresPool.Configuration, logger: Logger, sessionStaleness: Duration, clock: any WallClock = SystemClock()) {
         self.logger = Self.driverLogger(logger)
+        self.clock = clock
         var configuration = configuration
         // The hot statements are prepared once per connection. Left to choose, PostgreSQL plans them afresh on
         // every call as long as a plan for the actual values looks cheaper than the generic one — and for the
@@ -144,7 +149,8 @@ public final class PostgresStore: TallyStorage {
         try await retrying { try await pool.withConnection { try await $0.rows(query, logger: logger) } }
     }
 
-    /// Runs `work` again (up to ``maxAttempts``, after a short random pause) when it failed on a conflict.
+    /// Runs `work` again (up to ``maxAttempts``, after a short random pause: ``backoffDelay(attempt:first:maximum:unit:)``
+    /// from 8 ms) when it failed on a conflict.
     func retrying<T>(_ work: () async throws -> T) async throws -> T {
         var attempt = 1
         while true {
@@ -157,7 +163,7 @@ public final class PostgresStore: TallyStorage {
                 case .retry(let error):
                     guard attempt < Self.maxAttempts else { throw error }
                     logger.debug("postgres: running a transaction again after a conflict", metadata: ["attempt": "\(attempt)"])
-                    try await Task.sleep(for: .milliseconds(Int.random(in: 1...(4 << attempt))))
+                    try await clock.sleep(for: backoffDelay(attempt: attempt, first: 0.008, maximum: 0.064, unit: .random(in: 0..<1)))
                     attempt += 1
                 }
             }
@@ -187,7 +193,7 @@ extension PostgresStore: Service {
                 failures += 1
                 if failures == 10 { logger.warning("postgres: the revocation feed keeps failing", metadata: ["error": "\(error)"]) }
             }
-            try? await cancelWhenGracefulShutdown { try await Task.sleep(for: Self.revocationPollInterval) }
+            try? await cancelWhenGracefulShutdown { try await self.clock.sleep(for: Self.revocationPollInterval) }
         }
     }
 }

@@ -144,20 +144,4 @@ struct PoolStateTests {
         #expect(answer11 == nil)
         #expect(state.idleCount == 0)
     }
-
-    @Test("Reconnect delays: the first within 50 ms, never shrinking, reaching but never passing the maximum, jittered")
-    func reconnectDelays() {
-        var previousLow = Duration.zero
-        for failures in 1...40 {
-            let low = reconnectDelay(failures: failures, unit: 0)
-            let high = reconnectDelay(failures: failures, unit: 0.999_999)
-            #expect(low >= previousLow, "the lower bound never shrinks (failures \(failures))")
-            #expect(low > .zero && high <= .seconds(1), "failures \(failures)")
-            #expect(high - low >= low * 0.99, "at least half of each delay is random (failures \(failures))")
-            previousLow = low
-        }
-        #expect(reconnectDelay(failures: 1, unit: 0.999_999) <= .milliseconds(50), "a database back at once is retried soon")
-        #expect(reconnectDelay(failures: 8, unit: 1) == .seconds(1), "the maximum is reached")
-        #expect(reconnectDelay(failures: 3, maximum: .milliseconds(100), unit: 1) == .milliseconds(100))
-    }
 }

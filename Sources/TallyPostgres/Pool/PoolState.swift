@@ -166,12 +166,3 @@ enum PoolFailure: Error, Equatable, Sendable {
     /// The connection closed under a statement (see ``PooledConnection``).
     case connectionClosed
 }
-
-/// How long a slot waits before connecting again after `failures` failed attempts in a row (pure): 50 ms
-/// doubling up to `maximum`, of which the upper half is random (`unit` in [0, 1)) so that the slots of
-/// many servers do not reconnect in step. Short on purpose: an attempt against a database that is down
-/// costs a refused TCP connect, and the sooner one succeeds after it returns, the sooner requests do.
-func reconnectDelay(failures: Int, maximum: Duration = .seconds(1), unit: Double) -> Duration {
-    let ceiling = min(Duration.milliseconds(50) * (1 << min(max(failures - 1, 0), 16)), maximum)
-    return ceiling / 2 + (ceiling / 2) * min(max(unit, 0), 1)
-}

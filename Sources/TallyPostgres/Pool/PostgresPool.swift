@@ -4,6 +4,7 @@ import NIOPosix
 import PostgresNIO
 import ServiceLifecycle
 import Synchronization
+import TallyStore
 
 /// A fixed set of PostgreSQL connections, opened at start and kept, that fails fast while the database
 /// is unreachable and recovers by itself when it returns.
@@ -19,7 +20,7 @@ import Synchronization
 ///
 /// Here each of the `size` slots owns one connection: it connects, waits for the connection to close,
 /// and connects again, backing off at most ``Configuration/reconnectBackoffLimit`` between failures
-/// (``reconnectDelay(failures:maximum:unit:)``). The bookkeeping is ``PoolState``. A lease fails at once
+/// (``backoffDelay(attempt:first:maximum:unit:)`` from 50 ms). The bookkeeping is ``PoolState``. A lease fails at once
 /// with ``PoolFailure/unreachable`` while the last connection attempt failed and no connection is idle,
 /// and with ``PoolFailure/timedOut`` after ``Configuration/acquireTimeout``; a lease held longer than
 /// ``Configuration/maximumLease`` has its connection closed, which fails the statement stuck on it.
@@ -156,7 +157,8 @@ public final class PostgresPool: Service, Sendable {
             } catch {
                 failures += 1
                 connectFailed(error)
-                try? await Task.sleep(for: reconnectDelay(failures: failures, maximum: configuration.reconnectBackoffLimit, unit: .random(in: 0..<1)))
+                try? await Task.sleep(for: .seconds(backoffDelay(
+                    attempt: failures, first: 0.05, maximum: configuration.reconnectBackoffLimit / .seconds(1), unit: .random(in: 0..<1))))
                 continue
             }
             failures = 0

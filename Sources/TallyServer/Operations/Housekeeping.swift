@@ -7,7 +7,8 @@ import TallyStore
 /// and ended sessions with their refresh tokens.
 ///
 /// Requests already release a caller's own expired holds before touching the wallet; this sweep makes
-/// sure holds of idle accounts are released too. Several instances may sweep at once safely.
+/// sure holds of idle accounts are released too. Several instances may sweep at once safely. It sweeps
+/// every `interval` of its clock's time (tests advance a ``ManualClock`` instead of waiting).
 struct Housekeeping: Service {
     let store: any TallyStorage
     let clock: any WallClock
@@ -60,7 +61,7 @@ struct Housekeeping: Service {
                 if !failing { logger.warning("housekeeping sweep failed", metadata: ["error": "\(error)"]) }
                 failing = true
             }
-            try? await cancelWhenGracefulShutdown { try await Task.sleep(for: interval) }
+            try? await cancelWhenGracefulShutdown { try await clock.sleep(for: interval / .seconds(1)) }
         }
     }
 }
