@@ -383,6 +383,9 @@ def report(args):
             if a:
                 out.append(f"| {KIND_NAMES[kind]}, {STORE_NAMES[store]}, {conns} conn | "
                            + " | ".join(f"{a['runs'][r]:.0f}" if r in a["runs"] else "–" for r in runs) + " |")
+    if args.baseline_rows:
+        out.append("")
+        out.extend(baseline_comparison(rows, read_rows(args.baseline_rows), args.baseline_name, order))
     out.append("")
     out.append("## Targets")
     out.append("")
@@ -400,6 +403,29 @@ def report(args):
         out.append("|---:|---|---:|---:|---:|---:|---:|---:|---:|---|")
         out.extend(books_out)
     print("\n".join(out))
+
+
+def baseline_comparison(rows, baseline_rows, name, order):
+    """The build against the BASELINE binary measured in the same run: medians and their ratio per case."""
+    def medians(items):
+        cases = {}
+        for r in items:
+            cases.setdefault((r["store"], r["kind"], r["conns"]), []).append(r)
+        return {k: (median([r["rps"] for r in v]), median([r["p99"] for r in v]), len(v)) for k, v in cases.items()}
+    now, before = medians(rows), medians(baseline_rows)
+    out = [f"## This build against the baseline (`{os.path.basename(name) or name}`), same run",
+           "",
+           "Each store's cases ran on both binaries one after the other, alternating which went first; medians over runs.",
+           "",
+           "| case | baseline req/s | build req/s | build / baseline | baseline p99 ms | build p99 ms |",
+           "|---|---:|---:|---:|---:|---:|"]
+    for key in order:
+        if key in now and key in before:
+            (rps, p99, n), (brps, bp99, _) = now[key], before[key]
+            store, kind, conns = key
+            out.append(f"| {KIND_NAMES[kind]}, {STORE_NAMES[store]}, {conns} conn | {brps:.0f} | {rps:.0f} | "
+                       f"{rps / brps:.2f}× | {bp99:.2f} | {p99:.2f} |")
+    return out
 
 
 # ---------------------------------------------------------------- main
@@ -432,6 +458,8 @@ def main():
     r.add_argument("--books", required=True)
     r.add_argument("--ceilings", default="")
     r.add_argument("--ceilings-reused", action="store_true")
+    r.add_argument("--baseline-rows", default="")
+    r.add_argument("--baseline-name", default="")
     ARGS = parser.parse_args()
     {"seed": seed, "books": books, "report": report}[ARGS.command](ARGS)
 
