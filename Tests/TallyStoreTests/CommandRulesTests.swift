@@ -136,7 +136,8 @@ struct CommandRulesTests {
         let rich = account(balance: 100, counters: ["readings": QuotaCounter(used: 1, windowEnd: midnight)])
         for command in everyCommand where command.settledHoldId == nil {
             let snapshot = LedgerSnapshot(for: command, state: rich, hold: nil)
-            #expect(try LedgerPlanner.plan(command, state: rich, hold: nil, now: t0) == LedgerPlanner.plan(command, snapshot: snapshot, now: t0))
+            let planned = try LedgerPlanner.plan(command, state: rich, hold: nil, now: t0)
+            #expect(try planned == LedgerPlanner.plan(command, snapshot: snapshot, now: t0))
         }
     }
 
@@ -163,7 +164,8 @@ struct CommandRulesTests {
         let stored = Date(millis: midnightAndABit.millis)
         #expect(stored != midnightAndABit)
         #expect(outcome.state.counters == ["readings": QuotaCounter(used: 2, windowEnd: stored), "other": open])
-        #expect(outcome.state.installation == InstallationCounters(id: "i1", counters: ["readings": QuotaCounter(used: 3, windowEnd: stored)]))
+        let installationAfter = InstallationCounters(id: "i1", counters: ["readings": QuotaCounter(used: 3, windowEnd: stored)])
+        #expect(outcome.state.installation == installationAfter)
         #expect(outcome.state.wallet == state.wallet && outcome.entry == nil && outcome.payment == .useQuota)
     }
 
@@ -181,7 +183,9 @@ struct CommandRulesTests {
         let create = try LedgerPlanner.plan(
             .createHold(userId: "u1", holdId: "h2", amount: 20, expiresAt: expiresAt), state: state, hold: nil, now: t0)
         let created = CommandOutcome(plan: create, state: state, hold: nil, entryId: 6, now: t0)
-        #expect(created.hold == HoldRecord(id: "h2", userId: "u1", amount: 20, status: .open, capturedAmount: nil, createdAt: t0, expiresAt: expiresAt))
+        #expect(
+            created.hold
+                == HoldRecord(id: "h2", userId: "u1", amount: 20, status: .open, capturedAmount: nil, createdAt: t0, expiresAt: expiresAt))
         #expect(created.state.wallet == WalletState(balance: 100, held: 50, version: 8))
     }
 
