@@ -46,7 +46,6 @@ let package = Package(
             name: "TallyStore",
             dependencies: [
                 tallyAPI,
-                .product(name: "Crypto", package: "swift-crypto"),
             ],
             swiftSettings: swiftSettings
         ),

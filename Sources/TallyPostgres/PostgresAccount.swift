@@ -55,8 +55,7 @@ extension PostgresStore {
         let body: Data? = try cells.next()
         let found: Bool? = try cells.next()
         if let fingerprint, let status, let body {
-            guard fingerprint == key.fingerprint else { throw StoreError(.idempotencyMismatch) }
-            return .replay(StoredResponse(status: Int(status), body: [UInt8](body)))
+            return .replay(try key.replay(StoredResponse(status: Int(status), body: [UInt8](body)), storedFingerprint: fingerprint))
         }
         guard locked else { throw StoreError(.idempotencyKeyInUse) }
         guard found == true else { throw StoreError(.userNotFound) }

@@ -23,13 +23,6 @@ struct CachedAccount: Sendable {
     var entryId: Int64?
 
     var state: AccountState { AccountState(user: user, wallet: wallet, counters: counters, installation: installation) }
-
-    /// The account in the form the shared planning helpers take.
-    var locked: LockedAccount {
-        LockedAccount(
-            user: user, wallet: wallet, counters: counters, installation: installation, hasExpiredHolds: false, hold: nil,
-            entryId: entryId)
-    }
 }
 
 /// The accounts this process wrote last, so that an action on one of them is a single statement (the write,

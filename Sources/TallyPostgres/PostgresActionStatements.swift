@@ -2,7 +2,7 @@ import Foundation
 import PostgresNIO
 import TallyStore
 
-// Named prepared statements of an optimistic action (see `PostgresStore+Actions.swift`); the reads of other
+// Named prepared statements of an optimistic action (see `PostgresStore+CompareAndSet.swift`); the reads of other
 // hot paths are in `PostgresReadStatements.swift`. Each connection parses and plans a statement once, then
 // every call is one Bind/Execute round trip.
 //

@@ -29,14 +29,6 @@ extension UserRecord {
             id: id, email: email, timezone: timezone, language: language, premiumUntil: premiumUntil.map(Date.init(millis:)),
             createdAt: Date(millis: createdAt))
     }
-
-    /// The record as the database returns it after storing it (instants truncated to milliseconds).
-    var stored: UserRecord {
-        var user = self
-        user.premiumUntil = premiumUntil.map { Date(millis: $0.millis) }
-        user.createdAt = Date(millis: createdAt.millis)
-        return user
-    }
 }
 
 extension WalletState {

@@ -38,20 +38,16 @@ extension PostgresStore {
             if let user = try await open(session, for: .device(deviceHash), now: now, on: connection) {
                 return SessionGrant(user: user, sessionId: sessionId, created: false)
             }
-            let windowStart = now.addingTimeInterval(-3600).millis
+            let windowStart = GuestSignup.windowStart(now: now).millis
             let recent = try await connection.rows(
                 "SELECT count(*), min(created_at) FROM guest_signups WHERE ip_hash = \(ipHash) AND created_at > \(windowStart)",
                 logger: logger)
             var cells = Cells(recent[0])
             let count: Int64 = try cells.next()
             let oldest: Int64? = try cells.next()
-            if count >= signupsPerHour {
-                let oldest = oldest ?? now.millis
-                throw StoreError(.rateLimited, retryAfter: max(1, Double(oldest + 3_600_000 - now.millis) / 1000))
-            }
-            let user = UserRecord(
-                id: UUID().uuidString.lowercased(), email: nil, timezone: "UTC", language: nil, premiumUntil: nil, createdAt: now)
-            let grant = signupGrant > 0 ? PlannedEntry(kind: .grant, amount: signupGrant, heldChange: 0, reason: "signup") : nil
+            try GuestSignup.admit(count: Int(count), oldest: oldest.map(Date.init(millis:)), perHour: signupsPerHour, now: now)
+            let user = GuestSignup.newGuest(now: now)
+            let grant = GuestSignup.grant(signupGrant)
             let empty = WalletState(balance: 0, held: 0, version: 0)
             let wallet = grant.map { empty.applying($0) } ?? empty
             try await connection.rows(
@@ -77,7 +73,7 @@ extension PostgresStore {
                 INSERT INTO refresh_tokens (token_hash, session_id, expires_at)
                 SELECT \(refresh.hash), id, \(refresh.expiresAt.millis) FROM session
                 """, logger: logger)
-            return SessionGrant(user: user.stored, sessionId: sessionId, created: true)
+            return SessionGrant(user: user, sessionId: sessionId, created: true)
         }
     }
 

@@ -5,9 +5,14 @@ import ServiceLifecycle
 import TallyStore
 
 /// The scale-out store: PostgreSQL through PostgresNIO connections in a ``PostgresPool``. Several server
-/// processes may share one database; ledger commands apply their plan with a compare-and-set on the wallet
-/// row (a locking path queues on the row when that keeps failing), so each sees the books exactly as the
-/// previous one left them.
+/// processes may share one database. A ledger command (an action, a grant, a hold) holds no lock while it
+/// plans: it reads the account (or takes it as this process last wrote it), plans, and writes in one
+/// statement that moves the wallet only if its row is still the version planned from, a compare-and-set
+/// (``performOptimistically(_:idempotency:now:render:)``, `PostgresStore+CompareAndSet.swift`). Only a
+/// command whose write loses after a fresh read (contention across processes), one with an expired hold to
+/// release, and profile changes take the locking path, a transaction that queues on the wallet's row lock
+/// (``executeLocked(_:idempotency:now:render:)``, `PostgresStore+Commands.swift`). Either way each command
+/// is planned from the books exactly as the previous one left them.
 ///
 /// The pool does nothing until it runs: run the store (it is a `Service`) in the server's `ServiceGroup`,
 /// then call ``migrate()``. While the database is unreachable every call fails at once with

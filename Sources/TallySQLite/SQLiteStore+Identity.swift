@@ -15,27 +15,19 @@ extension SQLiteStore: IdentityStore {
             if let existing {
                 user = UserRecord(row: existing)
             } else {
-                let windowStart = now.addingTimeInterval(-3600).millis
                 let recent = try db.fetchRow(sql: "SELECT count(*) AS n, min(created_at) AS oldest FROM guest_signups WHERE ip_hash = ? AND created_at > ?",
-                    arguments: [ipHash, windowStart])
-                let count: Int = recent?["n"] ?? 0
-                if count >= signupsPerHour {
-                    let oldest: Int64 = recent?["oldest"] ?? now.millis
-                    throw StoreError(.rateLimited, retryAfter: max(1, Double(oldest + 3_600_000 - now.millis) / 1000))
-                }
-                user = UserRecord(
-                    id: UUID().uuidString.lowercased(), email: nil, timezone: "UTC", language: nil, premiumUntil: nil,
-                    createdAt: now)
+                    arguments: [ipHash, GuestSignup.windowStart(now: now).millis])
+                try GuestSignup.admit(
+                    count: recent?["n"] ?? 0, oldest: (recent?["oldest"] as Int64?).map(Date.init(millis:)), perHour: signupsPerHour,
+                    now: now)
+                user = GuestSignup.newGuest(now: now)
                 try db.run(sql: "INSERT INTO installations (id, created_at) VALUES (?, ?) ON CONFLICT (id) DO NOTHING",
                     arguments: [deviceHash, now.millis])
                 try db.run(sql: "INSERT INTO users (id, timezone, created_at, installation) VALUES (?, 'UTC', ?, ?)",
                     arguments: [user.id, now.millis, deviceHash])
                 try db.run(sql: "INSERT INTO wallets (user_id, balance, held, version) VALUES (?, 0, 0, 0)", arguments: [user.id])
                 try db.run(sql: "INSERT INTO guest_signups (ip_hash, created_at) VALUES (?, ?)", arguments: [ipHash, now.millis])
-                if signupGrant > 0 {
-                    let entry = PlannedEntry(kind: .grant, amount: signupGrant, heldChange: 0, reason: "signup")
-                    _ = try self.append(entry, userId: user.id, now: now, db)
-                }
+                if let grant = GuestSignup.grant(signupGrant) { try self.append(grant, userId: user.id, now: now, db) }
                 created = true
             }
             try self.insertSession(db, userId: user.id, sessionId: sessionId, refresh: refresh, limit: sessionsPerUser, now: now)

@@ -217,8 +217,9 @@ public final class SQLiteStore: MaintenanceStore {
     }
 
     /// Appends `entry` to the ledger and moves the wallet with it, in the caller's transaction; the wallet
-    /// cache forgets the account when that transaction commits (``write(_:)``).
-    func append(_ entry: PlannedEntry, userId: String, now: Date, _ db: Database) throws -> (LedgerEntryRecord, WalletState) {
+    /// cache forgets the account when that transaction commits (``write(_:)``). Returns the entry's id.
+    @discardableResult
+    func append(_ entry: PlannedEntry, userId: String, now: Date, _ db: Database) throws -> Int64 {
         forgets.wallet(userId)
         guard
             let wallet = try db.fetchFirst(sql: """
@@ -235,10 +236,7 @@ public final class SQLiteStore: MaintenanceStore {
                 userId, entry.kind.rawValue, entry.amount, entry.heldChange, wallet.balance, wallet.held, entry.reason,
                 now.millis,
             ])
-        let record = LedgerEntryRecord(
-            id: db.lastInsertedRowID, kind: entry.kind, amount: entry.amount, heldChange: entry.heldChange,
-            balanceAfter: wallet.balance, reason: entry.reason, createdAt: now)
-        return (record, wallet)
+        return db.lastInsertedRowID
     }
 
     /// Releases the account's holds that expired by `now`; returns how many.
@@ -249,7 +247,7 @@ public final class SQLiteStore: MaintenanceStore {
         for hold in holds {
             try db.run(sql: "UPDATE holds SET status = 'expired', settled_at = ? WHERE id = ? AND status = 'open'",
                 arguments: [now.millis, hold.id])
-            _ = try append(LedgerPlanner.expiry(of: hold), userId: userId, now: now, db)
+            try append(LedgerPlanner.expiry(of: hold), userId: userId, now: now, db)
         }
         return holds.count
     }

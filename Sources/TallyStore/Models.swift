@@ -33,6 +33,14 @@ public struct UserRecord: Sendable, Hashable {
         guard let premiumUntil else { return false }
         return premiumUntil > now
     }
+
+    /// The record as a store keeps it: its instants in whole milliseconds.
+    public var stored: UserRecord {
+        var user = self
+        user.premiumUntil = premiumUntil.map { Date(millis: $0.millis) }
+        user.createdAt = Date(millis: createdAt.millis)
+        return user
+    }
 }
 
 /// A wallet row: the running totals of its ledger entries.

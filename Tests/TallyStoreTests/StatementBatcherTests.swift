@@ -2,9 +2,9 @@ import Foundation
 import Synchronization
 import Testing
 
-import TallyStore
+import TallyPostgres
 
-/// The group-commit queue of the stores, without a database: `send` is a closure that records
+/// PostgreSQL's group-commit queue, without a database: `send` is a closure that records
 /// the batches it is given and can be held until the test lets it go.
 @Suite("StatementBatcher", .timeLimit(.minutes(1)))
 struct StatementBatcherTests {

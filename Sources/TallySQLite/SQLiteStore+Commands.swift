@@ -1,0 +1,142 @@
+import Foundation
+import GRDB
+import TallyStore
+
+extension SQLiteStore: LedgerStore {
+    /// Runs a ledger command through the single writer (see ``LedgerStore/execute(_:idempotency:now:render:)``).
+    public func execute(
+        _ command: Command, idempotency: IdempotencyKey?, now: Date,
+        render: @escaping @Sendable (CommandOutcome) throws -> StoredResponse
+    ) async throws -> Execution {
+        let work: Work = { db in try self.execute(command, idempotency: idempotency, now: now, render: render, db) }
+        return try await writerQueue.run(work, schedule: scheduleBatch).get()
+    }
+
+    /// Puts a batch job on the writer (``WriterQueue``).
+    @Sendable private func scheduleBatch() {
+        pool.asyncWriteWithoutTransaction { db in
+            self.runBatch(self.writerQueue.takeBatch(), db)
+            if self.writerQueue.jobDone() { self.scheduleBatch() }
+        }
+    }
+
+    /// Runs the commands of a batch in one write transaction and hands out the results once it committed.
+    private func runBatch(_ batch: [WriterQueue.Queued], _ db: Database) {
+        let results = batch.count == 1 ? [alone(batch[0], db)] : together(batch, db)
+        for (queued, result) in zip(batch, results) { queued.done.resume(returning: result) }
+    }
+
+    /// One command in a transaction of its own: when it fails, nothing of it stays.
+    private func alone(_ queued: WriterQueue.Queued, _ db: Database) -> Result<Execution, any Error> {
+        Result { try inWriteTransaction(db) { try queued.work(db) } }.mapError(Self.storeError)
+    }
+
+    /// The commands in one transaction, without a savepoint each (two more statements per command, and GRDB
+    /// prepares them every time). A command refused before it wrote anything (the usual refusal: the plan
+    /// says no) fails alone and leaves nothing to undo. One that fails after writing, or any database error,
+    /// rolls the whole transaction back, and then every command runs again alone: nothing was answered yet.
+    private func together(_ batch: [WriterQueue.Queued], _ db: Database) -> [Result<Execution, any Error>] {
+        var results: [Result<Execution, any Error>] = []
+        results.reserveCapacity(batch.count)
+        do {
+            try inWriteTransaction(db) {
+                for queued in batch {
+                    let changes = db.totalChangesCount
+                    do {
+                        results.append(.success(try queued.work(db)))
+                    } catch let error as StoreError where db.totalChangesCount == changes {
+                        results.append(.failure(error))
+                    }
+                }
+            }
+            return results
+        } catch {
+            return batch.map { alone($0, db) }
+        }
+    }
+
+    /// One command in the caller's transaction: replay, or plan, apply and remember its response.
+    private func execute(
+        _ command: Command, idempotency: IdempotencyKey?, now: Date,
+        render: (CommandOutcome) throws -> StoredResponse, _ db: Database
+    ) throws -> Execution {
+        if let idempotency,
+            let stored = try db.fetchFirst(
+                sql: "SELECT fingerprint, status, body FROM idempotency_keys WHERE scope = ? AND key = ?",
+                arguments: [idempotency.scope, idempotency.key],
+                { row in (fingerprint: row[0] as String, response: StoredResponse(status: row[1], body: [UInt8](row[2] as Data))) })
+        {
+            return .replayed(try idempotency.replay(stored.response, storedFingerprint: stored.fingerprint))
+        }
+        var (state, hold) = try Self.account(for: command, db)
+        // Only an account with something held can have a hold to release first.
+        if state.wallet.held > 0, try self.expireHolds(db, userId: command.userId, now: now) > 0 {
+            (state, hold) = try Self.account(for: command, db)
+        }
+        let plan = try LedgerPlanner.plan(command, state: state, hold: hold, now: now)
+        let outcome = try self.apply(plan, state: state, hold: hold, now: now, db)
+        let response = try render(outcome)
+        if let idempotency {
+            try db.run(sql: """
+                    INSERT INTO idempotency_keys (scope, key, fingerprint, status, body, created_at)
+                    VALUES (?, ?, ?, ?, ?, ?)
+                    """,
+                arguments: [
+                    idempotency.scope, idempotency.key, idempotency.fingerprint, response.status,
+                    Data(response.body), now.millis,
+                ])
+        }
+        return .executed(response)
+    }
+
+    // MARK: Inside the write transaction
+
+    /// The account as a command plans from it (every quota counter, and a guest's installation with its
+    /// counters), with the hold the command settles.
+    static func account(for command: Command, _ db: Database) throws -> (AccountState, HoldRecord?) {
+        guard let state = try accountState(db, userId: command.userId) else { throw StoreError(.userNotFound) }
+        let hold = try command.settledHoldId.flatMap { holdId in
+            try db.fetchRow(sql: "SELECT * FROM holds WHERE id = ? AND user_id = ?", arguments: [holdId, command.userId])
+                .map(HoldRecord.init(row:))
+        }
+        return (state, hold)
+    }
+
+    /// Writes `plan` and returns its outcome, worked out from the account as read and the plan
+    /// (``CommandOutcome/init(plan:state:hold:entryId:now:)``) instead of read again.
+    func apply(_ plan: LedgerPlan, state: AccountState, hold: HoldRecord?, now: Date, _ db: Database) throws -> CommandOutcome {
+        let userId = state.user.id
+        if let newHold = plan.newHold {
+            try db.run(sql: "INSERT INTO holds (id, user_id, amount, status, created_at, expires_at) VALUES (?, ?, ?, 'open', ?, ?)",
+                arguments: [newHold.id, userId, newHold.amount, now.millis, newHold.expiresAt.millis])
+        }
+        if let settle = plan.settleHold, let hold {
+            try db.run(sql: "UPDATE holds SET status = ?, captured_amount = ?, settled_at = ? WHERE id = ? AND status = 'open'",
+                arguments: [settle.status.rawValue, settle.capturedAmount, now.millis, hold.id])
+            guard db.changesCount == 1 else { throw StoreError(.holdNotOpen) }
+        }
+        var entryId: Int64?
+        if let planned = plan.entry {
+            entryId = try append(planned, userId: userId, now: now, db)
+        }
+        if let (quota, counter) = plan.counter {
+            try db.run(sql: """
+                    INSERT INTO quota_counters (user_id, quota, used, window_end) VALUES (?, ?, ?, ?)
+                    ON CONFLICT (user_id, quota) DO UPDATE SET used = excluded.used, window_end = excluded.window_end
+                    """,
+                arguments: [userId, quota, counter.used, counter.windowEnd.millis])
+        }
+        if let (installation, quota, counter) = plan.installationCounter {
+            try db.run(sql: """
+                    INSERT INTO installation_quota_counters (installation, quota, used, window_end) VALUES (?, ?, ?, ?)
+                    ON CONFLICT (installation, quota) DO UPDATE SET used = excluded.used, window_end = excluded.window_end
+                    """,
+                arguments: [installation, quota, counter.used, counter.windowEnd.millis])
+        }
+        if let user = plan.user {
+            try db.run(sql: "UPDATE users SET timezone = ?, language = ?, premium_until = ? WHERE id = ?",
+                arguments: [user.timezone, user.language, user.premiumUntil?.millis, userId])
+        }
+        return CommandOutcome(plan: plan, state: state, hold: hold, entryId: entryId, now: now)
+    }
+}
