@@ -11,7 +11,7 @@ private struct RenderFailure: Error, Equatable {}
 /// Grants, debits under contention, idempotency and rendering, against every store.
 @Suite("Ledger conformance")
 struct LedgerConformanceTests {
-    @Test("execute: grant appends an entry and returns the state", arguments: StoreKind.enabled)
+    @Test("execute: grant appends an entry and returns the state", arguments: StoreKind.allCases)
     func grant(kind: StoreKind) async throws {
         try await withFixture(kind) { f in
             let userId = try await f.newUser()
@@ -35,7 +35,7 @@ struct LedgerConformanceTests {
         }
     }
 
-    @Test("wallet: concurrent reads of many accounts each get their own", arguments: StoreKind.enabled)
+    @Test("wallet: concurrent reads of many accounts each get their own", arguments: StoreKind.allCases)
     func concurrentWalletReads(kind: StoreKind) async throws {
         try await withFixture(kind) { f in
             // PostgreSQL sends reads that wait at the same time as one statement: none may get another's wallet.
@@ -65,7 +65,7 @@ struct LedgerConformanceTests {
         }
     }
 
-    @Test("execute: 200 concurrent 1-token actions on 100 tokens", arguments: StoreKind.enabled)
+    @Test("execute: 200 concurrent 1-token actions on 100 tokens", arguments: StoreKind.allCases)
     func concurrentDebits(kind: StoreKind) async throws {
         try await withFixture(kind) { f in
             let userId = try await f.newUser(tokens: 100)
@@ -100,7 +100,7 @@ struct LedgerConformanceTests {
         }
     }
 
-    @Test("execute: concurrent debits of several accounts stay apart", arguments: StoreKind.enabled)
+    @Test("execute: concurrent debits of several accounts stay apart", arguments: StoreKind.allCases)
     func concurrentAccounts(kind: StoreKind) async throws {
         try await withFixture(kind) { f in
             var users: [String] = []
@@ -119,7 +119,7 @@ struct LedgerConformanceTests {
         }
     }
 
-    @Test("execute: 50 concurrent calls with one idempotency key charge once", arguments: StoreKind.enabled)
+    @Test("execute: 50 concurrent calls with one idempotency key charge once", arguments: StoreKind.allCases)
     func concurrentIdempotency(kind: StoreKind) async throws {
         try await withFixture(kind) { f in
             let userId = try await f.newUser(tokens: 10)
@@ -171,7 +171,7 @@ struct LedgerConformanceTests {
         }
     }
 
-    @Test("execute: a refused command stores nothing under its key", arguments: StoreKind.enabled)
+    @Test("execute: a refused command stores nothing under its key", arguments: StoreKind.allCases)
     func refusedCommandStoresNothing(kind: StoreKind) async throws {
         try await withFixture(kind) { f in
             let userId = try await f.newUser()
@@ -196,7 +196,7 @@ struct LedgerConformanceTests {
         }
     }
 
-    @Test("execute: concurrent commands that fail, before or after writing, leave nothing and spoil no other", arguments: StoreKind.enabled)
+    @Test("execute: concurrent commands that fail, before or after writing, leave nothing and spoil no other", arguments: StoreKind.allCases)
     func failuresAmongConcurrentCommands(kind: StoreKind) async throws {
         try await withFixture(kind) { f in
             var accounts: [String] = []
@@ -243,7 +243,7 @@ struct LedgerConformanceTests {
         }
     }
 
-    @Test("execute: render sees the outcome, and a render failure aborts the command", arguments: StoreKind.enabled)
+    @Test("execute: render sees the outcome, and a render failure aborts the command", arguments: StoreKind.allCases)
     func render(kind: StoreKind) async throws {
         try await withFixture(kind) { f in
             let userId = try await f.newUser(tokens: 10)

@@ -11,9 +11,8 @@ import Testing
 @Suite("PostgreSQL: two stores on one database", .timeLimit(.minutes(1)))
 struct PostgresTwoStoresTests {
     static let aiQuery = ActionSpec(name: "ai.query", tokens: 3)
-    static let enabled = StoreKind.enabled.contains(.postgres)
 
-    @Test("One idempotency key sent to both stores at once charges once, and no call hangs", .enabled(if: enabled))
+    @Test("One idempotency key sent to both stores at once charges once, and no call hangs")
     func oneKeyAcrossStores() async throws {
         try await withTwoStores { first, second in
             let clock = ManualClock(defaultStart)
@@ -35,7 +34,7 @@ struct PostgresTwoStoresTests {
         }
     }
 
-    @Test("Both stores debiting one account keep the books exact", .enabled(if: enabled))
+    @Test("Both stores debiting one account keep the books exact")
     func contendedAccount() async throws {
         try await withTwoStores { first, second in
             let clock = ManualClock(defaultStart)
@@ -53,7 +52,7 @@ struct PostgresTwoStoresTests {
         }
     }
 
-    @Test("A session revoked, reused or deleted through one store stops being live in the other at its next poll", .enabled(if: enabled))
+    @Test("A session revoked, reused or deleted through one store stops being live in the other at its next poll")
     func revocationFeed() async throws {
         try await withTwoStores { first, second in
             let clock = ManualClock(defaultStart)
@@ -90,7 +89,7 @@ struct PostgresTwoStoresTests {
         }
     }
 
-    @Test("Sign-in failures counted through both stores at once lock the pair after five, in all", .enabled(if: enabled))
+    @Test("Sign-in failures counted through both stores at once lock the pair after five, in all")
     func lockoutAcrossStores() async throws {
         try await withTwoStores { first, second in
             let (account, address, now) = (randomId("acct-"), randomId("addr-"), defaultStart)
@@ -114,10 +113,10 @@ struct PostgresTwoStoresTests {
         return grant.user.id
     }
 
-    private func withTwoStores(_ body: (PostgresStore, PostgresStore) async throws -> Void) async throws {
-        guard let url = ProcessInfo.processInfo.environment["TALLY_TEST_DATABASE_URL"], !url.isEmpty else {
-            throw HarnessError("[postgres] TALLY_TEST_DATABASE_URL is not set")
-        }
+    private func withTwoStores(
+        sourceLocation: SourceLocation = #_sourceLocation, _ body: (PostgresStore, PostgresStore) async throws -> Void
+    ) async throws {
+        let url = try postgresURL(sourceLocation: sourceLocation)
         var logger = Logger(label: "tally.two-stores-tests")
         logger.logLevel = .warning
         // Live sessions trusted for an hour after a poll: the revocation test must not depend on how fast a
