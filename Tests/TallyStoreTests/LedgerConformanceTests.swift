@@ -126,24 +126,7 @@ struct LedgerConformanceTests {
             let key = IdempotencyKey(scope: userId, key: randomId("key-"), fingerprint: "POST /v1/actions/ai.query")
             let command = Command.performAction(userId: userId, action: aiQuery, quotaLimit: nil)
             let attempts = try await concurrently(50) { _ in try await f.execute(command, key: key) }
-
-            var executed: [StoredResponse] = []
-            var replayed: [StoredResponse] = []
-            var inUse = 0
-            var unexpected: [String] = []
-            for attempt in attempts {
-                switch attempt {
-                case .success(.executed(let response)): executed.append(response)
-                case .success(.replayed(let response)): replayed.append(response)
-                case .failure(let error) where error.code == .idempotencyKeyInUse: inUse += 1
-                case .failure(let error): unexpected.append("\(error)")
-                case .other(let error): unexpected.append(error)
-                }
-            }
-            #expect(executed.count == 1, "[\(kind)]")
-            #expect(executed.count + replayed.count + inUse == 50 && unexpected.isEmpty, "[\(kind)] \(unexpected)")
-            let original = try #require(executed.first)
-            #expect(replayed.allSatisfy { $0 == original }, "[\(kind)] a replay differs from the first response")
+            let original = try KeyedAttempts(attempts).expectOneCharge(of: 50, "[\(kind)]")
             let body = try RenderedBody.decode(original)
             #expect(body.balance == 7 && body.payment == "charge(3)" && body.entryKind == "debit", "[\(kind)]")
             #expect(try await f.store.wallet(userId: userId, now: f.now)?.balance == 7, "[\(kind)]")

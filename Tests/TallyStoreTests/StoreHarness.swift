@@ -188,6 +188,40 @@ enum Attempt<Value: Sendable>: Sendable {
     case other(String)
 }
 
+/// What concurrent calls sharing one idempotency key got, sorted: the one that ran, byte-for-byte replays of it,
+/// refusals because the key was in flight, and anything else (always wrong).
+struct KeyedAttempts {
+    var executed: [StoredResponse] = []
+    var replayed: [StoredResponse] = []
+    var inUse = 0
+    var unexpected: [String] = []
+
+    init(_ attempts: [Attempt<Execution>]) {
+        for attempt in attempts {
+            switch attempt {
+            case .success(.executed(let response)): executed.append(response)
+            case .success(.replayed(let response)): replayed.append(response)
+            case .failure(let error) where error.code == .idempotencyKeyInUse: inUse += 1
+            case .failure(let error): unexpected.append("\(error)")
+            case .other(let error): unexpected.append(error)
+            }
+        }
+    }
+
+    /// Exactly one call ran, and every other call of the `count` got a byte-identical replay of its response or
+    /// `idempotencyKeyInUse`; returns the response of the one that ran.
+    @discardableResult
+    func expectOneCharge(of count: Int, _ label: String, sourceLocation: SourceLocation = #_sourceLocation) throws -> StoredResponse {
+        #expect(executed.count == 1, "\(label) \(executed.count) calls ran", sourceLocation: sourceLocation)
+        #expect(
+            executed.count + replayed.count + inUse == count && unexpected.isEmpty, "\(label) \(unexpected)",
+            sourceLocation: sourceLocation)
+        let original = try #require(executed.first, "\(label) no call ran", sourceLocation: sourceLocation)
+        #expect(replayed.allSatisfy { $0 == original }, "\(label) a replay differs from the first response", sourceLocation: sourceLocation)
+        return original
+    }
+}
+
 /// Runs `body(0..<count)` concurrently and collects what each call did.
 func concurrently<Value: Sendable>(
     _ count: Int, _ body: @escaping @Sendable (Int) async throws -> Value
