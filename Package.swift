@@ -115,15 +115,29 @@ let package = Package(
             ],
             swiftSettings: swiftSettings
         ),
+        // What the test targets share: `StoreKind`, the PostgreSQL rule (`postgresURL()`: skipped with a warning without
+        // a database, failed under TALLY_REQUIRE_POSTGRES=1), `ScratchDatabase`, `TallyBinary`, `LedgerInvariants`.
+        .target(
+            name: "TallyTestSupport",
+            dependencies: [
+                tallyAPI, "TallyStore", "TallyPostgres",
+                .product(name: "PostgresNIO", package: "postgres-nio"),
+                .product(name: "Logging", package: "swift-log"),
+            ],
+            path: "Tests/TallyTestSupport",
+            swiftSettings: testSwiftSettings
+        ),
         .testTarget(
             name: "TallyStoreTests",
-            dependencies: ["TallyStore", "TallySQLite", "TallyPostgres", .product(name: "GRDB", package: "GRDB.swift")],
+            dependencies: [
+                "TallyStore", "TallySQLite", "TallyPostgres", "TallyTestSupport", .product(name: "GRDB", package: "GRDB.swift"),
+            ],
             swiftSettings: testSwiftSettings
         ),
         .testTarget(
             name: "TallyClientTests",
             dependencies: [
-                tallyClient, tallyAPI, "TallyServer", "TallyStore",
+                tallyClient, tallyAPI, "TallyServer", "TallyStore", "TallyTestSupport",
                 .product(name: "GRDB", package: "GRDB.swift"),
                 .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
@@ -133,13 +147,13 @@ let package = Package(
         ),
         .testTarget(
             name: "TallyLoadTests",
-            dependencies: ["TallyLoad", tallyAPI],
+            dependencies: ["TallyLoad", "TallyTestSupport", tallyAPI],
             swiftSettings: testSwiftSettings
         ),
         .testTarget(
             name: "TallyServerTests",
             dependencies: [
-                "TallyServer", "TallyStore", "TallySQLite", "TallyPostgres",
+                "TallyServer", "TallyStore", "TallySQLite", "TallyPostgres", "TallyTestSupport",
                 .product(name: "HummingbirdTesting", package: "hummingbird"),
                 .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "PostgresNIO", package: "postgres-nio"),

@@ -48,7 +48,7 @@ import Testing
         #expect(BooksChecker.check(expected, against: books, prices: prices).isEmpty)
         books.entries.insert(entry("debit", -3, reason: "ai.query"), at: 0)  // …but not two
         books.wallet = Wallet(balance: 26, held: 0, version: 9)
-        #expect(!BooksChecker.check(expected, against: books, prices: prices).isEmpty)
+        #expect(BooksChecker.check(expected, against: books, prices: prices).map(\.message) == ["action ai.query: 4 debits, expected 2...3"])
     }
 
     @Test mutating func aLostGrantOrAMissingChargeIsCaught() {
@@ -57,7 +57,7 @@ import Testing
         #expect(BooksChecker.check(expected, against: books, prices: prices).map(\.message).contains { $0.contains("grant g2") })
         (expected, books) = balanced()
         expected.debits["ai.query"] = 3
-        #expect(!BooksChecker.check(expected, against: books, prices: prices).isEmpty)
+        #expect(BooksChecker.check(expected, against: books, prices: prices).map(\.message) == ["action ai.query: 2 debits, expected 3"])
     }
 
     @Test mutating func aRefusedRequestThatLeftAnEntryIsCaught() {
@@ -118,9 +118,15 @@ import Testing
         var (expected, books) = balanced()
         expected.holds["h1"] = .unknown(amount: 4)
         #expect(BooksChecker.check(expected, against: books, prices: prices).isEmpty)
+        // h1, captured, is released as well. Another open hold of 4 keeps the held total in range, so that only
+        // the second settlement can give it away.
+        expected.holds["h3"] = .open(amount: 4)
+        books.entries.insert(entry("hold", 0, held: 4, reason: "h3"), at: 0)
         books.entries.insert(entry("release", 0, held: -4, reason: "h1"), at: 0)
-        books.wallet = Wallet(balance: 32, held: -4, version: 8)
-        #expect(!BooksChecker.check(expected, against: books, prices: prices).isEmpty)
+        books.wallet = Wallet(balance: 32, held: 0, version: 9)
+        #expect(
+            BooksChecker.check(expected, against: books, prices: prices).map(\.message)
+                == ["hold h1 with an unanswered settlement is not in the ledger at most once"])
     }
 
     @Test mutating func unsettledRequestsFailTheRun() {

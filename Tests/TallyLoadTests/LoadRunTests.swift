@@ -1,5 +1,6 @@
 import Foundation
 import TallyLoad
+import TallyTestSupport
 import Testing
 
 /// Small versions of the load scenario against real `tally serve` processes: the books must balance,
@@ -31,28 +32,25 @@ import Testing
         #expect(report.total.retries > 0)
     }
 
-    @Test(.enabled(if: Self.postgresURL != nil))
-    func twoServersOnPostgreSQLBalanceThroughACrash() async throws {
-        let report = try await Self.run(users: 200, sdkUsers: 10, rate: 250, seconds: 5, servers: 2, crashAt: .seconds(2))
+    @Test func twoServersOnPostgreSQLBalanceThroughACrash() async throws {
+        // A database of its own: the load servers' housekeeping sweeps every account, so no other test's data is near.
+        let report = try await ScratchDatabase.with(baseURL: try postgresURL()) { url in
+            try await Self.run(users: 200, sdkUsers: 10, rate: 250, seconds: 5, servers: 2, databaseURL: url, crashAt: .seconds(2))
+        }
         #expect(report.passed, "\(report.books.violations)")
         #expect(report.servers.count == 2)
     }
 
-    static var postgresURL: String? {
-        ProcessInfo.processInfo.environment["TALLY_TEST_DATABASE_URL"].flatMap { $0.isEmpty ? nil : $0 }
-    }
-
+    /// A load run against `servers` fresh `tally serve` processes, on SQLite, or on `databaseURL` (PostgreSQL).
     static func run(
-        users: Int, sdkUsers: Int, rate: Double, seconds: Int, servers: Int = 1, crashAt: Duration? = nil
+        users: Int, sdkUsers: Int, rate: Double, seconds: Int, servers: Int = 1, databaseURL: String? = nil, crashAt: Duration? = nil
     ) async throws -> LoadReport {
         let directory = FileManager.default.temporaryDirectory.appendingPathComponent("tally-load-test-\(UUID().uuidString)")
         defer { try? FileManager.default.removeItem(at: directory) }
-        var settings = ServerFleet.Settings(binary: binary, directory: directory)
+        var settings = ServerFleet.Settings(binary: TallyBinary.path, directory: directory)
         settings.count = servers
         settings.backlog = 1_024
-        let database = servers > 1 ? try ScratchPostgres(baseURL: postgresURL ?? "") : nil
-        defer { database?.drop() }
-        settings.databaseURL = database?.url
+        settings.databaseURL = databaseURL
         let fleet = try await ServerFleet(settings)
         defer { fleet.stop() }
         var options = LoadOptions(servers: fleet.urls, adminServers: fleet.adminURLs, adminKey: fleet.adminKey)
@@ -69,44 +67,4 @@ import Testing
         }
         return try await run.run()
     }
-
-    /// The built `tally` binary: `TALLY_BIN` (set by scripts/test), else the debug build next to the sources.
-    static var binary: String {
-        if let path = ProcessInfo.processInfo.environment["TALLY_BIN"], !path.isEmpty { return path }
-        let root = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
-        return root.appendingPathComponent(".build/debug/tally").path
-    }
-}
-
-/// A database of its own on the provisioned PostgreSQL, made and dropped with `psql`, so the load
-/// servers' housekeeping (which sweeps every account) cannot touch other tests' data.
-struct ScratchPostgres {
-    let baseURL: String
-    let url: String
-    let name = "tally_load_" + UUID().uuidString.lowercased().replacingOccurrences(of: "-", with: "")
-
-    init(baseURL: String) throws {
-        self.baseURL = baseURL
-        guard var components = URLComponents(string: baseURL) else { throw LoadTestError("bad database URL") }
-        components.path = "/" + name
-        url = components.string ?? baseURL
-        try Self.psql(baseURL, "CREATE DATABASE \(name)")
-    }
-
-    func drop() { try? Self.psql(baseURL, "DROP DATABASE \(name) WITH (FORCE)") }
-
-    static func psql(_ url: String, _ sql: String) throws {
-        let process = Process()
-        let candidates = ["/usr/lib/postgresql/15/bin/psql", "/usr/bin/psql"]
-        process.executableURL = URL(fileURLWithPath: candidates.first { FileManager.default.isExecutableFile(atPath: $0) } ?? "psql")
-        process.arguments = [url, "-v", "ON_ERROR_STOP=1", "-q", "-c", sql]
-        try process.run()
-        process.waitUntilExit()
-        guard process.terminationStatus == 0 else { throw LoadTestError("psql failed: \(sql)") }
-    }
-}
-
-struct LoadTestError: Error, CustomStringConvertible {
-    let description: String
-    init(_ description: String) { self.description = description }
 }

@@ -15,10 +15,9 @@ struct DatabaseOutageTests {
 
     @Test("Requests answer 503 + Retry-After within 1 s during an outage, and everything recovers after it", .timeLimit(.minutes(2)))
     func outageFailsFastAndRecovers() async throws {
-        guard let base = StoreKind.postgresURL, let components = URLComponents(string: base), let host = components.host else {
-            try #require(ProcessInfo.processInfo.environment["TALLY_REQUIRE_POSTGRES"] != "1", "TALLY_REQUIRE_POSTGRES=1 but no database")
-            return
-        }
+        let base = try postgresURL()
+        let components = try #require(URLComponents(string: base), "TALLY_TEST_DATABASE_URL is not a URL")
+        let host = try #require(components.host, "the proxy needs a TCP database URL, not \(base)")
         let proxy = try await DatabaseProxy(targetHost: host, targetPort: components.port ?? 5432)
         do {
             try await run(through: proxy)

@@ -25,7 +25,7 @@ struct GuestInstallationTests {
         #expect(try await api.send(.post, "/v1/auth/sign-out", token: user.accessToken).status == .noContent)
     }
 
-    @Test("Sign-out, link and deletion never give an installation a fresh day of free readings", arguments: StoreKind.available)
+    @Test("Sign-out, link and deletion never give an installation a fresh day of free readings", arguments: StoreKind.allCases)
     func installationKeepsItsDay(kind: StoreKind) async throws {
         try await LiveServer.with(kind) { server in
             let api = server.connection()

@@ -4,7 +4,7 @@ import Testing
 
 @Suite("Identity and sessions")
 struct IdentityTests {
-    @Test("Guest upgrade in place, sign-in, refresh rotation and reuse detection", arguments: StoreKind.available)
+    @Test("Guest upgrade in place, sign-in, refresh rotation and reuse detection", arguments: StoreKind.allCases)
     func sessionLifecycle(kind: StoreKind) async throws {
         try await LiveServer.with(kind) { server in
             let api = server.connection()
@@ -46,7 +46,7 @@ struct IdentityTests {
         }
     }
 
-    @Test("Access tokens expire by the injected clock; sign-out and account deletion end them", arguments: StoreKind.available)
+    @Test("Access tokens expire by the injected clock; sign-out and account deletion end them", arguments: StoreKind.allCases)
     func tokenEnd(kind: StoreKind) async throws {
         try await LiveServer.with(kind, accessTokenTTL: 900) { server in
             let api = server.connection()
@@ -68,7 +68,7 @@ struct IdentityTests {
         }
     }
 
-    @Test("Guest creation is rate limited per IP, with Retry-After", arguments: StoreKind.available)
+    @Test("Guest creation is rate limited per IP, with Retry-After", arguments: StoreKind.allCases)
     func guestRateLimit(kind: StoreKind) async throws {
         // Years after every other test's sign-ups, which share the PostgreSQL database and the loopback address.
         try await LiveServer.with(kind, signupsPerHour: 3, start: Date(timeIntervalSince1970: 2_100_000_000)) { server in
@@ -88,7 +88,7 @@ struct IdentityTests {
         }
     }
 
-    @Test("No endpoint reaches another user's data", arguments: StoreKind.available)
+    @Test("No endpoint reaches another user's data", arguments: StoreKind.allCases)
     func crossUser(kind: StoreKind) async throws {
         try await LiveServer.with(kind) { server in
             let api = server.connection()

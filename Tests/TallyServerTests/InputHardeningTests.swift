@@ -9,7 +9,7 @@ import Testing
 struct InputHardeningTests {
     static func uniqueEmail() -> String { "u\(UUID().uuidString.prefix(8).lowercased())@example.com" }
 
-    @Test("Passwords over 72 bytes are refused at link and sign-in instead of being cut", arguments: StoreKind.available)
+    @Test("Passwords over 72 bytes are refused at link and sign-in instead of being cut", arguments: StoreKind.allCases)
     func passwordLength(kind: StoreKind) async throws {
         try await LiveServer.with(kind) { server in
             let api = server.connection()
@@ -46,7 +46,7 @@ struct InputHardeningTests {
         }
     }
 
-    @Test("Passwords and emails are NFKC-normalised: the same text typed another way is the same", arguments: StoreKind.available)
+    @Test("Passwords and emails are NFKC-normalised: the same text typed another way is the same", arguments: StoreKind.allCases)
     func normalisation(kind: StoreKind) async throws {
         try await LiveServer.with(kind) { server in
             let api = server.connection()
@@ -136,7 +136,7 @@ struct InputHardeningTests {
         "2027-02-29T08:00:00Z", "2027-01-16T24:00:00Z", "2027-01-16T12:00:60Z", "1800086400", "tomorrow",
     ]
 
-    @Test("Premium dates take every RFC 3339 form and refuse the rest, changing nothing", arguments: StoreKind.available)
+    @Test("Premium dates take every RFC 3339 form and refuse the rest, changing nothing", arguments: StoreKind.allCases)
     func premiumDates(kind: StoreKind) async throws {
         try await LiveServer.with(kind) { server in
             let api = server.connection()

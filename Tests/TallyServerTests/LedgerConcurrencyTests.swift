@@ -9,7 +9,7 @@ import Testing
 struct LedgerConcurrencyTests {
     static let catalog = try! Catalog(signupGrant: 0, quotas: [], actions: [ActionSpec(name: "debit1", tokens: 1)])
 
-    @Test("200 concurrent 1-token debits on a 100-token wallet: exactly 100 succeed", arguments: StoreKind.available)
+    @Test("200 concurrent 1-token debits on a 100-token wallet: exactly 100 succeed", arguments: StoreKind.allCases)
     func concurrentDebits(kind: StoreKind) async throws {
         try await LiveServer.with(kind, catalog: Self.catalog) { server in
             let admin = server.connection()
@@ -29,7 +29,7 @@ struct LedgerConcurrencyTests {
         }
     }
 
-    @Test("50 concurrent retries with one Idempotency-Key charge once", arguments: StoreKind.available)
+    @Test("50 concurrent retries with one Idempotency-Key charge once", arguments: StoreKind.allCases)
     func concurrentRetries(kind: StoreKind) async throws {
         try await LiveServer.with(kind, catalog: Self.catalog) { server in
             let admin = server.connection()
@@ -51,7 +51,7 @@ struct LedgerConcurrencyTests {
         }
     }
 
-    @Test("Concurrent first guest calls with one deviceId create exactly one user", arguments: StoreKind.available)
+    @Test("Concurrent first guest calls with one deviceId create exactly one user", arguments: StoreKind.allCases)
     func concurrentGuestSignIn(kind: StoreKind) async throws {
         // Fifty sign-ins of one device at once: over the per-device rate limit, which is not what this tests.
         var limits = LimitsConfiguration()
@@ -65,7 +65,7 @@ struct LedgerConcurrencyTests {
         }
     }
 
-    @Test("Holds, captures and releases racing debits keep every invariant", arguments: StoreKind.available)
+    @Test("Holds, captures and releases racing debits keep every invariant", arguments: StoreKind.allCases)
     func holdsRacingDebits(kind: StoreKind) async throws {
         try await LiveServer.with(kind, catalog: Self.catalog) { server in
             let admin = server.connection()

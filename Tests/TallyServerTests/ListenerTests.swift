@@ -8,7 +8,7 @@ import Testing
 /// per-address cap's refusal, and the idle, header and body timeouts (short here; every wait bounded).
 @Suite("Listeners and connection guards", .timeLimit(.minutes(2)))
 struct ListenerTests {
-    @Test("/metrics and the admin API are served on the admin listener only; the probes on both", arguments: StoreKind.available)
+    @Test("/metrics and the admin API are served on the admin listener only; the probes on both", arguments: StoreKind.allCases)
     func operatorRoutesOnlyOnTheAdminListener(kind: StoreKind) async throws {
         try await LiveServer.with(kind) { server in
             let api = server.connection()

@@ -11,21 +11,8 @@ import TallyServer
 import TallyStore
 import Testing
 
-/// Which database a live server test runs on.
-enum StoreKind: String, CaseIterable, CustomTestStringConvertible, Sendable {
-    case sqlite, postgres
-    var testDescription: String { rawValue }
-
-    /// The PostgreSQL URL provisioned by `scripts/test`, if any.
-    static var postgresURL: String? {
-        ProcessInfo.processInfo.environment["TALLY_TEST_DATABASE_URL"].flatMap { $0.isEmpty ? nil : $0 }
-    }
-
-    /// SQLite always; PostgreSQL when provisioned. With `TALLY_REQUIRE_POSTGRES=1` a missing database fails the run.
-    static var available: [StoreKind] {
-        postgresURL != nil || ProcessInfo.processInfo.environment["TALLY_REQUIRE_POSTGRES"] == "1" ? [.sqlite, .postgres] : [.sqlite]
-    }
-}
+// Every file of the target sees `StoreKind`, `postgresURL()`, `ScratchDatabase`, `LedgerInvariants` and the rest.
+@_exported import TallyTestSupport
 
 /// A Tally server running for real on loopback ports (public and admin listener), with a manual clock.
 struct LiveServer: Sendable {
@@ -39,12 +26,14 @@ struct LiveServer: Sendable {
 
     /// Starts a server on `kind`, runs `body`, then shuts the server down gracefully. `limits` default to
     /// production's; `logs`, when given, receives every log line of its level and above; `logger` replaces the
-    /// quiet default; `configure` changes the test configuration last.
+    /// quiet default; `configure` changes the test configuration last. On PostgreSQL the server gets a
+    /// ``ScratchDatabase``; without a database the case is skipped with a warning at the caller (failed under
+    /// TALLY_REQUIRE_POSTGRES=1), see ``postgresURL(sourceLocation:)``.
     static func with<T: Sendable>(
         _ kind: StoreKind, catalog: Catalog = .standard, signupsPerHour: Int = 1000, limits: LimitsConfiguration = LimitsConfiguration(),
         accessTokenTTL: TimeInterval = 30 * 86_400, start: Date = Date(timeIntervalSince1970: 1_800_000_000), logs: LogCapture? = nil,
         configure: @Sendable (inout TallyConfiguration) async throws -> Void = { _ in }, logger: Logger? = nil,
-        _ body: @Sendable (LiveServer) async throws -> T
+        sourceLocation: SourceLocation = #_sourceLocation, _ body: @Sendable (LiveServer) async throws -> T
     ) async throws -> T {
         let clock = ManualClock(start)  // by default 2027-01-15T08:00:00Z
         var configuration = TallyConfiguration()
@@ -66,11 +55,7 @@ struct LiveServer: Sendable {
             try await configure(&configuration)
             return try await run(configuration, clock: clock, logger: logger ?? logs.map(Self.logger(capturing:)), body)
         }
-        guard let baseURL = StoreKind.postgresURL else {
-            Issue.record("TALLY_REQUIRE_POSTGRES=1 but TALLY_TEST_DATABASE_URL is not set: run the tests with scripts/test")
-            throw CancellationError()
-        }
-        return try await ScratchDatabase.with(baseURL: baseURL) { url in
+        return try await ScratchDatabase.with(baseURL: try postgresURL(sourceLocation: sourceLocation)) { url in
             configuration.databaseURL = url
             try await configure(&configuration)
             return try await run(configuration, clock: clock, logger: logger ?? logs.map(Self.logger(capturing:)), body)
@@ -240,14 +225,13 @@ extension APIConnection {
         return entries
     }
 
-    /// Checks the books of one user: entries sum to the balance and held amount, nothing negative.
+    /// Checks the books of one user over HTTP with the conformance suite's ledger invariants (``LedgerInvariants``):
+    /// entries sum to the balance and held amount, each entry's `balanceAfter` follows, nothing negative, one
+    /// version per entry.
     func expectBooksBalance(_ user: TestUser, sourceLocation: SourceLocation = #_sourceLocation) async throws {
         let wallet = try await wallet(user)
         let entries = try await allEntries(user)
-        #expect(entries.reduce(0) { $0 + $1.amount } == wallet.balance, "entries sum to balance", sourceLocation: sourceLocation)
-        #expect(entries.reduce(0) { $0 + $1.heldChange } == wallet.held, "entries sum to held", sourceLocation: sourceLocation)
-        #expect(wallet.balance >= 0 && wallet.held >= 0 && wallet.held <= wallet.balance, sourceLocation: sourceLocation)
-        #expect(Int64(entries.count) == wallet.version, "one version per entry", sourceLocation: sourceLocation)
+        expectLedgerInvariants(wallet, entries, "user \(user.userId)", sourceLocation: sourceLocation)
     }
 }
 

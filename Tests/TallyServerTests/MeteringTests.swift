@@ -16,7 +16,7 @@ struct MeteringTests {
         try await api.send(.post, "/v1/actions/\(action)", token: user.accessToken, headers: [.idempotencyKey: UUID().uuidString])
     }
 
-    @Test("Three free uses, then tokens, then 402 with the authoritative state; reset at local midnight", arguments: StoreKind.available)
+    @Test("Three free uses, then tokens, then 402 with the authoritative state; reset at local midnight", arguments: StoreKind.allCases)
     func quotaThenTokens(kind: StoreKind) async throws {
         try await LiveServer.with(kind, catalog: Self.catalog) { server in
             let api = server.connection()
@@ -51,7 +51,7 @@ struct MeteringTests {
         }
     }
 
-    @Test("Changing time zone does not restart today's quota", arguments: StoreKind.available)
+    @Test("Changing time zone does not restart today's quota", arguments: StoreKind.allCases)
     func timezoneHopping(kind: StoreKind) async throws {
         try await LiveServer.with(kind, catalog: Self.catalog) { server in
             let api = server.connection()
@@ -67,7 +67,7 @@ struct MeteringTests {
         }
     }
 
-    @Test("Premium makes quota actions free and uncounted; token actions still cost", arguments: StoreKind.available)
+    @Test("Premium makes quota actions free and uncounted; token actions still cost", arguments: StoreKind.allCases)
     func premium(kind: StoreKind) async throws {
         try await LiveServer.with(kind, catalog: Self.catalog) { server in
             let api = server.connection()
@@ -88,7 +88,7 @@ struct MeteringTests {
         }
     }
 
-    @Test("Holds: capture for less releases the rest; expiry releases by itself", arguments: StoreKind.available)
+    @Test("Holds: capture for less releases the rest; expiry releases by itself", arguments: StoreKind.allCases)
     func holds(kind: StoreKind) async throws {
         try await LiveServer.with(kind, catalog: Self.catalog) { server in
             let api = server.connection()
@@ -122,7 +122,7 @@ struct MeteringTests {
         }
     }
 
-    @Test("Wallet ETag revalidation and entry pagination", arguments: StoreKind.available)
+    @Test("Wallet ETag revalidation and entry pagination", arguments: StoreKind.allCases)
     func etagAndPages(kind: StoreKind) async throws {
         try await LiveServer.with(kind, catalog: Self.catalog) { server in
             let api = server.connection()
@@ -144,7 +144,7 @@ struct MeteringTests {
         }
     }
 
-    @Test("Idempotency: replay, mismatch, refusals leave nothing behind", arguments: StoreKind.available)
+    @Test("Idempotency: replay, mismatch, refusals leave nothing behind", arguments: StoreKind.allCases)
     func idempotency(kind: StoreKind) async throws {
         try await LiveServer.with(kind, catalog: Self.catalog) { server in
             let api = server.connection()

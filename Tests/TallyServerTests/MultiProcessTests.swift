@@ -6,15 +6,10 @@ import Testing
 /// and every invariant holds under debits racing across both.
 @Suite("Several server processes, one PostgreSQL")
 struct MultiProcessTests {
-    @Test("Two processes started at once migrate safely and keep every invariant under concurrent debits",
-        .enabled(if: StoreKind.available.contains(.postgres)))
+    @Test("Two processes started at once migrate safely and keep every invariant under concurrent debits")
     func twoProcesses() async throws {
-        guard let baseURL = StoreKind.postgresURL else {
-            Issue.record("TALLY_REQUIRE_POSTGRES=1 but TALLY_TEST_DATABASE_URL is not set: run the tests with scripts/test")
-            return
-        }
         // A database of its own: other tests' servers sweep and purge by clocks set years ahead.
-        try await ScratchDatabase.with(baseURL: baseURL) { url in try await twoProcesses(url: url) }
+        try await ScratchDatabase.with(baseURL: try postgresURL()) { url in try await twoProcesses(url: url) }
     }
 
     private func twoProcesses(url: String) async throws {
@@ -88,14 +83,9 @@ struct MultiProcessTests {
 /// no more than against one, and a restart forgets nothing.
 @Suite("Lockout across server processes")
 struct LockoutAcrossProcessesTests {
-    @Test("Failures on two processes add up; the lock holds on both and after a restart",
-        .enabled(if: StoreKind.available.contains(.postgres)))
+    @Test("Failures on two processes add up; the lock holds on both and after a restart")
     func lockoutAcrossProcesses() async throws {
-        guard let baseURL = StoreKind.postgresURL else {
-            Issue.record("TALLY_REQUIRE_POSTGRES=1 but TALLY_TEST_DATABASE_URL is not set: run the tests with scripts/test")
-            return
-        }
-        try await ScratchDatabase.with(baseURL: baseURL) { url in
+        try await ScratchDatabase.with(baseURL: try postgresURL()) { url in
             let directory = FileManager.default.temporaryDirectory.appendingPathComponent("tally-lockout-\(UUID().uuidString)")
             try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
             defer { try? FileManager.default.removeItem(at: directory) }
@@ -130,8 +120,6 @@ struct LockoutAcrossProcessesTests {
     }
 }
 
-/// A `tally serve` child process on a free port.
-
 /// A `tally serve` child process on free ports.
 final class ServerProcess: @unchecked Sendable {
     let process = Process()
@@ -147,9 +135,9 @@ final class ServerProcess: @unchecked Sendable {
         let serve = ["serve", "--port", "0", "--admin-port", "0", "--data-dir", directory.appendingPathComponent(name).path] + arguments
         if let openFileLimit {
             process.executableURL = URL(fileURLWithPath: "/bin/sh")
-            process.arguments = ["-c", "ulimit -n \(openFileLimit) && exec \"$0\" \"$@\"", Self.binary] + serve
+            process.arguments = ["-c", "ulimit -n \(openFileLimit) && exec \"$0\" \"$@\"", TallyBinary.path] + serve
         } else {
-            process.executableURL = URL(fileURLWithPath: Self.binary)
+            process.executableURL = URL(fileURLWithPath: TallyBinary.path)
             process.arguments = serve
         }
         process.environment = ProcessInfo.processInfo.environment.merging(environment) { $1 }
@@ -157,13 +145,6 @@ final class ServerProcess: @unchecked Sendable {
         process.standardOutput = handle
         process.standardError = handle
         try process.run()
-    }
-
-    /// The built `tally` binary: `TALLY_BIN` (set by scripts/test), else the debug build next to the sources.
-    static var binary: String {
-        if let path = ProcessInfo.processInfo.environment["TALLY_BIN"], !path.isEmpty { return path }
-        let root = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
-        return root.appendingPathComponent(".build/debug/tally").path
     }
 
     /// Waits (up to 60 s) for the process to print the ports its two listeners listen on.

@@ -38,7 +38,7 @@ struct RateLimitTests {
     }
 
     @Test("Sign-in per address: 429 beyond the limit, other addresses unaffected, recovery after the window",
-        arguments: StoreKind.available)
+        arguments: StoreKind.allCases)
     func signInPerAddress(kind: StoreKind) async throws {
         let limits = Self.behindProxy { $0.signInPerAddress = RateLimit(3, per: 60) }
         try await LiveServer.with(kind, limits: limits) { server in
@@ -59,7 +59,7 @@ struct RateLimitTests {
     }
 
     @Test("Lockout: five failures lock the attacker's address only; the real user signs in from theirs; no lock is permanent",
-        arguments: StoreKind.available)
+        arguments: StoreKind.allCases)
     func lockout(kind: StoreKind) async throws {
         let limits = Self.behindProxy { limits in
             limits.signInPerAddress = RateLimit(1_000, per: 60)
@@ -107,7 +107,7 @@ struct RateLimitTests {
         }
     }
 
-    @Test("Link attempts per user and per address: 429, then recovery after the window", arguments: StoreKind.available)
+    @Test("Link attempts per user and per address: 429, then recovery after the window", arguments: StoreKind.allCases)
     func link(kind: StoreKind) async throws {
         let limits = Self.behindProxy { limits in
             limits.linkPerUser = RateLimit(2, per: 3600)
@@ -143,7 +143,7 @@ struct RateLimitTests {
     }
 
     @Test("Refresh per session: 429 leaves the token valid for the retry; refused refreshes per address block the address",
-        arguments: StoreKind.available)
+        arguments: StoreKind.allCases)
     func refresh(kind: StoreKind) async throws {
         let limits = Self.behindProxy { limits in
             limits.refreshPerSession = RateLimit(2, per: 60)
@@ -184,7 +184,7 @@ struct RateLimitTests {
         }
     }
 
-    @Test("Guest sign-ins per device secret: 429, then recovery", arguments: StoreKind.available)
+    @Test("Guest sign-ins per device secret: 429, then recovery", arguments: StoreKind.allCases)
     func guestPerDevice(kind: StoreKind) async throws {
         var limits = LimitsConfiguration()
         limits.guestSignInsPerDevice = RateLimit(3, per: 3600)
@@ -201,7 +201,7 @@ struct RateLimitTests {
     }
 
     @Test("Wrong admin keys per address: then 429 even with the right key, from that address only, until the window passes",
-        arguments: StoreKind.available)
+        arguments: StoreKind.allCases)
     func adminFailures(kind: StoreKind) async throws {
         let limits = Self.behindProxy { $0.adminFailuresPerAddress = RateLimit(3, per: 60) }
         try await LiveServer.with(kind, limits: limits) { server in
@@ -220,7 +220,7 @@ struct RateLimitTests {
         }
     }
 
-    @Test("X-Forwarded-For counts only from a trusted proxy; IPv6 clients share their /64", arguments: StoreKind.available)
+    @Test("X-Forwarded-For counts only from a trusted proxy; IPv6 clients share their /64", arguments: StoreKind.allCases)
     func trustedProxies(kind: StoreKind) async throws {
         // Not trusted: the header is ignored, every request counts for the loopback peer.
         var untrusted = LimitsConfiguration()
@@ -255,7 +255,7 @@ struct RateLimitTests {
         }
     }
 
-    @Test("Sessions per user: one more revokes the oldest", arguments: StoreKind.available)
+    @Test("Sessions per user: one more revokes the oldest", arguments: StoreKind.allCases)
     func sessionsPerUser(kind: StoreKind) async throws {
         var limits = LimitsConfiguration()
         limits.sessionsPerUser = 2
@@ -279,7 +279,7 @@ struct RateLimitTests {
     }
 
     @Test("A flood of 429s and lockouts is logged once per key and window, naming no email, address or secret",
-        arguments: StoreKind.available)
+        arguments: StoreKind.allCases)
     func securityLogs(kind: StoreKind) async throws {
         let logs = LogCapture()
         let limits = Self.behindProxy { limits in

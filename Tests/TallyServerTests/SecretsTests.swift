@@ -14,7 +14,7 @@ import Testing
 struct SecretsTests {
     static let signingKey = Data((0..<32).map { UInt8($0 * 7 + 3) }).base64EncodedString()
 
-    @Test("At LOG_LEVEL=trace no log line holds a secret, a password hash, an email or a token, on either store", arguments: StoreKind.available)
+    @Test("At LOG_LEVEL=trace no log line holds a secret, a password hash, an email or a token, on either store", arguments: StoreKind.allCases)
     func noSecretsInTraceLogs(kind: StoreKind) async throws {
         let logs = LogCapture(level: .trace)
         let key = Self.signingKey
@@ -96,7 +96,7 @@ struct SecretsTests {
         #expect(database.range(of: Data("jwt-hs256".utf8)) == nil, "a signing key row is in the database")
     }
 
-    @Test("Only tokens of the shape Tally signs are accepted: HS256, a known kid, no crit, no key or URL in the header", arguments: StoreKind.available)
+    @Test("Only tokens of the shape Tally signs are accepted: HS256, a known kid, no crit, no key or URL in the header", arguments: StoreKind.allCases)
     func tokenHeaders(kind: StoreKind) async throws {
         let key = Self.signingKey
         let keys = try SigningKeys(parsing: key)

@@ -44,7 +44,7 @@ struct TimeZoneTests {
         }
     }
 
-    @Test("Quotas reset at midnight in Asia/Kolkata (UTC+05:30)", arguments: StoreKind.available)
+    @Test("Quotas reset at midnight in Asia/Kolkata (UTC+05:30)", arguments: StoreKind.allCases)
     func kolkataMidnight(kind: StoreKind) async throws {
         try await LiveServer.with(kind) { server in
             let api = server.connection()

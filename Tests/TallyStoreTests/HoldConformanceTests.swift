@@ -5,7 +5,7 @@ import Testing
 /// Holds: create, capture, release, expiry and sweeping, against every store.
 @Suite("Hold conformance")
 struct HoldConformanceTests {
-    @Test("holds: create, capture for less, release", arguments: StoreKind.enabled)
+    @Test("holds: create, capture for less, release", arguments: StoreKind.allCases)
     func lifecycle(kind: StoreKind) async throws {
         try await withFixture(kind) { f in
             let userId = try await f.newUser(tokens: 100)
@@ -62,7 +62,7 @@ struct HoldConformanceTests {
         }
     }
 
-    @Test("holds: another account's hold is not found", arguments: StoreKind.enabled)
+    @Test("holds: another account's hold is not found", arguments: StoreKind.allCases)
     func otherUsersHold(kind: StoreKind) async throws {
         try await withFixture(kind) { f in
             let owner = try await f.newUser(tokens: 50)
@@ -80,7 +80,7 @@ struct HoldConformanceTests {
         }
     }
 
-    @Test("holds: expiry releases the tokens on read", arguments: StoreKind.enabled)
+    @Test("holds: expiry releases the tokens on read", arguments: StoreKind.allCases)
     func expiryOnRead(kind: StoreKind) async throws {
         try await withFixture(kind) { f in
             let userId = try await f.newUser(tokens: 100)
@@ -107,7 +107,7 @@ struct HoldConformanceTests {
         }
     }
 
-    @Test("holds: execute releases expired holds before planning", arguments: StoreKind.enabled)
+    @Test("holds: execute releases expired holds before planning", arguments: StoreKind.allCases)
     func expiryInsideExecute(kind: StoreKind) async throws {
         try await withFixture(kind) { f in
             let userId = try await f.newUser(tokens: 50)
@@ -131,7 +131,7 @@ struct HoldConformanceTests {
         }
     }
 
-    @Test("holds: concurrent holds and captures", arguments: StoreKind.enabled)
+    @Test("holds: concurrent holds and captures", arguments: StoreKind.allCases)
     func concurrentHolds(kind: StoreKind) async throws {
         try await withFixture(kind) { f in
             let userId = try await f.newUser(tokens: 100)
@@ -164,7 +164,7 @@ struct HoldConformanceTests {
         }
     }
 
-    @Test("expireHolds: sweeps the expired holds of every account", arguments: StoreKind.enabled)
+    @Test("expireHolds: sweeps the expired holds of every account", arguments: StoreKind.allCases)
     func sweep(kind: StoreKind) async throws {
         // `expireHolds` sweeps every account: on PostgreSQL this test gets a schema of its own.
         try await withFixture(kind, isolated: true) { f in
@@ -199,7 +199,7 @@ struct HoldConformanceTests {
         }
     }
 
-    @Test("expireHolds: releases the expired holds of at most limit accounts per call, oldest first", arguments: StoreKind.enabled)
+    @Test("expireHolds: releases the expired holds of at most limit accounts per call, oldest first", arguments: StoreKind.allCases)
     func sweepLimit(kind: StoreKind) async throws {
         try await withFixture(kind, isolated: true) { f in
             let a = try await f.newUser(tokens: 50)

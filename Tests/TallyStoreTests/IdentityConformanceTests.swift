@@ -5,7 +5,7 @@ import Testing
 /// Guest sign-in, sessions, refresh tokens and credentials, against every store.
 @Suite("Identity conformance")
 struct IdentityConformanceTests {
-    @Test("signInGuest: one account per device", arguments: StoreKind.enabled)
+    @Test("signInGuest: one account per device", arguments: StoreKind.allCases)
     func sameDeviceSameUser(kind: StoreKind) async throws {
         try await withFixture(kind) { f in
             let device = randomId("dev-")
@@ -26,7 +26,7 @@ struct IdentityConformanceTests {
         }
     }
 
-    @Test("signInGuest: 50 concurrent first calls create one account", arguments: StoreKind.enabled)
+    @Test("signInGuest: 50 concurrent first calls create one account", arguments: StoreKind.allCases)
     func concurrentFirstSignIn(kind: StoreKind) async throws {
         try await withFixture(kind) { f in
             let device = randomId("dev-")
@@ -53,7 +53,7 @@ struct IdentityConformanceTests {
         }
     }
 
-    @Test("signInGuest: the sign-up grant is a ledger entry", arguments: StoreKind.enabled)
+    @Test("signInGuest: the sign-up grant is a ledger entry", arguments: StoreKind.allCases)
     func signupGrant(kind: StoreKind) async throws {
         try await withFixture(kind) { f in
             let device = randomId("dev-")
@@ -72,7 +72,7 @@ struct IdentityConformanceTests {
         }
     }
 
-    @Test("signInGuest: new devices per address are rate limited per hour", arguments: StoreKind.enabled)
+    @Test("signInGuest: new devices per address are rate limited per hour", arguments: StoreKind.allCases)
     func signupRateLimit(kind: StoreKind) async throws {
         try await withFixture(kind) { f in
             let ip = randomId("ip-")
@@ -105,7 +105,7 @@ struct IdentityConformanceTests {
         }
     }
 
-    @Test("sessions: open, live, revoke", arguments: StoreKind.enabled)
+    @Test("sessions: open, live, revoke", arguments: StoreKind.allCases)
     func sessions(kind: StoreKind) async throws {
         try await withFixture(kind) { f in
             let guest = try await f.signIn()
@@ -133,7 +133,7 @@ struct IdentityConformanceTests {
         }
     }
 
-    @Test("rotateRefreshToken: rotation, reuse detection, expiry", arguments: StoreKind.enabled)
+    @Test("rotateRefreshToken: rotation, reuse detection, expiry", arguments: StoreKind.allCases)
     func refreshRotation(kind: StoreKind) async throws {
         try await withFixture(kind) { f in
             let first = f.refresh()
@@ -165,7 +165,7 @@ struct IdentityConformanceTests {
         }
     }
 
-    @Test("sessionsPerUser: opening one more session revokes the oldest, never the new one", arguments: StoreKind.enabled)
+    @Test("sessionsPerUser: opening one more session revokes the oldest, never the new one", arguments: StoreKind.allCases)
     func sessionCap(kind: StoreKind) async throws {
         try await withFixture(kind) { f in
             let device = randomId("dev-")
@@ -205,7 +205,7 @@ struct IdentityConformanceTests {
         }
     }
 
-    @Test("refreshTokenSession finds a token's session, used or not", arguments: StoreKind.enabled)
+    @Test("refreshTokenSession finds a token's session, used or not", arguments: StoreKind.allCases)
     func refreshTokenSession(kind: StoreKind) async throws {
         try await withFixture(kind) { f in
             let first = f.refresh()
@@ -219,7 +219,7 @@ struct IdentityConformanceTests {
         }
     }
 
-    @Test("rotateRefreshToken: an expired token is invalid", arguments: StoreKind.enabled)
+    @Test("rotateRefreshToken: an expired token is invalid", arguments: StoreKind.allCases)
     func expiredRefreshToken(kind: StoreKind) async throws {
         try await withFixture(kind) { f in
             let shortLived = f.refresh(expiresIn: 60)
@@ -233,7 +233,7 @@ struct IdentityConformanceTests {
         }
     }
 
-    @Test("linkCredentials: in place, once, unique email", arguments: StoreKind.enabled)
+    @Test("linkCredentials: in place, once, unique email", arguments: StoreKind.allCases)
     func linkCredentials(kind: StoreKind) async throws {
         try await withFixture(kind) { f in
             let userId = try await f.newUser(tokens: 50)
@@ -266,7 +266,7 @@ struct IdentityConformanceTests {
         }
     }
 
-    @Test("deleteUser removes the account and everything it owns", arguments: StoreKind.enabled)
+    @Test("deleteUser removes the account and everything it owns", arguments: StoreKind.allCases)
     func deleteUser(kind: StoreKind) async throws {
         try await withFixture(kind) { f in
             let device = randomId("dev-")

@@ -12,7 +12,7 @@ struct InstallationConformanceTests {
     /// 2027-01-16T00:00:00Z, the end of the first UTC day.
     private let utcMidnight = Date(timeIntervalSince1970: 1_800_000_000 + 16 * 3600)
 
-    @Test("signInGuest: one guest per installation; a linked account is never opened by the device secret", arguments: StoreKind.enabled)
+    @Test("signInGuest: one guest per installation; a linked account is never opened by the device secret", arguments: StoreKind.allCases)
     func linkDetachesTheInstallation(kind: StoreKind) async throws {
         try await withFixture(kind) { f in
             let device = randomId("dev-")
@@ -36,7 +36,7 @@ struct InstallationConformanceTests {
         }
     }
 
-    @Test("quotas: a new guest on the installation continues the day; linked accounts count alone", arguments: StoreKind.enabled)
+    @Test("quotas: a new guest on the installation continues the day; linked accounts count alone", arguments: StoreKind.allCases)
     func installationKeepsTheDay(kind: StoreKind) async throws {
         try await withFixture(kind) { f in
             let device = randomId("dev-")
@@ -89,7 +89,7 @@ struct InstallationConformanceTests {
         }
     }
 
-    @Test("quotas: the installation's window follows its own end, then the guest's zone", arguments: StoreKind.enabled)
+    @Test("quotas: the installation's window follows its own end, then the guest's zone", arguments: StoreKind.allCases)
     func installationWindowKeepsItsEnd(kind: StoreKind) async throws {
         try await withFixture(kind) { f in
             let device = randomId("dev-")
@@ -116,7 +116,7 @@ struct InstallationConformanceTests {
         }
     }
 
-    @Test("quotas: concurrent uses of a guest get exactly the installation's last free use", arguments: StoreKind.enabled)
+    @Test("quotas: concurrent uses of a guest get exactly the installation's last free use", arguments: StoreKind.allCases)
     func concurrentLastUse(kind: StoreKind) async throws {
         try await withFixture(kind) { f in
             let device = randomId("dev-")
@@ -143,7 +143,7 @@ struct InstallationConformanceTests {
 
     /// Many guests at once, each using a free reading while holding and being granted tokens: on PostgreSQL
     /// their writes share batch statements of every shape (with and without holds and installation counters).
-    @Test("quotas: guests' free uses written in batches with other accounts' holds and grants", arguments: StoreKind.enabled)
+    @Test("quotas: guests' free uses written in batches with other accounts' holds and grants", arguments: StoreKind.allCases)
     func mixedBatches(kind: StoreKind) async throws {
         try await withFixture(kind) { f in
             let guests = try await concurrently(24) { _ in try await f.signIn().user.id }.compactMap {
@@ -176,7 +176,7 @@ struct InstallationConformanceTests {
 
     /// The guest's uses race its own link and the next guest's uses: every free use made as a guest is on
     /// the installation exactly once, and the installation never gives more than its limit.
-    @Test("quotas: a guest's uses racing its link and the next guest's uses count exactly", arguments: StoreKind.enabled)
+    @Test("quotas: a guest's uses racing its link and the next guest's uses count exactly", arguments: StoreKind.allCases)
     func handoverRace(kind: StoreKind) async throws {
         try await withFixture(kind) { f in
             for round in 0..<4 {

@@ -11,7 +11,7 @@ private struct RenderFailure: Error, Equatable {}
 /// Grants, debits under contention, idempotency and rendering, against every store.
 @Suite("Ledger conformance")
 struct LedgerConformanceTests {
-    @Test("execute: grant appends an entry and returns the state", arguments: StoreKind.enabled)
+    @Test("execute: grant appends an entry and returns the state", arguments: StoreKind.allCases)
     func grant(kind: StoreKind) async throws {
         try await withFixture(kind) { f in
             let userId = try await f.newUser()
@@ -35,7 +35,7 @@ struct LedgerConformanceTests {
         }
     }
 
-    @Test("wallet: concurrent reads of many accounts each get their own", arguments: StoreKind.enabled)
+    @Test("wallet: concurrent reads of many accounts each get their own", arguments: StoreKind.allCases)
     func concurrentWalletReads(kind: StoreKind) async throws {
         try await withFixture(kind) { f in
             // PostgreSQL sends reads that wait at the same time as one statement: none may get another's wallet.
@@ -65,7 +65,7 @@ struct LedgerConformanceTests {
         }
     }
 
-    @Test("execute: 200 concurrent 1-token actions on 100 tokens", arguments: StoreKind.enabled)
+    @Test("execute: 200 concurrent 1-token actions on 100 tokens", arguments: StoreKind.allCases)
     func concurrentDebits(kind: StoreKind) async throws {
         try await withFixture(kind) { f in
             let userId = try await f.newUser(tokens: 100)
@@ -100,7 +100,7 @@ struct LedgerConformanceTests {
         }
     }
 
-    @Test("execute: concurrent debits of several accounts stay apart", arguments: StoreKind.enabled)
+    @Test("execute: concurrent debits of several accounts stay apart", arguments: StoreKind.allCases)
     func concurrentAccounts(kind: StoreKind) async throws {
         try await withFixture(kind) { f in
             var users: [String] = []
@@ -119,31 +119,14 @@ struct LedgerConformanceTests {
         }
     }
 
-    @Test("execute: 50 concurrent calls with one idempotency key charge once", arguments: StoreKind.enabled)
+    @Test("execute: 50 concurrent calls with one idempotency key charge once", arguments: StoreKind.allCases)
     func concurrentIdempotency(kind: StoreKind) async throws {
         try await withFixture(kind) { f in
             let userId = try await f.newUser(tokens: 10)
             let key = IdempotencyKey(scope: userId, key: randomId("key-"), fingerprint: "POST /v1/actions/ai.query")
             let command = Command.performAction(userId: userId, action: aiQuery, quotaLimit: nil)
             let attempts = try await concurrently(50) { _ in try await f.execute(command, key: key) }
-
-            var executed: [StoredResponse] = []
-            var replayed: [StoredResponse] = []
-            var inUse = 0
-            var unexpected: [String] = []
-            for attempt in attempts {
-                switch attempt {
-                case .success(.executed(let response)): executed.append(response)
-                case .success(.replayed(let response)): replayed.append(response)
-                case .failure(let error) where error.code == .idempotencyKeyInUse: inUse += 1
-                case .failure(let error): unexpected.append("\(error)")
-                case .other(let error): unexpected.append(error)
-                }
-            }
-            #expect(executed.count == 1, "[\(kind)]")
-            #expect(executed.count + replayed.count + inUse == 50 && unexpected.isEmpty, "[\(kind)] \(unexpected)")
-            let original = try #require(executed.first)
-            #expect(replayed.allSatisfy { $0 == original }, "[\(kind)] a replay differs from the first response")
+            let original = try KeyedAttempts(attempts).expectOneCharge(of: 50, "[\(kind)]")
             let body = try RenderedBody.decode(original)
             #expect(body.balance == 7 && body.payment == "charge(3)" && body.entryKind == "debit", "[\(kind)]")
             #expect(try await f.store.wallet(userId: userId, now: f.now)?.balance == 7, "[\(kind)]")
@@ -171,7 +154,7 @@ struct LedgerConformanceTests {
         }
     }
 
-    @Test("execute: a refused command stores nothing under its key", arguments: StoreKind.enabled)
+    @Test("execute: a refused command stores nothing under its key", arguments: StoreKind.allCases)
     func refusedCommandStoresNothing(kind: StoreKind) async throws {
         try await withFixture(kind) { f in
             let userId = try await f.newUser()
@@ -196,7 +179,7 @@ struct LedgerConformanceTests {
         }
     }
 
-    @Test("execute: concurrent commands that fail, before or after writing, leave nothing and spoil no other", arguments: StoreKind.enabled)
+    @Test("execute: concurrent commands that fail, before or after writing, leave nothing and spoil no other", arguments: StoreKind.allCases)
     func failuresAmongConcurrentCommands(kind: StoreKind) async throws {
         try await withFixture(kind) { f in
             var accounts: [String] = []
@@ -243,7 +226,7 @@ struct LedgerConformanceTests {
         }
     }
 
-    @Test("execute: render sees the outcome, and a render failure aborts the command", arguments: StoreKind.enabled)
+    @Test("execute: render sees the outcome, and a render failure aborts the command", arguments: StoreKind.allCases)
     func render(kind: StoreKind) async throws {
         try await withFixture(kind) { f in
             let userId = try await f.newUser(tokens: 10)

@@ -7,7 +7,7 @@ private let aiQuery = ActionSpec(name: "ai.query", tokens: 3)
 /// Schema, secrets and housekeeping, against every store.
 @Suite("Maintenance conformance")
 struct MaintenanceConformanceTests {
-    @Test("migrate is repeatable; ping answers", arguments: StoreKind.enabled)
+    @Test("migrate is repeatable; ping answers", arguments: StoreKind.allCases)
     func migrateAndPing(kind: StoreKind) async throws {
         try await withFixture(kind) { f in
             let userId = try await f.newUser(tokens: 9)
@@ -17,7 +17,7 @@ struct MaintenanceConformanceTests {
         }
     }
 
-    @Test("secret(named:orCreate:) creates once", arguments: StoreKind.enabled)
+    @Test("secret(named:orCreate:) creates once", arguments: StoreKind.allCases)
     func secrets(kind: StoreKind) async throws {
         try await withFixture(kind) { f in
             let name = randomId("secret-")
@@ -36,7 +36,7 @@ struct MaintenanceConformanceTests {
         }
     }
 
-    @Test("purge forgets old idempotency keys and sign-ups only", arguments: StoreKind.enabled)
+    @Test("purge forgets old idempotency keys and sign-ups only", arguments: StoreKind.allCases)
     func purge(kind: StoreKind) async throws {
         // `purge` reaches every account: on PostgreSQL this test gets a schema of its own.
         try await withFixture(kind, isolated: true) { f in
@@ -74,7 +74,7 @@ struct MaintenanceConformanceTests {
         }
     }
 
-    @Test("purgeSessions deletes revoked and expired sessions and expired tokens; keeps what could still be presented", arguments: StoreKind.enabled)
+    @Test("purgeSessions deletes revoked and expired sessions and expired tokens; keeps what could still be presented", arguments: StoreKind.allCases)
     func purgeSessions(kind: StoreKind) async throws {
         try await withFixture(kind, isolated: true) { f in
             let day: TimeInterval = 86_400
@@ -122,7 +122,7 @@ struct MaintenanceConformanceTests {
         }
     }
 
-    @Test("purgeSessions works in bounded batches", arguments: StoreKind.enabled)
+    @Test("purgeSessions works in bounded batches", arguments: StoreKind.allCases)
     func purgeSessionsInBatches(kind: StoreKind) async throws {
         try await withFixture(kind, isolated: true) { f in
             let device = randomId("dev-")

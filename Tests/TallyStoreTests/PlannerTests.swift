@@ -124,8 +124,27 @@ struct PlannerTests {
         #expect(refusal(.releaseHold(userId: "u1", holdId: "h1"), snapshot(balance: 50)) == .holdNotFound)
     }
 
-    @Test func expiryReleasesTheWholeHold() {
-        #expect(LedgerPlanner.expiry(of: openHold(30)) == PlannedEntry(kind: .expire, amount: 0, heldChange: -30, reason: "h1"))
+    /// Whatever the hold's size: its expiry charges nothing, gives back every token the hold reserved (undoing the
+    /// hold's opening, as releasing it would), and is recorded as the hold's expiry.
+    @Test(arguments: [Int64(1), 30, Limits.maxAmount])
+    func expiryReleasesTheWholeHold(amount: Int64) throws {
+        let before = WalletState(balance: amount + 7, held: 0, version: 7)
+        let hold = openHold(amount)
+        let opening = try LedgerPlanner.plan(
+            .createHold(userId: "u1", holdId: hold.id, amount: amount, expiresAt: hold.expiresAt), snapshot: snapshot(balance: before.balance),
+            now: t0)
+        let opened = before.applying(try #require(opening.entry))
+        let expiry = LedgerPlanner.expiry(of: hold)
+        let after = opened.applying(expiry)
+        #expect(after.balance == before.balance, "an expired hold charges nothing")
+        #expect(after.held == before.held && after.available == before.available, "held \(after.held), available \(after.available)")
+        #expect(after.version == before.version + 2)
+        let release = try #require(
+            try LedgerPlanner.plan(
+                .releaseHold(userId: "u1", holdId: hold.id), snapshot: snapshot(balance: opened.balance, held: opened.held, hold: hold), now: t0
+            ).entry)
+        #expect(expiry.amount == release.amount && expiry.heldChange == release.heldChange, "an expiry moves what a release would")
+        #expect(expiry.kind == .expire && expiry.reason == hold.id)
     }
 
     /// Three free uses, then the token price, then 402; replays the plans on a simulated account.

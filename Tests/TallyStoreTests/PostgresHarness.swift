@@ -3,6 +3,7 @@ import Logging
 import PostgresNIO
 import TallyPostgres
 import TallyStore
+import Testing
 
 /// Limits how many PostgreSQL fixtures are open at once, so parallel tests stay under the server's
 /// `max_connections` (each fixture has its own small pool).
@@ -27,16 +28,15 @@ private actor FixtureGate {
 
 private let gate = FixtureGate(4)
 
-/// Opens the PostgreSQL store named by `TALLY_TEST_DATABASE_URL`, runs it for the duration of `body`
-/// (cancelled at the end), migrates (unless `migrated` is false), and runs `body` with it. Tests share that
-/// database, so each creates its own accounts; with `isolated`, the store works in a fresh schema (its
-/// `search_path`), dropped afterwards.
-func withPostgresStore(isolated: Bool, migrated: Bool = true, _ body: (PostgresStore) async throws -> Void) async throws {
-    guard let url = ProcessInfo.processInfo.environment["TALLY_TEST_DATABASE_URL"], !url.isEmpty else {
-        throw HarnessError(
-            "[postgres] TALLY_REQUIRE_POSTGRES=1 but TALLY_TEST_DATABASE_URL is not set: "
-                + "the PostgreSQL conformance tests cannot run")
-    }
+/// Opens the PostgreSQL store named by `TALLY_TEST_DATABASE_URL` (``postgresURL(sourceLocation:)``: without it the
+/// case is skipped, or fails under TALLY_REQUIRE_POSTGRES=1), runs it for the duration of `body` (cancelled at the
+/// end), migrates (unless `migrated` is false), and runs `body` with it. Tests share that database, so each creates
+/// its own accounts; with `isolated`, the store works in a fresh schema (its `search_path`), dropped afterwards.
+func withPostgresStore(
+    isolated: Bool, migrated: Bool = true, sourceLocation: SourceLocation = #_sourceLocation,
+    _ body: (PostgresStore) async throws -> Void
+) async throws {
+    let url = try postgresURL(sourceLocation: sourceLocation)
     var logger = Logger(label: "tally.store-tests")
     logger.logLevel = .warning
     var configuration = try PostgresStore.configuration(url: url, maximumConnections: 5)

@@ -9,8 +9,7 @@ import Testing
 @Suite("PostgreSQL migrations")
 struct PostgresMigrationTests {
     @Test(
-        "A database of schema 4 migrates to the latest: accounts, sessions, tokens and today's counts kept; devices become installations",
-        .enabled(if: StoreKind.enabled.contains(.postgres)))
+        "A database of schema 4 migrates to the latest: accounts, sessions, tokens and today's counts kept; devices become installations")
     func upgradeKeepsData() async throws {
         try await withPostgresStore(isolated: true, migrated: false) { store in
             try await store.migrate(upTo: 4)

@@ -15,12 +15,6 @@ struct PostgresPoolTests {
         return logger
     }()
 
-    static func url() throws -> String {
-        try #require(
-            ProcessInfo.processInfo.environment["TALLY_TEST_DATABASE_URL"].flatMap { $0.isEmpty ? nil : $0 },
-            "TALLY_TEST_DATABASE_URL is not set: run the tests with scripts/test")
-    }
-
     /// Runs a pool of `size` on `configuration` for the duration of `body`, then stops it.
     static func withPool<T: Sendable>(
         _ configuration: PostgresPool.Configuration, _ body: @Sendable (PostgresPool) async throws -> T
@@ -35,7 +29,7 @@ struct PostgresPoolTests {
 
     @Test("Pools that start, answer and stop at once, many at a time, all stop (nothing left waiting on a connection)")
     func shortLivedPools() async throws {
-        let configuration = try PostgresStore.configuration(url: try Self.url(), maximumConnections: 2)
+        let configuration = try PostgresStore.configuration(url: try postgresURL(), maximumConnections: 2)
         for _ in 0..<5 {
             try await withThrowingTaskGroup(of: Void.self) { group in
                 for _ in 0..<12 {
@@ -55,7 +49,7 @@ struct PostgresPoolTests {
 
     @Test("A statement on a connection that closes under it fails at once instead of waiting forever")
     func statementOnClosedConnection() async throws {
-        let configuration = try PostgresStore.configuration(url: try Self.url(), maximumConnections: 1)
+        let configuration = try PostgresStore.configuration(url: try postgresURL(), maximumConnections: 1)
         try await Self.withPool(configuration) { pool in
             let clock = ContinuousClock()
             let start = clock.now

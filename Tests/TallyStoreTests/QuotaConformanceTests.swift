@@ -12,7 +12,7 @@ struct QuotaConformanceTests {
     /// 2027-01-16T00:00:00+09:00, the first Tokyo midnight after the default start.
     private let tokyoMidnight = Date(timeIntervalSince1970: 1_800_000_000 + 7 * 3600)
 
-    @Test("quotas: free uses, then tokens, then refusal; reset at local midnight", arguments: StoreKind.enabled)
+    @Test("quotas: free uses, then tokens, then refusal; reset at local midnight", arguments: StoreKind.allCases)
     func quotaThenTokens(kind: StoreKind) async throws {
         try await withFixture(kind) { f in
             let userId = try await f.newUser(tokens: 10)
@@ -55,7 +55,7 @@ struct QuotaConformanceTests {
         }
     }
 
-    @Test("quotas: a time-zone change keeps the open window and follows the new zone afterwards", arguments: StoreKind.enabled)
+    @Test("quotas: a time-zone change keeps the open window and follows the new zone afterwards", arguments: StoreKind.allCases)
     func timezoneChange(kind: StoreKind) async throws {
         try await withFixture(kind) { f in
             let userId = try await f.newUser()
@@ -79,7 +79,7 @@ struct QuotaConformanceTests {
         }
     }
 
-    @Test("quotas: premium makes quota actions free, token-only actions still cost", arguments: StoreKind.enabled)
+    @Test("quotas: premium makes quota actions free, token-only actions still cost", arguments: StoreKind.allCases)
     func premium(kind: StoreKind) async throws {
         try await withFixture(kind) { f in
             let userId = try await f.newUser(tokens: 10)
@@ -110,7 +110,7 @@ struct QuotaConformanceTests {
         }
     }
 
-    @Test("updateProfile: nil fields are left alone", arguments: StoreKind.enabled)
+    @Test("updateProfile: nil fields are left alone", arguments: StoreKind.allCases)
     func updateProfile(kind: StoreKind) async throws {
         try await withFixture(kind) { f in
             let userId = try await f.newUser(tokens: 3)

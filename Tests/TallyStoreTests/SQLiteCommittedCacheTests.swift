@@ -10,16 +10,19 @@ import TallyStore
 @Suite("SQLite committed-value caches and file ownership")
 struct SQLiteCommittedCacheTests {
     @Test("A second store on the same file is refused until the first is released")
-    func ownership() throws {
+    func ownership() async throws {
         let directory = FileManager.default.temporaryDirectory.appendingPathComponent("tally-owner-\(randomId())")
         try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
         defer { try? FileManager.default.removeItem(at: directory) }
         let path = directory.appendingPathComponent("tally.sqlite").path
         var first: SQLiteStore? = try SQLiteStore(path: path)
         #expect(throws: SQLiteStore.DatabaseInUse.self) { try SQLiteStore(path: path) }
-        #expect(first != nil)
+        // A refused store gives up only what it took: the first still owns the file (a third is refused too), and works.
+        #expect(throws: SQLiteStore.DatabaseInUse.self) { try SQLiteStore(path: path) }
+        try await #require(first).migrate()
         first = nil
-        _ = try SQLiteStore(path: path)
+        let second = try SQLiteStore(path: path)
+        try await second.ping()
     }
 
     @Test("The write-ahead log stays bounded while the ledger writes, and nothing is lost in the checkpoints")

@@ -7,7 +7,7 @@ import Testing
 /// per account, forgotten by a success, purged when old, and kept across a restart.
 @Suite("Sign-in lockout conformance")
 struct SignInConformanceTests {
-    @Test("beginSignIn counts per pair and account; a success forgets the account and its own pair only", arguments: StoreKind.enabled)
+    @Test("beginSignIn counts per pair and account; a success forgets the account and its own pair only", arguments: StoreKind.allCases)
     func countsAndReset(kind: StoreKind) async throws {
         try await withFixture(kind) { f in
             let policy = SignInPolicy()
@@ -51,7 +51,7 @@ struct SignInConformanceTests {
         }
     }
 
-    @Test("50 concurrent attempts of one pair: exactly 5 are admitted", arguments: StoreKind.enabled)
+    @Test("50 concurrent attempts of one pair: exactly 5 are admitted", arguments: StoreKind.allCases)
     func concurrentAttempts(kind: StoreKind) async throws {
         try await withFixture(kind) { f in
             let (account, address) = (randomId("acct-"), randomId("addr-"))
@@ -64,7 +64,7 @@ struct SignInConformanceTests {
         }
     }
 
-    @Test("purge deletes failures older than its cutoff", arguments: StoreKind.enabled)
+    @Test("purge deletes failures older than its cutoff", arguments: StoreKind.allCases)
     func purge(kind: StoreKind) async throws {
         try await withFixture(kind, isolated: true) { f in
             let policy = SignInPolicy()

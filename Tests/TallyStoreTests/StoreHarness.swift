@@ -4,28 +4,8 @@ import TallySQLite
 import TallyStore
 import Testing
 
-/// The storage implementations the conformance suite runs against.
-enum StoreKind: String, CaseIterable, Sendable, CustomTestStringConvertible {
-    case sqlite
-    case postgres
-
-    var testDescription: String { rawValue }
-
-    /// SQLite always; PostgreSQL when `TALLY_TEST_DATABASE_URL` is set, or when `TALLY_REQUIRE_POSTGRES=1`
-    /// (then the PostgreSQL variants fail if no database is configured).
-    static var enabled: [StoreKind] {
-        let environment = ProcessInfo.processInfo.environment
-        let configured = !(environment["TALLY_TEST_DATABASE_URL"] ?? "").isEmpty
-        let required = environment["TALLY_REQUIRE_POSTGRES"] == "1"
-        return configured || required ? [.sqlite, .postgres] : [.sqlite]
-    }
-}
-
-/// A refusal of the harness itself (not of a store).
-struct HarnessError: Error, CustomStringConvertible {
-    var description: String
-    init(_ description: String) { self.description = description }
-}
+// Every file of the target sees `StoreKind`, `postgresURL()`, `LedgerInvariants` and the rest of the shared support.
+@_exported import TallyTestSupport
 
 /// The instant every conformance test's clock starts at: 2027-01-15T08:00:00Z (17:00 in Tokyo, 03:00 in New York).
 let defaultStart = Date(timeIntervalSince1970: 1_800_000_000)
@@ -38,9 +18,11 @@ func randomId(_ prefix: String = "") -> String { prefix + UUID().uuidString.lowe
 ///
 /// SQLite gets a new file per test. PostgreSQL tests share one database and isolate themselves with
 /// random ids; tests of server-wide operations (`expireHolds`, `purge`) pass `isolated: true` to get a
-/// schema of their own, so they neither disturb nor are disturbed by other tests and servers.
+/// schema of their own, so they neither disturb nor are disturbed by other tests and servers. Without a
+/// database a PostgreSQL case is skipped with a warning at the caller (failed under TALLY_REQUIRE_POSTGRES=1).
 func withFixture(
-    _ kind: StoreKind, start: Date = defaultStart, isolated: Bool = false, _ body: (Fixture) async throws -> Void
+    _ kind: StoreKind, start: Date = defaultStart, isolated: Bool = false, sourceLocation: SourceLocation = #_sourceLocation,
+    _ body: (Fixture) async throws -> Void
 ) async throws {
     let clock = ManualClock(start)
     switch kind {
@@ -52,7 +34,7 @@ func withFixture(
         try await store.migrate()
         try await body(Fixture(store: store, kind: kind, clock: clock))
     case .postgres:
-        try await withPostgresStore(isolated: isolated) { store in
+        try await withPostgresStore(isolated: isolated, sourceLocation: sourceLocation) { store in
             try await body(Fixture(store: store, kind: kind, clock: clock))
         }
     }
@@ -168,34 +150,14 @@ struct Fixture: Sendable {
         return newestFirst.reversed()
     }
 
-    /// The ledger invariants, checked after every test that moves tokens: the entries replay to the wallet.
+    /// The ledger invariants (``LedgerInvariants``), checked after every test that moves tokens: the entries, read
+    /// page by page, replay to the wallet.
     func checkInvariants(_ userIds: [String], sourceLocation: SourceLocation = #_sourceLocation) async throws {
         for userId in userIds {
             let wallet = try #require(
                 try await store.wallet(userId: userId, now: now), "[\(kind)] no wallet", sourceLocation: sourceLocation)
             let entries = try await allEntries(userId, sourceLocation: sourceLocation)
-            var balance: Int64 = 0
-            var held: Int64 = 0
-            for entry in entries {
-                balance += entry.amount
-                held += entry.heldChange
-                #expect(
-                    entry.balanceAfter == balance, "[\(kind)] entry \(entry.id) balanceAfter is inconsistent",
-                    sourceLocation: sourceLocation)
-                #expect(
-                    balance >= 0 && held >= 0 && held <= balance,
-                    "[\(kind)] entry \(entry.id) leaves balance \(balance) held \(held)", sourceLocation: sourceLocation)
-            }
-            #expect(
-                balance == wallet.balance, "[\(kind)] entries sum to \(balance), wallet says \(wallet.balance)",
-                sourceLocation: sourceLocation)
-            #expect(
-                held == wallet.held, "[\(kind)] held changes sum to \(held), wallet says \(wallet.held)",
-                sourceLocation: sourceLocation)
-            #expect(wallet.balance >= 0, "[\(kind)] negative balance", sourceLocation: sourceLocation)
-            #expect(
-                wallet.held >= 0 && wallet.held <= wallet.balance, "[\(kind)] held out of range",
-                sourceLocation: sourceLocation)
+            expectLedgerInvariants(wallet, entries, "[\(kind)] user \(userId)", sourceLocation: sourceLocation)
         }
     }
 }
@@ -224,6 +186,40 @@ enum Attempt<Value: Sendable>: Sendable {
     case success(Value)
     case failure(StoreError)
     case other(String)
+}
+
+/// What concurrent calls sharing one idempotency key got, sorted: the one that ran, byte-for-byte replays of it,
+/// refusals because the key was in flight, and anything else (always wrong).
+struct KeyedAttempts {
+    var executed: [StoredResponse] = []
+    var replayed: [StoredResponse] = []
+    var inUse = 0
+    var unexpected: [String] = []
+
+    init(_ attempts: [Attempt<Execution>]) {
+        for attempt in attempts {
+            switch attempt {
+            case .success(.executed(let response)): executed.append(response)
+            case .success(.replayed(let response)): replayed.append(response)
+            case .failure(let error) where error.code == .idempotencyKeyInUse: inUse += 1
+            case .failure(let error): unexpected.append("\(error)")
+            case .other(let error): unexpected.append(error)
+            }
+        }
+    }
+
+    /// Exactly one call ran, and every other call of the `count` got a byte-identical replay of its response or
+    /// `idempotencyKeyInUse`; returns the response of the one that ran.
+    @discardableResult
+    func expectOneCharge(of count: Int, _ label: String, sourceLocation: SourceLocation = #_sourceLocation) throws -> StoredResponse {
+        #expect(executed.count == 1, "\(label) \(executed.count) calls ran", sourceLocation: sourceLocation)
+        #expect(
+            executed.count + replayed.count + inUse == count && unexpected.isEmpty, "\(label) \(unexpected)",
+            sourceLocation: sourceLocation)
+        let original = try #require(executed.first, "\(label) no call ran", sourceLocation: sourceLocation)
+        #expect(replayed.allSatisfy { $0 == original }, "\(label) a replay differs from the first response", sourceLocation: sourceLocation)
+        return original
+    }
 }
 
 /// Runs `body(0..<count)` concurrently and collects what each call did.

@@ -1,4 +1,5 @@
 import Foundation
+import TallyTestSupport
 
 /// A child process running the built `tally` binary, with standard input to write to and its output kept in files.
 final class TallyProcess: @unchecked Sendable {
@@ -13,7 +14,7 @@ final class TallyProcess: @unchecked Sendable {
         errors = directory.appendingPathComponent("\(name).err")
         _ = FileManager.default.createFile(atPath: output.path, contents: nil)
         _ = FileManager.default.createFile(atPath: errors.path, contents: nil)
-        process.executableURL = URL(fileURLWithPath: Self.binary)
+        process.executableURL = URL(fileURLWithPath: TallyBinary.path)
         process.arguments = arguments
         process.standardInput = input
         process.standardOutput = try FileHandle(forWritingTo: output)
@@ -43,13 +44,5 @@ final class TallyProcess: @unchecked Sendable {
     /// Stops the process if it still runs.
     func terminate() {
         if process.isRunning { process.terminate() }
-    }
-
-    /// The built `tally` binary: `TALLY_BIN` (set by scripts/test), else the debug build next to the sources.
-    static var binary: String {
-        if let path = ProcessInfo.processInfo.environment["TALLY_BIN"], !path.isEmpty { return path }
-        let root = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
-            .deletingLastPathComponent().deletingLastPathComponent()
-        return root.appendingPathComponent(".build/debug/tally").path
     }
 }

@@ -8,14 +8,14 @@ import TallyPostgres
 /// Every Tally server sweeps expired holds and purges old idempotency keys of *all* accounts by its
 /// own clock. Tests move their manual clocks days ahead, so servers sharing one database would expire
 /// other tests' holds and forget their keys; a database per server keeps each test's world its own.
-enum ScratchDatabase {
+public enum ScratchDatabase {
     /// Creates a database on the server named by `baseURL`, runs `body` with its URL, then drops it.
-    static func with<T>(baseURL: String, _ body: (String) async throws -> T) async throws -> T {
+    public static func with<T>(baseURL: String, _ body: (String) async throws -> T) async throws -> T {
         let name = "tally_t_" + UUID().uuidString.lowercased().replacingOccurrences(of: "-", with: "")
         try await admin(baseURL, "CREATE DATABASE \(name)")
-        guard var components = URLComponents(string: baseURL) else { throw ScratchError("bad URL") }
+        guard var components = URLComponents(string: baseURL) else { throw HarnessError("bad database URL") }
         components.path = "/" + name
-        guard let url = components.string else { throw ScratchError("bad URL") }
+        guard let url = components.string else { throw HarnessError("bad database URL") }
         do {
             let value = try await body(url)
             try await admin(baseURL, "DROP DATABASE \(name) WITH (FORCE)")
@@ -37,13 +37,8 @@ enum ScratchDatabase {
             do {
                 try await store.rows(PostgresQuery(unsafeSQL: sql))
             } catch {
-                throw ScratchError("\(sql): \(String(reflecting: error))")
+                throw HarnessError("\(sql): \(String(reflecting: error))")
             }
         }
     }
-}
-
-struct ScratchError: Error, CustomStringConvertible {
-    let description: String
-    init(_ description: String) { self.description = description }
 }
