@@ -10,7 +10,7 @@ import Testing
 struct PostgresRevocationPollerTests {
     @Test("The poller reads the feed again when its clock passes the interval: a session another process revoked is forgotten then")
     func pollsOnItsClock() async throws {
-        let url = try postgresTestURL()
+        let url = try postgresURL()
         var logger = Logger(label: "tally.poller-tests")
         logger.logLevel = .warning
         let clock = ManualClock(defaultStart)
@@ -46,12 +46,4 @@ struct PostgresRevocationPollerTests {
             #expect(try await reader.liveSessionUser(sessionId: grant.sessionId) == nil)
         }
     }
-}
-
-/// The PostgreSQL database tests use (until the shared test support provides it).
-private func postgresTestURL() throws -> String {
-    guard let url = ProcessInfo.processInfo.environment["TALLY_TEST_DATABASE_URL"], !url.isEmpty else {
-        throw HarnessError("[postgres] TALLY_TEST_DATABASE_URL is not set")
-    }
-    return url
 }
