@@ -13,6 +13,7 @@ import TallyStore
 /// `.group(context: AuthenticatedContext.self)` hands handlers an ``AuthenticatedContext``, whose
 /// `identity` is not optional (README.md, "Embedding", has an app's route).
 public struct AuthMiddleware: RouterMiddleware {
+    /// The context of Tally's public router, whose ``TallyRequestContext/identity`` this sets.
     public typealias Context = TallyRequestContext
     let tokens: TokenService
     let store: any TallyStorage
