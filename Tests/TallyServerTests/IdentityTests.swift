@@ -1,4 +1,5 @@
 import Foundation
+import HTTPTypes
 import TallyAPI
 import Testing
 
@@ -107,7 +108,91 @@ struct IdentityTests {
             let forged = alice.accessToken.dropLast(2) + "xx"
             #expect(try await api.send(.get, "/v1/wallet", token: String(forged)).status == .unauthorized)
             #expect(try await api.wallet(alice).held == 10)
+            try await Self.everyRouteKeepsToItsUser(api, alice: alice, holdId: holdId)
             await api.close()
+        }
+    }
+}
+
+extension IdentityTests {
+    /// Every route of both routers (as ``OpenAPITests/routerRoutes()`` lists them, so a route added later is
+    /// called too) is called with the token of a fresh user, Bob, with Alice's ids in its path and her user id
+    /// in a header: no answer carries anything of Alice's, and nothing Alice reads changes. A route whose
+    /// path names something the test has no value of Alice's for, or that refuses Bob's request as bad input
+    /// (so it never reached the data), fails until the test knows it.
+    static func everyRouteKeepsToItsUser(_ api: APIConnection, alice: TestUser, holdId: String) async throws {
+        let email = "alice-\(UUID().uuidString.prefix(8).lowercased())@example.com"
+        let reason = "alice's grant \(UUID().uuidString)"
+        #expect(try await api.send(.post, "/v1/auth/link", token: alice.accessToken, json: CredentialsRequest(email: email, password: "alice's password")).status == .ok)
+        #expect(try await api.send(.patch, "/v1/me", token: alice.accessToken, json: UpdateMeRequest(timezone: "Pacific/Kiritimati")).status == .ok)
+        #expect(try await api.send(.post, "/admin/v1/users/\(alice.userId)/grants", admin: true, json: GrantRequest(amount: 1, reason: reason)).status == .created)
+        #expect(try await api.send(.post, "/v1/actions/reading", token: alice.accessToken, headers: [.idempotencyKey: UUID().uuidString]).status == .ok)
+        // What is Alice's alone; none of it may reach Bob. (Her time zone without its slash, which JSON may escape.)
+        let alices = [alice.userId, alice.accessToken, alice.refreshToken, holdId, email, reason, "Kiritimati"]
+        let parameters = ["holdId": holdId, "userId": alice.userId, "name": "ai.query"]
+        let reads = ["/v1/me", "/v1/wallet", "/v1/wallet/entries?limit=100", "/v1/wallet/holds/\(holdId)", "/v1/quotas"]
+        func aliceReads() async throws -> [String] {
+            var texts: [String] = []
+            for path in reads {
+                let response = try await api.send(.get, path, token: alice.accessToken)
+                #expect(response.status == .ok, "Alice's \(path): \(response.text)")
+                texts.append(response.text)
+            }
+            return texts
+        }
+        var before = try await aliceReads()
+
+        let routes = try OpenAPITests.routerRoutes()
+        let all = routes.api.sorted().map { ($0, APIConnection.Listener.api) } + routes.admin.sorted().map { ($0, .admin) }
+        #expect(all.count > 20, "\(all)")
+        for (route, listener) in all {
+            let parts = route.split(separator: " ", maxSplits: 1).map(String.init)
+            let method = try #require(HTTPRequest.Method(parts[0]))
+            var path = parts[1]
+            for name in OpenAPITests.templateParameters(path) {
+                guard let value = parameters[name] else {
+                    Issue.record("\(route) names {\(name)}: give the test a value of Alice's for it")
+                    continue
+                }
+                path = path.replacingOccurrences(of: "{\(name)}", with: value)
+            }
+            let bob = try await api.newGuest()
+            try await api.grant(20, to: bob)
+            let bodies: [String: any Encodable & Sendable] = [
+                "POST /v1/auth/guest": GuestSignInRequest(deviceId: "device-" + UUID().uuidString),
+                "POST /v1/auth/refresh": RefreshRequest(refreshToken: bob.refreshToken),
+                "POST /v1/auth/sign-in": CredentialsRequest(email: email, password: "bob's guess"),
+                "POST /v1/auth/link": CredentialsRequest(email: email, password: "bob's password"),
+                "PATCH /v1/me": UpdateMeRequest(timezone: "Europe/Paris", language: "de"),
+                "POST /v1/wallet/holds": CreateHoldRequest(amount: 5, ttlSeconds: 60),
+                "POST /v1/wallet/holds/{holdId}/capture": CaptureHoldRequest(amount: 10),
+                "POST /admin/v1/users/{userId}/grants": GrantRequest(amount: 5, reason: "bob's grant"),
+                "PUT /admin/v1/users/{userId}/premium": PremiumRequest(until: Date(timeIntervalSince1970: 1_900_000_000)),
+            ]
+            let response = try await api.send(
+                method, path, token: bob.accessToken, json: bodies[route],
+                headers: [.idempotencyKey: UUID().uuidString, .init("X-User-Id")!: alice.userId], on: listener)
+            let answer = "\(route) as Bob: \(response.status) \(response.text)"
+            #expect(response.status.code < 500, "\(answer)")
+            #expect(response.status != .tooManyRequests, "\(answer)")
+            let badInput = response.status == .badRequest && ["invalid_json", "invalid_field", "invalid_query"].contains(response.errorCode)
+            #expect(!badInput, "refused as bad input, so never reached the data: give the test a valid body for \(answer)")
+            if path.hasPrefix("/admin/") {
+                #expect(response.status == .unauthorized, "\(answer)")
+            } else {
+                #expect(response.errorCode != "unauthorized", "Bob's token was refused: \(answer)")
+            }
+            let shown = response.text + response.headers.map(\.value).joined(separator: "\n")
+            let leaked = alices.filter { shown.contains($0) }
+            #expect(leaked.isEmpty, "\(answer) carries Alice's \(leaked)")
+            let after = try await aliceReads()
+            #expect(after == before, "\(route) as Bob changed what Alice reads")
+            before = after  // a change is reported once, by the route that made it
+            if method == .get {
+                // Alice herself (the admin key on the admin listener) reaches what Bob was refused: the path is right.
+                let own = try await api.send(.get, path, token: listener == .admin ? nil : alice.accessToken, admin: listener == .admin, on: listener)
+                #expect(own.status == .ok, "\(route) for its owner: \(own.status) \(own.text)")
+            }
         }
     }
 }

@@ -1,3 +1,4 @@
+import Foundation
 import Logging
 import Synchronization
 import Testing
@@ -13,41 +14,74 @@ import Testing
         func write(_ string: String) { text.withLock { $0 += string } }
     }
 
-    /// Two loggers given the same metadata and lines: the server's and swift-log's stream handler.
-    static func both(level: Logger.Level = .info) -> (ours: Logger, theirs: Logger, ourLines: Lines, theirLines: Lines) {
+    /// Two loggers given the same label and metadata provider: the server's, its sink stamping every line
+    /// with `second`, and swift-log's stream handler.
+    static func both(label: String = "tally.test", second: Int, provider: Logger.MetadataProvider? = nil)
+        -> (ours: Logger, theirs: Logger, ourLines: Lines, theirLines: Lines)
+    {
         let (ourLines, theirLines) = (Lines(), Lines())
-        let sink = LogSink(batching: false) { ourLines.write(String(decoding: $0, as: UTF8.self)) }
-        var ours = Logger(label: "tally.test") { LazyMetadataLogHandler(label: $0, sink: sink) }
-        var theirs = Logger(label: "tally.test") { StreamLogHandler(label: $0, stream: theirLines, metadataProvider: nil) }
-        ours.logLevel = level
-        theirs.logLevel = level
+        let sink = LogSink(batching: false, seconds: { second }) { ourLines.write(String(decoding: $0, as: UTF8.self)) }
+        let ours = Logger(label: label) { label in
+            var handler = LazyMetadataLogHandler(label: label, sink: sink)
+            handler.metadataProvider = provider
+            return handler
+        }
+        let theirs = Logger(label: label) { StreamLogHandler(label: $0, stream: theirLines, metadataProvider: provider) }
         return (ours, theirs, ourLines, theirLines)
     }
 
-    /// A line without its timestamp (the two handlers may write in different seconds).
-    static func untimed(_ text: String) -> [String] {
-        text.split(separator: "\n").map { String($0.drop { $0 != " " }) }
+    /// What `run` returns for a run that began and ended in the same wall-clock second (handed to it): the
+    /// stream handler reads the clock, so ours is pinned to that second. A run that straddles a second
+    /// boundary, where the two texts would differ in their time, is made again, five times at most.
+    static func inOneSecond<T>(_ run: (_ second: Int) -> T) -> T? {
+        for _ in 0..<5 {
+            let second = Int(time(nil))
+            let result = run(second)
+            if Int(time(nil)) == second { return result }
+        }
+        Issue.record("each of five runs straddled a second boundary")
+        return nil
     }
 
     @Test func linesAreSwiftLogsStreamLinesWithTheLoggersAndTheirOwnMetadata() {
-        var (ours, theirs, ourLines, theirLines) = Self.both()
-        for index in [0, 1] {
-            var logger = index == 0 ? ours : theirs
-            logger[metadataKey: "hb.request.id"] = "r1"
-            logger[metadataKey: "shared"] = "logger"
-            logger.debug("below the level")
-            logger.info("written", metadata: ["shared": "line", "own": "x", "count": .stringConvertible(3)])
-            logger.warning("no metadata of its own")
-            logger.error("with an error", error: TestError())
-            if index == 0 { ours = logger } else { theirs = logger }
+        let provider = Logger.MetadataProvider { ["provided": "p", "shared": "provider"] }
+        let run = Self.inOneSecond { second in
+            var (ours, theirs, ourLines, theirLines) = Self.both(second: second, provider: provider)
+            for index in [0, 1] {
+                var logger = index == 0 ? ours : theirs
+                logger[metadataKey: "hb.request.id"] = "r1"
+                logger[metadataKey: "shared"] = "logger"
+                logger.debug("below the level")
+                logger.info("written", metadata: ["shared": "line", "own": "x", "count": .stringConvertible(3)])
+                logger.warning("no metadata of its own")
+                logger.error("with an error", error: TestError())
+                logger.critical("nested values", metadata: ["list": ["a", ["k": "v"]], "empty": ""])
+                if index == 0 { ours = logger } else { theirs = logger }
+            }
+            return (ours: ours, text: ourLines.text.withLock { $0 }, theirs: theirLines.text.withLock { $0 })
         }
-        let text = ourLines.text.withLock { $0 }
-        #expect(Self.untimed(text) == Self.untimed(theirLines.text.withLock { $0 }))
+        guard let (ours, text, theirs) = run else { return }
+        #expect(text == theirs, "byte for byte, the time included")
+        #expect(text.split(separator: "\n").count == 4)
         #expect(!text.contains("below the level"))
         #expect(text.contains("hb.request.id=r1") && text.contains("own=x"))
         let written = text.split(separator: "\n").first { $0.hasSuffix("] written") } ?? ""
         #expect(written.contains("shared=line") && !written.contains("shared=logger"), "a line's own value wins")
         #expect(ours[metadataKey: "shared"] == "logger" && ours.logLevel == .info)
+    }
+
+    @Test func aLoggerWithoutLabelOrMetadataWritesTheSameLines() {
+        let run = Self.inOneSecond { second in
+            let (ours, theirs, ourLines, theirLines) = Self.both(label: "", second: second)
+            for logger in [ours, theirs] {
+                logger.info("bare")
+                logger.notice("with its own", metadata: ["k": "v"])
+            }
+            return (text: ourLines.text.withLock { $0 }, theirs: theirLines.text.withLock { $0 })
+        }
+        guard let (text, theirs) = run else { return }
+        #expect(text == theirs, "byte for byte, the time included")
+        #expect(text.split(separator: "\n").count == 2)
     }
 
     @Test func theSinkBatchesLinesBelowNoticeUntilFlushedANoticeLineOrTheNextSecond() {

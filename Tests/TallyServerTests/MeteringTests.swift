@@ -58,11 +58,20 @@ struct MeteringTests {
             let user = try await api.newGuest()
             for _ in 0..<3 { #expect(try await act(api, user, "free.reading").status == .ok) }
             // 08:00Z: in Pacific/Kiritimati (UTC+14) it is already 22:00 — midnight is two hours away, not sixteen.
-            _ = try await api.send(.patch, "/v1/me", token: user.accessToken, json: UpdateMeRequest(timezone: "Pacific/Kiritimati"))
+            let patched = try await api.send(.patch, "/v1/me", token: user.accessToken, json: UpdateMeRequest(timezone: "Pacific/Kiritimati"))
+            #expect(patched.status == .ok, "\(patched.text)")
+            #expect(try patched.decode(Me.self).timezone == "Pacific/Kiritimati")
             server.clock.advance(by: 2 * 3600 + 60)
-            #expect(try await act(api, user, "free.reading").status == .paymentRequired)
+            let refused = try await act(api, user, "free.reading")
+            #expect(refused.status == .paymentRequired)
+            // Still the window opened in UTC: it ends at UTC midnight, 2027-01-16T00:00Z.
+            #expect(try refused.decode(ErrorResponse.self).quotas?.first?.resetsAt == Date(timeIntervalSince1970: 1_800_000_000 + 16 * 3600))
             server.clock.advance(by: 14 * 3600)  // past the original UTC midnight
-            #expect(try await act(api, user, "free.reading").status == .ok)
+            let next = try await act(api, user, "free.reading")
+            #expect(next.status == .ok)
+            // The next window starts at 14:00 in Kiritimati, not a local midnight, so it runs to the first
+            // Kiritimati midnight at least 24 hours later: 2027-01-17T10:00Z (on UTC it would end at 00:00Z).
+            #expect(try next.decode(ActionResult.self).quotas.first?.resetsAt == Date(timeIntervalSince1970: 1_800_000_000 + 2 * 86_400 + 2 * 3600))
             await api.close()
         }
     }

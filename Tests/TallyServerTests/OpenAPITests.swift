@@ -76,8 +76,7 @@ struct OpenAPITests {
         }
         for (path, item) in paths.sorted(by: { $0.key < $1.key }) {
             guard let item = Self.mapping(item) else { continue }
-            let templated = Set(
-                path.split(separator: "/").filter { $0.hasPrefix("{") && $0.hasSuffix("}") }.map { String($0.dropFirst().dropLast()) })
+            let templated = Set(Self.templateParameters(path))
             let shared = Self.pathParameterNames(item["parameters"], spec: spec)
             for method in Self.operationKeys {
                 guard let operation = Self.mapping(item[method]) else { continue }
@@ -158,6 +157,11 @@ struct OpenAPITests {
             component.hasPrefix(":") ? "{\(component.dropFirst())}" : String(component)
         }
         return "/" + components.joined(separator: "/")
+    }
+
+    /// The `{name}`s of an OpenAPI path template, in order.
+    static func templateParameters(_ path: String) -> [String] {
+        path.split(separator: "/").filter { $0.hasPrefix("{") && $0.hasSuffix("}") }.map { String($0.dropFirst().dropLast()) }
     }
 
     // MARK: - The document

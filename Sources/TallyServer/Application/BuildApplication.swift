@@ -123,8 +123,10 @@ public func buildApplication(
     return app
 }
 
-/// The public router: the API under `/v1` and the probes. Exposed for embedding and for tests.
-public func buildRouter(services: TallyServices) -> Router<TallyRequestContext> {
+/// The public router: the API under `/v1` and the probes. An embedding app adds its routes to it through
+/// `buildApplication`'s `configureRouter`, which also runs what the services need before serving (migrations,
+/// secrets, housekeeping).
+func buildRouter(services: TallyServices) -> Router<TallyRequestContext> {
     let router = baseRouter(services: services)
     let identity = IdentityController(services: services)
     let metering = MeteringController(services: services)
@@ -133,8 +135,7 @@ public func buildRouter(services: TallyServices) -> Router<TallyRequestContext> 
     metering.addPublicRoutes(to: v1)
 
     let user = router.group("v1")
-        .add(middleware: AuthMiddleware(tokens: services.tokens, store: services.store, sessions: services.sessions))
-        .add(middleware: AccessLogUserMiddleware())
+        .add(middleware: AuthMiddleware(services: services))
         .group(context: AuthenticatedContext.self)
     identity.addRoutes(to: user)
     WalletController(services: services).addRoutes(to: user)
@@ -143,7 +144,7 @@ public func buildRouter(services: TallyServices) -> Router<TallyRequestContext> 
 }
 
 /// The admin listener's router: `/metrics`, the admin API under `/admin/v1` and the probes.
-public func buildAdminRouter(services: TallyServices, registry: PrometheusCollectorRegistry) -> Router<TallyRequestContext> {
+func buildAdminRouter(services: TallyServices, registry: PrometheusCollectorRegistry) -> Router<TallyRequestContext> {
     let router = baseRouter(services: services)
     OperationsController(services: services).addMetricsRoute(to: router, registry: registry)
     AdminController(services: services).addRoutes(to: router.group("admin/v1"))

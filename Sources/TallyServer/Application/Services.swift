@@ -3,7 +3,9 @@ import Metrics
 import Synchronization
 import TallyStore
 
-/// What the route handlers share: built once by ``buildApplication(configuration:clock:logger:configureRouter:)``.
+/// What the route handlers share: built once by
+/// ``buildApplication(configuration:clock:logger:onServerRunning:configureRouter:)``, which hands them to
+/// `configureRouter` (an embedding app's routes protect themselves with ``AuthMiddleware/init(services:)``).
 public struct TallyServices: Sendable {
     /// The database.
     public let store: any TallyStorage

@@ -4,22 +4,37 @@ import Logging
 import TallyAPI
 import TallyStore
 
-/// Verifies `Authorization: Bearer <access token>` and sets ``TallyRequestContext/identity``.
+/// Requires `Authorization: Bearer <access token>` and sets ``TallyRequestContext/identity``: Tally's own
+/// `/v1` routes sit behind it, and an embedding app puts its own routes behind it the same way.
 ///
 /// The token must be validly signed, unexpired, and belong to a session that is still live (not signed
-/// out, account not deleted). The user id comes only from the token, never from the request.
-struct AuthMiddleware: RouterMiddleware {
-    typealias Context = TallyRequestContext
+/// out, account not deleted); anything else is answered `401` with a JSON error before the handler runs.
+/// The user id comes only from the token, never from the request. Behind it,
+/// `.group(context: AuthenticatedContext.self)` hands handlers an ``AuthenticatedContext``, whose
+/// `identity` is not optional (README.md, "Embedding", has an app's route).
+public struct AuthMiddleware: RouterMiddleware {
+    /// The context of Tally's public router, whose ``TallyRequestContext/identity`` this sets.
+    public typealias Context = TallyRequestContext
     let tokens: TokenService
     let store: any TallyStorage
     let sessions: SessionCache
 
-    func handle(_ request: Request, context: Context, next: (Request, Context) async throws -> Response) async throws -> Response {
+    /// Checks tokens with `services`' signing keys and sessions: the ones
+    /// ``buildApplication(configuration:clock:logger:onServerRunning:configureRouter:)`` hands to `configureRouter`.
+    public init(services: TallyServices) {
+        self.tokens = services.tokens
+        self.store = services.store
+        self.sessions = services.sessions
+    }
+
+    /// Passes the request on with its caller's ``Identity`` (noted for the access log too), or answers 401.
+    public func handle(_ request: Request, context: Context, next: (Request, Context) async throws -> Response) async throws -> Response {
         guard let token = request.headers[.authorization].flatMap(Self.bearer), let identity = try await identity(of: token) else {
             throw APIError(.unauthorized, "A valid access token is required.")
         }
         var context = context
         context.identity = identity
+        context.accessRecord?.userId = identity.userId
         // No `tally.user` logger metadata here: swift-log's stream handler re-renders all of a logger's
         // metadata on every change (3 % of an action's CPU in the profile); the few log lines that
         // name the user pass it themselves.

@@ -7,8 +7,8 @@ import Synchronization
 /// id only for an authenticated request. Never headers, tokens, bodies or emails.
 ///
 /// Outermost in the router, so it sees the final status of every request, errors included. The user id
-/// is noted by ``AccessLogUserMiddleware`` behind authentication, into the ``AccessRecord`` this
-/// middleware puts in the context. Below `info` it does nothing at all.
+/// is noted by ``AuthMiddleware``, into the ``AccessRecord`` this middleware puts in the context. Below
+/// `info` it does nothing at all.
 struct AccessLogMiddleware: RouterMiddleware {
     typealias Context = TallyRequestContext
 
@@ -53,16 +53,6 @@ struct AccessLogMiddleware: RouterMiddleware {
         let micros = duration.components.seconds * 1_000_000 + duration.components.attoseconds / 1_000_000_000_000
         let fraction = String(micros % 1000)
         return "\(micros / 1000)." + String(repeating: "0", count: 3 - fraction.count) + fraction
-    }
-}
-
-/// Notes the authenticated user in the request's ``AccessRecord``; placed right after `AuthMiddleware`.
-struct AccessLogUserMiddleware: RouterMiddleware {
-    typealias Context = TallyRequestContext
-
-    func handle(_ request: Request, context: Context, next: (Request, Context) async throws -> Response) async throws -> Response {
-        if let record = context.accessRecord, let identity = context.identity { record.userId = identity.userId }
-        return try await next(request, context)
     }
 }
 

@@ -3,7 +3,9 @@ import Testing
 
 /// Every Swift sample a developer reads — in README.md and in the SDK's doc comments — is compiled: its
 /// lines appear, in order, in a file of this folder that the test target builds (``ReadmeSamples``,
-/// ``DocCommentSamples``). A sample edited in the docs but not here, or here but not in the docs, fails.
+/// ``DocCommentSamples``), or, for the server's samples, in the server test that runs them
+/// (`Tests/TallyServerTests/EmbeddingTests.swift`). A sample edited in the docs but not here, or here but
+/// not in the docs, fails.
 /// The app manifest sample (a block starting `// Package.swift`) is built for real by `scripts/app-package`.
 @Suite("Docs samples compile")
 struct SamplesAreCompiledTests {
@@ -45,11 +47,14 @@ struct SamplesAreCompiledTests {
         }
     }
 
-    /// The normalized lines of every compiled samples file here.
+    /// The server test that compiles and runs README's embedding sample.
+    static let serverSamples = SDKSources.root.appendingPathComponent("Tests/TallyServerTests/EmbeddingTests.swift")
+
+    /// The normalized lines of every compiled samples file here, and of the server's.
     static func compiledLines() throws -> [String] {
         let files = try FileManager.default.contentsOfDirectory(at: samplesDirectory, includingPropertiesForKeys: nil)
             .filter { $0.pathExtension == "swift" && $0.lastPathComponent != "SamplesAreCompiledTests.swift" }
-        return try files.flatMap { normalized(try String(contentsOf: $0, encoding: .utf8)) }
+        return try (files + [serverSamples]).flatMap { normalized(try String(contentsOf: $0, encoding: .utf8)) }
     }
 
     /// Whether `block` occurs as consecutive lines of `lines`.
@@ -65,7 +70,7 @@ struct SamplesAreCompiledTests {
         let compiled = try Self.compiledLines()
         for block in blocks {
             let found = Self.contains(compiled, Self.normalized(block))
-            #expect(found, "README sample not compiled in Tests/TallyClientTests/Samples:\n\(block)")
+            #expect(found, "README sample not compiled in Tests/TallyClientTests/Samples or \(Self.serverSamples.lastPathComponent):\n\(block)")
         }
     }
 
