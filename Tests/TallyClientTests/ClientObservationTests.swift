@@ -4,7 +4,7 @@ import TallyAPI
 import Testing
 
 /// What observers are sent, against the real server: changes only, and errors that end when the server answers.
-@Suite("Client observation")
+@Suite("Client observation", .timeLimit(.minutes(1)))
 struct ClientObservationTests {
     @Test("Observers are sent changes only: held confirmations and unchanged values confirmed again repeat nothing")
     func changesOnly() async throws {

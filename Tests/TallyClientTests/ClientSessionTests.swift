@@ -4,7 +4,7 @@ import TallyAPI
 import Testing
 
 /// Sessions against the real server: guest sign-in, single-flight refresh, sign-out that leaves nothing behind.
-@Suite("Client sessions")
+@Suite("Client sessions", .timeLimit(.minutes(1)))
 struct ClientSessionTests {
     @Test("A guest signs in once per installation; the same installation gets the same account")
     func guestIdentity() async throws {
