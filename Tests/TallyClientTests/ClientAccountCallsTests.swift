@@ -51,8 +51,8 @@ struct ClientAccountCallsTests {
             await #expect {
                 try await client.createHold(51)
             } throws: { error in
-                guard case ClientError.insufficientTokens(let wallet, _) = error else { return false }
-                return wallet?.available == 50
+                guard let error = error as? ClientError, error.code == .insufficientTokens else { return false }
+                return error.wallet?.available == 50
             }
             #expect(client.value(client.walletQuery)?.available == 50)
             #expect(client.state(client.walletQuery).pendingMutations == 0)

@@ -101,7 +101,7 @@ struct ClientCacheTests {
             var states = offline.observe(offline.walletQuery).makeAsyncIterator()
             #expect(try await offline.fetch(offline.walletQuery).balance == 25)
             while let state = await states.next(), state.error == nil {}
-            #expect(offline.state(offline.walletQuery).error == .offline)
+            #expect(offline.state(offline.walletQuery).error?.code == .offline)
             #expect(offline.state(offline.walletQuery).value?.balance == 25)
         }
     }

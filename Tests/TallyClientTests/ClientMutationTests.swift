@@ -65,7 +65,7 @@ struct ClientMutationTests {
             var outcomes: [String] = []
             for action in actions {
                 do { outcomes.append("\(try await action.value.wallet.balance)") } catch let error as ClientError {
-                    if case .insufficientTokens(let wallet, _) = error { outcomes.append("402:\(wallet?.balance ?? -1)") }
+                    if error.code == .insufficientTokens { outcomes.append("402:\(error.wallet?.balance ?? -1)") }
                 }
             }
             #expect(outcomes.sorted() == ["1", "4", "402:1"])
@@ -163,8 +163,8 @@ struct ClientMutationTests {
             do {
                 try await client.perform("ai.query")
                 Issue.record("expected insufficientTokens")
-            } catch ClientError.insufficientTokens(let wallet, let quotas) {
-                #expect(wallet?.balance == 2 && !quotas.isEmpty)
+            } catch let error as ClientError where error.code == .insufficientTokens {
+                #expect(error.wallet?.balance == 2 && !error.quotas.isEmpty)
             }
             #expect(client.value(client.walletQuery)?.balance == 2)
             #expect(client.state(client.walletQuery).pendingMutations == 0)

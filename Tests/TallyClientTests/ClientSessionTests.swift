@@ -103,18 +103,21 @@ struct ClientSessionTests {
             let guest = try await client.signInAsGuest()
             try await client.link(email: email, password: "correct horse battery")
 
-            await #expect(throws: ClientError.invalidCredentials) {
+            let wrongPassword = await #expect(throws: ClientError.self) {
                 try await client.signIn(email: email, password: "wrong horse battery")
             }
-            await #expect(throws: ClientError.invalidCredentials) {
+            #expect(wrongPassword?.code == .invalidCredentials)
+            let unknownEmail = await #expect(throws: ClientError.self) {
                 try await client.signIn(email: "nobody-\(email)", password: "correct horse battery")
             }
+            #expect(unknownEmail?.code == .invalidCredentials)
             #expect(await client.user?.userId == guest.userId)
             _ = try await client.fetch(client.walletQuery, forceRefresh: true)  // still signed in
 
             // The refresh token expires (30 days): that session is lost, which is what unauthorized means.
             server.serverClock.advance(by: 31 * 24 * 3600)
-            await #expect(throws: ClientError.unauthorized) { try await client.fetch(client.walletQuery, forceRefresh: true) }
+            let lost = await #expect(throws: ClientError.self) { try await client.fetch(client.walletQuery, forceRefresh: true) }
+            #expect(lost?.code == .unauthorized)
             #expect(await client.user == nil)
         }
     }

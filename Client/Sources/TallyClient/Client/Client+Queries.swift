@@ -134,15 +134,16 @@ extension Client {
                     fromDisk: false)
                 outcome = cache.finishFetch(ticket, .value(confirmed))
             }
-        } catch let error as ClientError {
-            cache.finishFetch(ticket, .failed(error))
-            throw error
+        } catch is CancellationError {
+            // Abandoned (every caller left, or the user changed): not a failure of the query.
+            cache.finishFetch(ticket, .abandoned)
+            throw CancellationError()
         } catch {
-            cache.finishFetch(ticket, .failed(.offline))
+            cache.finishFetch(ticket, .failed(.reported(error)))
             throw error
         }
         persist(outcome.stored, key: query.key, isUserData: query.isUserData)
-        guard let value = outcome.value as? Value else { throw ClientError.invalidResponse("no value for \(query.key)") }
+        guard let value = outcome.value as? Value else { throw ClientError(.invalidResponse, message: "no value for \(query.key)") }
         return value
     }
 

@@ -80,7 +80,7 @@ public final class Client: Sendable {
         return user
     }
 
-    /// Signs in to a linked account; a wrong email or password throws ``ClientError/invalidCredentials``.
+    /// Signs in to a linked account; a wrong email or password throws ``ClientError/Code/invalidCredentials``.
     /// The device's time zone is then set on the user, as at a guest sign-in.
     @discardableResult
     public func signIn(email: String, password: String) async throws -> SessionUser {

@@ -119,10 +119,10 @@ actor SessionManager: AccessTokenProvider {
     // MARK: AccessTokenProvider
 
     func accessToken() async throws -> String {
-        guard user != nil else { throw ClientError.unauthorized }
+        guard user != nil else { throw ClientError(.unauthorized) }
         if let accessToken, expiresAt.timeIntervalSince(clock.now) > Self.refreshMargin { return accessToken }
         try await refreshOnce(replacing: accessToken)
-        guard let accessToken else { throw ClientError.unauthorized }
+        guard let accessToken else { throw ClientError(.unauthorized) }
         return accessToken
     }
 
@@ -139,7 +139,7 @@ actor SessionManager: AccessTokenProvider {
     }
 
     private func performRefresh(replacing token: String?) async throws {
-        guard user != nil else { throw ClientError.unauthorized }
+        guard user != nil else { throw ClientError(.unauthorized) }
         let previous = user?.userId
         do {
             try await exclusive { try await refreshHoldingLock(replacing: token) }
@@ -156,7 +156,7 @@ actor SessionManager: AccessTokenProvider {
             guard let stored = try readStored() else {
                 // Signed out in a sibling process: so is this one.
                 forgetInMemory()
-                throw ClientError.unauthorized
+                throw ClientError(.unauthorized)
             }
             if let access = stored.accessToken, access != token, let expiry = stored.expiresAt,
                 expiry.timeIntervalSince(clock.now) > Self.refreshMargin
@@ -169,7 +169,7 @@ actor SessionManager: AccessTokenProvider {
                 let response = try await executor.send(.post("/v1/auth/refresh", authenticated: false), body: body, auth: nil)
                 _ = try adopt(try decode(SessionTokens.self, response))
                 return
-            } catch ClientError.unauthorized {
+            } catch ClientError.Code.unauthorized {
                 // A token replaced in the store meanwhile was refused, not the session: retry with the stored one.
                 if let current = try readStored(), current.refreshToken != stored.refreshToken { continue }
                 if stored.isGuest {
@@ -179,10 +179,10 @@ actor SessionManager: AccessTokenProvider {
                 }
                 try secureStore.delete(Self.sessionItem)
                 forgetInMemory()
-                throw ClientError.unauthorized
+                throw ClientError(.unauthorized)
             }
         }
-        throw ClientError.unauthorized  // the store kept changing under a writer that does not take the lock
+        throw ClientError(.unauthorized)  // the store kept changing under a writer that does not take the lock
     }
 
     // MARK: State
