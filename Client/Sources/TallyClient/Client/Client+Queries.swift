@@ -147,13 +147,14 @@ extension Client {
         return value
     }
 
+    /// Revalidates `query` in a task no caller waits for; a change of user cancels it if the query is the user's.
     func revalidateInBackground<Value>(_ query: Query<Value>) {
-        Task { _ = try? await self.revalidate(query) }
+        background.start(isUserData: query.isUserData) { [self] in _ = try? await revalidate(query) }
     }
 
     private func refetch(_ keys: [String]) {
         let refetchers = self.refetchers.withLock { all in keys.compactMap { all[$0] } }
-        for refetcher in refetchers { Task { await refetcher(self) } }
+        for refetcher in refetchers { refetcher(self) }
     }
 
     func define<Value>(_ query: Query<Value>) {
@@ -162,7 +163,7 @@ extension Client {
 
     @usableFromInline
     func registerRefetcher<Value>(_ query: Query<Value>) {
-        refetchers.withLock { $0[query.key] = { client in _ = try? await client.revalidate(query) } }
+        refetchers.withLock { $0[query.key] = { client in client.revalidateInBackground(query) } }
     }
 
     @usableFromInline
