@@ -79,6 +79,17 @@ struct ClientErrorTests {
         #expect(!(ClientError.Code.offline ~= CancellationError() as any Error))
     }
 
+    @Test("Errors are equal when their code and data are; a query state's error stays two words (the cache-hit path copies it)")
+    func equalityAndSize() {
+        let wallet = Wallet(balance: 2, held: 0, version: 3)
+        #expect(ClientError(.offline) == ClientError(.offline))
+        #expect(ClientError(.offline) != ClientError(.timedOut))
+        #expect(ClientError(.insufficientTokens, wallet: wallet) == ClientError(.insufficientTokens, wallet: wallet))
+        #expect(ClientError(.insufficientTokens, wallet: wallet) != ClientError(.insufficientTokens))
+        #expect(ClientError(.rateLimited, retryAfter: 1) != ClientError(.rateLimited, retryAfter: 2))
+        #expect(MemoryLayout<ClientError?>.size <= 2 * MemoryLayout<Int>.size)
+    }
+
     @Test("A cancelled fetch throws CancellationError and leaves no error in the query's state")
     func cancelledFetch() async throws {
         let clock = TestClock()

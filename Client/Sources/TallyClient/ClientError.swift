@@ -60,20 +60,24 @@ public struct ClientError: Error, Sendable, Equatable, CustomStringConvertible {
     }
 
     /// The kind of failure.
-    public var code: Code
+    public let code: Code
+    /// What the failure carries, allocated when there is any: query states hold an error (most often none), and
+    /// the cache-hit path copies them, so the error stays two words, smaller than the enum it replaced.
+    private let details: Details?
+
     /// The HTTP status, when the server answered.
-    public var status: Int?
+    public var status: Int? { details?.status }
     /// The server's error code, when the server answered (`http_<status>` when its body had none).
-    public var serverCode: ErrorCode?
+    public var serverCode: ErrorCode? { details?.serverCode }
     /// The server's error message (``Code/server``), or what was wrong (``Code/invalidResponse``,
     /// ``Code/invalidInput``, ``Code/unexpected``).
-    public var message: String?
+    public var message: String? { details?.message }
     /// The server's wallet at a refusal (``Code/insufficientTokens``, ``Code/quotaExhausted``).
-    public var wallet: Wallet?
+    public var wallet: Wallet? { details?.wallet }
     /// The server's quotas at a refusal (``Code/insufficientTokens``, ``Code/quotaExhausted``).
-    public var quotas: [Quota]
+    public var quotas: [Quota] { details?.quotas ?? [] }
     /// Seconds to wait before trying again, when the server said so (``Code/rateLimited``).
-    public var retryAfter: TimeInterval?
+    public var retryAfter: TimeInterval? { details?.retryAfter }
 
     /// Creates an error (an app's tests can make the errors the SDK throws).
     public init(
@@ -81,12 +85,17 @@ public struct ClientError: Error, Sendable, Equatable, CustomStringConvertible {
         quotas: [Quota] = [], retryAfter: TimeInterval? = nil
     ) {
         self.code = code
-        self.status = status
-        self.serverCode = serverCode
-        self.message = message
-        self.wallet = wallet
-        self.quotas = quotas
-        self.retryAfter = retryAfter
+        let carriesNothing =
+            status == nil && serverCode == nil && message == nil && wallet == nil && quotas.isEmpty && retryAfter == nil
+        details =
+            carriesNothing
+            ? nil
+            : Details(status: status, serverCode: serverCode, message: message, wallet: wallet, quotas: quotas, retryAfter: retryAfter)
+    }
+
+    /// Whether both have the same code and carry the same data.
+    public static func == (lhs: ClientError, rhs: ClientError) -> Bool {
+        lhs.code == rhs.code && lhs.details == rhs.details
     }
 
     /// A short description without secrets.
@@ -103,6 +112,31 @@ public struct ClientError: Error, Sendable, Equatable, CustomStringConvertible {
         case .invalidResponse: "invalid response: \(message ?? "")"
         case .invalidInput: "invalid input: \(message ?? "")"
         case .unexpected: "unexpected failure: \(message ?? "")"
+        }
+    }
+
+    /// The data of one failure, immutable.
+    private final class Details: Sendable, Equatable {
+        let status: Int?
+        let serverCode: ErrorCode?
+        let message: String?
+        let wallet: Wallet?
+        let quotas: [Quota]
+        let retryAfter: TimeInterval?
+
+        init(status: Int?, serverCode: ErrorCode?, message: String?, wallet: Wallet?, quotas: [Quota], retryAfter: TimeInterval?) {
+            self.status = status
+            self.serverCode = serverCode
+            self.message = message
+            self.wallet = wallet
+            self.quotas = quotas
+            self.retryAfter = retryAfter
+        }
+
+        static func == (lhs: Details, rhs: Details) -> Bool {
+            lhs === rhs
+                || (lhs.status == rhs.status && lhs.serverCode == rhs.serverCode && lhs.message == rhs.message
+                    && lhs.wallet == rhs.wallet && lhs.quotas == rhs.quotas && lhs.retryAfter == rhs.retryAfter)
         }
     }
 
