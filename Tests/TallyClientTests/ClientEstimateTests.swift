@@ -5,7 +5,7 @@ import Testing
 
 /// What an action's estimate needs, against the real server: the price list (prefetched, kept across
 /// sign-out, persisted apart from any user, never waited for) and, for a quota action, the quotas.
-@Suite("Client estimates")
+@Suite("Client estimates", .timeLimit(.minutes(1)))
 struct ClientEstimateTests {
     @Test("A quota action before the quotas are known estimates nothing: the balance does not flicker")
     func quotaActionWithoutQuotas() async throws {

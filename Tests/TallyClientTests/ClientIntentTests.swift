@@ -4,7 +4,7 @@ import TallyAPI
 import Testing
 
 /// Intents against the real server: any string is one, and it is scoped to the whole request.
-@Suite("Client intents")
+@Suite("Client intents", .timeLimit(.minutes(1)))
 struct ClientIntentTests {
     @Test("One intent on two actions at once is two writes, each answered with its own action")
     func oneIntentTwoActionsAtOnce() async throws {

@@ -4,7 +4,7 @@ import TallyAPI
 import Testing
 
 /// Optimistic mutations against the real server: reconcile, roll back exactly, retry safely, never double.
-@Suite("Client mutations")
+@Suite("Client mutations", .timeLimit(.minutes(1)))
 struct ClientMutationTests {
     @Test("An action shows its estimate at once and reconciles with the server's answer, with no second request")
     func optimisticThenConfirmed() async throws {
@@ -65,7 +65,7 @@ struct ClientMutationTests {
             var outcomes: [String] = []
             for action in actions {
                 do { outcomes.append("\(try await action.value.wallet.balance)") } catch let error as ClientError {
-                    if case .insufficientTokens(let wallet, _) = error { outcomes.append("402:\(wallet?.balance ?? -1)") }
+                    if error.code == .insufficientTokens { outcomes.append("402:\(error.wallet?.balance ?? -1)") }
                 }
             }
             #expect(outcomes.sorted() == ["1", "4", "402:1"])
@@ -104,7 +104,7 @@ struct ClientMutationTests {
             await clock.waitForSleepers(1)
             let second = Task { try await client.perform("ai.query", intent: "message-1") }
             let key = IdempotencyKey.derive(method: "POST", path: "/v1/actions/ai.query", body: nil, intent: "message-1")
-            while client.writes.waiterCount(for: key) < 2 { await Task.yield() }
+            try await waitUntil { client.writes.waiterCount(for: key) >= 2 }
             #expect(client.value(client.walletQuery)?.balance == 7)  // one estimate, not two
             clock.advance(by: 1)
             let (a, b) = try await (first.value, second.value)
@@ -163,8 +163,8 @@ struct ClientMutationTests {
             do {
                 try await client.perform("ai.query")
                 Issue.record("expected insufficientTokens")
-            } catch ClientError.insufficientTokens(let wallet, let quotas) {
-                #expect(wallet?.balance == 2 && !quotas.isEmpty)
+            } catch let error as ClientError where error.code == .insufficientTokens {
+                #expect(error.wallet?.balance == 2 && !error.quotas.isEmpty)
             }
             #expect(client.value(client.walletQuery)?.balance == 2)
             #expect(client.state(client.walletQuery).pendingMutations == 0)

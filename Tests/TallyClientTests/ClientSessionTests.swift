@@ -4,7 +4,7 @@ import TallyAPI
 import Testing
 
 /// Sessions against the real server: guest sign-in, single-flight refresh, sign-out that leaves nothing behind.
-@Suite("Client sessions")
+@Suite("Client sessions", .timeLimit(.minutes(1)))
 struct ClientSessionTests {
     @Test("A guest signs in once per installation; the same installation gets the same account")
     func guestIdentity() async throws {
@@ -95,6 +95,64 @@ struct ClientSessionTests {
         }
     }
 
+    @Test("Sign-out cancels the user's background revalidation: the next user's first fetch gets that user's wallet")
+    func signOutCancelsBackgroundWork() async throws {
+        try await TallyTestServer.with { server in
+            // The next user: a linked account made on another installation, with 5 tokens.
+            let email = "next-\(UUID().uuidString.prefix(8).lowercased())@example.com"
+            let (elsewhere, _) = server.client()
+            let next = try await elsewhere.signInAsGuest()
+            try await elsewhere.link(email: email, password: "correct horse battery")
+            try await server.grant(5, to: next.userId)
+
+            let clock = TestClock()
+            let (client, transport) = try await server.readyClient(tokens: 10, clock: clock)
+            let wallet = client.walletQuery
+            clock.advance(by: 31)  // past the wallet's 30-s freshness window
+            transport.enqueue([.latency(60)], forPathPrefix: "/v1/wallet")
+            #expect(try await client.fetch(wallet).balance == 10)  // the stale value at once, revalidated behind it
+            await clock.waitForSleepers(1)  // the revalidation's request, held before it reaches the server
+            #expect(client.reads.waiterCount(for: wallet.key) == 1)
+
+            await client.signOut()
+            // Nothing of the previous user is still being fetched (before the fix: the revalidation stayed in flight,
+            // and the next user's first fetch joined it and threw "no value for wallet").
+            #expect(clock.sleeperCount == 0)
+            #expect(client.reads.waiterCount(for: wallet.key) == 0)
+            #expect(client.background.count == 0)
+            #expect(client.value(wallet) == nil)
+
+            try await client.signIn(email: email, password: "correct horse battery")
+            clock.advance(by: 60)  // would let a revalidation that was not cancelled go on
+            #expect(try await client.fetch(wallet, forceRefresh: true).balance == 5)
+            #expect(client.value(wallet)?.balance == 5)
+        }
+    }
+
+    @Test("A refresh in flight at sign-out is cancelled: it does not sign the user back in")
+    func signOutCancelsARefresh() async throws {
+        try await TallyTestServer.with { server in
+            let clock = TestClock()
+            let secure = MemorySecureStore()
+            let (client, transport) = server.client(clock: clock, secureStore: secure)
+            try await client.signInAsGuest()
+            // The wallet's 401 starts a refresh, whose request is held on the clock.
+            transport.enqueue([.status(401, retryAfter: nil)], forPathPrefix: "/v1/wallet")
+            transport.enqueue([.latency(5)], forPathPrefix: "/v1/auth/refresh")
+            let fetch = Task { try await client.fetch(client.walletQuery, forceRefresh: true) }
+            await clock.waitForSleepers(1)
+
+            await client.signOut()
+            clock.advance(by: 5)  // would let a refresh that was not cancelled go on
+            let error = await #expect(throws: ClientError.self) { try await fetch.value }
+            #expect(error?.code == .unauthorized)
+            // Before the fix: the refresh, refused after sign-out, signed the guest in again.
+            #expect(await client.user == nil)
+            #expect(secure.read("session") == nil)
+            #expect(transport.count(path: "/v1/auth/guest") == 1)
+        }
+    }
+
     @Test("A wrong email or password is invalidCredentials and keeps the session; a lost session is unauthorized")
     func wrongPassword() async throws {
         try await TallyTestServer.with { server in
@@ -103,18 +161,21 @@ struct ClientSessionTests {
             let guest = try await client.signInAsGuest()
             try await client.link(email: email, password: "correct horse battery")
 
-            await #expect(throws: ClientError.invalidCredentials) {
+            let wrongPassword = await #expect(throws: ClientError.self) {
                 try await client.signIn(email: email, password: "wrong horse battery")
             }
-            await #expect(throws: ClientError.invalidCredentials) {
+            #expect(wrongPassword?.code == .invalidCredentials)
+            let unknownEmail = await #expect(throws: ClientError.self) {
                 try await client.signIn(email: "nobody-\(email)", password: "correct horse battery")
             }
+            #expect(unknownEmail?.code == .invalidCredentials)
             #expect(await client.user?.userId == guest.userId)
             _ = try await client.fetch(client.walletQuery, forceRefresh: true)  // still signed in
 
             // The refresh token expires (30 days): that session is lost, which is what unauthorized means.
             server.serverClock.advance(by: 31 * 24 * 3600)
-            await #expect(throws: ClientError.unauthorized) { try await client.fetch(client.walletQuery, forceRefresh: true) }
+            let lost = await #expect(throws: ClientError.self) { try await client.fetch(client.walletQuery, forceRefresh: true) }
+            #expect(lost?.code == .unauthorized)
             #expect(await client.user == nil)
         }
     }

@@ -61,8 +61,8 @@ private struct Boom: Error, Equatable {}
 
 @Suite(.timeLimit(.minutes(1))) struct CoalescerTests {
     /// Yields until `count` callers wait for `key`.
-    private func waitForWaiters<K, V>(_ coalescer: Coalescer<K, V>, _ key: K, _ count: Int) async {
-        while coalescer.waiterCount(for: key) < count { await Task.yield() }
+    private func waitForWaiters<K, V>(_ coalescer: Coalescer<K, V>, _ key: K, _ count: Int) async throws {
+        try await waitUntil { coalescer.waiterCount(for: key) >= count }
     }
 
     @Test func thousandConcurrentCallsRunOnce() async throws {
@@ -79,7 +79,7 @@ private struct Boom: Error, Equatable {}
                     }
                 }
             }
-            await waitForWaiters(coalescer, "wallet", 1000)
+            try await waitForWaiters(coalescer, "wallet", 1000)
             #expect(coalescer.inFlightCount == 1)
             gate.open()
             return try await group.reduce(into: []) { $0.append($1) }
@@ -100,13 +100,13 @@ private struct Boom: Error, Equatable {}
             return 5
         }
         let leader = Task { try await coalescer.run("k", onShared: { reports.record($0) }, operation: operation) }
-        await waitForWaiters(coalescer, "k", 1)
+        try await waitForWaiters(coalescer, "k", 1)
         let followers = (0..<3).map { _ in
             Task {
                 try await coalescer.run("k", onShared: { _ in Issue.record("only the first caller's handler is kept") }, operation: operation)
             }
         }
-        await waitForWaiters(coalescer, "k", 4)
+        try await waitForWaiters(coalescer, "k", 4)
         // The caller that started the call leaves, and so does one follower: two followers get the value.
         leader.cancel()
         followers[0].cancel()
@@ -127,9 +127,9 @@ private struct Boom: Error, Equatable {}
                 throw Boom()
             }
         }
-        await waitForWaiters(coalescer, "k", 1)
+        try await waitForWaiters(coalescer, "k", 1)
         let second = Task { try await coalescer.run("k") { 0 } }
-        await waitForWaiters(coalescer, "k", 2)
+        try await waitForWaiters(coalescer, "k", 2)
         failing.open()
         await #expect(throws: Boom.self) { try await first.value }
         await #expect(throws: Boom.self) { try await second.value }
@@ -148,7 +148,7 @@ private struct Boom: Error, Equatable {}
         }
         let first = Task { try await coalescer.run("k", operation: operation) }
         let second = Task { try await coalescer.run("k", operation: operation) }
-        await waitForWaiters(coalescer, "k", 2)
+        try await waitForWaiters(coalescer, "k", 2)
         gate.open()
         await #expect(throws: Boom.self) { try await first.value }
         await #expect(throws: Boom.self) { try await second.value }
@@ -166,9 +166,9 @@ private struct Boom: Error, Equatable {}
             return 7
         }
         let stayer = Task { try await coalescer.run("k", operation: operation) }
-        await waitForWaiters(coalescer, "k", 1)
+        try await waitForWaiters(coalescer, "k", 1)
         let leaver = Task { try await coalescer.run("k", operation: operation) }
-        await waitForWaiters(coalescer, "k", 2)
+        try await waitForWaiters(coalescer, "k", 2)
         leaver.cancel()
         // The cancelled caller returns while the operation is still blocked.
         await #expect(throws: CancellationError.self) { try await leaver.value }
@@ -194,7 +194,7 @@ private struct Boom: Error, Equatable {}
         }
         let first = Task { try await coalescer.run("k", operation: operation) }
         let second = Task { try await coalescer.run("k", operation: operation) }
-        await waitForWaiters(coalescer, "k", 2)
+        try await waitForWaiters(coalescer, "k", 2)
         first.cancel()
         await #expect(throws: CancellationError.self) { try await first.value }
         #expect(coalescer.inFlightCount == 1)
@@ -242,7 +242,7 @@ private struct Boom: Error, Equatable {}
                 return "a"
             }
         }
-        await waitForWaiters(coalescer, "a", 1)
+        try await waitForWaiters(coalescer, "a", 1)
         let b = try await coalescer.run("b") { "b" }
         #expect(b.value == "b" && !b.shared)
         #expect(coalescer.inFlightCount == 1)

@@ -5,23 +5,34 @@ import TallyAPI
 import Testing
 
 /// The `@Observable` wrapper compiles and follows the cache here too (Observation ships with the Linux toolchain).
-@Suite("ObservedQuery")
+@Suite("ObservedQuery", .timeLimit(.minutes(1)))
 struct ObservedQueryTests {
     @available(iOS 17, macOS 14, tvOS 17, watchOS 10, *)
     @Test("ObservedQuery shows the cached value at once and follows an optimistic action to its confirmation")
     func followsChanges() async throws {
         try await TallyTestServer.with { server in
-            let (client, _) = server.client()
-            let user = try await client.signInAsGuest()
-            try await server.grant(10, to: user.userId)
-            _ = try await (client.fetch(client.walletQuery), client.fetch(.actions()), client.fetch(client.quotasQuery))
+            let clock = TestClock()
+            let (client, transport) = try await server.readyClient(tokens: 10, clock: clock)
             let observed = await MainActor.run { ObservedQuery(client.walletQuery, client: client) }
             #expect(await observed.state.value?.balance == 10)
             let follower = Task { await observed.run() }
-            try await client.perform("ai.query")
-            while await MainActor.run(body: { observed.state.value?.balance != 7 || observed.state.pendingMutations != 0 }) {
-                await Task.yield()
-            }
+            // The server answers at once but the answer is held on the clock: until it is let through, only the
+            // optimistic estimate can show 7.
+            transport.enqueue([.delayResponse(1)], forPathPrefix: "/v1/actions/")
+            let action = Task { try await client.perform("ai.query") }
+            await clock.waitForSleepers(1)
+            let optimistic = await eventually(asking: {
+                await MainActor.run { observed.state.value?.balance == 7 && observed.state.pendingMutations == 1 }
+            })
+            #expect(optimistic, "the optimistic deduction never reached the observed state")
+            clock.advance(by: 1)
+            #expect(try await action.value.wallet.balance == 7)
+            let confirmed = await eventually(asking: {
+                await MainActor.run {
+                    observed.state.value?.balance == 7 && observed.state.pendingMutations == 0 && !observed.state.isStale
+                }
+            })
+            #expect(confirmed, "the confirmation never reached the observed state")
             follower.cancel()
         }
     }
@@ -38,7 +49,7 @@ struct ObservedQueryTests {
             try await server.grant(9, to: user.userId)  // on the server only: the cached 0 is still fresh
             await observed.refresh()
             #expect(transport.count(path: "/v1/wallet") == 2)
-            while await MainActor.run(body: { observed.state.value?.balance != 9 }) { await Task.yield() }
+            #expect(await eventually(asking: { await MainActor.run { observed.state.value?.balance == 9 } }))
             follower.cancel()
         }
     }
@@ -53,11 +64,11 @@ struct ObservedQueryTests {
         let changes = Locked(0)
         withObservationTracking { _ = observed.state } onChange: { changes.withLock { $0 += 1 } }
         let follower = Task { await observed.run() }
-        while !client.cache.watchedKeys.contains(client.walletQuery.key) { await Task.yield() }
+        try await waitUntil { client.cache.watchedKeys.contains(client.walletQuery.key) }
         for _ in 0..<100 { await Task.yield() }  // the follower takes the first state from its stream
         #expect(changes.withLock { $0 } == 0)  // before the fix: the same state assigned again, a SwiftUI update
         client.setValue(Wallet(balance: 6, held: 0, version: 2), for: client.walletQuery)
-        while observed.state.value?.balance != 6 { await Task.yield() }
+        try await waitUntil { observed.state.value?.balance == 6 }
         #expect(changes.withLock { $0 } == 1)
         follower.cancel()
     }

@@ -69,6 +69,16 @@ import Testing
         #expect(RetryPolicy.none.delay(afterAttempt: 1, failure: .transport(.offline), safeToRetry: true, unitRandom: 0.5) == nil)
     }
 
+    /// `count` delays after attempt number `attempt` failed offline, one per uniform draw of a generator seeded with `seed`.
+    func jittered(_ policy: RetryPolicy, attempt: Int, seed: UInt64, count: Int = 1_000) -> [TimeInterval] {
+        var random = SplitMix64(seed: seed)
+        return (0..<count).compactMap { _ in
+            policy.delay(
+                afterAttempt: attempt, failure: .transport(.offline), safeToRetry: true,
+                unitRandom: Double.random(in: 0..<1, using: &random))
+        }
+    }
+
     @Test func fullJitterStaysWithinTheExponentialCeiling() {
         let policy = RetryPolicy(maxAttempts: 10)
         for attempt in 1...5 {
@@ -76,8 +86,51 @@ import Testing
             let low = policy.delay(afterAttempt: attempt, failure: .transport(.offline), safeToRetry: true, unitRandom: 0)
             let high = policy.delay(afterAttempt: attempt, failure: .transport(.offline), safeToRetry: true, unitRandom: 0.999)
             #expect(low == .zero)
-            #expect(high == 0.999 * ceiling)
             #expect(high! < ceiling)
+            #expect(high! > 0.99 * ceiling)  // the highest draw waits nearly the whole ceiling
+            // Bounds and spread over many draws: uniform in [0, ceiling), neither clustered nor shifted (equal
+            // jitter, ceiling/2 plus a random half, never waits under half the ceiling).
+            let delays = jittered(policy, attempt: attempt, seed: 0x5EED + UInt64(attempt))
+            #expect(delays.count == 1_000)
+            #expect(delays.allSatisfy { $0 >= 0 && $0 < ceiling })
+            #expect(delays.min()! < 0.05 * ceiling && delays.max()! > 0.95 * ceiling)
+            #expect(abs(delays.reduce(0, +) / Double(delays.count) - ceiling / 2) < 0.05 * ceiling)
+            #expect((400...600).contains(delays.count { $0 < ceiling / 2 }))
+        }
+    }
+
+    @Test func aLargerDrawNeverWaitsLess() {
+        let policy = RetryPolicy(maxAttempts: 10)
+        var random = SplitMix64(seed: 7)
+        let draws = (0..<500).map { _ in Double.random(in: 0..<1, using: &random) }.sorted()
+        for attempt in 1...6 {
+            let delays = draws.compactMap {
+                policy.delay(afterAttempt: attempt, failure: .transport(.offline), safeToRetry: true, unitRandom: $0)
+            }
+            #expect(delays.count == draws.count)
+            #expect(zip(delays, delays.dropFirst()).allSatisfy { $0 <= $1 })
+        }
+    }
+
+    @Test func theCeilingGrowsWithEachFailureUpToTheCap() {
+        let policy = RetryPolicy(maxAttempts: 1_000, baseDelay: 0.5, multiplier: 3, maxDelay: 10)
+        let highest = (1..<1_000).compactMap {
+            policy.delay(afterAttempt: $0, failure: .transport(.offline), safeToRetry: true, unitRandom: 0.999)
+        }
+        #expect(highest.count == 999)
+        #expect(highest[0] < highest[1] && highest[1] < highest[2])  // grows below the cap
+        #expect(zip(highest, highest.dropFirst()).allSatisfy { $0 <= $1 })  // never shrinks
+        // Never above the cap, even where the exponential part overflows to infinity; and it reaches the cap.
+        #expect(highest.allSatisfy { $0.isFinite && $0 < 10 })
+        #expect(highest.last! > 9.9)
+    }
+
+    @Test func theSameDrawsGiveTheSameDelays() {
+        let policy = RetryPolicy(maxAttempts: 10)
+        for attempt in 1...5 {
+            let first = jittered(policy, attempt: attempt, seed: 42)
+            #expect(first == jittered(policy, attempt: attempt, seed: 42))  // the delay depends on the draw alone
+            #expect(first != jittered(policy, attempt: attempt, seed: 43))  // and does depend on it
         }
     }
 

@@ -156,7 +156,7 @@ extension HTTPField.Name {
         try await LoopbackServer.with { server in
             let transport = URLSessionTransport(baseURL: server.baseURL)
             let task = Task { try await transport.send(TransportRequest(method: "GET", path: "/slow", timeout: 50)) }
-            while server.parking.arrivals < 1 { await Task.yield() }  // the server holds the request
+            try await waitUntil { server.parking.arrivals >= 1 }  // the server holds the request
             let started = ContinuousClock.now
             task.cancel()
             await #expect(throws: CancellationError.self) { try await task.value }

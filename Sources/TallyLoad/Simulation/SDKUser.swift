@@ -97,11 +97,11 @@ final class SDKUser {
             let result = try await client.perform(name)
             admin.expectation.record(result, prices: actions.prices)
             outcome = .expected(200)
-        } catch ClientError.insufficientTokens, ClientError.quotaExhausted {
+        } catch ClientError.Code.insufficientTokens, ClientError.Code.quotaExhausted {
             admin.expectation.refused += 1
             outcome = .expected(402)
-        } catch ClientError.server(let status, _, _) {
-            outcome = .unexpected(status)
+        } catch let error as ClientError where error.code == .server {
+            outcome = .unexpected(error.status ?? 0)
         } catch {
             // The SDK gave up without a definitive answer: the server may have charged it, at most once.
             admin.expectation.uncertain[name, default: 0] += 1

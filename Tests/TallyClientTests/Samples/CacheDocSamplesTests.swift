@@ -25,7 +25,7 @@ struct WalletView: View {
 
 /// The samples of the query cache's doc comments and README section, compiled everywhere and run where they
 /// need no server; what is SwiftUI in them is compiled on Apple platforms above.
-@Suite("Doc samples: cache and observation")
+@Suite("Doc samples: cache and observation", .timeLimit(.minutes(1)))
 struct CacheDocSamplesTests {
     /// An app's client for a server that is not there.
     private static func offlineClient() -> Client {
@@ -37,14 +37,14 @@ struct CacheDocSamplesTests {
     @available(iOS 17, macOS 14, tvOS 17, watchOS 10, *)
     @MainActor
     @Test("ObservedQuery's sample, without the view: made from the client, shows the cache, refreshes, follows")
-    func observedQuery() async {
+    func observedQuery() async throws {
         let client = Self.offlineClient()
         client.setValue(Wallet(balance: 12, held: 0, version: 1), for: client.walletQuery)
         let wallet = ObservedQuery(client.walletQuery, client: client)
         #expect((wallet.state.value.map { "\($0.available) tokens" } ?? "…") == "12 tokens")
         let following = Task { await wallet.run() }
         await wallet.refresh()  // no server: the failure lands in the state
-        while wallet.state.error == nil { await Task.yield() }
+        try await waitUntil { wallet.state.error != nil }
         #expect(wallet.state.value?.available == 12)
         following.cancel()
     }

@@ -12,6 +12,17 @@ enum DocCommentSamples {
         }
         return entries
     }
+
+    static func showPaywall(available: Int64?) {}
+
+    /// `ClientError`: a refusal's code and the wallet it carries.
+    static func paywall(tally: Client) async throws {
+        do {
+            try await tally.perform("ai.query")
+        } catch let error as ClientError where error.code == .insufficientTokens {
+            showPaywall(available: error.wallet?.available)
+        }
+    }
 }
 
 #if canImport(Security)

@@ -41,8 +41,8 @@ enum ReadmeSamples {
             // The deduction shows at once; the server's wallet and quotas replace it; retries never charge twice.
             // An intent is any string (a message id, the question asked), scoped to the action: one charge per both.
             try await tally.perform("ai.query", intent: message.id)
-        } catch ClientError.insufficientTokens(let wallet, _) {
-            showPaywall(available: wallet?.available)   // the optimistic deduction is already rolled back
+        } catch let error as ClientError where error.code == .insufficientTokens {
+            showPaywall(available: error.wallet?.available)   // the optimistic deduction is already rolled back
         }
         _ = balance
     }

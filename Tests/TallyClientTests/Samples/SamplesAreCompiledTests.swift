@@ -66,7 +66,7 @@ struct SamplesAreCompiledTests {
     @Test func readmeSamplesAreCompiled() throws {
         let readme = try String(contentsOf: SDKSources.root.appendingPathComponent("README.md"), encoding: .utf8)
         let blocks = Self.markdownBlocks(readme).filter { !$0.trimmingCharacters(in: .whitespacesAndNewlines).hasPrefix("// Package.swift") }
-        #expect(!blocks.isEmpty, "README.md has no Swift samples")
+        try #require(!blocks.isEmpty, "README.md has no Swift samples")
         let compiled = try Self.compiledLines()
         for block in blocks {
             let found = Self.contains(compiled, Self.normalized(block))
@@ -76,7 +76,7 @@ struct SamplesAreCompiledTests {
 
     @Test func docCommentSamplesAreCompiled() throws {
         let blocks = try Self.docCommentBlocks()
-        #expect(!blocks.isEmpty)
+        try #require(!blocks.isEmpty)
         let compiled = try Self.compiledLines()
         for (file, block) in blocks {
             let found = Self.contains(compiled, Self.normalized(block))

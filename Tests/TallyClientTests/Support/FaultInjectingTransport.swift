@@ -107,7 +107,7 @@ final class FaultInjectingTransport: HTTPTransport {
 }
 
 /// The helper's own checks, against an in-memory transport that answers 200 "ok".
-@Suite struct FaultInjectingTransportTests {
+@Suite(.timeLimit(.minutes(1))) struct FaultInjectingTransportTests {
     private final class OK: HTTPTransport {
         let served = Mutex(0)
         func send(_ request: TransportRequest) async throws -> TransportResponse {

@@ -312,6 +312,8 @@ final class QueryCache: Sendable {
         case value(Confirmed)
         case notModified
         case failed(ClientError)
+        /// Cancelled: it leaves the key's value and error as they were.
+        case abandoned
     }
 
     /// What a fetch left behind.
@@ -354,6 +356,8 @@ final class QueryCache: Sendable {
                 }
             case .failed(let error):
                 slot.error = error
+            case .abandoned:
+                break
             }
             state.slots[ticket.key] = slot
             let shown = Self.snapshot(ticket.key, in: &state, now: now, touch: true)

@@ -6,14 +6,14 @@ extension Client {
     /// length): the wallet shows them held at once; ``capture(_:amount:)`` then charges what the work cost and
     /// returns the rest, ``release(_:)`` returns them all, and an open hold releases itself after `ttl` seconds.
     ///
-    /// A refusal (not enough tokens) rolls the held tokens back and throws
-    /// ``ClientError/insufficientTokens(wallet:quotas:)`` with the server's wallet.
+    /// A refusal (not enough tokens) rolls the held tokens back and throws a ``ClientError`` with the code
+    /// ``ClientError/Code/insufficientTokens`` and the server's wallet.
     /// - Parameter intent: identifies the user's intent, as in ``perform(_:intent:isLongRunning:)``: calls with
     ///   the same intent, amount and ttl are one hold, even across retries and double taps.
     @discardableResult
     public func createHold(_ amount: Int64, ttl: TimeInterval = 300, intent: String? = nil) async throws -> Hold {
-        guard amount > 0 else { throw ClientError.invalidInput("hold amount must be positive") }
-        guard ttl >= 1, ttl <= 86_400 else { throw ClientError.invalidInput("hold ttl must be 1 to 86,400 seconds") }
+        guard amount > 0 else { throw ClientError(.invalidInput, message: "hold amount must be positive") }
+        guard ttl >= 1, ttl <= 86_400 else { throw ClientError(.invalidInput, message: "hold ttl must be 1 to 86,400 seconds") }
         let body = try TallyJSON.encoder().encode(CreateHoldRequest(amount: amount, ttlSeconds: Int(ttl.rounded(.up))))
         let walletQuery = self.walletQuery
         return try await mutate(
@@ -30,7 +30,7 @@ extension Client {
     /// the first answer.
     @discardableResult
     public func capture(_ hold: Hold, amount: Int64) async throws -> Hold {
-        guard amount >= 0, amount <= hold.amount else { throw ClientError.invalidInput("capture amount must be 0 to the held amount") }
+        guard amount >= 0, amount <= hold.amount else { throw ClientError(.invalidInput, message: "capture amount must be 0 to the held amount") }
         let path = try Self.holdPath(hold)
         let body = try TallyJSON.encoder().encode(CaptureHoldRequest(amount: amount))
         let walletQuery = self.walletQuery
@@ -58,7 +58,7 @@ extension Client {
     }
 
     private static func holdPath(_ hold: Hold) throws -> String {
-        guard UUID(uuidString: hold.holdId) != nil else { throw ClientError.invalidInput("hold id") }
+        guard UUID(uuidString: hold.holdId) != nil else { throw ClientError(.invalidInput, message: "hold id") }
         return "/v1/wallet/holds/\(hold.holdId.lowercased())"
     }
 }

@@ -19,7 +19,7 @@ extension Client {
         var path = "/v1/wallet/entries?limit=\(limit)"
         if let cursor {
             guard let escaped = cursor.addingPercentEncoding(withAllowedCharacters: .alphanumerics) else {
-                throw ClientError.invalidInput("cursor")
+                throw ClientError(.invalidInput, message: "cursor")
             }
             path += "&cursor=\(escaped)"
         }

@@ -134,25 +134,27 @@ extension Client {
                     fromDisk: false)
                 outcome = cache.finishFetch(ticket, .value(confirmed))
             }
-        } catch let error as ClientError {
-            cache.finishFetch(ticket, .failed(error))
-            throw error
+        } catch is CancellationError {
+            // Abandoned (every caller left, or the user changed): not a failure of the query.
+            cache.finishFetch(ticket, .abandoned)
+            throw CancellationError()
         } catch {
-            cache.finishFetch(ticket, .failed(.offline))
+            cache.finishFetch(ticket, .failed(.reported(error)))
             throw error
         }
         persist(outcome.stored, key: query.key, isUserData: query.isUserData)
-        guard let value = outcome.value as? Value else { throw ClientError.invalidResponse("no value for \(query.key)") }
+        guard let value = outcome.value as? Value else { throw ClientError(.invalidResponse, message: "no value for \(query.key)") }
         return value
     }
 
+    /// Revalidates `query` in a task no caller waits for; a change of user cancels it if the query is the user's.
     func revalidateInBackground<Value>(_ query: Query<Value>) {
-        Task { _ = try? await self.revalidate(query) }
+        background.start(isUserData: query.isUserData) { [self] in _ = try? await revalidate(query) }
     }
 
     private func refetch(_ keys: [String]) {
         let refetchers = self.refetchers.withLock { all in keys.compactMap { all[$0] } }
-        for refetcher in refetchers { Task { await refetcher(self) } }
+        for refetcher in refetchers { refetcher(self) }
     }
 
     func define<Value>(_ query: Query<Value>) {
@@ -161,7 +163,7 @@ extension Client {
 
     @usableFromInline
     func registerRefetcher<Value>(_ query: Query<Value>) {
-        refetchers.withLock { $0[query.key] = { client in _ = try? await client.revalidate(query) } }
+        refetchers.withLock { $0[query.key] = { client in client.revalidateInBackground(query) } }
     }
 
     @usableFromInline

@@ -10,8 +10,9 @@ extension Client {
 
     /// Performs a metered action. The estimated deduction (a free use, or the action's token price)
     /// shows at once; the wallet and quotas in the server's answer then replace it (confirmed now: fresh), with
-    /// no second request. A refusal rolls back and throws ``ClientError/insufficientTokens(wallet:quotas:)`` or
-    /// ``ClientError/quotaExhausted(wallet:quotas:)`` with the server's state, ready for a paywall.
+    /// no second request. A refusal rolls back and throws a ``ClientError`` with the code
+    /// ``ClientError/Code/insufficientTokens`` or ``ClientError/Code/quotaExhausted`` and the server's wallet and
+    /// quotas, ready for a paywall.
     ///
     /// The estimate needs the price list and, for an action with a free quota, the quotas: the price list is
     /// fetched at ``restore()`` and sign-in and kept on disk; without it (or without the quotas) nothing is
@@ -24,7 +25,7 @@ extension Client {
     public func perform(_ action: String, intent: String? = nil, isLongRunning: Bool = false) async throws -> ActionResult {
         guard let escaped = action.addingPercentEncoding(withAllowedCharacters: .urlPathAllowed.subtracting(["/"])),
             !action.isEmpty
-        else { throw ClientError.invalidInput("action name") }
+        else { throw ClientError(.invalidInput, message: "action name") }
         let walletQuery = self.walletQuery
         let quotasQuery = self.quotasQuery
         let mutation = Mutation<ActionResult>(
@@ -95,12 +96,11 @@ extension Client {
         let walletQuery = self.walletQuery
         let quotasQuery = self.quotasQuery
         return { error in
-            switch error {
-            case .insufficientTokens(let wallet, let quotas), .quotaExhausted(let wallet, let quotas):
-                [wallet.flatMap { Confirmation.of(walletQuery, $0) }, quotas.isEmpty ? nil : Confirmation.of(quotasQuery, QuotaList(items: quotas))]
-                    .compactMap { $0 }
-            default: []
-            }
+            guard error.code == .insufficientTokens || error.code == .quotaExhausted else { return [] }
+            return [
+                error.wallet.flatMap { Confirmation.of(walletQuery, $0) },
+                error.quotas.isEmpty ? nil : Confirmation.of(quotasQuery, QuotaList(items: error.quotas)),
+            ].compactMap { $0 }
         }
     }
 }

@@ -19,8 +19,10 @@ public final class Client: Sendable {
     let writes = Coalescer<String, Data>()
     let scopes = ScopeQueue()
     let userId: Locked<String?>
+    /// Revalidations and refetches no caller waits for; a change of user cancels those of the user who left.
+    let background: BackgroundTasks
     /// Refetchers of observed keys, by key (set by the first typed access).
-    let refetchers = Locked<[String: @Sendable (Client) async -> Void]>([:])
+    let refetchers = Locked<[String: @Sendable (Client) -> Void]>([:])
 
     /// Creates a client; nothing is read or sent until ``restore()`` or a sign-in.
     public init(configuration: ClientConfiguration) {
@@ -35,17 +37,26 @@ public final class Client: Sendable {
         self.cache = cache
         let userId = Locked<String?>(nil)
         self.userId = userId
+        let background = BackgroundTasks()
+        self.background = background
         let persistence = configuration.cacheStore
         session = SessionManager(
             secureStore: configuration.secureStore, clock: configuration.clock, executor: executor
         ) { previous, current in
-            // A different user: nothing of the previous one may stay in memory or on disk.
+            // A different user: nothing of the previous one may stay in memory or on disk, or go on working.
             cache.clear()
-            userId.withLock { $0 = current }
+            background.cancelUserWork()
+            try? Self.adopt(current, userId: userId, cache: cache, persistence: persistence)
             if let previous { try? persistence?.removeAll(userId: previous) }
-            if let current, let entries = try? persistence?.entries(userId: current) {
-                cache.load(entries)
-            }
+        }
+    }
+
+    /// Makes `user` the one whose values are persisted, and shows what the cache store kept for it (stale until
+    /// revalidated). Throws when the store cannot read them.
+    private static func adopt(_ user: String?, userId: Locked<String?>, cache: QueryCache, persistence: (any CacheStore)?) throws {
+        userId.withLock { $0 = user }
+        if let user, let entries = try persistence?.entries(userId: user) {
+            cache.load(entries)
         }
     }
 
@@ -61,10 +72,7 @@ public final class Client: Sendable {
     public func restore() async throws -> SessionUser? {
         preparePriceList()
         guard let user = try await session.restore() else { return nil }
-        userId.withLock { $0 = user.userId }
-        if let entries = try configuration.cacheStore?.entries(userId: user.userId) {
-            cache.load(entries)
-        }
+        try Self.adopt(user.userId, userId: userId, cache: cache, persistence: configuration.cacheStore)
         return user
     }
 
@@ -80,7 +88,7 @@ public final class Client: Sendable {
         return user
     }
 
-    /// Signs in to a linked account; a wrong email or password throws ``ClientError/invalidCredentials``.
+    /// Signs in to a linked account; a wrong email or password throws ``ClientError/Code/invalidCredentials``.
     /// The device's time zone is then set on the user, as at a guest sign-in.
     @discardableResult
     public func signIn(email: String, password: String) async throws -> SessionUser {
@@ -98,8 +106,9 @@ public final class Client: Sendable {
         return me
     }
 
-    /// Signs out: the server session ends, and the session and every cached value, pending answer and persisted
-    /// entry of the user are removed (in the processes sharing the secure store too, at their next request).
+    /// Signs out: the server session ends, and the session and every cached value, pending answer, persisted
+    /// entry and background revalidation of the user are removed (in the processes sharing the secure store too,
+    /// at their next request).
     /// The installation secret stays: it belongs to the device, not the user; so does the price list.
     public func signOut() async { await session.signOut() }
 }

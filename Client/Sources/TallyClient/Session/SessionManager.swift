@@ -101,11 +101,12 @@ actor SessionManager: AccessTokenProvider {
 
     /// Ends the session on the server (best effort) and forgets it here and in the secure store (so in the
     /// processes sharing it too); the previous user's data is cleared. The installation secret stays: it is the
-    /// device's, not the user's.
+    /// device's, not the user's. A refresh still in flight is cancelled: it must not bring the session back.
     func signOut() async {
         if accessToken != nil {
             _ = try? await executor.send(.post("/v1/auth/sign-out"), auth: self)
         }
+        refreshing?.cancel()
         let previous = user?.userId
         do {
             try await exclusive { try secureStore.delete(Self.sessionItem) }
@@ -119,10 +120,10 @@ actor SessionManager: AccessTokenProvider {
     // MARK: AccessTokenProvider
 
     func accessToken() async throws -> String {
-        guard user != nil else { throw ClientError.unauthorized }
+        guard user != nil else { throw ClientError(.unauthorized) }
         if let accessToken, expiresAt.timeIntervalSince(clock.now) > Self.refreshMargin { return accessToken }
         try await refreshOnce(replacing: accessToken)
-        guard let accessToken else { throw ClientError.unauthorized }
+        guard let accessToken else { throw ClientError(.unauthorized) }
         return accessToken
     }
 
@@ -139,11 +140,13 @@ actor SessionManager: AccessTokenProvider {
     }
 
     private func performRefresh(replacing token: String?) async throws {
-        guard user != nil else { throw ClientError.unauthorized }
+        guard user != nil else { throw ClientError(.unauthorized) }
         let previous = user?.userId
         do {
             try await exclusive { try await refreshHoldingLock(replacing: token) }
         } catch {
+            // Cancelled by sign-out, which told the change itself: for the requests waiting, the session is gone.
+            if Task.isCancelled { throw ClientError(.unauthorized) }
             await notify(previous)
             throw error
         }
@@ -156,7 +159,7 @@ actor SessionManager: AccessTokenProvider {
             guard let stored = try readStored() else {
                 // Signed out in a sibling process: so is this one.
                 forgetInMemory()
-                throw ClientError.unauthorized
+                throw ClientError(.unauthorized)
             }
             if let access = stored.accessToken, access != token, let expiry = stored.expiresAt,
                 expiry.timeIntervalSince(clock.now) > Self.refreshMargin
@@ -167,22 +170,22 @@ actor SessionManager: AccessTokenProvider {
             do {
                 let body = try TallyJSON.encoder().encode(RefreshRequest(refreshToken: stored.refreshToken))
                 let response = try await executor.send(.post("/v1/auth/refresh", authenticated: false), body: body, auth: nil)
-                _ = try adopt(try decode(SessionTokens.self, response))
+                try adoptRefreshed(try decode(SessionTokens.self, response))
                 return
-            } catch ClientError.unauthorized {
+            } catch ClientError.Code.unauthorized {
                 // A token replaced in the store meanwhile was refused, not the session: retry with the stored one.
                 if let current = try readStored(), current.refreshToken != stored.refreshToken { continue }
                 if stored.isGuest {
                     // A guest is its installation secret: sign in again as the same account.
-                    _ = try adopt(try await guestTokens())
+                    try adoptRefreshed(try await guestTokens())
                     return
                 }
                 try secureStore.delete(Self.sessionItem)
                 forgetInMemory()
-                throw ClientError.unauthorized
+                throw ClientError(.unauthorized)
             }
         }
-        throw ClientError.unauthorized  // the store kept changing under a writer that does not take the lock
+        throw ClientError(.unauthorized)  // the store kept changing under a writer that does not take the lock
     }
 
     // MARK: State
@@ -210,6 +213,12 @@ actor SessionManager: AccessTokenProvider {
         try write(session)
         take(session)
         return SessionUser(userId: session.userId, isGuest: session.isGuest)
+    }
+
+    /// Stores and uses the tokens a refresh obtained, unless sign-out cancelled it meanwhile (the caller holds the lock).
+    private func adoptRefreshed(_ tokens: SessionTokens) throws {
+        try Task.checkCancellation()
+        _ = try adopt(tokens)
     }
 
     private func take(_ session: Persisted) {

@@ -58,9 +58,10 @@ public final class TestClock: ClientClock {
         for sleeper in woken { sleeper.continuation.resume() }
     }
 
-    /// Waits (yielding, not sleeping) until at least `count` tasks sleep on this clock.
+    /// Waits (yielding, not sleeping) until at least `count` tasks sleep on this clock, or the waiting task is
+    /// cancelled (a test's time limit), so a sleeper that never comes fails the test instead of hanging it.
     public func waitForSleepers(_ count: Int = 1) async {
-        while sleeperCount < count { await Task.yield() }
+        while sleeperCount < count, !Task.isCancelled { await Task.yield() }
     }
 
     /// Suspends until the clock is advanced past `now + seconds`.

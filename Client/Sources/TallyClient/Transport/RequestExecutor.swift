@@ -40,7 +40,7 @@ final class RequestExecutor: Sendable {
             if body != nil { request.headers["Content-Type"] = "application/json" }
             var token: String?
             if endpoint.authenticated {
-                guard let auth else { throw ClientError.unauthorized }
+                guard let auth else { throw ClientError(.unauthorized) }
                 token = try await auth.accessToken()
                 request.headers["Authorization"] = "Bearer \(token!)"
             }
@@ -63,8 +63,10 @@ final class RequestExecutor: Sendable {
                 mapped = Self.error(status: response.status, detail: detail, retryAfter: retryAfter)
             } catch let error as TransportError {
                 metrics.recordRequest(operation: endpoint.operation, status: nil, duration: Self.seconds(since: started))
+                // A transport may report its cancelled request as a lost connection: the caller left, it is not offline.
+                try Task.checkCancellation()
                 failure = .transport(error)
-                mapped = error == .timedOut ? .timedOut : .offline
+                mapped = ClientError(error == .timedOut ? .timedOut : .offline)
             }
             guard let delay = retry.delay(afterAttempt: attempt, failure: failure, safeToRetry: safe, unitRandom: random()) else {
                 throw mapped
@@ -81,15 +83,19 @@ final class RequestExecutor: Sendable {
 
     /// The typed error for an HTTP error status and the server's error body.
     static func error(status: Int, detail: ErrorResponse?, retryAfter: TimeInterval?) -> ClientError {
-        let code = detail?.error.code ?? ErrorCode(rawValue: "http_\(status)")
-        switch (status, code) {
-        case (402, .quotaExhausted): return .quotaExhausted(wallet: detail?.wallet, quotas: detail?.quotas ?? [])
-        case (402, _): return .insufficientTokens(wallet: detail?.wallet, quotas: detail?.quotas ?? [])
-        case (401, .invalidCredentials): return .invalidCredentials
-        case (401, _): return .unauthorized
-        case (429, _): return .rateLimited(retryAfter: retryAfter)
-        default: return .server(status: status, code: code, message: detail?.error.message ?? "HTTP \(status)")
-        }
+        let serverCode = detail?.error.code ?? ErrorCode(rawValue: "http_\(status)")
+        let code: ClientError.Code =
+            switch (status, serverCode) {
+            case (402, .quotaExhausted): .quotaExhausted
+            case (402, _): .insufficientTokens
+            case (401, .invalidCredentials): .invalidCredentials
+            case (401, _): .unauthorized
+            case (429, _): .rateLimited
+            default: .server
+            }
+        return ClientError(
+            code, status: status, serverCode: serverCode, message: detail?.error.message ?? "HTTP \(status)",
+            wallet: detail?.wallet, quotas: detail?.quotas ?? [], retryAfter: retryAfter)
     }
 }
 
@@ -101,9 +107,9 @@ protocol AccessTokenProvider: Sendable {
     func refresh(after token: String) async throws
 }
 
-/// Decodes a server answer; a body that does not match becomes ``ClientError/invalidResponse(_:)``.
+/// Decodes a server answer; a body that does not match is ``ClientError/Code/invalidResponse``.
 func decodeAnswer<T: Decodable>(_ type: T.Type, _ data: Data) throws -> T {
     do { return try TallyJSON.decoder().decode(type, from: data) } catch {
-        throw ClientError.invalidResponse("\(T.self) could not be decoded")
+        throw ClientError(.invalidResponse, message: "\(T.self) could not be decoded")
     }
 }
