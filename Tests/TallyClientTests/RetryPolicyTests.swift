@@ -1,5 +1,6 @@
 import Foundation
 import TallyClient
+import TallyTestSupport
 import Testing
 
 @Suite struct RetryPolicyTests {
