@@ -116,11 +116,12 @@ let package = Package(
             swiftSettings: swiftSettings
         ),
         // What the test targets share: `StoreKind`, the PostgreSQL rule (`postgresURL()`: skipped with a warning without
-        // a database, failed under TALLY_REQUIRE_POSTGRES=1), `ScratchDatabase`, `TallyBinary`, `LedgerInvariants`.
+        // a database, failed under TALLY_REQUIRE_POSTGRES=1), `ScratchDatabase`, `TallyBinary`, `LedgerInvariants`,
+        // `SplitMix64` (the load harness's seeded generator).
         .target(
             name: "TallyTestSupport",
             dependencies: [
-                tallyAPI, "TallyStore", "TallyPostgres",
+                tallyAPI, "TallyStore", "TallyPostgres", "TallyLoad",
                 .product(name: "PostgresNIO", package: "postgres-nio"),
                 .product(name: "Logging", package: "swift-log"),
             ],

@@ -1,17 +1,5 @@
-/// A small seeded random generator (SplitMix64), so a randomized test is reproducible: a failure names the
-/// seed and the inputs that reproduce it.
-public struct SplitMix64: RandomNumberGenerator, Sendable {
-    private var state: UInt64
+import TallyLoad
 
-    /// A generator whose sequence is fixed by `seed`.
-    public init(seed: UInt64) { state = seed }
-
-    /// The next 64 random bits.
-    public mutating func next() -> UInt64 {
-        state &+= 0x9E37_79B9_7F4A_7C15
-        var z = state
-        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
-        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
-        return z ^ (z >> 31)
-    }
-}
+/// The seeded generator of the load harness (SplitMix64), for randomized tests: a failure names the seed and
+/// the inputs that reproduce it.
+public typealias SplitMix64 = SplitMix
