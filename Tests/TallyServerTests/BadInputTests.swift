@@ -66,7 +66,7 @@ struct BadInputTests {
 
     /// One case at a time: 41 servers at once, each with its own PostgreSQL database and pool, outran the
     /// pool's 3-s connect timeout on a loaded machine.
-    @Test("Each malformed request gets its code", .serialized, arguments: StoreKind.allCases, cases)
+    @Test("Each malformed request gets its code", arguments: StoreKind.allCases, cases)
     func rejected(kind: StoreKind, _ testCase: Case) async throws {
         try await LiveServer.with(kind) { server in
             let api = server.connection()

@@ -2,6 +2,7 @@ import Foundation
 import Logging
 import PostgresNIO
 import TallyPostgres
+import TallyStore
 
 /// A PostgreSQL database of its own for one test, created next to the provisioned one and dropped afterwards.
 ///
@@ -26,19 +27,28 @@ public enum ScratchDatabase {
         }
     }
 
-    /// Runs one statement on the base database (the name is generated above, never user input).
+    /// Runs one statement on the base database (the name is generated above, never user input). A store
+    /// answers `unavailable` at once while its connection attempt fails (it may time out after 3 s when the
+    /// whole suite loads both cores), so the statement is tried again, up to five times.
     private static func admin(_ baseURL: String, _ sql: String) async throws {
         var logger = Logger(label: "tally.test.scratch")
         logger.logLevel = .error
-        let store = PostgresStore(configuration: try PostgresStore.configuration(url: baseURL, maximumConnections: 1), logger: logger)
-        try await withThrowingTaskGroup(of: Void.self) { group in
-            group.addTask { try await store.run() }
-            defer { group.cancelAll() }
-            do {
-                try await store.rows(PostgresQuery(unsafeSQL: sql))
-            } catch {
-                throw HarnessError("\(sql): \(String(reflecting: error))")
+        for attempt in 1...5 {
+            let store = PostgresStore(configuration: try PostgresStore.configuration(url: baseURL, maximumConnections: 1), logger: logger)
+            let failure: (any Error)? = try await withThrowingTaskGroup(of: Void.self) { group in
+                group.addTask { try await store.run() }
+                defer { group.cancelAll() }
+                do {
+                    try await store.rows(PostgresQuery(unsafeSQL: sql))
+                    return nil
+                } catch let error as StoreError where error.code == .unavailable && attempt < 5 {
+                    return error
+                } catch {
+                    throw HarnessError("\(sql): \(String(reflecting: error))")
+                }
             }
+            guard failure != nil else { return }
+            try await Task.sleep(for: .milliseconds(500 * attempt))
         }
     }
 }
