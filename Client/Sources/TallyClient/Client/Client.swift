@@ -82,17 +82,18 @@ public final class Client: Sendable {
     /// (``ClientConfiguration/timeZone``), so the free quotas reset at the device's midnight.
     @discardableResult
     public func signInAsGuest() async throws -> SessionUser {
-        let user = try await session.signInAsGuest()
-        preparePriceList()
-        await adoptDeviceTimeZone()
-        return user
+        try await signedIn(session.signInAsGuest())
     }
 
     /// Signs in to a linked account; a wrong email or password throws ``ClientError/Code/invalidCredentials``.
     /// The device's time zone is then set on the user, as at a guest sign-in.
     @discardableResult
     public func signIn(email: String, password: String) async throws -> SessionUser {
-        let user = try await session.signIn(email: email, password: password)
+        try await signedIn(session.signIn(email: email, password: password))
+    }
+
+    /// What follows every sign-in: the price list prepared, the device's time zone set on the user.
+    private func signedIn(_ user: SessionUser) async -> SessionUser {
         preparePriceList()
         await adoptDeviceTimeZone()
         return user
