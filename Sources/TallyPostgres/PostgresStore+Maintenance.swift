@@ -62,7 +62,7 @@ extension PostgresStore {
     /// Locks the wallets of the accounts owning the `limit` oldest expired holds, skipping accounts another
     /// transaction holds (a command on that account releases its holds itself), then releases every
     /// expired hold of the locked accounts.
-    public func expireHolds(now: Date, limit: Int) async throws -> Int {
+    public func expireHolds(now: Date, limit: Int) async throws -> [String: Int] {
         let limit: Int? = limit < 0 ? nil : limit
         return try await transaction { connection in
             let locked = try await connection.rows(
@@ -73,7 +73,7 @@ extension PostgresStore {
                   ORDER BY expires_at LIMIT \(limit)::BIGINT)
                 FOR UPDATE OF w SKIP LOCKED
                 """, logger: logger)
-            guard !locked.isEmpty else { return 0 }
+            guard !locked.isEmpty else { return [:] }
             let users = try locked.map { row in
                 var cells = Cells(row)
                 return try cells.next(String.self)
@@ -103,7 +103,7 @@ extension PostgresStore {
                         createdAt: Date(millis: createdAt), expiresAt: Date(millis: expiresAt)))
             }
             _ = try await Self.expire(holds, wallets: wallets, now: now, on: connection, logger: logger)
-            return holds.count
+            return holds.reduce(into: [:]) { counts, hold in counts[hold.userId, default: 0] += 1 }
         }
     }
 

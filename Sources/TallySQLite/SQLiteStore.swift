@@ -105,16 +105,19 @@ public final class SQLiteStore: MaintenanceStore {
         }
     }
 
-    /// Releases holds expired by `now` of up to `limit` accounts (oldest first); returns how many it released.
-    public func expireHolds(now: Date, limit: Int) async throws -> Int {
+    /// Releases holds expired by `now` of up to `limit` accounts (oldest first); returns how many it released of each.
+    public func expireHolds(now: Date, limit: Int) async throws -> [String: Int] {
         try await write { db in
             let users = try db.fetchValues(String.self, sql: """
                     SELECT DISTINCT user_id FROM (SELECT user_id FROM holds
                     WHERE status = 'open' AND expires_at <= ? ORDER BY expires_at LIMIT ?)
                     """,
                 arguments: [now.millis, limit])
-            var expired = 0
-            for user in users { expired += try self.expireHolds(db, userId: user, now: now) }
+            var expired: [String: Int] = [:]
+            for user in users {
+                let count = try self.expireHolds(db, userId: user, now: now)
+                if count > 0 { expired[user] = count }
+            }
             return expired
         }
     }

@@ -95,8 +95,9 @@ public protocol MaintenanceStore: Sendable {
     func secret(named name: String, orCreate make: @Sendable () -> String) async throws -> String
 
     /// Releases every hold expired by `now` of up to `limit` accounts (those owning the oldest expired
-    /// holds), one account at a time as a command would; returns how many holds it released.
-    func expireHolds(now: Date, limit: Int) async throws -> Int
+    /// holds), one account at a time as a command would; returns how many holds it released of each account
+    /// (user id), so their owners can be told their wallet changed.
+    func expireHolds(now: Date, limit: Int) async throws -> [String: Int]
 
     /// Deletes idempotency records, guest sign-up records and sign-in failures older than the given instants.
     func purge(idempotencyBefore: Date, signupsBefore: Date, signInFailuresBefore: Date) async throws
@@ -108,4 +109,4 @@ public protocol MaintenanceStore: Sendable {
 }
 
 /// Everything the server needs from a database.
-public typealias TallyStorage = IdentityStore & LedgerStore & MaintenanceStore
+public typealias TallyStorage = IdentityStore & LedgerStore & DocumentStore & MaintenanceStore

@@ -12,6 +12,8 @@ public struct StoreError: Error, Sendable, CustomStringConvertible {
             case userNotFound, holdNotFound, holdNotOpen, insufficientTokens, quotaExhausted
             case credentialInUse, alreadyLinked, invalidRefreshToken, refreshTokenReused
             case rateLimited, idempotencyMismatch, idempotencyKeyInUse, invalidInput, unavailable
+            case versionConflict, documentNotFound, documentTooLarge, collectionFull, invalidDocument
+            case clientIdInUse, resyncRequired
         }
         fileprivate let base: Base
         /// The code's name.
@@ -45,6 +47,20 @@ public struct StoreError: Error, Sendable, CustomStringConvertible {
         public static let invalidInput = Code(base: .invalidInput)
         /// The database could not be reached.
         public static let unavailable = Code(base: .unavailable)
+        /// A document precondition (`If-Match`, `If-None-Match: *`, `ifVersion`) failed; see ``StoreError/current``.
+        public static let versionConflict = Code(base: .versionConflict)
+        /// No such live document (a patch or delete of an absent or deleted one).
+        public static let documentNotFound = Code(base: .documentNotFound)
+        /// The document's data is over the collection's `maxDocumentBytes`.
+        public static let documentTooLarge = Code(base: .documentTooLarge)
+        /// The user has the collection's `maxDocuments` live documents.
+        public static let collectionFull = Code(base: .collectionFull)
+        /// The data is not an object, or lacks the collection's range key as a string.
+        public static let invalidDocument = Code(base: .invalidDocument)
+        /// The sync client id belongs to another user.
+        public static let clientIdInUse = Code(base: .clientIdInUse)
+        /// The pull cursor is older than the tombstones kept (or not one of this user's): pull without one.
+        public static let resyncRequired = Code(base: .resyncRequired)
     }
 
     /// The kind of failure.
@@ -53,14 +69,20 @@ public struct StoreError: Error, Sendable, CustomStringConvertible {
     public var state: AccountState?
     /// How long to wait, for `rateLimited`.
     public var retryAfter: TimeInterval?
+    /// The document as it is, for `versionConflict` (`nil`: absent or deleted).
+    public var current: DocumentRecord?
     /// Underlying error, for logs only.
     public var underlying: (any Error)?
 
     /// Creates an error.
-    public init(_ code: Code, state: AccountState? = nil, retryAfter: TimeInterval? = nil, underlying: (any Error)? = nil) {
+    public init(
+        _ code: Code, state: AccountState? = nil, retryAfter: TimeInterval? = nil, current: DocumentRecord? = nil,
+        underlying: (any Error)? = nil
+    ) {
         self.code = code
         self.state = state
         self.retryAfter = retryAfter
+        self.current = current
         self.underlying = underlying
     }
 

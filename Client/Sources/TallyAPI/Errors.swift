@@ -4,11 +4,14 @@ public struct ErrorDetail: Codable, Hashable, Sendable {
     public var code: ErrorCode
     /// Human-readable explanation, safe to log; never contains secrets.
     public var message: String
+    /// On `version_conflict`: the document as it is now (`nil` when it does not exist; the server then sends `null`).
+    public var current: Document?
 
     /// Creates an error detail.
-    public init(code: ErrorCode, message: String) {
+    public init(code: ErrorCode, message: String, current: Document? = nil) {
         self.code = code
         self.message = message
+        self.current = current
     }
 }
 

@@ -20,6 +20,8 @@ public struct TallyServices: Sendable {
     let secrets: RuntimeSecrets
     let sessions: SessionCache
     let metrics: any MetricsFactory
+    /// Where writes announce what they changed (``ChangeNotifier``).
+    let notifier: any ChangeNotifier
 
     init(store: any TallyStorage, clock: any WallClock, configuration: TallyConfiguration, metrics: any MetricsFactory) {
         self.store = store
@@ -33,6 +35,7 @@ public struct TallyServices: Sendable {
         self.secrets = RuntimeSecrets()
         self.sessions = SessionCache(clock: clock)
         self.metrics = metrics
+        self.notifier = SilentNotifier()
     }
 
     /// Installs the token signing keys and loads the IP-hash key shared through the database; run before serving.

@@ -34,8 +34,8 @@ struct Housekeeping: Service {
         // Batches of 100 accounts; bounded so one sweep cannot run forever behind a flood of holds.
         for _ in 0..<100 {
             let batch = try await store.expireHolds(now: now, limit: 100)
-            released += batch
-            if batch == 0 { break }
+            released += batch.values.reduce(0, +)
+            if batch.isEmpty { break }
         }
         try await store.purge(
             idempotencyBefore: now.addingTimeInterval(-Self.idempotencyRetention), signupsBefore: now.addingTimeInterval(-7200),

@@ -1,0 +1,430 @@
+/// Any JSON value: what a synced document's `data` holds.
+///
+/// Numbers keep their literal text, so a 64-bit id or an exact decimal survives a round trip unchanged.
+/// ``parse(_:)`` is strict (RFC 8259, no duplicate keys, bounded nesting) and ``bytes`` is canonical
+/// (compact, object keys sorted by their UTF-8 bytes): two equal values have the same bytes, which is what
+/// the server stores and what a document's size is measured on.
+public enum JSONValue: Sendable, Hashable {
+    /// `null`.
+    case null
+    /// `true` or `false`.
+    case bool(Bool)
+    /// A number, as its JSON literal (for example `42`, `-0.5`, `1e3`).
+    case number(String)
+    /// A string.
+    case string(String)
+    /// An array.
+    case array([JSONValue])
+    /// An object.
+    case object([String: JSONValue])
+
+    /// The deepest nesting of arrays and objects ``parse(_:)`` accepts.
+    public static let maxDepth = 64
+
+    /// A number value from an integer.
+    public static func int(_ value: some BinaryInteger) -> JSONValue { .number(String(value)) }
+
+    /// The object's fields, or `nil` when the value is not an object.
+    public var objectValue: [String: JSONValue]? {
+        if case .object(let fields) = self { return fields }
+        return nil
+    }
+
+    /// The string, or `nil` when the value is not a string.
+    public var stringValue: String? {
+        if case .string(let text) = self { return text }
+        return nil
+    }
+
+    /// The value of a field of an object; `nil` when absent or when the value is not an object.
+    public subscript(key: String) -> JSONValue? { objectValue?[key] }
+
+    /// RFC 7386 JSON Merge Patch: `patch` applied to this value. An object patch sets its fields
+    /// recursively and removes those it sets to `null`; any other patch replaces the value.
+    public func merging(_ patch: JSONValue) -> JSONValue {
+        guard case .object(let changes) = patch else { return patch }
+        var fields = objectValue ?? [:]
+        for (key, change) in changes {
+            if change == .null {
+                fields.removeValue(forKey: key)
+            } else {
+                fields[key] = (fields[key] ?? .null).merging(change)
+            }
+        }
+        return .object(fields)
+    }
+
+    /// The merge patch that turns `old` into `new` (`old.merging(patch) == new`): only changed fields, removed
+    /// fields as `null`. Not defined for a `new` holding `null` inside an object (merge patch cannot set a
+    /// field to `null`); such fields are left out.
+    public static func mergePatch(from old: JSONValue, to new: JSONValue) -> JSONValue {
+        guard case .object(let before) = old, case .object(let after) = new else { return new }
+        var patch: [String: JSONValue] = [:]
+        for (key, value) in after where before[key] != value && value != .null {
+            patch[key] = before[key].map { mergePatch(from: $0, to: value) } ?? value.removingNullFields
+        }
+        for key in before.keys where after[key] == nil || after[key] == .null {
+            if before[key] != .null { patch[key] = .null }
+        }
+        return .object(patch)
+    }
+
+    private var removingNullFields: JSONValue {
+        guard case .object(let fields) = self else { return self }
+        return .object(fields.filter { $0.value != .null }.mapValues(\.removingNullFields))
+    }
+}
+
+// MARK: - Parsing
+
+/// Why bytes are not one JSON value ``JSONValue/parse(_:)`` accepts.
+public struct JSONParseError: Error, Hashable, Sendable, CustomStringConvertible {
+    /// What is wrong, and where (a byte offset).
+    public var description: String
+    init(_ description: String) { self.description = description }
+}
+
+extension JSONValue {
+    /// Parses one JSON value (RFC 8259) surrounded by optional whitespace. Refuses invalid UTF-8, lone
+    /// surrogates, duplicate object keys and nesting deeper than ``maxDepth``.
+    public static func parse(_ bytes: some Collection<UInt8>) throws(JSONParseError) -> JSONValue {
+        let array = Array(bytes)
+        return try array.withUnsafeBufferPointer { buffer throws(JSONParseError) in
+            var parser = JSONParser(bytes: buffer)
+            return try parser.document()
+        }
+    }
+
+    /// Parses JSON text.
+    public static func parse(_ text: String) throws(JSONParseError) -> JSONValue { try parse(Array(text.utf8)) }
+}
+
+private struct JSONParser {
+    let bytes: UnsafeBufferPointer<UInt8>
+    var index = 0
+    var depth = 0
+
+    mutating func document() throws(JSONParseError) -> JSONValue {
+        let value = try self.value()
+        skipWhitespace()
+        guard index == bytes.count else { throw fail("unexpected text after the value") }
+        return value
+    }
+
+    func fail(_ what: String) -> JSONParseError { JSONParseError("\(what) at byte \(index)") }
+
+    mutating func skipWhitespace() {
+        while index < bytes.count {
+            switch bytes[index] {
+            case 0x20, 0x0A, 0x0D, 0x09: index += 1
+            default: return
+            }
+        }
+    }
+
+    mutating func value() throws(JSONParseError) -> JSONValue {
+        skipWhitespace()
+        guard index < bytes.count else { throw fail("unexpected end") }
+        switch bytes[index] {
+        case UInt8(ascii: "{"): return try object()
+        case UInt8(ascii: "["): return try array()
+        case UInt8(ascii: "\""): return .string(try string())
+        case UInt8(ascii: "t"): try literal("true"); return .bool(true)
+        case UInt8(ascii: "f"): try literal("false"); return .bool(false)
+        case UInt8(ascii: "n"): try literal("null"); return .null
+        case UInt8(ascii: "-"), UInt8(ascii: "0")...UInt8(ascii: "9"): return .number(try number())
+        default: throw fail("unexpected character")
+        }
+    }
+
+    mutating func literal(_ word: StaticString) throws(JSONParseError) {
+        let count = word.utf8CodeUnitCount
+        guard index + count <= bytes.count else { throw fail("unexpected end") }
+        for offset in 0..<count where bytes[index + offset] != word.utf8Start[offset] { throw fail("unexpected character") }
+        index += count
+    }
+
+    mutating func enter() throws(JSONParseError) {
+        depth += 1
+        guard depth <= JSONValue.maxDepth else { throw fail("nesting deeper than \(JSONValue.maxDepth)") }
+    }
+
+    mutating func object() throws(JSONParseError) -> JSONValue {
+        try enter()
+        index += 1
+        var fields: [String: JSONValue] = [:]
+        skipWhitespace()
+        if index < bytes.count, bytes[index] == UInt8(ascii: "}") {
+            index += 1
+            depth -= 1
+            return .object(fields)
+        }
+        while true {
+            skipWhitespace()
+            guard index < bytes.count, bytes[index] == UInt8(ascii: "\"") else { throw fail("expected a key") }
+            let key = try string()
+            skipWhitespace()
+            guard index < bytes.count, bytes[index] == UInt8(ascii: ":") else { throw fail("expected ':'") }
+            index += 1
+            let value = try self.value()
+            guard fields.updateValue(value, forKey: key) == nil else { throw fail("duplicate key") }
+            skipWhitespace()
+            guard index < bytes.count else { throw fail("unexpected end") }
+            if bytes[index] == UInt8(ascii: ",") {
+                index += 1
+            } else if bytes[index] == UInt8(ascii: "}") {
+                index += 1
+                depth -= 1
+                return .object(fields)
+            } else {
+                throw fail("expected ',' or '}'")
+            }
+        }
+    }
+
+    mutating func array() throws(JSONParseError) -> JSONValue {
+        try enter()
+        index += 1
+        var items: [JSONValue] = []
+        skipWhitespace()
+        if index < bytes.count, bytes[index] == UInt8(ascii: "]") {
+            index += 1
+            depth -= 1
+            return .array(items)
+        }
+        while true {
+            items.append(try value())
+            skipWhitespace()
+            guard index < bytes.count else { throw fail("unexpected end") }
+            if bytes[index] == UInt8(ascii: ",") {
+                index += 1
+            } else if bytes[index] == UInt8(ascii: "]") {
+                index += 1
+                depth -= 1
+                return .array(items)
+            } else {
+                throw fail("expected ',' or ']'")
+            }
+        }
+    }
+
+    mutating func number() throws(JSONParseError) -> String {
+        let start = index
+        if bytes[index] == UInt8(ascii: "-") { index += 1 }
+        guard index < bytes.count, isDigit(bytes[index]) else { throw fail("malformed number") }
+        if bytes[index] == UInt8(ascii: "0") {
+            index += 1
+        } else {
+            while index < bytes.count, isDigit(bytes[index]) { index += 1 }
+        }
+        if index < bytes.count, bytes[index] == UInt8(ascii: ".") {
+            index += 1
+            guard index < bytes.count, isDigit(bytes[index]) else { throw fail("malformed number") }
+            while index < bytes.count, isDigit(bytes[index]) { index += 1 }
+        }
+        if index < bytes.count, bytes[index] == UInt8(ascii: "e") || bytes[index] == UInt8(ascii: "E") {
+            index += 1
+            if index < bytes.count, bytes[index] == UInt8(ascii: "+") || bytes[index] == UInt8(ascii: "-") { index += 1 }
+            guard index < bytes.count, isDigit(bytes[index]) else { throw fail("malformed number") }
+            while index < bytes.count, isDigit(bytes[index]) { index += 1 }
+        }
+        return String(decoding: UnsafeBufferPointer(rebasing: bytes[start..<index]), as: UTF8.self)
+    }
+
+    func isDigit(_ byte: UInt8) -> Bool { byte >= UInt8(ascii: "0") && byte <= UInt8(ascii: "9") }
+
+    /// A string starting at the opening quote; validates UTF-8 and escapes.
+    mutating func string() throws(JSONParseError) -> String {
+        index += 1
+        let start = index
+        // Fast path: no escapes.
+        while index < bytes.count {
+            let byte = bytes[index]
+            if byte == UInt8(ascii: "\"") {
+                let raw = UnsafeBufferPointer(rebasing: bytes[start..<index])
+                index += 1
+                guard let text = validUTF8(raw) else { throw fail("invalid UTF-8 in a string") }
+                return text
+            }
+            if byte == UInt8(ascii: "\\") { break }
+            guard byte >= 0x20 else { throw fail("control character in a string") }
+            index += 1
+        }
+        var scalars = Array(UnsafeBufferPointer(rebasing: bytes[start..<index]))
+        while index < bytes.count {
+            let byte = bytes[index]
+            switch byte {
+            case UInt8(ascii: "\""):
+                index += 1
+                guard let text = scalars.withUnsafeBufferPointer(validUTF8) else { throw fail("invalid UTF-8 in a string") }
+                return text
+            case UInt8(ascii: "\\"):
+                index += 1
+                guard index < bytes.count else { throw fail("unexpected end") }
+                let escape = bytes[index]
+                index += 1
+                switch escape {
+                case UInt8(ascii: "\""): scalars.append(0x22)
+                case UInt8(ascii: "\\"): scalars.append(0x5C)
+                case UInt8(ascii: "/"): scalars.append(0x2F)
+                case UInt8(ascii: "b"): scalars.append(0x08)
+                case UInt8(ascii: "f"): scalars.append(0x0C)
+                case UInt8(ascii: "n"): scalars.append(0x0A)
+                case UInt8(ascii: "r"): scalars.append(0x0D)
+                case UInt8(ascii: "t"): scalars.append(0x09)
+                case UInt8(ascii: "u"):
+                    var code = try hex4()
+                    if (0xD800...0xDBFF).contains(code) {
+                        guard index + 1 < bytes.count, bytes[index] == UInt8(ascii: "\\"), bytes[index + 1] == UInt8(ascii: "u")
+                        else { throw fail("lone surrogate") }
+                        index += 2
+                        let low = try hex4()
+                        guard (0xDC00...0xDFFF).contains(low) else { throw fail("lone surrogate") }
+                        code = 0x10000 + ((code - 0xD800) << 10) + (low - 0xDC00)
+                    } else if (0xDC00...0xDFFF).contains(code) {
+                        throw fail("lone surrogate")
+                    }
+                    guard let scalar = Unicode.Scalar(code) else { throw fail("invalid escape") }
+                    scalars.append(contentsOf: UTF8.encode(scalar)!)
+                default: throw fail("invalid escape")
+                }
+            default:
+                guard byte >= 0x20 else { throw fail("control character in a string") }
+                scalars.append(byte)
+                index += 1
+            }
+        }
+        throw fail("unterminated string")
+    }
+
+    /// The text of `raw`, or `nil` when it is not valid UTF-8 (`String(validating:)` needs iOS 18).
+    func validUTF8(_ raw: UnsafeBufferPointer<UInt8>) -> String? {
+        let text = String(decoding: raw, as: UTF8.self)
+        return text.utf8.elementsEqual(raw) ? text : nil
+    }
+
+    mutating func hex4() throws(JSONParseError) -> UInt32 {
+        guard index + 4 <= bytes.count else { throw fail("unexpected end") }
+        var code: UInt32 = 0
+        for _ in 0..<4 {
+            let byte = bytes[index]
+            let digit: UInt32
+            switch byte {
+            case UInt8(ascii: "0")...UInt8(ascii: "9"): digit = UInt32(byte - UInt8(ascii: "0"))
+            case UInt8(ascii: "a")...UInt8(ascii: "f"): digit = UInt32(byte - UInt8(ascii: "a") + 10)
+            case UInt8(ascii: "A")...UInt8(ascii: "F"): digit = UInt32(byte - UInt8(ascii: "A") + 10)
+            default: throw fail("invalid \\u escape")
+            }
+            code = code << 4 | digit
+            index += 1
+        }
+        return code
+    }
+}
+
+// MARK: - Canonical bytes
+
+extension JSONValue {
+    /// The canonical JSON text: compact, object keys sorted by their UTF-8 bytes, strings escaped only
+    /// where JSON requires it. Equal values have equal bytes.
+    public var bytes: [UInt8] {
+        var out: [UInt8] = []
+        out.reserveCapacity(128)
+        write(to: &out)
+        return out
+    }
+
+    /// The canonical JSON text as a string.
+    public var text: String { String(decoding: bytes, as: UTF8.self) }
+
+    /// Appends the canonical JSON text to `out`.
+    public func write(to out: inout [UInt8]) {
+        switch self {
+        case .null: out.append(contentsOf: [0x6E, 0x75, 0x6C, 0x6C])
+        case .bool(true): out.append(contentsOf: [0x74, 0x72, 0x75, 0x65])
+        case .bool(false): out.append(contentsOf: [0x66, 0x61, 0x6C, 0x73, 0x65])
+        case .number(let literal): out.append(contentsOf: literal.utf8)
+        case .string(let text): Self.writeString(text, to: &out)
+        case .array(let items):
+            out.append(UInt8(ascii: "["))
+            for (offset, item) in items.enumerated() {
+                if offset > 0 { out.append(UInt8(ascii: ",")) }
+                item.write(to: &out)
+            }
+            out.append(UInt8(ascii: "]"))
+        case .object(let fields):
+            out.append(UInt8(ascii: "{"))
+            for (offset, key) in fields.keys.sorted(by: { $0.utf8.lexicographicallyPrecedes($1.utf8) }).enumerated() {
+                if offset > 0 { out.append(UInt8(ascii: ",")) }
+                Self.writeString(key, to: &out)
+                out.append(UInt8(ascii: ":"))
+                fields[key]!.write(to: &out)
+            }
+            out.append(UInt8(ascii: "}"))
+        }
+    }
+
+    /// Appends `text` as a JSON string: `"` and `\` and control characters escaped, nothing else.
+    public static func writeString(_ text: String, to out: inout [UInt8]) {
+        out.append(UInt8(ascii: "\""))
+        for byte in text.utf8 {
+            switch byte {
+            case UInt8(ascii: "\""): out.append(contentsOf: [0x5C, 0x22])
+            case UInt8(ascii: "\\"): out.append(contentsOf: [0x5C, 0x5C])
+            case 0x0A: out.append(contentsOf: [0x5C, UInt8(ascii: "n")])
+            case 0x0D: out.append(contentsOf: [0x5C, UInt8(ascii: "r")])
+            case 0x09: out.append(contentsOf: [0x5C, UInt8(ascii: "t")])
+            case 0..<0x20:
+                let hex = Array("0123456789abcdef".utf8)
+                out.append(contentsOf: [0x5C, UInt8(ascii: "u"), 0x30, 0x30, hex[Int(byte >> 4)], hex[Int(byte & 0xF)]])
+            default: out.append(byte)
+            }
+        }
+        out.append(UInt8(ascii: "\""))
+    }
+}
+
+// MARK: - Codable
+
+extension JSONValue: Codable {
+    /// Decodes any JSON value. Numbers become their shortest literal (integers exactly, others through `Double`).
+    public init(from decoder: any Decoder) throws {
+        let container = try decoder.singleValueContainer()
+        if container.decodeNil() {
+            self = .null
+        } else if let value = try? container.decode(Bool.self) {
+            self = .bool(value)
+        } else if let value = try? container.decode(Int64.self) {
+            self = .number(String(value))
+        } else if let value = try? container.decode(Double.self) {
+            guard value.isFinite else {
+                throw DecodingError.dataCorruptedError(in: container, debugDescription: "a JSON number must be finite")
+            }
+            self = .number(value == value.rounded() && abs(value) < 1e15 ? String(Int64(value)) : String(value))
+        } else if let value = try? container.decode(String.self) {
+            self = .string(value)
+        } else if let value = try? container.decode([JSONValue].self) {
+            self = .array(value)
+        } else {
+            self = .object(try container.decode([String: JSONValue].self))
+        }
+    }
+
+    /// Encodes the value; numbers as integers when their literal is one, else as `Double`.
+    public func encode(to encoder: any Encoder) throws {
+        var container = encoder.singleValueContainer()
+        switch self {
+        case .null: try container.encodeNil()
+        case .bool(let value): try container.encode(value)
+        case .number(let literal):
+            if let integer = Int64(literal) {
+                try container.encode(integer)
+            } else {
+                try container.encode(Double(literal) ?? 0)
+            }
+        case .string(let value): try container.encode(value)
+        case .array(let items): try container.encode(items)
+        case .object(let fields): try container.encode(fields)
+        }
+    }
+}
