@@ -9,6 +9,12 @@ public struct ServerSentEvent: Sendable, Hashable {
     public var name: String
     /// The `data:` lines, joined with newlines.
     public var data: String
+
+    /// Creates an event.
+    public init(name: String, data: String) {
+        self.name = name
+        self.data = data
+    }
 }
 
 /// Splits a `text/event-stream` body into events (the WHATWG rules that matter here: `event:` and `data:`
