@@ -198,11 +198,3 @@ struct PostgresDocumentsTests {
         }
     }
 }
-
-extension MutationResult {
-    /// The version written, for an applied mutation.
-    fileprivate var appliedVersion: Int64? {
-        if case .applied(let record) = self { return record.version }
-        return nil
-    }
-}
