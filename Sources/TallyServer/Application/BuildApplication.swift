@@ -64,7 +64,9 @@ public func buildApplication(
     let ready = StartupGate()
     let listenersReady = StartupGate()
     services.append(
-        Housekeeping(store: store, clock: clock, interval: configuration.housekeepingInterval, logger: logger, ready: ready))
+        Housekeeping(
+            store: store, clock: clock, interval: configuration.housekeepingInterval, logger: logger, ready: ready,
+            tombstoneRetention: configuration.sync.tombstoneRetention))
     let ports = PortsReport(onServerRunning)
     let connections = configuration.connections
 
@@ -140,6 +142,8 @@ func buildRouter(services: TallyServices) -> Router<TallyRequestContext> {
     identity.addRoutes(to: user)
     WalletController(services: services).addRoutes(to: user)
     metering.addRoutes(to: user)
+    CollectionsController(services: services).addRoutes(to: user)
+    SyncController(services: services).addRoutes(to: user)
     return router
 }
 

@@ -22,6 +22,8 @@ public struct TallyServices: Sendable {
     let metrics: any MetricsFactory
     /// Where writes announce what they changed (``ChangeNotifier``).
     let notifier: any ChangeNotifier
+    /// The synced collections the configuration declares.
+    let collections: DeclaredCollections
 
     init(store: any TallyStorage, clock: any WallClock, configuration: TallyConfiguration, metrics: any MetricsFactory) {
         self.store = store
@@ -36,6 +38,7 @@ public struct TallyServices: Sendable {
         self.sessions = SessionCache(clock: clock)
         self.metrics = metrics
         self.notifier = SilentNotifier()
+        self.collections = DeclaredCollections(configuration.sync.collections)
     }
 
     /// Installs the token signing keys and loads the IP-hash key shared through the database; run before serving.
