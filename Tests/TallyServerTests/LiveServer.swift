@@ -20,6 +20,8 @@ struct LiveServer: Sendable {
     let adminPort: Int
     let clock: ManualClock
     let adminKey: String
+    /// The running server's services (tests of what route handlers call, e.g. the change notifier).
+    let services: TallyServices
 
     /// A new HTTP connection to the server (and, on first use, one to its admin listener).
     func connection() -> APIConnection { APIConnection(port: port, adminPort: adminPort, adminKey: adminKey) }
@@ -79,9 +81,11 @@ struct LiveServer: Sendable {
             return logger
         }()
         let (ports, continuation) = AsyncStream.makeStream(of: ListenerPorts.self)
-        let app = try buildApplication(configuration: configuration, clock: clock, logger: logger) { ports in
-            continuation.yield(ports)
-        }
+        var built: TallyServices?
+        let app = try buildApplication(
+            configuration: configuration, clock: clock, logger: logger, onServerRunning: { ports in continuation.yield(ports) },
+            configureRouter: { _, services in built = services })
+        guard let services = built else { throw HarnessError("buildApplication did not hand over its services") }
         let adminKey = configuration.adminKey!
         return try await withThrowingTaskGroup(of: Void.self) { group in
             let serviceGroup = ServiceGroup(configuration: .init(services: [app], logger: logger))
@@ -96,7 +100,8 @@ struct LiveServer: Sendable {
                 throw CancellationError()
             }
             do {
-                let value = try await body(LiveServer(port: bound.port, adminPort: bound.adminPort, clock: clock, adminKey: adminKey))
+                let value = try await body(
+                    LiveServer(port: bound.port, adminPort: bound.adminPort, clock: clock, adminKey: adminKey, services: services))
                 await serviceGroup.triggerGracefulShutdown()
                 return value
             } catch {
