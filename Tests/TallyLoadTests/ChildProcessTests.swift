@@ -87,6 +87,26 @@ struct ChildProcessTests {
         }
     }
 
+    @Test("wait() holds no thread: with more waiters than the cooperative pool has threads, the task that ends the child still runs")
+    func waitingHoldsNoThread() async throws {
+        let cat = try ChildProcess("/bin/cat", environment: [:], standardInput: .pipe)
+        // Should waiting hold threads, nothing would run the ending task: a thread outside the pool kills the child.
+        let done = DispatchSemaphore(value: 0)
+        Thread { if done.wait(timeout: .now() + 20) == .timedOut { cat.kill() } }.start()
+        defer { done.signal() }
+        let waiters = ProcessInfo.processInfo.activeProcessorCount * 4
+        let ended = await withTaskGroup(of: ChildProcess.Termination.self) { group in
+            for _ in 0..<waiters { group.addTask { await cat.wait() } }
+            group.addTask {
+                try? await Task.sleep(for: .milliseconds(100))  // the waiters first
+                cat.closeInput()
+                return await cat.wait()
+            }
+            return await group.reduce(into: []) { $0.append($1) }
+        }
+        #expect(ended == Array(repeating: .exited(0), count: waiters + 1))
+    }
+
     @Test("The child starts with no signal blocked or ignored, even when this process ignores one and the spawning thread blocks it")
     func signalsAreReset() async throws {
         var blocked = sigset_t()

@@ -104,6 +104,8 @@ public final class ChildProcess: Sendable {
         Thread { exit.reap(pid) }.start()
     }
 
+    deinit { closeInput() }
+
     /// `posix_spawn`s `executable` with standard input from `input` (else `/dev/null`) and standard output and
     /// error to `outputs`; its process id.
     private static func spawn(
@@ -166,8 +168,6 @@ public final class ChildProcess: Sendable {
         guard result == 0 else { throw Failure(description: "\(call) failed: \(Self.message(result))") }
     }
 
-    deinit { closeInput() }
-
     /// A pipe for the child's standard input, both ends close-on-exec.
     private static func inputPipe() throws -> (readEnd: Int32, writeEnd: Int32) {
         var ends: [Int32] = [-1, -1]
@@ -202,8 +202,8 @@ public final class ChildProcess: Sendable {
 
     /// Writes `text` (UTF-8) to the child's standard input, blocking while the pipe is full.
     ///
-    /// - Throws: ``Failure`` without an input pipe (``Input/pipe``) or after ``closeInput()``; the `Errno` of a
-    ///   failed write. As with any pipe, writing after the child closed its end raises SIGPIPE.
+    /// - Throws: ``Failure`` without an input pipe (``Input/pipe``), after ``closeInput()``, or when the write
+    ///   fails. As with any pipe, writing after the child closed its end raises SIGPIPE.
     public func writeInput(_ text: String) throws {
         try input.withLock { writeEnd in
             guard let writeEnd else { throw Failure(description: "the standard input of \(processIdentifier) is not an open pipe") }
