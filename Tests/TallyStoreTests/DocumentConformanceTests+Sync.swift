@@ -79,6 +79,7 @@ extension DocumentConformanceTests {
                 mutation(4, notes, "missing", .delete),
                 mutation(5, notes, "missing", .put(try json(#"{"n":3}"#)), ifVersion: 2),
                 mutation(6, notes, "b", .put(try json(#"{"n":4}"#))),
+                mutation(7, notes, "b", .delete, ifVersion: 1),
             ]
             let outcome = try await f.store.push(userId: user, clientId: client, mutations: batch, now: f.now)
             #expect(
@@ -86,14 +87,35 @@ extension DocumentConformanceTests {
                     .conflict(current: existing), .rejected(.documentTooLarge, state: nil), .rejected(.invalidDocument, state: nil),
                     .rejected(.documentNotFound, state: nil), .conflict(current: nil),
                     .applied(try record(notes, "b", #"{"n":4}"#, version: 2, at: f.now)),
+                    .conflict(current: try record(notes, "b", #"{"n":4}"#, version: 2, at: f.now)),
                 ], "[\(kind)] \(outcome.results)")
-            #expect(outcome.lastMutationId == 6, "[\(kind)]")
+            #expect(outcome.lastMutationId == 7, "[\(kind)] the last mutation, a conflict, is taken")
             #expect(try await f.allChanges(user, after: 0).changes.map(\.id) == ["a", "b"], "[\(kind)] a refusal wrote")
             // Final: the same batch again is all duplicates, even though mutation 5 could now apply.
             try await f.delete(user, notes, "b")
             let again = try await f.store.push(userId: user, clientId: client, mutations: batch, now: f.now)
-            #expect(again.results == Array(repeating: .duplicate, count: 6) && again.lastMutationId == 6, "[\(kind)]")
+            #expect(again.results == Array(repeating: .duplicate, count: 7) && again.lastMutationId == 7, "[\(kind)]")
             #expect(try await f.store.document(userId: user, collection: "small", id: "big") == nil, "[\(kind)]")
+        }
+    }
+
+    @Test("push: maxDocuments counts the creates and deletes earlier in the same push", arguments: StoreKind.allCases)
+    func pushFillsCollection(kind: StoreKind) async throws {
+        try await withFixture(kind) { f in
+            let user = try await f.newUser()
+            try await f.put(user, small, "s1", "{}")
+            let empty = DocumentMutation.Operation.put(.object([:]))
+            let batch = [
+                mutation(1, small, "s2", empty), mutation(2, small, "s3", empty), mutation(3, small, "s4", empty),
+                mutation(4, small, "s1", .delete), mutation(5, small, "s4", empty), mutation(6, small, "s5", empty),
+                mutation(7, small, "s2", .delete), mutation(8, small, "s2", .delete), mutation(9, small, "s5", empty),
+            ]
+            let outcome = try await f.store.push(userId: user, clientId: randomId("client-"), mutations: batch, now: f.now)
+            let full = MutationResult.rejected(.collectionFull, state: nil)
+            #expect(outcome.results.map(\.appliedVersion) == [2, 3, nil, 4, 5, nil, 6, nil, 7], "[\(kind)] \(outcome.results)")
+            #expect(outcome.results[2] == full && outcome.results[5] == full, "[\(kind)]")
+            #expect(outcome.results[7] == .rejected(.documentNotFound, state: nil), "[\(kind)]")
+            #expect(try await f.allDocuments(user, small.name).map(\.id) == ["s3", "s4", "s5"], "[\(kind)]")
         }
     }
 
