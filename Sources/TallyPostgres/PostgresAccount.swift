@@ -157,10 +157,20 @@ extension PostgresStore {
 
     /// A new ledger entry id.
     func nextEntryId(on connection: PooledConnection) async throws -> Int64 {
-        let rows = try await connection.rows("SELECT nextval('ledger_entries_id_seq')", logger: logger)
-        guard let row = rows.first else { throw PostgresFailure(kind: "no id from the ledger sequence") }
-        var cells = Cells(row)
-        return try cells.next(Int64.self)
+        guard let id = try await nextEntryIds(1, on: connection).first else {
+            throw PostgresFailure(kind: "no id from the ledger sequence")
+        }
+        return id
+    }
+
+    /// `count` new ledger entry ids, in ascending order (for entries appended in that order).
+    func nextEntryIds(_ count: Int, on connection: PooledConnection) async throws -> [Int64] {
+        let rows = try await connection.rows(
+            "SELECT nextval('ledger_entries_id_seq') FROM generate_series(1, \(Int64(count)))", logger: logger)
+        return try rows.map { row in
+            var cells = Cells(row)
+            return try cells.next(Int64.self)
+        }.sorted()
     }
 
     /// Reads the account's state and releases its expired holds, under the wallet lock: the slow path of

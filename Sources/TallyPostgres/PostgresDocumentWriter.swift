@@ -54,8 +54,10 @@ struct DocumentWriter {
     private var countChanges: [String: Int] = [:]
     /// The sync client: its id and last mutation id as read.
     private let client: (id: String, lastMutationId: Int64)?
-    /// Whether this transaction holds the wallet's row lock.
-    private var walletLocked = false
+    /// The account as the last charge left it (read once, after the wallet's row lock).
+    private var account: LockedAccount?
+    /// Ledger entry ids taken for the charges to come, in ascending order.
+    private var entryIds: [Int64] = []
     /// The account after the last charge, if a mutation charged it.
     private(set) var charged: AccountState?
 
@@ -195,18 +197,32 @@ struct DocumentWriter {
     }
 
     /// Performs `command` on the ledger's locking path in this transaction: the wallet locked (after the sync
-    /// state), planned from the account as read under the lock, applied; a refusal throws with the state and
-    /// writes nothing. This process's compare-and-set cache forgets the account, as ``PostgresStore/execute(_:idempotency:now:render:)`` does.
+    /// state) and the account read once, each charge planned from the account as the previous one left it
+    /// and applied; a refusal throws with the state and writes nothing. Entry ids are taken
+    /// ``entryIdsPerRead`` at a time. This process's compare-and-set cache forgets the account, as
+    /// ``PostgresStore/execute(_:idempotency:now:render:)`` does.
     private mutating func charge(_ command: Command) async throws {
-        if !walletLocked {
+        var account: LockedAccount
+        if let known = self.account {
+            account = known
+        } else {
             guard try await store.lockWallet(userId: userId, on: connection) else { throw StoreError(.userNotFound) }
-            walletLocked = true
             store.accounts.remove(userId)
+            account = try await store.lockedAccount(for: command, now: now, on: connection)
         }
-        let planned = try await store.planLocked(command, now: now, on: connection)
+        if command.mayAppend, account.entryId == nil {
+            if entryIds.isEmpty { entryIds = try await store.nextEntryIds(Self.entryIdsPerRead, on: connection) }
+            account.entryId = entryIds.removeFirst()
+        }
+        self.account = account
+        let planned = try await store.planLocked(command, from: account, now: now, on: connection)
         try await store.apply(planned.plan, to: planned.account, remembering: nil, now: now, on: connection)
+        self.account = planned.applied
         charged = planned.outcome.state
     }
+
+    /// How many entry ids a push's charges take from the sequence at once (those left unused are skipped ids).
+    static let entryIdsPerRead = 32
 
     /// Writes every document taken, the user's new version and, with a client, its last mutation id, in one
     /// statement; nothing when nothing changed.

@@ -41,7 +41,8 @@ extension PostgresStore {
             } else {
                 guard try await lockWallet(userId: userId, on: connection) else { throw StoreError(.userNotFound) }
             }
-            let planned = try await planLocked(command, now: now, on: connection)
+            let planned = try await planLocked(
+                command, from: try await lockedAccount(for: command, now: now, on: connection), now: now, on: connection)
             let outcome = planned.outcome
             let response: StoredResponse
             do {
@@ -55,18 +56,27 @@ extension PostgresStore {
         }
     }
 
-    /// The locking path's plan, for a transaction that holds the account's wallet row lock: reads the account
-    /// (``lockedAccount(userId:holdId:allocateEntryId:now:on:)``), releases its expired holds, plans the
-    /// command (a refusal throws with the account's state) and takes an entry id when the plan appends one.
-    /// ``apply(_:to:remembering:now:on:)`` writes it. Commands and document writes that charge a metered
-    /// collection's action (`PostgresStore+Documents.swift`) plan this way.
-    func planLocked(_ command: Command, now: Date, on connection: PooledConnection) async throws -> LockedPlan {
+    /// The account `command` plans from, for a transaction that holds its wallet row lock: read
+    /// (``lockedAccount(userId:holdId:allocateEntryId:now:on:)``) with its expired holds released.
+    func lockedAccount(for command: Command, now: Date, on connection: PooledConnection) async throws -> LockedAccount {
         let allocate = command.mayAppend
         guard
             var account = try await lockedAccount(
                 userId: command.userId, holdId: command.settledHoldId, allocateEntryId: allocate, now: now, on: connection)
         else { throw StoreError(.userNotFound) }
         try await releaseExpired(&account, allocateEntryId: allocate, now: now, on: connection)
+        return account
+    }
+
+    /// The locking path's plan of `command` from `account` (as read under the wallet lock, or as this
+    /// transaction's previous plan left it: ``LockedPlan/applied``): a refusal throws with the account's
+    /// state, and an entry id is taken when the plan appends an entry and the account has none at hand.
+    /// ``apply(_:to:remembering:now:on:)`` writes it. Commands and the charges of metered collections
+    /// (``DocumentWriter``) plan this way.
+    func planLocked(_ command: Command, from account: LockedAccount, now: Date, on connection: PooledConnection) async throws
+        -> LockedPlan
+    {
+        var account = account
         let state = account.state
         let plan = try LedgerPlanner.plan(command, state: state, hold: account.hold, now: now)
         if plan.entry != nil, account.entryId == nil { account.entryId = try await nextEntryId(on: connection) }
@@ -80,4 +90,14 @@ struct LockedPlan {
     var account: LockedAccount
     var plan: LedgerPlan
     var outcome: CommandOutcome
+
+    /// The account as ``PostgresStore/apply(_:to:remembering:now:on:)`` leaves it, for the next plan of the
+    /// same transaction: profile, wallet and counters moved, its entry id used (a command that names no hold).
+    var applied: LockedAccount {
+        var after = account
+        (after.user, after.wallet, after.counters, after.installation) =
+            (outcome.state.user, outcome.state.wallet, outcome.state.counters, outcome.state.installation)
+        if plan.entry != nil { after.entryId = nil }
+        return after
+    }
 }
