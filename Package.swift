@@ -90,6 +90,8 @@ let package = Package(
             ],
             swiftSettings: swiftSettings
         ),
+        // `pipe2` and `posix_spawn_file_actions_addclosefrom_np` for TallyLoad's `ChildProcess` (Glibc hides both).
+        .target(name: "CSpawn"),
         // The load harness: simulated app users over real connections, the books check, the report.
         .target(
             name: "TallyLoad",
@@ -99,6 +101,7 @@ let package = Package(
                 .product(name: "NIOPosix", package: "swift-nio"),
                 .product(name: "NIOHTTP1", package: "swift-nio"),
                 .product(name: "Histogram", package: "hdrhistogram-swift"),
+                "CSpawn",
             ],
             swiftSettings: swiftSettings
         ),
@@ -138,7 +141,7 @@ let package = Package(
         .testTarget(
             name: "TallyClientTests",
             dependencies: [
-                tallyClient, tallyAPI, "TallyServer", "TallyStore", "TallyTestSupport",
+                tallyClient, tallyAPI, "TallyServer", "TallyStore", "TallyLoad", "TallyTestSupport",
                 .product(name: "GRDB", package: "GRDB.swift"),
                 .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
@@ -154,7 +157,7 @@ let package = Package(
         .testTarget(
             name: "TallyServerTests",
             dependencies: [
-                "TallyServer", "TallyStore", "TallySQLite", "TallyPostgres", "TallyTestSupport",
+                "TallyServer", "TallyStore", "TallySQLite", "TallyPostgres", "TallyLoad", "TallyTestSupport",
                 .product(name: "HummingbirdTesting", package: "hummingbird"),
                 .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "PostgresNIO", package: "postgres-nio"),

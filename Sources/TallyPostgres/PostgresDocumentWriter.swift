@@ -248,19 +248,3 @@ struct DocumentWriter {
         guard counts == (Int64(records.count), 1, clientMoved ? 1 : 0) else { throw RetryTransaction() }
     }
 }
-
-extension DocumentRecord {
-    /// `collection, id, data, range_value, version, updated_at, deleted` (`data` '' on a tombstone).
-    init(_ cells: inout Cells) throws {
-        let collection: String = try cells.next()
-        let id: String = try cells.next()
-        let data: ByteBuffer = try cells.next()
-        let rangeValue: String? = try cells.next()
-        let version: Int64 = try cells.next()
-        let updatedAt: Int64 = try cells.next()
-        let deleted: Bool = try cells.next()
-        self.init(
-            collection: collection, id: id, data: Array(data.readableBytesView), rangeValue: rangeValue, version: version,
-            updatedAt: Date(millis: updatedAt), deleted: deleted)
-    }
-}

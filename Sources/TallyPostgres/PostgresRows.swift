@@ -74,6 +74,22 @@ extension LedgerEntryRecord {
     }
 }
 
+extension DocumentRecord {
+    /// `collection, id, data, range_value, version, updated_at, deleted` (`data` '' on a tombstone).
+    init(_ cells: inout Cells) throws {
+        let collection: String = try cells.next()
+        let id: String = try cells.next()
+        let data: ByteBuffer = try cells.next()
+        let rangeValue: String? = try cells.next()
+        let version: Int64 = try cells.next()
+        let updatedAt: Int64 = try cells.next()
+        let deleted: Bool = try cells.next()
+        self.init(
+            collection: collection, id: id, data: Array(data.readableBytesView), rangeValue: rangeValue, version: version,
+            updatedAt: Date(millis: updatedAt), deleted: deleted)
+    }
+}
+
 /// Quota counters aggregated as three parallel arrays (aggregated in one pass, so in the same order):
 /// `quotas, used, window_ends` (NULL when none).
 func readCounters(_ cells: inout Cells) throws -> [String: QuotaCounter] {

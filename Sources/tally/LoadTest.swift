@@ -102,10 +102,10 @@ struct LoadTest: AsyncParsableCommand {
         if let outage, let fleet {
             // The case that wedged servers in the field: SIGTERM while the database is down.
             report.outage = outage.result
-            try outage.control("stop")
+            try await outage.control("stop")
             log("PostgreSQL stopped again; stopping the servers with SIGTERM")
             report.outage?.shutdownSeconds = fleet.stop()
-            try outage.control("start")
+            try await outage.control("start")
         }
 
         let directory = URL(fileURLWithPath: out)

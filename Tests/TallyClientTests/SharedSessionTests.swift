@@ -37,7 +37,7 @@ struct SharedSessionTests {
             var spans: [ClosedRange<Double>] = []
             for probe in probes {
                 let (status, output, errors) = await probe.finish()
-                #expect(status == 0, "\(output) \(errors)")
+                #expect(status == .exited(0), "\(output) \(errors)")
                 // {"userId", "rounds", "refreshes", "refused", "error", "started", "finished"}
                 let report = try #require(try JSONSerialization.jsonObject(with: Data(output.utf8)) as? [String: Any])
                 #expect(report["userId"] as? String == user.userId)

@@ -47,7 +47,7 @@ struct ConnectionExhaustionTests {
         #expect(stillOpen == 50, "the flood's admitted connections (its address's cap) are still open")
 
         for connection in idle + [fresh] { await connection.close() }
-        #expect(server.stop() == 0)
+        #expect(server.stop() == .exited(0))
         let log = server.log
         #expect(log.contains("open-file limit") && log.contains("after=\(Self.limit)"), "the limit is logged")
         #expect(log.contains("connections refused"), "refusals are logged")

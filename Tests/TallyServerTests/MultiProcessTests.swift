@@ -1,5 +1,6 @@
 import Foundation
 import TallyAPI
+import TallyLoad
 import Testing
 
 /// Two `tally serve` processes on one PostgreSQL: tokens, idempotency keys and the ledger are shared,
@@ -59,7 +60,7 @@ struct MultiProcessTests {
         await other.close()
         await setup.close()
         // SIGTERM: graceful shutdown, exit status 0.
-        #expect(pair.stop() == [0, 0])
+        #expect(pair.stop() == [.exited(0), .exited(0)])
     }
 }
 
@@ -94,7 +95,7 @@ struct LockoutAcrossProcessesTests {
                 let locked = try await api.send(.post, "/v1/auth/sign-in", json: guess)
                 #expect(locked.status == .tooManyRequests && locked.errorCode == "rate_limited", "\(locked.status) \(locked.text)")
             }
-            #expect(second.stop() == 0)
+            #expect(second.stop() == .exited(0))
             second = try ServerProcess(name: "b2", directory: directory, environment: environment)
             let restartedPorts = try await second.ports()
             let restarted = APIConnection(port: restartedPorts.api, adminPort: restartedPorts.admin, adminKey: adminKey)
@@ -105,8 +106,8 @@ struct LockoutAcrossProcessesTests {
 }
 
 /// A `tally serve` child process on free ports.
-final class ServerProcess: @unchecked Sendable {
-    let process = Process()
+final class ServerProcess: Sendable {
+    let process: ChildProcess
     let output: URL
 
     /// Starts `tally serve` with `arguments` added; with `openFileLimit`, through `/bin/sh`, which lowers
@@ -115,20 +116,16 @@ final class ServerProcess: @unchecked Sendable {
         name: String, directory: URL, environment: [String: String], arguments: [String] = [], openFileLimit: Int? = nil
     ) throws {
         output = directory.appendingPathComponent("\(name).log")
-        _ = FileManager.default.createFile(atPath: output.path, contents: nil)
         let serve = ["serve", "--port", "0", "--admin-port", "0", "--data-dir", directory.appendingPathComponent(name).path] + arguments
-        if let openFileLimit {
-            process.executableURL = URL(fileURLWithPath: "/bin/sh")
-            process.arguments = ["-c", "ulimit -n \(openFileLimit) && exec \"$0\" \"$@\"", TallyBinary.path] + serve
-        } else {
-            process.executableURL = URL(fileURLWithPath: TallyBinary.path)
-            process.arguments = serve
-        }
-        process.environment = ProcessInfo.processInfo.environment.merging(environment) { $1 }
-        let handle = try FileHandle(forWritingTo: output)
-        process.standardOutput = handle
-        process.standardError = handle
-        try process.run()
+        let (executable, command) =
+            if let openFileLimit {
+                ("/bin/sh", ["-c", "ulimit -n \(openFileLimit) && exec \"$0\" \"$@\"", TallyBinary.path] + serve)
+            } else {
+                (TallyBinary.path, serve)
+            }
+        process = try ChildProcess(
+            executable, arguments: command, environment: ProcessInfo.processInfo.environment.merging(environment) { $1 },
+            standardOutput: .file(output), standardError: .file(output))
     }
 
     /// Waits (up to 60 s) for the process to print the ports its two listeners listen on.
@@ -155,12 +152,11 @@ final class ServerProcess: @unchecked Sendable {
     /// Everything the process wrote so far.
     var log: String { (try? String(contentsOf: output, encoding: .utf8)) ?? "" }
 
-    /// Sends SIGTERM and waits; returns the exit status.
+    /// Sends SIGTERM (unless the process has exited) and waits; how it ended.
     @discardableResult
-    func stop() -> Int32 {
-        if process.isRunning { process.terminate() }
-        process.waitUntilExit()
-        return process.terminationStatus
+    func stop() -> ChildProcess.Termination {
+        process.terminate()
+        return process.waitUntilExit()
     }
 
     struct ProcessError: Error, CustomStringConvertible {

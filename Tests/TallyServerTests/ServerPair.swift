@@ -1,4 +1,5 @@
 import Foundation
+import TallyLoad
 
 /// Two `tally serve` processes on one PostgreSQL database, started at once with one configuration file, one
 /// admin key and the same token signing keys (instances accept each other's tokens only with the same keys,
@@ -38,5 +39,5 @@ struct ServerPair: Sendable {
     }
 
     /// Stops both with SIGTERM; their exit statuses (0: a graceful shutdown).
-    func stop() -> [Int32] { processes.map { $0.stop() } }
+    func stop() -> [ChildProcess.Termination] { processes.map { $0.stop() } }
 }

@@ -156,7 +156,7 @@ struct SyncProtocolTests {
         try await other.expectBooksBalance(user)
         await other.close()
         await setup.close()
-        #expect(pair.stop() == [0, 0])
+        #expect(pair.stop() == [.exited(0), .exited(0)])
     }
 
     @Test("Pull replayed into an empty map reproduces the server's state after random puts, patches and deletes", arguments: StoreKind.allCases)

@@ -85,7 +85,7 @@ public final class DatabaseOutage: Sendable {
     /// waits for every server to serve a write.
     public func perform() async throws {
         let probes = self.probes.withLock { $0 }
-        try control("stop")
+        try await control("stop")
         let clock = ContinuousClock()
         let down = clock.now
         var round = 0
@@ -102,7 +102,7 @@ public final class DatabaseOutage: Sendable {
             measured.withLock { result in for answer in answers { result.record(duringOutage: answer) } }
             try? await Task.sleep(for: .milliseconds(100))
         }
-        try control("start")
+        try await control("start")
         let back = clock.now
         measured.withLock { $0.downSeconds = ProcessSampler.seconds(back - down) }
         let recoveries = await withTaskGroup(of: Double?.self) { group in
@@ -126,20 +126,17 @@ public final class DatabaseOutage: Sendable {
         measured.withLock { $0.recoverWithinSeconds = ProcessSampler.seconds(settings.recoverWithin) }
     }
 
-    /// Runs the control command with `verb` (`stop` or `start`) and waits for it.
+    /// Runs the control command with `verb` (`stop` or `start`) and waits for it; its output goes to this
+    /// process's.
     ///
-    /// Spawned and awaited with `posix_spawn`/`waitpid`: Foundation's `Process.waitUntilExit` never returned
-    /// here once `pg_ctl start` had left the server running in the background (seen on Linux).
-    public func control(_ verb: String) throws {
-        var pid: pid_t = 0
-        let strings: [String] = [settings.control, verb]
-        let arguments: [UnsafeMutablePointer<CChar>?] = strings.map { strdup($0) } + [nil]
-        defer { for argument in arguments { free(argument) } }
-        let spawned = posix_spawn(&pid, settings.control, nil, nil, arguments, environ)
-        guard spawned == 0 else { throw LoadError("cannot run \(settings.control): error \(spawned)") }
-        var status: Int32 = 0
-        while waitpid(pid, &status, 0) == -1 && errno == EINTR {}
-        guard status == 0 else { throw LoadError("\(settings.control) \(verb) exited with status \(status)") }
+    /// A `ChildProcess`, which waits for the command's own exit: Foundation's `Process.waitUntilExit` never
+    /// returned here once `pg_ctl start` had left the server running in the background (seen on Linux).
+    public func control(_ verb: String) async throws {
+        let command = try ChildProcess(
+            settings.control, arguments: [verb], environment: ProcessInfo.processInfo.environment, standardOutput: .inherit,
+            standardError: .inherit)
+        let termination = await command.wait()
+        guard termination == .exited(0) else { throw LoadError("\(settings.control) \(verb) ended with \(termination)") }
     }
 
     // MARK: Probing

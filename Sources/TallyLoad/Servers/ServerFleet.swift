@@ -41,7 +41,7 @@ public final class ServerFleet: Sendable {
         """
 
     private struct Member {
-        var process: Process
+        var process: ChildProcess
         var port: Int
         var adminPort: Int
         var log: URL
@@ -81,8 +81,8 @@ public final class ServerFleet: Sendable {
     /// Kills server `index` with SIGKILL (no graceful shutdown), waits `downFor`, and starts it again on its ports.
     public func crash(_ index: Int, downFor: Duration) async throws {
         let member = members.withLock { $0[index] }
-        kill(member.process.processIdentifier, SIGKILL)
-        member.process.waitUntilExit()
+        member.process.kill()
+        _ = await member.process.wait()
         try await Task.sleep(for: downFor)
         let restarted = try await start(index: index, port: member.port, adminPort: member.adminPort)
         members.withLock { $0[index] = restarted }
@@ -96,7 +96,7 @@ public final class ServerFleet: Sendable {
         let start = ContinuousClock.now
         for process in running { process.terminate() }
         return running.map { process in
-            process.waitUntilExit()
+            _ = process.waitUntilExit()
             return ProcessSampler.seconds(.now - start)
         }
     }
@@ -108,13 +108,9 @@ public final class ServerFleet: Sendable {
     /// longer than a run (reconnecting thousands of users at its start would measure the reconnects).
     private func start(index: Int, port: Int, adminPort: Int) async throws -> Member {
         let log = settings.directory.appendingPathComponent("server-\(index + 1).log")
-        if !FileManager.default.fileExists(atPath: log.path) { _ = FileManager.default.createFile(atPath: log.path, contents: nil) }
-        let handle = try FileHandle(forWritingTo: log)
-        try handle.seekToEnd()
-        let offset = try handle.offset()
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: settings.binary)
-        process.arguments = [
+        // A restarted server appends to its log: what it prints from here on.
+        let offset = (try? FileManager.default.attributesOfItem(atPath: log.path)[.size] as? Int) ?? 0
+        let arguments = [
             "serve", "--port", String(port), "--admin-port", String(adminPort), "--backlog", String(settings.backlog),
             "--data-dir", settings.directory.appendingPathComponent("data").path, "--max-connections-per-ip", "0",
             "--idle-timeout", "1800",
@@ -124,12 +120,10 @@ public final class ServerFleet: Sendable {
         environment["TALLY_ADMIN_KEY"] = adminKey
         environment["DATABASE_URL"] = settings.databaseURL
         environment["LOG_LEVEL"] = environment["LOG_LEVEL"] ?? "warning"
-        process.environment = environment
-        process.standardOutput = handle
-        process.standardError = handle
-        try process.run()
+        let process = try ChildProcess(
+            settings.binary, arguments: arguments, environment: environment, standardOutput: .file(log), standardError: .file(log))
         for _ in 0..<1_200 {
-            let text = (try? Data(contentsOf: log)).map { String(decoding: $0.dropFirst(Int(offset)), as: UTF8.self) } ?? ""
+            let text = (try? Data(contentsOf: log)).map { String(decoding: $0.dropFirst(offset), as: UTF8.self) } ?? ""
             if let listening = Self.port(after: "tally listening on http://", in: text),
                 let admin = Self.port(after: "tally admin listening on http://", in: text)
             {

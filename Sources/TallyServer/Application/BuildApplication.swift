@@ -32,11 +32,17 @@ public func buildApplication(
     configureRouter: (Router<TallyRequestContext>, TallyServices) -> Void = { _, _ in }
 ) throws -> some ApplicationProtocol {
     var services: [any Service] = []
+    let registry = PrometheusCollectorRegistry()
+    let metrics = PrometheusMetricsFactory(registry: registry)
+    let events = EventHub(metrics: metrics)
     let store: any TallyStorage
+    var relay: (@Sendable (ChangeEvent) -> Void)?
     if let url = configuration.databaseURL {
-        let postgres = try makePostgresStore(url: url, poolSize: configuration.postgresPoolSize, logger: logger)
-        services.append(postgres.service)
+        let postgres = try makePostgresStore(
+            url: url, poolSize: configuration.postgresPoolSize, clock: clock, events: events, logger: logger)
+        services += postgres.services
         store = postgres.store
+        relay = postgres.relay
     } else {
         let narrowed = try DataDirectory.prepare(configuration.dataDirectory)
         if !narrowed.isEmpty {
@@ -56,9 +62,8 @@ public func buildApplication(
             logger.warning("servers sharing this PostgreSQL on other machines need the same key: set TALLY_SIGNING_KEY on every one")
         }
     }
-    let registry = PrometheusCollectorRegistry()
     let tally = TallyServices(
-        store: store, clock: clock, configuration: configuration, metrics: PrometheusMetricsFactory(registry: registry))
+        store: store, clock: clock, configuration: configuration, metrics: metrics, events: events, relay: relay)
     let router = buildRouter(services: tally)
     configureRouter(router, tally)
     let ready = StartupGate()
@@ -66,7 +71,7 @@ public func buildApplication(
     services.append(
         Housekeeping(
             store: store, clock: clock, interval: configuration.housekeepingInterval, logger: logger, ready: ready,
-            tombstoneRetention: configuration.sync.tombstoneRetention))
+            tombstoneRetention: configuration.sync.tombstoneRetention, notifier: tally.notifier))
     let ports = PortsReport(onServerRunning)
     let connections = configuration.connections
 
@@ -91,7 +96,8 @@ public func buildApplication(
 
     let budget = ConnectionSettings.socketBudget(
         openFileLimit: OpenFileLimit.current,
-        databaseConnections: configuration.databaseURL == nil ? 0 : configuration.postgresPoolSize)
+        // The pool, and the event listener's connection.
+        databaseConnections: configuration.databaseURL == nil ? 0 : configuration.postgresPoolSize + 1)
     let maxConnections = connections.maxConnections ?? ConnectionSettings.derivedMaximum(socketBudget: budget)
     logger.log(
         level: maxConnections < budget ? .info : .warning,
@@ -144,6 +150,7 @@ func buildRouter(services: TallyServices) -> Router<TallyRequestContext> {
     metering.addRoutes(to: user)
     CollectionsController(services: services).addRoutes(to: user)
     SyncController(services: services).addRoutes(to: user)
+    SyncEventsController(services: services).addRoutes(to: user)
     return router
 }
 

@@ -24,8 +24,15 @@ public struct TallyServices: Sendable {
     let notifier: any ChangeNotifier
     /// The synced collections the configuration declares.
     let collections: DeclaredCollections
+    /// This process's event streams, which the notifier feeds.
+    let events: EventHub
 
-    init(store: any TallyStorage, clock: any WallClock, configuration: TallyConfiguration, metrics: any MetricsFactory) {
+    /// `events` and `relay` make up the notifier (``EventNotifier``): with several processes on one database,
+    /// `relay` carries each event to the others, and they hand what they hear to `events`.
+    init(
+        store: any TallyStorage, clock: any WallClock, configuration: TallyConfiguration, metrics: any MetricsFactory,
+        events: EventHub? = nil, relay: (@Sendable (ChangeEvent) -> Void)? = nil
+    ) {
         self.store = store
         self.clock = clock
         self.catalog = configuration.metering.catalog
@@ -33,12 +40,16 @@ public struct TallyServices: Sendable {
         self.tokens = TokenService(
             clock: clock, accessTokenTTL: configuration.accessTokenTTL, refreshTokenTTL: configuration.refreshTokenTTL)
         self.views = QuotaViews(catalog: catalog, clock: clock)
-        self.runner = CommandRunner(store: store, clock: clock, views: views, inFlight: InFlightKeys(), metrics: metrics)
+        let events = events ?? EventHub(metrics: metrics)
+        let notifier = EventNotifier(hub: events, relay: relay)
+        self.runner = CommandRunner(
+            store: store, clock: clock, views: views, inFlight: InFlightKeys(), metrics: metrics, notifier: notifier)
         self.secrets = RuntimeSecrets()
         self.sessions = SessionCache(clock: clock)
         self.metrics = metrics
-        self.notifier = SilentNotifier()
         self.collections = DeclaredCollections(configuration.sync.collections)
+        self.events = events
+        self.notifier = notifier
     }
 
     /// Installs the token signing keys and loads the IP-hash key shared through the database; run before serving.

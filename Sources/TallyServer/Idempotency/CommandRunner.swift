@@ -16,9 +16,14 @@ struct CommandRunner: Sendable {
     let views: QuotaViews
     let inFlight: InFlightKeys
     let counters: LedgerCounters
+    /// Told of every command that changed an account (its wallet or quotas): the event streams' `wallet`.
+    let notifier: any ChangeNotifier
 
-    init(store: any TallyStorage, clock: any WallClock, views: QuotaViews, inFlight: InFlightKeys, metrics: any MetricsFactory) {
-        (self.store, self.clock, self.views, self.inFlight) = (store, clock, views, inFlight)
+    init(
+        store: any TallyStorage, clock: any WallClock, views: QuotaViews, inFlight: InFlightKeys, metrics: any MetricsFactory,
+        notifier: any ChangeNotifier
+    ) {
+        (self.store, self.clock, self.views, self.inFlight, self.notifier) = (store, clock, views, inFlight, notifier)
         self.counters = LedgerCounters(factory: metrics)
     }
 
@@ -46,6 +51,7 @@ struct CommandRunner: Sendable {
             }
         }
         count(command, result: execution.isReplay ? "replayed" : "executed")
+        if !execution.isReplay { notifier.walletChanged(userId: command.userId) }
         return Self.response(execution)
     }
 

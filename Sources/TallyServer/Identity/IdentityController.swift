@@ -139,6 +139,7 @@ struct IdentityController {
     @Sendable func signOut(_ request: Request, context: AuthenticatedContext) async throws -> HTTPResponse.Status {
         try await store.revokeSession(id: context.identity.sessionId, now: services.clock.now)
         services.sessions.evict(sessionId: context.identity.sessionId)
+        services.notifier.sessionEnded(userId: context.identity.userId, sessionId: context.identity.sessionId)
         return .noContent
     }
 
@@ -163,6 +164,7 @@ struct IdentityController {
     @Sendable func deleteMe(_ request: Request, context: AuthenticatedContext) async throws -> HTTPResponse.Status {
         _ = try await store.deleteUser(id: context.identity.userId)
         services.sessions.evict(userId: context.identity.userId)
+        services.notifier.accountDeleted(userId: context.identity.userId)
         context.logger.info("account deleted", metadata: ["tally.user": .string(context.identity.userId)])
         return .noContent
     }

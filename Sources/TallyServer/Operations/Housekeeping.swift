@@ -19,6 +19,8 @@ struct Housekeeping: Service {
     /// How long tombstones of deleted documents are kept (`tombstoneRetentionDays`); a pull cursor older
     /// than the newest one purged gets `410 resync_required`.
     var tombstoneRetention: TimeInterval = SyncConfiguration().tombstoneRetention
+    /// Told whose holds expired (their wallets changed).
+    var notifier: (any ChangeNotifier)?
 
     /// Idempotency records are kept 48 hours (clients are promised at least 24).
     static let idempotencyRetention: Double = 48 * 3600
@@ -38,6 +40,7 @@ struct Housekeeping: Service {
         for _ in 0..<100 {
             let batch = try await store.expireHolds(now: now, limit: 100)
             released += batch.values.reduce(0, +)
+            for userId in batch.keys { notifier?.walletChanged(userId: userId) }
             if batch.isEmpty { break }
         }
         try await store.purge(

@@ -1,3 +1,5 @@
+import TallyStore
+
 /// Tells a user's event streams, on every server process, that something of theirs changed. Route handlers
 /// call it after a write commits; the notifier fans out to the `GET /v1/sync/events` streams (in process on
 /// SQLite, through PostgreSQL LISTEN/NOTIFY across processes). Notifications are hints: a client that misses
@@ -7,10 +9,27 @@ protocol ChangeNotifier: Sendable {
     func documentsChanged(userId: String, version: Int64)
     /// The user's wallet or quotas changed (an action, a grant, a hold, a capture, an expiry, a premium change).
     func walletChanged(userId: String)
+    /// The session signed out: its streams end.
+    func sessionEnded(userId: String, sessionId: String)
+    /// The account was deleted: its streams end.
+    func accountDeleted(userId: String)
 }
 
-/// A notifier that tells no one (until the event streams land).
-struct SilentNotifier: ChangeNotifier {
-    func documentsChanged(userId: String, version: Int64) {}
-    func walletChanged(userId: String) {}
+/// The server's notifier: each event goes to this process's streams at once (``EventHub``), and, when
+/// several processes share a database, to `relay`, which carries it to the others
+/// (`PostgresNotifications`: an append to a batch, no round trip here).
+struct EventNotifier: ChangeNotifier {
+    let hub: EventHub
+    /// Carries events to the other processes; nil when there are none (SQLite: one process owns the file).
+    let relay: (@Sendable (ChangeEvent) -> Void)?
+
+    func documentsChanged(userId: String, version: Int64) { publish(.documents(userId: userId, version: version)) }
+    func walletChanged(userId: String) { publish(.wallet(userId: userId)) }
+    func sessionEnded(userId: String, sessionId: String) { publish(.sessionEnded(userId: userId, sessionId: sessionId)) }
+    func accountDeleted(userId: String) { publish(.accountDeleted(userId: userId)) }
+
+    private func publish(_ event: ChangeEvent) {
+        hub.deliver(event)
+        relay?(event)
+    }
 }

@@ -1,10 +1,10 @@
 import Foundation
+import TallyLoad
 import TallyTestSupport
 
 /// A child process running the built `tally` binary, with standard input to write to and its output kept in files.
-final class TallyProcess: @unchecked Sendable {
-    private let process = Process()
-    private let input = Pipe()
+final class TallyProcess: Sendable {
+    private let process: ChildProcess
     private let output: URL
     private let errors: URL
 
@@ -12,37 +12,25 @@ final class TallyProcess: @unchecked Sendable {
     init(_ arguments: [String], name: String, directory: URL) throws {
         output = directory.appendingPathComponent("\(name).out")
         errors = directory.appendingPathComponent("\(name).err")
-        _ = FileManager.default.createFile(atPath: output.path, contents: nil)
-        _ = FileManager.default.createFile(atPath: errors.path, contents: nil)
-        process.executableURL = URL(fileURLWithPath: TallyBinary.path)
-        process.arguments = arguments
-        process.standardInput = input
-        process.standardOutput = try FileHandle(forWritingTo: output)
-        process.standardError = try FileHandle(forWritingTo: errors)
-        try process.run()
+        process = try ChildProcess(
+            TallyBinary.path, arguments: arguments, environment: ProcessInfo.processInfo.environment, standardInput: .pipe,
+            standardOutput: .file(output), standardError: .file(errors))
     }
 
     /// Writes `line` and a newline to the process's standard input.
-    func send(_ line: String) throws { try input.fileHandleForWriting.write(contentsOf: Data((line + "\n").utf8)) }
+    func send(_ line: String) throws { try process.writeInput(line + "\n") }
 
     /// Waits for the process to exit (terminating it if the test is cancelled); its status, output and error output.
-    func finish() async -> (status: Int32, output: String, errors: String) {
-        await withTaskCancellationHandler {
-            await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
-                DispatchQueue.global().async {
-                    self.process.waitUntilExit()
-                    continuation.resume()
-                }
-            }
+    func finish() async -> (status: ChildProcess.Termination, output: String, errors: String) {
+        let status = await withTaskCancellationHandler {
+            await process.wait()
         } onCancel: {
-            self.process.terminate()
+            process.terminate()
         }
         let read = { (url: URL) in (try? String(contentsOf: url, encoding: .utf8)) ?? "" }
-        return (process.terminationStatus, read(output), read(errors))
+        return (status, read(output), read(errors))
     }
 
     /// Stops the process if it still runs.
-    func terminate() {
-        if process.isRunning { process.terminate() }
-    }
+    func terminate() { process.terminate() }
 }

@@ -1,0 +1,194 @@
+import Foundation
+import Logging
+import NIOCore
+import NIOPosix
+import PostgresNIO
+import ServiceLifecycle
+import Synchronization
+import TallyStore
+
+/// Carries change events between the server processes that share one PostgreSQL database, over
+/// LISTEN/NOTIFY on ``channel``: what one process publishes, every other one hears.
+///
+/// - **Publishing** (``publish(_:)``) appends the event to an in-memory ``ChangeBatch`` and rings a bell:
+///   no round trip on the caller's path. One task sends the batch with `SELECT pg_notify($1, $2)` on the
+///   connection below; events published while a send is in flight wait and go out together in the next
+///   one, coalesced per user and packed into payloads of at most ``maxPayloadBytes`` — so a burst of
+///   writes costs a few notifications, not one per write. At most ``maxPendingUsers`` users wait; beyond,
+///   the batch records that events were lost and receivers treat every stream as stale.
+/// - **Listening**: one dedicated `PostgresConnection` outside the pool (its `application_name` is
+///   ``applicationName``) runs `LISTEN`; each payload from another process is decoded and handed to
+///   `onInput` as `.events`. The process's own payloads come back too and are skipped (each carries the
+///   sender's random origin id): a process delivers its own events locally, directly, so every stream
+///   hears each event once.
+/// - **Reconnecting**: when the connection fails (the database restarted, the backend was terminated), it
+///   connects again after ``backoffDelay(attempt:first:maximum:unit:)`` on the injected clock (50 ms to 1 s).
+///   Notifications sent while nobody listened are lost, so once `LISTEN` is back `onInput` gets
+///   `.listening(reconnected: true)`: the server ends its streams, and their clients reconnect and catch up.
+///
+/// Notifications are hints, never the data: a receiver reads the state it is told about.
+public final class PostgresNotifications: Service, Sendable {
+    /// What the listener hands its owner.
+    public enum Input: Sendable {
+        /// `LISTEN` is active; `reconnected`: after a lost connection, so notifications may have been missed.
+        case listening(reconnected: Bool)
+        /// Events another process published.
+        case events([ChangeEvent])
+        /// Another process dropped events it could not send: every stream is stale.
+        case eventsLost
+    }
+
+    /// The NOTIFY channel.
+    public static let channel = "tally_events"
+    /// PostgreSQL's limit is "shorter than 8000 bytes".
+    public static let maxPayloadBytes = 7_999
+    /// Users whose events may wait to be sent (a batch a database outage keeps from going out stays bounded).
+    public static let maxPendingUsers = 100_000
+    /// The listener connection's `application_name` (what operators see in `pg_stat_activity`).
+    public static let applicationName = "tally-events"
+
+    private struct State {
+        var batch = ChangeBatch()
+        /// The sender, waiting for something to send.
+        var bell: CheckedContinuation<Void, any Error>?
+    }
+
+    private let configuration: PostgresConnection.Configuration
+    private let clock: any WallClock
+    private let logger: Logger
+    private let eventLoops: any EventLoopGroup
+    private let onInput: @Sendable (Input) -> Void
+    private let state = Mutex(State())
+    /// Whether `LISTEN` was ever active (a later one follows a lost connection).
+    private let hasListened = Atomic(false)
+    /// This process's id in payloads.
+    let origin = UUID().uuidString.lowercased().replacingOccurrences(of: "-", with: "").prefix(16).description
+
+    /// A notifier connecting like `connection` (a pool's connection configuration: same database and role).
+    public init(
+        connection: PostgresConnection.Configuration, clock: any WallClock, logger: Logger,
+        eventLoopGroup: any EventLoopGroup = MultiThreadedEventLoopGroup.singleton, onInput: @escaping @Sendable (Input) -> Void
+    ) {
+        var configuration = connection
+        configuration.options.additionalStartupParameters.append(("application_name", Self.applicationName))
+        self.configuration = configuration
+        self.clock = clock
+        self.logger = PostgresStore.driverLogger(logger)
+        self.eventLoops = eventLoopGroup
+        self.onInput = onInput
+    }
+
+    /// Queues `event` for the other processes. Cheap: a lock and a dictionary insert.
+    public func publish(_ event: ChangeEvent) {
+        let bell = state.withLock { state in
+            state.batch.add(event, maxUsers: Self.maxPendingUsers)
+            defer { state.bell = nil }
+            return state.bell
+        }
+        bell?.resume()
+    }
+
+    /// Listens and sends until the task is cancelled or the service group shuts down gracefully,
+    /// reconnecting whenever the connection fails.
+    public func run() async {
+        var failures = 0
+        while !Task.isCancelled && !Task.isShuttingDownGracefully {
+            let (listened, error) = await cancelWhenGracefulShutdown { await self.session() }
+            if Task.isCancelled || Task.isShuttingDownGracefully { return }
+            failures = listened ? 1 : failures + 1
+            if failures == 1 {
+                logger.warning(
+                    "postgres: the event listener lost its connection; reconnecting",
+                    metadata: ["error": "\(error.map { "\(PostgresFailure($0))" } ?? "-")"])
+            }
+            let pause = backoffDelay(attempt: failures, first: 0.05, maximum: 1, unit: .random(in: 0..<1))
+            try? await cancelWhenGracefulShutdown { try await self.clock.sleep(for: pause) }
+        }
+    }
+
+    /// One connection's life: connect, `LISTEN`, then receive and send until either fails. Returns whether
+    /// `LISTEN` became active, and why the session ended.
+    private func session() async -> (listened: Bool, error: (any Error)?) {
+        var listened = false
+        do {
+            let connected = try await PostgresConnection.connect(
+                on: eventLoops.next(), configuration: configuration, id: 0, logger: logger
+            ).get()
+            // A statement written to a closed PostgresNIO connection is never answered: the watch fails it instead.
+            let connection = PooledConnection(connection: connected, watch: ConnectionWatch())
+            connected.closeFuture.whenComplete { _ in connection.watch.closed() }
+            defer { connected.close().whenComplete { _ in } }
+            try await connected.listen(on: Self.channel) { notifications in
+                listened = true
+                onInput(.listening(reconnected: hasListened.exchange(true, ordering: .relaxed)))
+                try await withThrowingTaskGroup(of: Void.self) { group in
+                    group.addTask { try await self.send(on: connection) }
+                    group.addTask {
+                        for try await notification in notifications { self.receive(notification.payload) }
+                        throw PoolFailure.connectionClosed
+                    }
+                    defer { group.cancelAll() }
+                    try await group.next()
+                }
+            }
+            return (listened, nil)
+        } catch {
+            return (listened, error)
+        }
+    }
+
+    /// Sends each batch as it fills; a batch that fails goes back in front of what waits.
+    private func send(on connection: PooledConnection) async throws {
+        while true {
+            let batch = try await nextBatch()
+            do {
+                for payload in batch.payloads(origin: origin, limit: Self.maxPayloadBytes) {
+                    try await connection.rows("SELECT pg_notify(\(Self.channel), \(payload))", logger: logger)
+                }
+            } catch {
+                state.withLock { state in
+                    var requeued = batch
+                    requeued.merge(state.batch, maxUsers: Self.maxPendingUsers)
+                    state.batch = requeued
+                }
+                throw error
+            }
+        }
+    }
+
+    /// Waits until something is queued, and takes it all.
+    private func nextBatch() async throws -> ChangeBatch {
+        while true {
+            let taken: ChangeBatch? = state.withLock { state in
+                guard !state.batch.isEmpty else { return nil }
+                defer { state.batch = ChangeBatch() }
+                return state.batch
+            }
+            if let taken { return taken }
+            try await withTaskCancellationHandler {
+                try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<Void, any Error>) in
+                    enum Decision { case ring, wait, cancelled }
+                    let decision = state.withLock { state -> Decision in
+                        if Task.isCancelled { return .cancelled }
+                        if !state.batch.isEmpty { return .ring }
+                        state.bell = continuation
+                        return .wait
+                    }
+                    switch decision {
+                    case .ring: continuation.resume()
+                    case .cancelled: continuation.resume(throwing: CancellationError())
+                    case .wait: break
+                    }
+                }
+            } onCancel: {
+                state.withLock { state in defer { state.bell = nil }; return state.bell }?.resume(throwing: CancellationError())
+            }
+        }
+    }
+
+    private func receive(_ payload: String) {
+        guard let decoded = ChangeBatch.decode(payload), decoded.origin != origin else { return }
+        if decoded.lostEvents { onInput(.eventsLost) }
+        if !decoded.events.isEmpty { onInput(.events(decoded.events)) }
+    }
+}

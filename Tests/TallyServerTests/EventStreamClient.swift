@@ -1,0 +1,242 @@
+import Foundation
+import NIOCore
+import NIOHTTP1
+import NIOPosix
+import Synchronization
+
+/// A Server-Sent Events client for `GET /v1/sync/events`: one HTTP/1.1 connection whose response body is
+/// parsed, as it arrives, into events, comments and `retry` fields (WHATWG HTML, "Server-sent events").
+final class EventStreamClient: Sendable {
+    /// One thing the stream sent.
+    enum Item: Sendable, Equatable, CustomStringConvertible {
+        case event(name: String, id: String?, data: String)
+        case comment(String)
+        case retry(Int)
+        /// The response ended (or the connection closed).
+        case end
+
+        var description: String {
+            switch self {
+            case .event(let name, let id, let data): "event \(name) id=\(id ?? "-") \(data)"
+            case .comment(let text): ": \(text)"
+            case .retry(let millis): "retry \(millis)"
+            case .end: "end"
+            }
+        }
+    }
+
+    /// The response head.
+    struct Head: Sendable {
+        let status: Int
+        let headers: [(String, String)]
+        func header(_ name: String) -> String? { headers.first { $0.0.lowercased() == name.lowercased() }?.1 }
+    }
+
+    private struct State {
+        var head: Head?
+        var headWaiter: CheckedContinuation<Head, any Error>?
+        var items: [Item] = []
+        var itemWaiter: CheckedContinuation<Item, any Error>?
+        var body: [UInt8] = []
+        var line: [UInt8] = []
+        var event = (name: "", id: String?.none, data: [String]())
+        var ended = false
+    }
+
+    /// The state the client and its channel handler share.
+    private final class Shared: Sendable {
+        let state = Mutex(State())
+    }
+
+    private let channel: any Channel
+    private let shared: Shared
+
+    private init(channel: any Channel, shared: Shared) {
+        self.channel = channel
+        self.shared = shared
+    }
+
+    /// Opens `path` on 127.0.0.1:`port` with `token` and `headers`; returns once the response head arrived.
+    static func open(
+        port: Int, token: String?, path: String = "/v1/sync/events", headers: [(String, String)] = []
+    ) async throws -> (EventStreamClient, Head) {
+        let client = try await connect(port: port)
+        var head = HTTPRequestHead(version: .http1_1, method: .GET, uri: path)
+        head.headers.add(name: "Host", value: "127.0.0.1")
+        head.headers.add(name: "Accept", value: "text/event-stream")
+        if let token { head.headers.add(name: "Authorization", value: "Bearer \(token)") }
+        for (name, value) in headers { head.headers.add(name: name, value: value) }
+        client.channel.write(HTTPClientRequestPart.head(head), promise: nil)
+        try await client.channel.writeAndFlush(HTTPClientRequestPart.end(nil))
+        return (client, try await client.head(within: .seconds(20)))
+    }
+
+    private static func connect(port: Int) async throws -> EventStreamClient {
+        let shared = Shared()
+        let channel = try await ClientBootstrap(group: MultiThreadedEventLoopGroup.singleton)
+            .connectTimeout(.seconds(10))
+            .channelInitializer { channel in
+                channel.eventLoop.makeCompletedFuture {
+                    try channel.pipeline.syncOperations.addHTTPClientHandlers()
+                    try channel.pipeline.syncOperations.addHandler(Handler(shared: shared))
+                }
+            }
+            .connect(host: "127.0.0.1", port: port).get()
+        return EventStreamClient(channel: channel, shared: shared)
+    }
+
+    /// The next item, waiting at most `limit` (real time: a guard against a hang, not a pause).
+    func next(within limit: Duration = .seconds(20)) async throws -> Item {
+        try await withThrowingTaskGroup(of: Item.self) { group in
+            group.addTask { try await self.take() }
+            group.addTask {
+                try await Task.sleep(for: limit)
+                throw HarnessError("no event within \(limit)")
+            }
+            defer { group.cancelAll() }
+            return try await group.next()!
+        }
+    }
+
+    /// The next event (skipping `retry` and heartbeat comments).
+    func nextEvent(within limit: Duration = .seconds(20)) async throws -> Item {
+        while true {
+            let item = try await next(within: limit)
+            switch item {
+            case .retry, .comment: continue
+            default: return item
+            }
+        }
+    }
+
+    /// The body received so far, as text.
+    var body: String { String(decoding: shared.state.withLock { $0.body }, as: UTF8.self) }
+
+    /// Closes the connection from this side.
+    func close() async { try? await channel.close() }
+
+    private func head(within limit: Duration) async throws -> Head {
+        try await withThrowingTaskGroup(of: Head.self) { group in
+            group.addTask {
+                try await withTaskCancellationHandler {
+                    try await withCheckedThrowingContinuation { continuation in
+                        let head = self.shared.state.withLock { state -> Head? in
+                            if state.head == nil { state.headWaiter = continuation }
+                            return state.head
+                        }
+                        if let head { continuation.resume(returning: head) }
+                    }
+                } onCancel: {
+                    self.shared.state.withLock { state in defer { state.headWaiter = nil }; return state.headWaiter }?
+                        .resume(throwing: CancellationError())
+                }
+            }
+            group.addTask {
+                try await Task.sleep(for: limit)
+                throw HarnessError("no response head within \(limit)")
+            }
+            defer { group.cancelAll() }
+            return try await group.next()!
+        }
+    }
+
+    private func take() async throws -> Item {
+        try await withTaskCancellationHandler {
+            try await withCheckedThrowingContinuation { continuation in
+                let item = shared.state.withLock { state -> Item? in
+                    if !state.items.isEmpty { return state.items.removeFirst() }
+                    if state.ended { return .end }
+                    state.itemWaiter = continuation
+                    return nil
+                }
+                if let item { continuation.resume(returning: item) }
+            }
+        } onCancel: {
+            shared.state.withLock { state in defer { state.itemWaiter = nil }; return state.itemWaiter }?.resume(throwing: CancellationError())
+        }
+    }
+
+    private final class Handler: ChannelInboundHandler, Sendable {
+        typealias InboundIn = HTTPClientResponsePart
+        let shared: Shared
+        init(shared: Shared) { self.shared = shared }
+
+        func channelRead(context: ChannelHandlerContext, data: NIOAny) {
+            switch unwrapInboundIn(data) {
+            case .head(let head):
+                let parsed = Head(status: Int(head.status.code), headers: head.headers.map { ($0.name, $0.value) })
+                shared.state.withLock { state in defer { state.headWaiter = nil }; state.head = parsed; return state.headWaiter }?
+                    .resume(returning: parsed)
+            case .body(let buffer):
+                feed(Array(buffer.readableBytesView))
+            case .end:
+                finish()
+            }
+        }
+
+        func channelInactive(context: ChannelHandlerContext) {
+            shared.state.withLock { state in defer { state.headWaiter = nil }; return state.headWaiter }?
+                .resume(throwing: HarnessError("the connection closed before a response head"))
+            finish()
+            context.fireChannelInactive()
+        }
+
+        func errorCaught(context: ChannelHandlerContext, error: any Error) { context.close(promise: nil) }
+
+        /// Splits the bytes into lines and the lines into items, handing each to a waiter or the queue.
+        private func feed(_ bytes: [UInt8]) {
+            let (waiter, item) = shared.state.withLock { state -> (CheckedContinuation<Item, any Error>?, Item?) in
+                state.body += bytes
+                for byte in bytes {
+                    if byte == 0x0A {
+                        Self.line(String(decoding: state.line, as: UTF8.self), into: &state)
+                        state.line.removeAll()
+                    } else if byte != 0x0D {
+                        state.line.append(byte)
+                    }
+                }
+                guard let waiter = state.itemWaiter, !state.items.isEmpty else { return (nil, nil) }
+                state.itemWaiter = nil
+                return (waiter, state.items.removeFirst())
+            }
+            if let waiter, let item { waiter.resume(returning: item) }
+        }
+
+        private static func line(_ line: String, into state: inout State) {
+            if line.isEmpty {
+                if !state.event.data.isEmpty || !state.event.name.isEmpty {
+                    state.items.append(
+                        .event(name: state.event.name.isEmpty ? "message" : state.event.name, id: state.event.id,
+                               data: state.event.data.joined(separator: "\n")))
+                }
+                state.event = ("", nil, [])
+                return
+            }
+            if line.hasPrefix(":") {
+                state.items.append(.comment(line.dropFirst().trimmingCharacters(in: .whitespaces)))
+                return
+            }
+            let parts = line.split(separator: ":", maxSplits: 1, omittingEmptySubsequences: false)
+            let field = String(parts[0])
+            var value = parts.count > 1 ? String(parts[1]) : ""
+            if value.hasPrefix(" ") { value.removeFirst() }
+            switch field {
+            case "event": state.event.name = value
+            case "id": state.event.id = value
+            case "data": state.event.data.append(value)
+            case "retry": if let millis = Int(value) { state.items.append(.retry(millis)) }
+            default: break
+            }
+        }
+
+        private func finish() {
+            let waiter = shared.state.withLock { state -> CheckedContinuation<Item, any Error>? in
+                state.ended = true
+                guard state.items.isEmpty else { return nil }
+                defer { state.itemWaiter = nil }
+                return state.itemWaiter
+            }
+            waiter?.resume(returning: .end)
+        }
+    }
+}

@@ -1,0 +1,335 @@
+import Foundation
+import TallyAPI
+import TallyStore
+import Testing
+
+@testable import TallyServer
+
+/// `GET /v1/sync/events` over the real HTTP stack, on both stores, with the manual clock: what a stream
+/// sends, to whom, and when it ends. The cross-process case runs two `tally serve` on one PostgreSQL.
+@Suite("Sync events", .timeLimit(.minutes(3)))
+struct SyncEventsTests {
+    @Test("A stream starts with the wallet, then gets a wallet event after each change made through the user's other session", arguments: StoreKind.allCases)
+    func walletEvents(kind: StoreKind) async throws {
+        try await LiveServer.with(kind) { server in
+            let api = server.connection()
+            defer { Task { await api.close() } }
+            let device = "device-" + UUID().uuidString
+            let phone = try await api.newGuest(deviceId: device)
+            let tablet = try await api.newGuest(deviceId: device)
+            #expect(phone.userId == tablet.userId && phone.accessToken != tablet.accessToken, "one user, two sessions")
+            try await api.grant(20, to: phone)
+            let (stream, head) = try await EventStreamClient.open(port: server.port, token: phone.accessToken)
+            defer { Task { await stream.close() } }
+            #expect(head.status == 200)
+            #expect(head.header("Content-Type") == "text/event-stream")
+            #expect(head.header("Cache-Control") == "no-store")
+            guard case .retry(let millis) = try await stream.next() else { Issue.record("no retry field first"); return }
+            #expect((2_000...5_000).contains(millis))
+            try await Self.expectWallet(stream, equalTo: api, phone, balance: 20)
+
+            // An action by the other session: a free reading (the quota moves).
+            #expect(try await api.send(.post, "/v1/actions/reading", token: tablet.accessToken, headers: [.idempotencyKey: "r1"]).status == .ok)
+            let afterReading = try await Self.expectWallet(stream, equalTo: api, phone, balance: 20)
+            #expect(afterReading.quotas.first { $0.name == "readings" }?.used == 1)
+            // A hold, a capture and an admin grant each announce the wallet after them.
+            let hold: Hold = try await api.send(
+                .post, "/v1/wallet/holds", token: tablet.accessToken, json: CreateHoldRequest(amount: 10, ttlSeconds: 60)
+            ).decode()
+            #expect(try await Self.expectWallet(stream, equalTo: api, phone, balance: 20).wallet.held == 10)
+            #expect(
+                try await api.send(
+                    .post, "/v1/wallet/holds/\(hold.holdId)/capture", token: tablet.accessToken, json: CaptureHoldRequest(amount: 4)
+                ).status == .ok)
+            #expect(try await Self.expectWallet(stream, equalTo: api, phone, balance: 16).wallet.held == 0)
+            try await api.grant(5, to: phone)
+            try await Self.expectWallet(stream, equalTo: api, phone, balance: 21)
+        }
+    }
+
+    @Test("Holds released by the housekeeping sweep are announced", arguments: StoreKind.allCases)
+    func expiryEvents(kind: StoreKind) async throws {
+        try await LiveServer.with(kind) { server in
+            let api = server.connection()
+            defer { Task { await api.close() } }
+            let user = try await api.newGuest()
+            try await api.grant(10, to: user)
+            #expect(
+                try await api.send(.post, "/v1/wallet/holds", token: user.accessToken, json: CreateHoldRequest(amount: 10, ttlSeconds: 60))
+                    .status == .created)
+            let stream = try await Self.openStream(server, user)
+            #expect(try await Self.walletEvent(stream).wallet.held == 10)
+            // Past the hold's expiry and the sweep's interval: the sweep releases it (nobody asked for the wallet).
+            server.clock.advance(by: 3_600)
+            let released = try await Self.walletEvent(stream)
+            #expect(released.wallet.held == 0 && released.wallet.balance == 10)
+        }
+    }
+
+    @Test("A change to the user's documents is announced as `changed` with the cursor of the newest version", arguments: StoreKind.allCases)
+    func changedEvents(kind: StoreKind) async throws {
+        try await Self.withGuestStream(kind) { server, _, user, stream throws in  // `throws`: the only `try` is in a macro
+            server.services.notifier.documentsChanged(userId: user.userId, version: 7)
+            let cursor = SyncCursor.encode(version: 7, userId: user.userId)
+            #expect(try await stream.nextEvent() == .event(name: "changed", id: cursor, data: #"{"cursor":"\#(cursor)"}"#))
+        }
+    }
+
+    @Test("Another user's events never reach a stream, and another user's cursor is refused", arguments: StoreKind.allCases)
+    func crossUser(kind: StoreKind) async throws {
+        try await LiveServer.with(kind) { server in
+            let api = server.connection()
+            defer { Task { await api.close() } }
+            let alice = try await api.newGuest(), bob = try await api.newGuest()
+            try await api.grant(10, to: bob)
+            let stream = try await Self.openStream(server, alice)
+            _ = try await Self.walletEvent(stream)
+            try await server.clock.waitForSleepers(2)  // housekeeping and the stream's heartbeat
+            // Bob's action, Bob's document change, Bob's sign-out: none of it is Alice's.
+            #expect(try await api.send(.post, "/v1/actions/ai.query", token: bob.accessToken, headers: [.idempotencyKey: "q1"]).status == .ok)
+            server.services.notifier.documentsChanged(userId: bob.userId, version: 99)
+            #expect(try await api.send(.post, "/v1/auth/sign-out", token: bob.accessToken).status == .noContent)
+            // The next thing Alice's stream sends is its heartbeat: nothing of Bob's was pending before it.
+            server.clock.advance(by: SyncEventsController.heartbeatInterval)
+            #expect(try await stream.next() == .comment("heartbeat"))
+            server.services.notifier.documentsChanged(userId: alice.userId, version: 2)
+            let cursor = SyncCursor.encode(version: 2, userId: alice.userId)
+            #expect(try await stream.next() == .event(name: "changed", id: cursor, data: #"{"cursor":"\#(cursor)"}"#), "not Bob's 99")
+
+            // Bob's cursor does not open Alice's stream, as Last-Event-ID or as ?cursor=.
+            let bobs = SyncCursor.encode(version: 1, userId: bob.userId)
+            for (path, headers) in [("/v1/sync/events", [("Last-Event-ID", bobs)]), ("/v1/sync/events?cursor=\(bobs)", [])] {
+                let (refused, head) = try await EventStreamClient.open(port: server.port, token: alice.accessToken, path: path, headers: headers)
+                #expect(head.status == 400)
+                #expect(try await refused.next() == .end)
+                #expect(refused.body.contains("invalid_cursor"), "\(refused.body)")
+                await refused.close()
+            }
+            let (anonymous, head) = try await EventStreamClient.open(port: server.port, token: nil)
+            #expect(head.status == 401)
+            await anonymous.close()
+        }
+    }
+
+    @Test("Heartbeats come every 15 s of the injected clock", arguments: StoreKind.allCases)
+    func heartbeats(kind: StoreKind) async throws {
+        try await Self.withGuestStream(kind) { server, _, user, stream in
+            try await server.clock.waitForSleepers(2)  // housekeeping and the stream's heartbeat
+            server.clock.advance(by: SyncEventsController.heartbeatInterval - 1)
+            // Not yet due: what comes next is this marker, not a heartbeat.
+            server.services.notifier.documentsChanged(userId: user.userId, version: 1)
+            guard case .event(name: "changed", _, _) = try await stream.next() else { Issue.record("a heartbeat came early"); return }
+            server.clock.advance(by: 1)
+            #expect(try await stream.next() == .comment("heartbeat"))
+            try await Self.heartbeat(server)
+            #expect(try await stream.next() == .comment("heartbeat"))
+        }
+    }
+
+    @Test("Signing out ends that session's streams at once; deleting the account ends all of the user's", arguments: StoreKind.allCases)
+    func endsOnSignOutAndDeletion(kind: StoreKind) async throws {
+        try await LiveServer.with(kind) { server in
+            let api = server.connection()
+            defer { Task { await api.close() } }
+            let device = "device-" + UUID().uuidString
+            let phone = try await api.newGuest(deviceId: device), tablet = try await api.newGuest(deviceId: device)
+            let phoneStream = try await Self.openStream(server, phone), tabletStream = try await Self.openStream(server, tablet)
+            _ = try await Self.walletEvent(phoneStream)
+            _ = try await Self.walletEvent(tabletStream)
+
+            #expect(try await api.send(.post, "/v1/auth/sign-out", token: tablet.accessToken).status == .noContent)
+            #expect(try await tabletStream.next() == .end)
+            server.services.notifier.documentsChanged(userId: phone.userId, version: 1)
+            guard case .event(name: "changed", _, _) = try await phoneStream.next() else {
+                Issue.record("the other session's stream should go on")
+                return
+            }
+
+            #expect(try await api.send(.delete, "/v1/me", token: phone.accessToken).status == .noContent)
+            #expect(try await phoneStream.next() == .end)
+            #expect(server.services.events.openStreams == 0, "forgotten before the response ended")
+        }
+    }
+
+    @Test("A session revoked without a notification (refresh-token reuse) ends its stream at the next heartbeat", arguments: StoreKind.allCases)
+    func endsAtHeartbeatWhenRevoked(kind: StoreKind) async throws {
+        try await Self.withGuestStream(kind) { server, api, user, stream in
+            let refresh = RefreshRequest(refreshToken: user.refreshToken)
+            #expect(try await api.send(.post, "/v1/auth/refresh", json: refresh).status == .ok)
+            #expect(try await api.send(.post, "/v1/auth/refresh", json: refresh).status == .unauthorized, "reuse revokes the session")
+            try await Self.heartbeat(server)
+            #expect(try await stream.next() == .end)
+        }
+    }
+
+    @Test("A stream ends at the first heartbeat after its access token expired", arguments: [StoreKind.sqlite])
+    func endsWhenTheTokenExpires(kind: StoreKind) async throws {
+        try await Self.withGuestStream(kind, accessTokenTTL: 60) { server, _, _, stream in
+            try await Self.heartbeat(server)
+            #expect(try await stream.next() == .comment("heartbeat"), "still valid")
+            try await server.clock.waitForSleepers(2)
+            server.clock.advance(by: 60)
+            #expect(try await stream.next() == .end)
+        }
+    }
+
+    @Test("A user's eleventh stream ends their oldest; a client that went away is forgotten by the heartbeat after next")
+    func capAndDisconnect() async throws {
+        try await LiveServer.with(.sqlite) { server in
+            let api = server.connection()
+            defer { Task { await api.close() } }
+            let user = try await api.newGuest()
+            var streams: [EventStreamClient] = []
+            for _ in 0...EventHub.maxStreamsPerUser {
+                let stream = try await Self.openStream(server, user)
+                _ = try await Self.walletEvent(stream)
+                streams.append(stream)
+            }
+            #expect(try await streams[0].next() == .end)
+            #expect(server.services.events.openStreams == EventHub.maxStreamsPerUser)
+
+            for stream in streams { await stream.close() }
+            // The server learns that a client is gone when a write fails: at the latest the second heartbeat.
+            for _ in 0..<3 where server.services.events.openStreams > 0 {
+                try await server.clock.waitForSleepers(1 + server.services.events.openStreams)
+                server.clock.advance(by: SyncEventsController.heartbeatInterval)
+                try await Self.waitUntil(within: .seconds(2)) { server.services.events.openStreams == 0 }
+            }
+            #expect(server.services.events.openStreams == 0)
+        }
+    }
+
+    @Test("A stream outlives the connection timeouts (idle, header, request) and still delivers")
+    func outlivesConnectionTimeouts() async throws {
+        try await LiveServer.with(
+            .sqlite,
+            configure: {
+                $0.connections.idleTimeout = .milliseconds(400)
+                $0.connections.headerTimeout = .milliseconds(400)
+                $0.connections.requestTimeout = .milliseconds(400)
+            }
+        ) { server in
+            // A request must reach the server within 400 ms of its connect: a starved test process tries again.
+            let user = try await Self.retrying {
+                let api = server.connection()
+                defer { Task { await api.close() } }
+                return try await api.newGuest()
+            }
+            let stream = try await Self.retrying { try await Self.openStream(server, user) }
+            _ = try await Self.walletEvent(stream)
+            // Real time, longer than every timeout: these are the server's own socket timers, not the injected clock.
+            try await Task.sleep(for: .milliseconds(1_200))
+            server.services.notifier.documentsChanged(userId: user.userId, version: 3)
+            guard case .event(name: "changed", _, _) = try await stream.next() else {
+                Issue.record("the stream was cut by a connection timeout")
+                return
+            }
+        }
+    }
+
+    @Test("An SSE client on one process receives the events of writes made through another (PostgreSQL)")
+    func acrossProcesses() async throws {
+        try await ScratchDatabase.with(baseURL: try postgresURL()) { url in
+            let directory = FileManager.default.temporaryDirectory.appendingPathComponent("tally-events-\(UUID().uuidString)")
+            try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+            defer { try? FileManager.default.removeItem(at: directory) }
+            let adminKey = "events-admin-key-0123456789"
+            let environment = [
+                "DATABASE_URL": url, "TALLY_ADMIN_KEY": adminKey, "LOG_LEVEL": "warning",
+                "TALLY_SIGNING_KEY": Data((0..<32).map { _ in UInt8.random(in: 0...255) }).base64EncodedString(),
+            ]
+            let a = try ServerProcess(name: "a", directory: directory, environment: environment)
+            let b = try ServerProcess(name: "b", directory: directory, environment: environment)
+            defer {
+                a.stop()
+                b.stop()
+            }
+            let (portsA, portsB) = (try await a.ports(), try await b.ports())
+            let apiA = APIConnection(port: portsA.api, adminPort: portsA.admin, adminKey: adminKey)
+            defer { Task { await apiA.close() } }
+            let device = "device-" + UUID().uuidString
+            let phone = try await apiA.newGuest(deviceId: device), tablet = try await apiA.newGuest(deviceId: device)
+            try await apiA.grant(10, to: phone)
+
+            let (stream, head) = try await EventStreamClient.open(port: portsB.api, token: phone.accessToken)
+            defer { Task { await stream.close() } }
+            #expect(head.status == 200)
+            #expect(try await Self.walletEvent(stream).wallet.balance == 10)
+            #expect(
+                try await apiA.send(.post, "/v1/actions/ai.query", token: tablet.accessToken, headers: [.idempotencyKey: "q1"]).status == .ok)
+            #expect(try await Self.walletEvent(stream).wallet.balance == 7, "the action on A reached the stream on B")
+            try await apiA.grant(5, to: phone)
+            #expect(try await Self.walletEvent(stream).wallet.balance == 12, "an admin grant on A too")
+            // Signing out through A ends the stream on B at once (through the same notifications).
+            #expect(try await apiA.send(.post, "/v1/auth/sign-out", token: phone.accessToken).status == .noContent)
+            #expect(try await stream.nextEvent() == .end, "\(b.log)")
+        }
+    }
+
+    // MARK: - Helpers
+
+    /// Runs `body` on a server of `kind` with a new guest whose stream is open and past its first `wallet` event.
+    static func withGuestStream(
+        _ kind: StoreKind, accessTokenTTL: TimeInterval = 30 * 86_400,
+        _ body: @Sendable (LiveServer, APIConnection, TestUser, EventStreamClient) async throws -> Void
+    ) async throws {
+        try await LiveServer.with(kind, accessTokenTTL: accessTokenTTL) { server in
+            let api = server.connection()
+            defer { Task { await api.close() } }
+            let user = try await api.newGuest()
+            let stream = try await Self.openStream(server, user)
+            defer { Task { await stream.close() } }
+            _ = try await Self.walletEvent(stream)
+            try await body(server, api, user, stream)
+        }
+    }
+
+    /// Waits until the server's sleepers (housekeeping, one stream's heartbeat) sleep, then moves the clock to the heartbeat.
+    static func heartbeat(_ server: LiveServer) async throws {
+        try await server.clock.waitForSleepers(2)
+        server.clock.advance(by: SyncEventsController.heartbeatInterval)
+    }
+
+    /// Opens a stream for `user` and checks it started (200, then the `retry` field).
+    static func openStream(_ server: LiveServer, _ user: TestUser, sourceLocation: SourceLocation = #_sourceLocation) async throws -> EventStreamClient {
+        let (stream, head) = try await EventStreamClient.open(port: server.port, token: user.accessToken)
+        #expect(head.status == 200, "\(stream.body)", sourceLocation: sourceLocation)
+        guard case .retry = try await stream.next() else { throw HarnessError("the stream did not start with retry") }
+        return stream
+    }
+
+    /// The next event, which must be `wallet`, decoded.
+    static func walletEvent(_ stream: EventStreamClient) async throws -> SyncWalletEvent {
+        let item = try await stream.nextEvent()
+        guard case .event(name: "wallet", id: nil, let data) = item else { throw HarnessError("expected a wallet event, got \(item)") }
+        return try TallyJSON.decoder().decode(SyncWalletEvent.self, from: Data(data.utf8))
+    }
+
+    /// The next event is `wallet` with `balance`, and is exactly what GET /v1/wallet and GET /v1/quotas say now.
+    @discardableResult
+    static func expectWallet(
+        _ stream: EventStreamClient, equalTo api: APIConnection, _ user: TestUser, balance: Int64,
+        sourceLocation: SourceLocation = #_sourceLocation
+    ) async throws -> SyncWalletEvent {
+        let event = try await walletEvent(stream)
+        #expect(event.wallet.balance == balance, sourceLocation: sourceLocation)
+        let wallet: Wallet = try await api.wallet(user)
+        let quotas: QuotaList = try await api.send(.get, "/v1/quotas", token: user.accessToken).decode()
+        #expect(event == SyncWalletEvent(wallet: wallet, quotas: quotas.items), sourceLocation: sourceLocation)
+        return event
+    }
+
+    /// `work`, tried up to five times.
+    static func retrying<T>(_ work: () async throws -> T) async throws -> T {
+        for _ in 1..<5 {
+            if let value = try? await work() { return value }
+        }
+        return try await work()
+    }
+
+    /// Waits (at most `limit`) for `condition`, which the server makes true on its own time.
+    static func waitUntil(within limit: Duration, _ condition: () -> Bool) async throws {
+        let deadline = ContinuousClock.now + limit
+        while !condition(), ContinuousClock.now < deadline { try await Task.sleep(for: .milliseconds(5)) }
+    }
+}
