@@ -22,6 +22,9 @@ public struct CollectionSpec: Sendable, Hashable {
     public static let maxDocumentBytesLimit = 262_144
     /// The default `maxDocuments`.
     public static let defaultMaxDocuments = 10_000
+    /// The longest range value, in UTF-8 bytes: range values are indexed, and a PostgreSQL b-tree entry holds
+    /// at most about 2.7 kB (a longer one fails the insert).
+    public static let maxRangeValueBytes = 1024
 
     /// Creates a collection.
     public init(
@@ -155,7 +158,10 @@ public enum DocumentPlanner {
         guard case .object(let fields) = data else { return .refused(.invalidDocument) }
         var rangeValue: String?
         if let rangeKey = collection.rangeKey {
-            guard let value = fields[rangeKey]?.stringValue else { return .refused(.invalidDocument) }
+            // Without NUL, which PostgreSQL text cannot hold.
+            guard let value = fields[rangeKey]?.stringValue, value.utf8.count <= CollectionSpec.maxRangeValueBytes,
+                !value.utf8.contains(0)
+            else { return .refused(.invalidDocument) }
             rangeValue = value
         }
         let bytes = data.bytes

@@ -20,6 +20,7 @@ struct CollectionsTests {
                 CollectionInfo(name: "habit_logs", rangeKey: "date", maxDocumentBytes: 16_384, maxDocuments: 10_000),
                 CollectionInfo(name: "chat_messages", rangeKey: "sentAt", maxDocumentBytes: 16_384, maxDocuments: 10_000, action: "chat.message"),
                 CollectionInfo(name: "profile", maxDocumentBytes: 200, maxDocuments: 3),
+                CollectionInfo(name: "drafts", maxDocumentBytes: 262_144, maxDocuments: 10_000),
             ])
             #expect(try await api.send(.get, "/v1/collections").status == .unauthorized)
             await api.close()
@@ -268,6 +269,35 @@ struct CollectionsTests {
             let quotas = try await api.send(.get, "/v1/quotas", token: user.accessToken).decode(QuotaList.self)
             #expect(quotas.items.first { $0.name == "messages" }?.used == 2)
             try await api.expectBooksBalance(user)
+            await api.close()
+        }
+    }
+
+    @Test("The largest document a collection may declare gets through, one byte more is 413; so does a push of almost 1 MiB", arguments: StoreKind.allCases)
+    func largestDocuments(kind: StoreKind) async throws {
+        try await SyncFixture.server(kind) { server in
+            let api = server.connection()
+            let user = try await api.newGuest()
+            // {"text":"…"} is 11 bytes around the text.
+            let largest = JSONValue.object(["text": .string(String(repeating: "é", count: 131_066) + "x")])
+            #expect(largest.bytes.count == 262_144)
+            let put = try await api.putDocument(user, "drafts", "largest", largest)
+            #expect(put.status == .created, "\(put.text.prefix(200))")
+            #expect(try await api.getDocument(user, "drafts", "largest").decode(Document.self).data == largest)
+            let over = JSONValue.object(["text": .string(String(repeating: "é", count: 131_067))])
+            let refused = try await api.putDocument(user, "drafts", "over", over)
+            #expect(refused.status == .contentTooLarge && refused.errorCode == "document_too_large", "\(refused.text.prefix(200))")
+
+            let mutations = (1...4).map { index in
+                SyncMutation(id: Int64(index), op: .put, collection: "drafts", docId: "d\(index)", data: .object(["text": .string(String(repeating: "\(index)", count: 260_000))]))
+            }
+            let body = try TallyJSON.encoder().encode(SyncPushRequest(clientId: "large-push-client-01", mutations: mutations))
+            #expect((1_000_000...1_048_576).contains(body.count), "\(body.count)")
+            let pushed = try await api.push(user, clientId: "large-push-client-01", mutations)
+            #expect(pushed.status == .ok, "\(pushed.text.prefix(200))")
+            #expect(try pushed.decode(SyncPushResponse.self).results.allSatisfy { $0.status == .applied })
+            let state = try await api.state(user)
+            #expect(state.count == 5 && mutations.allSatisfy { state["drafts/\($0.docId)"]?.data == $0.data })
             await api.close()
         }
     }

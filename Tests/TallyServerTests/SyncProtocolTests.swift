@@ -4,6 +4,8 @@ import TallyAPI
 import TallyStore
 import Testing
 
+@testable import TallyServer
+
 /// The sync protocol over the real HTTP stack: exactly-once push, ordered application, final conflicts and
 /// rejections, pull reproducing the server's state, retention, and users kept apart.
 @Suite("Sync protocol: push and pull", .timeLimit(.minutes(5)))
@@ -271,6 +273,49 @@ struct SyncProtocolTests {
             let again = try await api.pull(user).decode(SyncPullResponse.self)
             #expect(again.changes.map(\.id) == ["b"])
             #expect(try await api.pull(user, cursor: again.cursor).status == .ok)
+            await api.close()
+        }
+    }
+
+    @Test("Writes through the routes announce themselves: `changed` with the newest version, `wallet` when a create was charged", arguments: StoreKind.allCases)
+    func writesAnnounceChanges(kind: StoreKind) async throws {
+        try await SyncFixture.server(kind) { server in
+            let api = server.connection()
+            let user = try await api.newGuest()
+            try await api.grant(5, to: user)
+            let stream = try await SyncEventsTests.openStream(server, user)
+            defer { Task { await stream.close() } }
+            #expect(try await SyncEventsTests.walletEvent(stream).wallet.balance == 5)
+            func expectChanged(_ version: Int64, _ what: String) async throws {
+                let cursor = SyncCursor.encode(version: version, userId: user.userId)
+                let event = try await stream.nextEvent(within: .seconds(10))
+                #expect(event == .event(name: "changed", id: cursor, data: #"{"cursor":"\#(cursor)"}"#), "\(what)")
+            }
+            let put = try await api.putDocument(user, "habit_logs", "a", jsonValue(#"{"date":"2027-01-15"}"#)).decode(Document.self)
+            try await expectChanged(put.version, "PUT")
+            let patched = try await api.patchDocument(user, "habit_logs", "a", jsonValue(#"{"done":true}"#)).decode(Document.self)
+            try await expectChanged(patched.version, "PATCH")
+            #expect(try await api.deleteDocument(user, "habit_logs", "a").status == .noContent)
+            try await expectChanged(patched.version + 1, "DELETE")
+            let pushed = try await api.push(user, clientId: Self.client, [
+                SyncMutation(id: 1, op: .put, collection: "habit_logs", docId: "b", data: jsonValue(#"{"date":"2027-01-16"}"#)),
+                SyncMutation(id: 2, op: .put, collection: "habit_logs", docId: "c", data: jsonValue(#"{"date":"2027-01-17"}"#)),
+                SyncMutation(id: 3, op: .put, collection: "habit_logs", docId: "bad", data: jsonValue(#"{"no":"date"}"#)),
+            ]).decode(SyncPushResponse.self)
+            try await expectChanged(try #require(pushed.results[1].version), "a push: its highest applied version")
+            // A metered create: the document and the wallet (two free messages a day, then 2 tokens).
+            for index in 1...3 {
+                let message = JSONValue.object(["sentAt": .string("2027-01-15T08:00:0\(index)Z")])
+                let created = try await api.putDocument(user, "chat_messages", "m\(index)", message).decode(Document.self)
+                let events = [try await stream.nextEvent(within: .seconds(10)), try await stream.nextEvent(within: .seconds(10))]
+                let cursor = SyncCursor.encode(version: created.version, userId: user.userId)
+                #expect(events.contains(.event(name: "changed", id: cursor, data: #"{"cursor":"\#(cursor)"}"#)), "\(events)")
+                let wallet = try events.compactMap { event -> SyncWalletEvent? in
+                    guard case .event("wallet", _, let data) = event else { return nil }
+                    return try TallyJSON.decoder().decode(SyncWalletEvent.self, from: Data(data.utf8))
+                }
+                #expect(wallet.first?.wallet.balance == (index < 3 ? 5 : 3), "message \(index): \(events)")
+            }
             await api.close()
         }
     }

@@ -6,8 +6,8 @@ import Testing
 
 @testable import TallyServer
 
-/// The collections the sync tests declare: a habit log ordered by date, a metered chat history, and a small
-/// profile collection whose limits are easy to reach.
+/// The collections the sync tests declare: a habit log ordered by date, a metered chat history, a small
+/// profile collection whose limits are easy to reach, and drafts as large as a document may be.
 enum SyncFixture {
     /// `chat.message` draws on two free messages a day, then costs 2 tokens.
     static let catalog = try! Catalog(
@@ -23,6 +23,7 @@ enum SyncFixture {
           - {name: habit_logs, rangeKey: date}
           - {name: chat_messages, rangeKey: sentAt, action: chat.message}
           - {name: profile, maxDocumentBytes: 200, maxDocuments: 3}
+          - {name: drafts, maxDocumentBytes: 262144}
         tombstoneRetentionDays: 2
         """
 

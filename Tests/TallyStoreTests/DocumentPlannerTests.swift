@@ -65,6 +65,17 @@ struct DocumentPlannerTests {
         #expect(plan(.put(try JSONValue.parse(#"{"day":"x"}"#)), on: nil) == .refused(.invalidDocument))
         #expect(plan(.put(try JSONValue.parse(#"{"date":7}"#)), on: nil) == .refused(.invalidDocument))
         #expect(plan(.patch(try JSONValue.parse(#"{"date":null}"#)), on: record(#"{"date":"x"}"#)) == .refused(.invalidDocument))
+        // Range values are indexed: at most 1,024 bytes, no NUL.
+        var roomy = DocumentMutation(collection: CollectionSpec(name: "logs", rangeKey: "date"), docId: "d", operation: .delete)
+        roomy.operation = .put(.object(["date": .string(String(repeating: "é", count: 512))]))
+        guard case .write = DocumentPlanner.plan(roomy, existing: nil, liveCount: 0) else {
+            Issue.record("a range value of 1,024 bytes was refused")
+            return
+        }
+        roomy.operation = .put(.object(["date": .string(String(repeating: "é", count: 512) + "x")]))
+        #expect(DocumentPlanner.plan(roomy, existing: nil, liveCount: 0) == .refused(.invalidDocument))
+        roomy.operation = .put(.object(["date": .string("2027-01-15\u{0}")]))
+        #expect(DocumentPlanner.plan(roomy, existing: nil, liveCount: 0) == .refused(.invalidDocument))
         let big = JSONValue.object(["date": .string("d"), "pad": .string(String(repeating: "x", count: 64))])
         #expect(plan(.put(big), on: nil) == .refused(.documentTooLarge))
         let small = try JSONValue.parse(#"{"date":"d"}"#)
