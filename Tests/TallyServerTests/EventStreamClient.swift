@@ -98,10 +98,11 @@ final class EventStreamClient: Sendable {
         }
     }
 
-    /// The next event (skipping `retry` and heartbeat comments).
+    /// The next event (skipping `retry` and heartbeat comments), within `limit` in all.
     func nextEvent(within limit: Duration = .seconds(20)) async throws -> Item {
+        let deadline = ContinuousClock.now + limit
         while true {
-            let item = try await next(within: limit)
+            let item = try await next(within: max(deadline - ContinuousClock.now, .zero))
             switch item {
             case .retry, .comment: continue
             default: return item

@@ -227,6 +227,19 @@ struct SyncEventsTests {
         }
     }
 
+    @Test("A graceful shutdown ends open streams instead of waiting for them", arguments: StoreKind.allCases)
+    func endsOnShutdown(kind: StoreKind) async throws {
+        let stream = try await LiveServer.with(kind) { server in
+            let api = server.connection()
+            defer { Task { await api.close() } }
+            let stream = try await Self.openStream(server, try await api.newGuest())
+            _ = try await Self.walletEvent(stream)
+            return stream
+        }
+        #expect(try await stream.next() == .end)
+        await stream.close()
+    }
+
     @Test("An SSE client on one process receives the events of writes made through another (PostgreSQL)")
     func acrossProcesses() async throws {
         try await ScratchDatabase.with(baseURL: try postgresURL()) { url in
@@ -251,6 +264,7 @@ struct SyncEventsTests {
             let phone = try await apiA.newGuest(deviceId: device), tablet = try await apiA.newGuest(deviceId: device)
             try await apiA.grant(10, to: phone)
 
+            let opened = ContinuousClock.now
             let (stream, head) = try await EventStreamClient.open(port: portsB.api, token: phone.accessToken)
             defer { Task { await stream.close() } }
             #expect(head.status == 200)
@@ -260,9 +274,11 @@ struct SyncEventsTests {
             #expect(try await Self.walletEvent(stream).wallet.balance == 7, "the action on A reached the stream on B")
             try await apiA.grant(5, to: phone)
             #expect(try await Self.walletEvent(stream).wallet.balance == 12, "an admin grant on A too")
-            // Signing out through A ends the stream on B at once (through the same notifications).
+            // Signing out through A ends the stream on B at once, through the same notifications: before B's first
+            // heartbeat (15 s of real time after the connect) could have found the session revoked.
             #expect(try await apiA.send(.post, "/v1/auth/sign-out", token: phone.accessToken).status == .noContent)
             #expect(try await stream.nextEvent() == .end, "\(b.log)")
+            #expect(ContinuousClock.now - opened < .seconds(14), "ended by a heartbeat's check, not by the notification")
         }
     }
 

@@ -107,7 +107,7 @@ struct PostgresNotificationsTests {
                 try await killer.close()
                 #expect(rows.count == 2, "both notifiers' listeners were terminated")
                 // Each waits out its backoff on the manual clock: nothing reconnects until it moves.
-                try await clock.waitForSleepers(2)
+                try await Recorder.waitFor { clock.sleeperCount >= 2 }
                 #expect(recorder.listening == [false])
                 clock.advance(by: 1)
                 try await recorder.waitUntilListening(2)
@@ -159,11 +159,15 @@ final class Recorder: Sendable {
         try await waitFor { $0.events.count >= count }
     }
 
-    /// Polls (the notifications arrive from the database, not from anything a test can await) for at most 20 s.
-    private func waitFor(_ condition: ((listening: [Bool], events: [ChangeEvent], lost: Int)) -> Bool) async throws {
+    private func waitFor(_ condition: @escaping ((listening: [Bool], events: [ChangeEvent], lost: Int)) -> Bool) async throws {
+        try await Self.waitFor { self.state.withLock { condition($0) } }
+    }
+
+    /// Polls `condition` (what the database does is nothing a test can await) for at most 20 s.
+    static func waitFor(_ condition: () -> Bool) async throws {
         let deadline = ContinuousClock.now + .seconds(20)
-        while !state.withLock({ condition($0) }) {
-            guard ContinuousClock.now < deadline else { throw HarnessError("timed out waiting for notifications") }
+        while !condition() {
+            guard ContinuousClock.now < deadline else { throw HarnessError("timed out waiting for the notifier") }
             try await Task.sleep(for: .milliseconds(5))
         }
     }
