@@ -33,18 +33,23 @@ extension PostgresStore {
     /// Takes the key's advisory lock (without waiting: a concurrent duplicate throws `.idempotencyKeyInUse`),
     /// reads the committed response, and locks the account's wallet, in one statement. The wallet is only
     /// locked when the command is to run, and after the key: a duplicate never queues behind the account.
+    /// Without `lockingWallet` (a document write, which locks the user's sync state instead, and the wallet
+    /// only to charge an action) the wallet is neither locked nor looked for.
     ///
     /// The lookup reads this statement's snapshot, which may predate the commit of a first request that
     /// released the key a moment ago; that request's row then makes our insert of the key find a conflict,
     /// and the transaction runs again, finding the row.
-    func claim(_ key: IdempotencyKey, userId: String, on connection: PooledConnection) async throws -> IdempotencyClaim {
+    func claim(
+        _ key: IdempotencyKey, userId: String, lockingWallet: Bool = true, on connection: PooledConnection
+    ) async throws -> IdempotencyClaim {
         let rows = try await connection.rows(
             """
             SELECT l.locked, k.fingerprint, k.status, k.body, w.found
             FROM (SELECT pg_try_advisory_xact_lock(hashtextextended(\(key.scope) || ':' || \(key.key), 0)) AS locked) l
             LEFT JOIN idempotency_keys k ON k.scope = \(key.scope) AND k.key = \(key.key)
             LEFT JOIN LATERAL (
-              SELECT true AS found FROM wallets WHERE user_id = \(userId) AND l.locked AND k.scope IS NULL FOR UPDATE
+              SELECT true AS found FROM wallets
+              WHERE user_id = \(userId) AND l.locked AND k.scope IS NULL AND \(lockingWallet) FOR UPDATE
             ) w ON true
             """, logger: logger)
         guard let row = rows.first else { throw PostgresFailure(kind: "no row from the idempotency check") }
@@ -58,7 +63,7 @@ extension PostgresStore {
             return .replay(try key.replay(StoredResponse(status: Int(status), body: [UInt8](body)), storedFingerprint: fingerprint))
         }
         guard locked else { throw StoreError(.idempotencyKeyInUse) }
-        guard found == true else { throw StoreError(.userNotFound) }
+        guard found == true || !lockingWallet else { throw StoreError(.userNotFound) }
         return .proceed
     }
 

@@ -22,7 +22,7 @@ enum PostgresSchema {
     /// Every migration, oldest first.
     static let migrations: [Migration] = [
         Migration(version: 1, statements: v1), Migration(version: 2, statements: v2), Migration(version: 3, statements: v3),
-        Migration(version: 4, statements: v4), Migration(version: 5, statements: v5),
+        Migration(version: 4, statements: v4), Migration(version: 5, statements: v5), Migration(version: 6, statements: v6),
     ]
 
     static let v1: [String] = [
@@ -216,5 +216,51 @@ enum PostgresSchema {
         FROM quota_counters c JOIN users u ON u.id = c.user_id WHERE u.installation IS NOT NULL
         """,
         "DROP TABLE device_credentials",
+    ]
+
+    /// Synced collections (``DocumentStore``): new tables only, so existing rows are kept as they are, and every
+    /// row goes with its user (`ON DELETE CASCADE`; a guest who links keeps its id, so its rows).
+    /// - `sync_state`: a user's change counter (`version`, the newest version written) and the newest version
+    ///   of a tombstone purged (`purged_through`: older cursors must resync). Its row lock serializes a user's
+    ///   document writes across every process, so versions commit in order; created on the first write.
+    /// - `documents`: the latest state of each document, a tombstone (`deleted`, `data` '') after a delete.
+    ///   Ids and range values compare byte by byte (`COLLATE "C"`, as SQLite compares them), and a user's
+    ///   versions are unique; the partial index serves range queries and live counts, the other one the purge.
+    /// - `sync_clients`: each sync client's last mutation id, owned by the user who first pushed with it.
+    static let v6: [String] = [
+        """
+        CREATE TABLE sync_state (
+          user_id TEXT PRIMARY KEY REFERENCES users(id) ON DELETE CASCADE,
+          version BIGINT NOT NULL CHECK (version >= 0),
+          purged_through BIGINT NOT NULL CHECK (purged_through >= 0 AND purged_through <= version)
+        ) WITH (fillfactor = 80)
+        """,
+        """
+        CREATE TABLE documents (
+          user_id TEXT NOT NULL REFERENCES users(id) ON DELETE CASCADE,
+          collection TEXT COLLATE "C" NOT NULL,
+          id TEXT COLLATE "C" NOT NULL,
+          data TEXT NOT NULL,
+          range_value TEXT COLLATE "C",
+          version BIGINT NOT NULL CHECK (version > 0),
+          updated_at BIGINT NOT NULL,
+          deleted BOOLEAN NOT NULL,
+          PRIMARY KEY (user_id, collection, id),
+          CONSTRAINT documents_version_key UNIQUE (user_id, version),
+          CONSTRAINT documents_tombstone CHECK (deleted = (data = '') AND (NOT deleted OR range_value IS NULL)),
+          CONSTRAINT documents_object CHECK (deleted OR left(data, 1) = '{')
+        )
+        """,
+        "CREATE INDEX documents_live ON documents(user_id, collection, range_value, id) WHERE NOT deleted",
+        "CREATE INDEX documents_tombstones ON documents(updated_at) WHERE deleted",
+        """
+        CREATE TABLE sync_clients (
+          client_id TEXT PRIMARY KEY,
+          user_id TEXT NOT NULL REFERENCES users(id) ON DELETE CASCADE,
+          last_mutation_id BIGINT NOT NULL CHECK (last_mutation_id >= 0),
+          updated_at BIGINT NOT NULL
+        )
+        """,
+        "CREATE INDEX sync_clients_user ON sync_clients(user_id)",
     ]
 }

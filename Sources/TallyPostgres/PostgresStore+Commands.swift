@@ -41,18 +41,8 @@ extension PostgresStore {
             } else {
                 guard try await lockWallet(userId: userId, on: connection) else { throw StoreError(.userNotFound) }
             }
-            let allocate = command.mayAppend
-            guard
-                var account = try await lockedAccount(
-                    userId: userId, holdId: command.settledHoldId, allocateEntryId: allocate, now: now, on: connection)
-            else { throw StoreError(.userNotFound) }
-            try await releaseExpired(&account, allocateEntryId: allocate, now: now, on: connection)
-
-            let state = account.state
-            let plan = try LedgerPlanner.plan(command, state: state, hold: account.hold, now: now)
-            if plan.entry != nil, account.entryId == nil { account.entryId = try await nextEntryId(on: connection) }
-
-            let outcome = CommandOutcome(plan: plan, state: state, hold: account.hold, entryId: account.entryId, now: now)
+            let planned = try await planLocked(command, now: now, on: connection)
+            let outcome = planned.outcome
             let response: StoredResponse
             do {
                 response = try render(outcome)
@@ -60,8 +50,34 @@ extension PostgresStore {
                 throw CallerError(error: error)
             }
             try await apply(
-                plan, to: account, remembering: idempotency.map { ($0, response) }, now: now, on: connection)
+                planned.plan, to: planned.account, remembering: idempotency.map { ($0, response) }, now: now, on: connection)
             return .executed(response)
         }
     }
+
+    /// The locking path's plan, for a transaction that holds the account's wallet row lock: reads the account
+    /// (``lockedAccount(userId:holdId:allocateEntryId:now:on:)``), releases its expired holds, plans the
+    /// command (a refusal throws with the account's state) and takes an entry id when the plan appends one.
+    /// ``apply(_:to:remembering:now:on:)`` writes it. Commands and document writes that charge a metered
+    /// collection's action (`PostgresStore+Documents.swift`) plan this way.
+    func planLocked(_ command: Command, now: Date, on connection: PooledConnection) async throws -> LockedPlan {
+        let allocate = command.mayAppend
+        guard
+            var account = try await lockedAccount(
+                userId: command.userId, holdId: command.settledHoldId, allocateEntryId: allocate, now: now, on: connection)
+        else { throw StoreError(.userNotFound) }
+        try await releaseExpired(&account, allocateEntryId: allocate, now: now, on: connection)
+        let state = account.state
+        let plan = try LedgerPlanner.plan(command, state: state, hold: account.hold, now: now)
+        if plan.entry != nil, account.entryId == nil { account.entryId = try await nextEntryId(on: connection) }
+        let outcome = CommandOutcome(plan: plan, state: state, hold: account.hold, entryId: account.entryId, now: now)
+        return LockedPlan(account: account, plan: plan, outcome: outcome)
+    }
+}
+
+/// A command planned under its account's wallet lock: the account as read, the plan, and what it does.
+struct LockedPlan {
+    var account: LockedAccount
+    var plan: LedgerPlan
+    var outcome: CommandOutcome
 }

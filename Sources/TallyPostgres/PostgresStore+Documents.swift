@@ -1,32 +1,73 @@
 import Foundation
+import Logging
+import PostgresNIO
 import TallyStore
 
-// Placeholder until the document store lands: every call fails.
+// The writes of ``DocumentStore``: one transaction per call, on the user's sync state lock (``DocumentWriter``);
+// the reads are in `PostgresStore+DocumentReads.swift`.
 extension PostgresStore {
-    /// Not yet implemented.
+    /// A REST write in one transaction: the key claimed (a replay ends here; the same key with another request
+    /// is refused, one in flight answers `.idempotencyKeyInUse`), as a ledger command claims it; then the
+    /// user's sync state locked, the document read, planned and written at the next version (with the
+    /// collection's action for a create) and the response stored under the key. A refusal throws, and the
+    /// transaction writes nothing.
     public func writeDocument(
         _ mutation: DocumentMutation, userId: String, idempotency: IdempotencyKey?, now: Date,
         render: @escaping @Sendable (DocumentWriteOutcome) throws -> StoredResponse
-    ) async throws -> Execution { throw StoreError(.unavailable) }
+    ) async throws -> Execution {
+        try await transaction { connection in
+            if let idempotency,
+                case .replay(let response) = try await claim(idempotency, userId: userId, lockingWallet: false, on: connection)
+            {
+                return .replayed(response)
+            }
+            var writer = try await DocumentWriter.open(
+                self, userId: userId, clientId: nil, reading: [DocumentAddress(mutation)], now: now, on: connection)
+            switch try await writer.take(mutation) {
+            case .conflict(let current):
+                throw StoreError(.versionConflict, current: current)
+            case .refused(let error):
+                throw error
+            case .applied(let document, let created):
+                let response: StoredResponse
+                do {
+                    response = try render(DocumentWriteOutcome(document: document, created: created, charged: writer.charged))
+                } catch {
+                    throw CallerError(error: error)
+                }
+                try await writer.finish()
+                if let idempotency { try await remember((idempotency, response), now: now, on: connection) }
+                return .executed(response)
+            }
+        }
+    }
 
-    /// Not yet implemented.
+    /// A push in one transaction: the user's sync state locked, the client claimed and every addressed
+    /// document read in one statement, the mutations above the client's last id taken in order (a conflict
+    /// or a refusal is a result, and still counts as taken), then every write in one statement. A second push
+    /// of the same mutations, from this process or another, waits on the lock and finds them taken.
     public func push(userId: String, clientId: String, mutations: [ClientMutation], now: Date) async throws -> PushOutcome {
-        throw StoreError(.unavailable)
+        try await transaction { connection in
+            var writer = try await DocumentWriter.open(
+                self, userId: userId, clientId: clientId, reading: mutations.map { DocumentAddress($0.mutation) }, now: now,
+                on: connection)
+            var last = writer.lastMutationId
+            var results: [MutationResult] = []
+            results.reserveCapacity(mutations.count)
+            for mutation in mutations {
+                guard mutation.id > last else {
+                    results.append(.duplicate)
+                    continue
+                }
+                last = mutation.id
+                switch try await writer.take(mutation.mutation) {
+                case .applied(let document, _): results.append(.applied(document))
+                case .conflict(let current): results.append(.conflict(current: current))
+                case .refused(let error): results.append(.rejected(error.code, state: error.state))
+                }
+            }
+            try await writer.finish(lastMutationId: last)
+            return PushOutcome(lastMutationId: last, results: results, charged: writer.charged)
+        }
     }
-
-    /// Not yet implemented.
-    public func document(userId: String, collection: String, id: String) async throws -> DocumentRecord? {
-        throw StoreError(.unavailable)
-    }
-
-    /// Not yet implemented.
-    public func documents(userId: String, query: DocumentRangeQuery) async throws -> [DocumentRecord] {
-        throw StoreError(.unavailable)
-    }
-
-    /// Not yet implemented.
-    public func changes(userId: String, after: Int64?, limit: Int) async throws -> ChangePage { throw StoreError(.unavailable) }
-
-    /// Not yet implemented.
-    public func purgeTombstones(before: Date, limit: Int) async throws -> Int { 0 }
 }

@@ -351,10 +351,11 @@ extension PostgresStore {
         return try UserRecord(&cells)
     }
 
-    /// Locks the wallet first, like every command on the account, so a deletion never deadlocks with one.
-    /// Lists the account in the revocation feed in the same transaction.
+    /// Locks the sync state, then the wallet, in the order document writes and commands take them, so a
+    /// deletion never deadlocks with one. Lists the account in the revocation feed in the same transaction.
     public func deleteUser(id: String) async throws -> Bool {
         let existed = try await transaction { connection in
+            try await connection.rows("SELECT 1 FROM sync_state WHERE user_id = \(id) FOR UPDATE", logger: logger)
             try await connection.rows("SELECT 1 FROM wallets WHERE user_id = \(id) FOR UPDATE", logger: logger)
             let deleted = try await connection.rows(
                 """

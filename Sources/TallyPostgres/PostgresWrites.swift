@@ -112,19 +112,25 @@ extension PostgresStore {
         }
         if let remember = pending {
             // Nothing to write but the response (a premium action).
-            let rows = try await connection.rows(
-                """
-                WITH remembered AS (
-                  INSERT INTO idempotency_keys (scope, key, fingerprint, status, body, created_at)
-                  VALUES (\(remember.key.scope), \(remember.key.key), \(remember.key.fingerprint),
-                          \(Int64(remember.response.status)), \(Data(remember.response.body)), \(now.millis))
-                  ON CONFLICT (scope, key) DO NOTHING
-                  RETURNING 1
-                )
-                SELECT (SELECT count(*) FROM remembered)
-                """, logger: logger)
-            try Self.check(rows, remembered: remember, expected: [])
+            try await self.remember(remember, now: now, on: connection)
         }
+    }
+
+    /// Stores a response under its key on its own, in the transaction of `connection` (whose claim took the
+    /// key's advisory lock); a key stored meanwhile by another instance makes the transaction run again.
+    func remember(_ remember: Remembered, now: Date, on connection: PooledConnection) async throws {
+        let rows = try await connection.rows(
+            """
+            WITH remembered AS (
+              INSERT INTO idempotency_keys (scope, key, fingerprint, status, body, created_at)
+              VALUES (\(remember.key.scope), \(remember.key.key), \(remember.key.fingerprint),
+                      \(Int64(remember.response.status)), \(Data(remember.response.body)), \(now.millis))
+              ON CONFLICT (scope, key) DO NOTHING
+              RETURNING 1
+            )
+            SELECT (SELECT count(*) FROM remembered)
+            """, logger: logger)
+        try Self.check(rows, remembered: remember, expected: [])
     }
 
     /// The wallet, its new ledger entry (with the id the snapshot took), a new hold and a settled hold.

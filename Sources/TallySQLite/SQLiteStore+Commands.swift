@@ -8,8 +8,15 @@ extension SQLiteStore: LedgerStore {
         _ command: Command, idempotency: IdempotencyKey?, now: Date,
         render: @escaping @Sendable (CommandOutcome) throws -> StoredResponse
     ) async throws -> Execution {
-        let work: Work = { db in try self.execute(command, idempotency: idempotency, now: now, render: render, db) }
-        return try await writerQueue.run(work, schedule: scheduleBatch).get()
+        try await queued { db in
+            try self.idempotent(idempotency, now: now, db) { try render(try self.perform(command, now: now, db)) }
+        }
+    }
+
+    /// Runs `work` in the writer's next batch (``WriterQueue``): one transaction, shared with the other calls
+    /// that waited at the same time.
+    func queued(_ work: @escaping Work) async throws -> Execution {
+        try await writerQueue.run(work, schedule: scheduleBatch).get()
     }
 
     /// Puts a batch job on the writer (``WriterQueue``).
@@ -55,11 +62,11 @@ extension SQLiteStore: LedgerStore {
         }
     }
 
-    /// One command in the caller's transaction: replay, or plan, apply and remember its response.
-    private func execute(
-        _ command: Command, idempotency: IdempotencyKey?, now: Date,
-        render: (CommandOutcome) throws -> StoredResponse, _ db: Database
-    ) throws -> Execution {
+    // MARK: Inside the write transaction
+
+    /// In the caller's transaction: the response stored under `idempotency` replayed (`.idempotencyMismatch` for
+    /// another request), else `respond`'s response, stored under the key. A refusal `respond` throws stores nothing.
+    func idempotent(_ idempotency: IdempotencyKey?, now: Date, _ db: Database, _ respond: () throws -> StoredResponse) throws -> Execution {
         if let idempotency,
             let stored = try db.fetchFirst(
                 sql: "SELECT fingerprint, status, body FROM idempotency_keys WHERE scope = ? AND key = ?",
@@ -68,14 +75,7 @@ extension SQLiteStore: LedgerStore {
         {
             return .replayed(try idempotency.replay(stored.response, storedFingerprint: stored.fingerprint))
         }
-        var (state, hold) = try Self.account(for: command, db)
-        // Only an account with something held can have a hold to release first.
-        if state.wallet.held > 0, try self.expireHolds(db, userId: command.userId, now: now) > 0 {
-            (state, hold) = try Self.account(for: command, db)
-        }
-        let plan = try LedgerPlanner.plan(command, state: state, hold: hold, now: now)
-        let outcome = try self.apply(plan, state: state, hold: hold, now: now, db)
-        let response = try render(outcome)
+        let response = try respond()
         if let idempotency {
             try db.run(sql: """
                     INSERT INTO idempotency_keys (scope, key, fingerprint, status, body, created_at)
@@ -89,7 +89,23 @@ extension SQLiteStore: LedgerStore {
         return .executed(response)
     }
 
-    // MARK: Inside the write transaction
+    /// Plans and applies `command` in the caller's transaction. `known`: the account as an earlier command of
+    /// the same transaction left it (only for a command that settles no hold); else it is read, with its
+    /// expired holds released first.
+    func perform(_ command: Command, known: AccountState? = nil, now: Date, _ db: Database) throws -> CommandOutcome {
+        var (state, hold): (AccountState, HoldRecord?)
+        if let known, command.settledHoldId == nil {
+            (state, hold) = (known, nil)
+        } else {
+            (state, hold) = try Self.account(for: command, db)
+            // Only an account with something held can have a hold to release first.
+            if state.wallet.held > 0, try self.expireHolds(db, userId: command.userId, now: now) > 0 {
+                (state, hold) = try Self.account(for: command, db)
+            }
+        }
+        let plan = try LedgerPlanner.plan(command, state: state, hold: hold, now: now)
+        return try self.apply(plan, state: state, hold: hold, now: now, db)
+    }
 
     /// The account as a command plans from it (every quota counter, and a guest's installation with its
     /// counters), with the hold the command settles.

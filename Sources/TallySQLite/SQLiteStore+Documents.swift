@@ -1,32 +1,165 @@
 import Foundation
+import GRDB
 import TallyStore
 
-// Placeholder until the document store lands: every call fails.
 extension SQLiteStore: DocumentStore {
-    /// Not yet implemented.
+    /// One REST write in the writer's next batch (see ``DocumentStore/writeDocument(_:userId:idempotency:now:render:)``),
+    /// with the idempotency of ``execute(_:idempotency:now:render:)``.
     public func writeDocument(
         _ mutation: DocumentMutation, userId: String, idempotency: IdempotencyKey?, now: Date,
         render: @escaping @Sendable (DocumentWriteOutcome) throws -> StoredResponse
-    ) async throws -> Execution { throw StoreError(.unavailable) }
+    ) async throws -> Execution {
+        try await queued { db in
+            try self.idempotent(idempotency, now: now, db) {
+                var writer = try DocumentWriter(store: self, userId: userId, now: now, db)
+                let (result, created) = try writer.apply(mutation)
+                switch result {
+                case .applied(let document):
+                    try writer.finish()
+                    return try render(DocumentWriteOutcome(document: document, created: created, charged: writer.charged))
+                case .conflict(let current):
+                    throw StoreError(.versionConflict, current: current)
+                case .rejected(let code, let state):
+                    throw StoreError(code, state: state)
+                case .duplicate:
+                    preconditionFailure("a single write is never a duplicate")
+                }
+            }
+        }
+    }
 
-    /// Not yet implemented.
+    /// A push in one write transaction (see ``DocumentStore/push(userId:clientId:mutations:now:)``).
     public func push(userId: String, clientId: String, mutations: [ClientMutation], now: Date) async throws -> PushOutcome {
-        throw StoreError(.unavailable)
+        try await write { db in
+            let client = try db.fetchFirst(
+                sql: "SELECT user_id, last_mutation_id FROM sync_clients WHERE client_id = ?", arguments: [clientId],
+                { row in (userId: row[0] as String, lastMutationId: row[1] as Int64) })
+            if let client, client.userId != userId { throw StoreError(.clientIdInUse) }
+            var writer = try DocumentWriter(store: self, userId: userId, now: now, db)
+            let previous = client?.lastMutationId ?? 0
+            var last = previous
+            var results: [MutationResult] = []
+            results.reserveCapacity(mutations.count)
+            for pushed in mutations {
+                guard pushed.id > last else {
+                    results.append(.duplicate)
+                    continue
+                }
+                results.append(try writer.apply(pushed.mutation).result)
+                last = pushed.id
+            }
+            try writer.finish()
+            if client == nil || last != previous {
+                try db.run(
+                    sql: """
+                        INSERT INTO sync_clients (client_id, user_id, last_mutation_id, updated_at) VALUES (?, ?, ?, ?)
+                        ON CONFLICT (client_id) DO UPDATE SET last_mutation_id = excluded.last_mutation_id, updated_at = excluded.updated_at
+                        """,
+                    arguments: [clientId, userId, last, now.millis])
+            }
+            return PushOutcome(lastMutationId: last, results: results, charged: writer.charged)
+        }
     }
 
-    /// Not yet implemented.
+    /// The stored record, from a reader.
     public func document(userId: String, collection: String, id: String) async throws -> DocumentRecord? {
-        throw StoreError(.unavailable)
+        try await read { db in
+            try db.fetchFirst(sql: DocumentRecord.selectOne, arguments: [userId, collection, id], DocumentRecord.init(row:))
+        }
     }
 
-    /// Not yet implemented.
+    /// A keyset page of live documents, from a reader (the statement for each shape of query is cached).
     public func documents(userId: String, query: DocumentRangeQuery) async throws -> [DocumentRecord] {
-        throw StoreError(.unavailable)
+        try await read { db in
+            let (sql, arguments) = Self.rangeStatement(userId: userId, query)
+            var documents: [DocumentRecord] = []
+            try db.forEachRow(sql: sql, arguments: arguments) { documents.append(try DocumentRecord(row: $0)) }
+            return documents
+        }
     }
 
-    /// Not yet implemented.
-    public func changes(userId: String, after: Int64?, limit: Int) async throws -> ChangePage { throw StoreError(.unavailable) }
+    /// The statement of a range query. The bound that paging moves (`from` ascending, `to` descending) and the
+    /// keyset position say the same thing twice; only the tighter of the two is kept, so that SQLite starts the
+    /// index scan there.
+    static func rangeStatement(userId: String, _ query: DocumentRangeQuery) -> (String, StatementArguments) {
+        var sql = "SELECT \(DocumentRecord.columns) FROM documents WHERE user_id = ? AND collection = ? AND deleted = 0"
+        var arguments: StatementArguments = [userId, query.collection]
+        var (from, to) = (query.from, query.to)
+        if let after = query.after {
+            let comparison = query.descending ? "<" : ">"
+            if let rangeValue = after.rangeValue {
+                let afterIsTighter = query.descending ? to.map { rangeValue < $0 } ?? true : from.map { rangeValue >= $0 } ?? true
+                if afterIsTighter {
+                    if query.descending { to = nil } else { from = nil }
+                    sql += " AND (range_value, id) \(comparison) (?, ?)"
+                    arguments += [rangeValue, after.id]
+                }
+            } else {
+                sql += " AND range_value IS NULL AND id \(comparison) ?"
+                arguments += [after.id]
+            }
+        }
+        if let from {
+            sql += " AND range_value >= ?"
+            arguments += [from]
+        }
+        if let to {
+            sql += " AND range_value < ?"
+            arguments += [to]
+        }
+        sql += query.descending ? " ORDER BY range_value DESC, id DESC LIMIT ?" : " ORDER BY range_value, id LIMIT ?"
+        arguments += [max(query.limit, 0)]
+        return (sql, arguments)
+    }
 
-    /// Not yet implemented.
-    public func purgeTombstones(before: Date, limit: Int) async throws -> Int { 0 }
+    /// Live documents changed after a version, in version order (a pull without a cursor).
+    static let liveAfter =
+        "SELECT \(DocumentRecord.columns) FROM documents WHERE user_id = ? AND version > ? AND deleted = 0 ORDER BY version LIMIT ?"
+    /// Documents and tombstones changed after a version, in version order.
+    static let changedAfter = "SELECT \(DocumentRecord.columns) FROM documents WHERE user_id = ? AND version > ? ORDER BY version LIMIT ?"
+
+    /// A page of changes read in one snapshot (see ``DocumentStore/changes(userId:after:limit:)``).
+    public func changes(userId: String, after: Int64?, limit: Int) async throws -> ChangePage {
+        let limit = max(limit, 1)
+        return try await read { db in
+            let (current, purgedThrough) = try db.fetchFirst(
+                sql: "SELECT version, purged_through FROM sync_state WHERE user_id = ?", arguments: [userId],
+                { row in (row[0] as Int64, row[1] as Int64) }) ?? (0, 0)
+            if let after, after < purgedThrough || after > current { throw StoreError(.resyncRequired) }
+            var changes: [DocumentRecord] = []
+            changes.reserveCapacity(min(limit + 1, 1_024))
+            try db.forEachRow(sql: after == nil ? Self.liveAfter : Self.changedAfter, arguments: [userId, after ?? 0, limit + 1]) { changes.append(try DocumentRecord(row: $0)) }
+            let hasMore = changes.count > limit
+            if hasMore { changes.removeLast() }
+            var lastMutationIds: [String: Int64] = [:]
+            try db.forEachRow(sql: "SELECT client_id, last_mutation_id FROM sync_clients WHERE user_id = ?", arguments: [userId]) { row in
+                lastMutationIds[row[0]] = row[1]
+            }
+            let cursor = hasMore ? changes[changes.count - 1].version : current
+            return ChangePage(changes: changes, cursor: cursor, hasMore: hasMore, lastMutationIds: lastMutationIds)
+        }
+    }
+
+    /// Deletes the oldest tombstones before `before` (up to `limit`) in one write transaction, raising each
+    /// owner's `purged_through` to the newest version it deleted.
+    public func purgeTombstones(before: Date, limit: Int) async throws -> Int {
+        try await write { db in
+            let tombstones = try db.fetchRows(
+                sql: """
+                    SELECT user_id, collection, id, version FROM documents
+                    WHERE deleted = 1 AND updated_at < ? ORDER BY updated_at LIMIT ?
+                    """,
+                arguments: [before.millis, max(limit, 0)])
+            var newest: [String: Int64] = [:]
+            for row in tombstones {
+                try db.run(sql: "DELETE FROM documents WHERE user_id = ? AND collection = ? AND id = ? AND deleted = 1",
+                    arguments: [row[0] as String, row[1] as String, row[2] as String])
+                newest[row[0], default: 0] = max(newest[row[0], default: 0], row[3])
+            }
+            for (userId, version) in newest {
+                try db.run(sql: "UPDATE sync_state SET purged_through = max(purged_through, ?) WHERE user_id = ?", arguments: [version, userId])
+            }
+            return tombstones.count
+        }
+    }
 }

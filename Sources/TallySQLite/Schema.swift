@@ -19,6 +19,9 @@ enum Schema {
         migrator.registerMigration("v4") { db in
             try db.execute(sql: v4)
         }
+        migrator.registerMigration("v5") { db in
+            try db.execute(sql: v5)
+        }
         return migrator
     }
 
@@ -158,5 +161,42 @@ enum Schema {
         SELECT u.installation, c.quota, c.used, c.window_end
         FROM quota_counters c JOIN users u ON u.id = c.user_id WHERE u.installation IS NOT NULL;
         DROP TABLE device_credentials;
+        """
+
+    /// Synced documents (`DocumentStore`): each user's documents, their change counter, and the sync clients'
+    /// last mutation ids. New tables only: existing rows are kept as they are. A document row holds its latest
+    /// state, a tombstone (`deleted = 1`, `data` NULL) after a delete; a user's versions are unique (the index),
+    /// and a pull cursor below `purged_through` (the newest tombstone purged) must start again. Everything goes
+    /// with its user (`ON DELETE CASCADE`); linking a guest keeps the user id, so it keeps everything.
+    static let v5 = """
+        CREATE TABLE documents (
+          user_id TEXT NOT NULL REFERENCES users(id) ON DELETE CASCADE,
+          collection TEXT NOT NULL,
+          id TEXT NOT NULL,
+          data TEXT, -- canonical JSON of an object; NULL on a tombstone
+          range_value TEXT, -- the collection's range key's value; NULL on a tombstone or without a range key
+          version INTEGER NOT NULL CHECK (version > 0),
+          updated_at INTEGER NOT NULL,
+          deleted INTEGER NOT NULL CHECK (deleted IN (0, 1)),
+          PRIMARY KEY (user_id, collection, id),
+          CHECK ((data IS NULL) = (deleted = 1)),
+          CHECK (deleted = 0 OR range_value IS NULL),
+          CHECK (json_type(data) = 'object' OR data IS NULL)
+        ) WITHOUT ROWID;
+        CREATE UNIQUE INDEX documents_version ON documents(user_id, version);
+        CREATE INDEX documents_range ON documents(user_id, collection, range_value, id) WHERE deleted = 0;
+        CREATE INDEX documents_tombstones ON documents(updated_at) WHERE deleted = 1;
+        CREATE TABLE sync_state (
+          user_id TEXT PRIMARY KEY NOT NULL REFERENCES users(id) ON DELETE CASCADE,
+          version INTEGER NOT NULL CHECK (version >= 0), -- the user's last change; 0 before the first
+          purged_through INTEGER NOT NULL DEFAULT 0 CHECK (purged_through >= 0 AND purged_through <= version)
+        ) WITHOUT ROWID;
+        CREATE TABLE sync_clients (
+          client_id TEXT PRIMARY KEY NOT NULL,
+          user_id TEXT NOT NULL REFERENCES users(id) ON DELETE CASCADE,
+          last_mutation_id INTEGER NOT NULL CHECK (last_mutation_id >= 0),
+          updated_at INTEGER NOT NULL
+        );
+        CREATE INDEX sync_clients_user ON sync_clients(user_id);
         """
 }

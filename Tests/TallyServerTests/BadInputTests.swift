@@ -13,7 +13,9 @@ struct BadInputTests {
         let code: String
         /// Something the error message must say, such as the field at fault.
         var mentions: String? = nil
-        var testDescription: String { "\(method) \(path) \(body ?? "")" }
+        /// Headers to send besides the token and an idempotency key.
+        var headers: HTTPFields = [:]
+        var testDescription: String { "\(method) \(path) \(body.map { $0.count > 200 ? $0.prefix(200) + "…" : $0 } ?? "")" }
     }
 
     static let holdId = "3f0e0a53-7bb1-4c50-9d39-2a5c1e7b0001"
@@ -77,18 +79,23 @@ struct BadInputTests {
             #expect(profile.status == .ok, "\(profile.text)")
             let before = try await api.allEntries(user)
             let meBefore = try await api.send(.get, "/v1/me", token: user.accessToken).decode(Me.self)
-            let response = try await api.send(
-                testCase.method, testCase.path, token: user.accessToken, raw: testCase.body,
-                headers: [.idempotencyKey: UUID().uuidString])
-            #expect(Int(response.status.code) == testCase.status, "\(response.text)")
-            #expect(response.errorCode == testCase.code, "\(response.text)")
-            let error = try response.decode(ErrorResponse.self)
-            #expect(!error.error.message.isEmpty)
-            if let mentions = testCase.mentions { #expect(error.error.message.contains(mentions), "\(error.error.message)") }
+            try await Self.expectRefused(testCase, api: api, user: user)
             #expect(try await api.allEntries(user) == before)
             #expect(try await api.send(.get, "/v1/me", token: user.accessToken).decode(Me.self) == meBefore)
             await api.close()
         }
+    }
+
+    /// Sends the case's request as `user` and checks its status, code and message.
+    static func expectRefused(_ testCase: Case, api: APIConnection, user: TestUser) async throws {
+        let response = try await api.send(
+            testCase.method, testCase.path, token: user.accessToken, raw: testCase.body,
+            headers: testCase.headers.merging([.idempotencyKey: UUID().uuidString]))
+        #expect(Int(response.status.code) == testCase.status, "\(response.text)")
+        #expect(response.errorCode == testCase.code, "\(response.text)")
+        let error = try response.decode(ErrorResponse.self)
+        #expect(!error.error.message.isEmpty)
+        if let mentions = testCase.mentions { #expect(error.error.message.contains(mentions), "\(error.error.message)") }
     }
 
     @Test("Public and admin endpoints reject bad input too")
@@ -120,6 +127,105 @@ struct BadInputTests {
             let noToken = try await api.send(.get, "/v1/wallet")
             #expect(noToken.status == .unauthorized && noToken.errorCode == "unauthorized")
             #expect(try await api.wallet(user).version == 0)
+            await api.close()
+        }
+    }
+}
+
+/// The documents and sync routes: each malformed request gets its 4xx and changes nothing of the user's
+/// documents, client ids or ledger.
+extension BadInputTests {
+    static let mergePatch: HTTPFields = [.contentType: "application/merge-patch+json"]
+    static let docs = "/v1/collections/habit_logs/docs"
+    static let client = "bad-input-client-0001"
+
+    /// A push body with `mutations` (JSON text of the array).
+    static func push(_ mutations: String, clientId: String = client) -> String {
+        #"{"clientId":"\#(clientId)","mutations":\#(mutations)}"#
+    }
+
+    static let putOK = #"{"id":1,"op":"put","collection":"habit_logs","docId":"h9","data":{"date":"2027-01-20"}}"#
+
+    static let syncCases: [Case] = [
+        Case(method: .put, path: "/v1/collections/nope/docs/a", body: #"{"data":{}}"#, status: 404, code: "unknown_collection", mentions: "nope"),
+        Case(method: .get, path: "/v1/collections/nope/docs", body: nil, status: 404, code: "unknown_collection"),
+        Case(method: .get, path: "/v1/collections/nope/docs/a", body: nil, status: 404, code: "unknown_collection"),
+        Case(method: .put, path: "\(docs)/bad.id", body: #"{"data":{"date":"2027-01-20"}}"#, status: 400, code: "invalid_field", mentions: "'docId'"),
+        Case(method: .put, path: "\(docs)/\(String(repeating: "a", count: 129))", body: #"{"data":{"date":"2027-01-20"}}"#, status: 400, code: "invalid_field"),
+        Case(method: .get, path: "\(docs)/bad.id", body: nil, status: 400, code: "invalid_field"),
+        Case(method: .delete, path: "\(docs)/bad.id", body: nil, status: 400, code: "invalid_field"),
+        Case(method: .put, path: "\(docs)/h2", body: #"{"data":[1]}"#, status: 400, code: "invalid_document"),
+        Case(method: .put, path: "\(docs)/h2", body: #"{"data":"text"}"#, status: 400, code: "invalid_document"),
+        Case(method: .put, path: "\(docs)/h2", body: #"{"data":{"note":"no date"}}"#, status: 400, code: "invalid_document"),
+        Case(method: .put, path: "\(docs)/h2", body: #"{"data":{"date":5}}"#, status: 400, code: "invalid_document"),
+        Case(method: .put, path: "\(docs)/h1", body: #"{"data":{"note":"replaced without its date"}}"#, status: 400, code: "invalid_document"),
+        Case(method: .put, path: "\(docs)/h2", body: "{", status: 400, code: "invalid_json"),
+        Case(method: .put, path: "\(docs)/h2", body: #"{"data":{"date":"a","date":"b"}}"#, status: 400, code: "invalid_json", mentions: "duplicate key"),
+        Case(method: .put, path: "\(docs)/h2", body: "{}", status: 400, code: "invalid_json", mentions: "'data'"),
+        Case(method: .put, path: "\(docs)/h2", body: #"{"data":{"date":"2027-01-20",}}"#, status: 400, code: "invalid_json"),
+        Case(method: .put, path: "\(docs)/h2", body: #"{"data":{"date":"\#(String(repeating: "x", count: 100_000))"}}"#, status: 413, code: "body_too_large"),
+        Case(method: .put, path: "/v1/collections/profile/docs/p1", body: #"{"data":{"name":"\#(String(repeating: "x", count: 300))"}}"#, status: 413, code: "document_too_large"),
+        Case(method: .put, path: "/v1/collections/profile/docs/p4", body: #"{"data":{"name":"one too many"}}"#, status: 409, code: "collection_full"),
+        Case(method: .put, path: "\(docs)/h1", body: #"{"data":{"date":"2027-01-21"}}"#, status: 400, code: "invalid_field", mentions: "If-Match", headers: [.ifMatch: "abc"]),
+        Case(method: .put, path: "\(docs)/h1", body: #"{"data":{"date":"2027-01-21"}}"#, status: 400, code: "invalid_field", mentions: "If-None-Match", headers: [.ifNoneMatch: "\"1\""]),
+        Case(method: .put, path: "\(docs)/h1", body: #"{"data":{"date":"2027-01-21"}}"#, status: 400, code: "invalid_field", headers: [.ifMatch: "\"1\"", .ifNoneMatch: "*"]),
+        Case(method: .patch, path: "\(docs)/h1", body: #"{"note":"x"}"#, status: 415, code: "unsupported_media_type", mentions: "application/merge-patch+json"),
+        Case(method: .patch, path: "\(docs)/h1", body: "[1]", status: 400, code: "invalid_document", headers: mergePatch),
+        Case(method: .patch, path: "\(docs)/h1", body: #"{"date":null}"#, status: 400, code: "invalid_document", headers: mergePatch),
+        Case(method: .patch, path: "\(docs)/h1", body: #"{"a":1,"a":2}"#, status: 400, code: "invalid_json", headers: mergePatch),
+        Case(method: .patch, path: "\(docs)/nope", body: #"{"note":"x"}"#, status: 404, code: "not_found", headers: mergePatch),
+        Case(method: .delete, path: "\(docs)/nope", body: nil, status: 404, code: "not_found"),
+        Case(method: .get, path: "\(docs)/nope", body: nil, status: 404, code: "not_found"),
+        Case(method: .get, path: "\(docs)?order=sideways", body: nil, status: 400, code: "invalid_query", mentions: "'order'"),
+        Case(method: .get, path: "\(docs)?limit=0", body: nil, status: 400, code: "invalid_query"),
+        Case(method: .get, path: "\(docs)?limit=101", body: nil, status: 400, code: "invalid_query"),
+        Case(method: .get, path: "/v1/collections/profile/docs?to=b", body: nil, status: 400, code: "invalid_query", mentions: "'profile'"),
+        Case(method: .get, path: "\(docs)?cursor=garbage!", body: nil, status: 400, code: "invalid_cursor"),
+        Case(method: .get, path: "\(docs)?cursor=bmgx", body: nil, status: 400, code: "invalid_cursor"),
+        Case(method: .get, path: "\(docs)?fields=", body: nil, status: 400, code: "invalid_query"),
+        Case(method: .get, path: "\(docs)?fields=a,,b", body: nil, status: 400, code: "invalid_query"),
+        Case(method: .get, path: "/v1/sync/pull?cursor=garbage", body: nil, status: 400, code: "invalid_cursor"),
+        Case(method: .get, path: "/v1/sync/pull?limit=0", body: nil, status: 400, code: "invalid_query"),
+        Case(method: .get, path: "/v1/sync/pull?limit=1001", body: nil, status: 400, code: "invalid_query"),
+        Case(method: .post, path: "/v1/sync/push", body: push("[]", clientId: "short"), status: 400, code: "invalid_field", mentions: "'clientId'"),
+        Case(method: .post, path: "/v1/sync/push", body: push("[]", clientId: "has spaces in it, 0123"), status: 400, code: "invalid_field", mentions: "'clientId'"),
+        Case(method: .post, path: "/v1/sync/push", body: #"{"clientId":"\#(client)"}"#, status: 400, code: "invalid_json", mentions: "'mutations'"),
+        Case(method: .post, path: "/v1/sync/push", body: #"{"clientId":"\#(client)","mutations":{}}"#, status: 400, code: "invalid_json", mentions: "'mutations'"),
+        Case(method: .post, path: "/v1/sync/push", body: "[]", status: 400, code: "invalid_json"),
+        Case(method: .post, path: "/v1/sync/push", body: push("[" + (1...101).map { #"{"id":\#($0),"op":"delete","collection":"habit_logs","docId":"h1"}"# }.joined(separator: ",") + "]"), status: 400, code: "invalid_field", mentions: "100"),
+        Case(method: .post, path: "/v1/sync/push", body: push("[\(putOK),\(putOK)]"), status: 400, code: "invalid_field", mentions: "'mutations[1].id'"),
+        Case(method: .post, path: "/v1/sync/push", body: push(#"[{"id":0,"op":"delete","collection":"habit_logs","docId":"h1"}]"#), status: 400, code: "invalid_field", mentions: "'mutations[0].id'"),
+        Case(method: .post, path: "/v1/sync/push", body: push(#"[{"id":1.5,"op":"delete","collection":"habit_logs","docId":"h1"}]"#), status: 400, code: "invalid_json", mentions: "'mutations[0].id'"),
+        Case(method: .post, path: "/v1/sync/push", body: push(#"[{"id":"1","op":"delete","collection":"habit_logs","docId":"h1"}]"#), status: 400, code: "invalid_json"),
+        Case(method: .post, path: "/v1/sync/push", body: push(#"[{"id":99999999999999999999,"op":"delete","collection":"habit_logs","docId":"h1"}]"#), status: 400, code: "invalid_field"),
+        Case(method: .post, path: "/v1/sync/push", body: push(#"[\#(putOK),{"id":2,"op":"upsert","collection":"habit_logs","docId":"h1"}]"#), status: 400, code: "invalid_field", mentions: "'mutations[1].op'"),
+        Case(method: .post, path: "/v1/sync/push", body: push(#"[\#(putOK),{"id":2,"op":"delete","collection":"nope","docId":"h1"}]"#), status: 404, code: "unknown_collection"),
+        Case(method: .post, path: "/v1/sync/push", body: push(#"[{"id":1,"op":"delete","collection":"habit_logs","docId":"bad id"}]"#), status: 400, code: "invalid_field", mentions: "docId"),
+        Case(method: .post, path: "/v1/sync/push", body: push(#"[{"id":1,"op":"put","collection":"habit_logs","docId":"h1"}]"#), status: 400, code: "invalid_json", mentions: "data"),
+        Case(method: .post, path: "/v1/sync/push", body: push(#"[{"id":1,"op":"delete","collection":"habit_logs","docId":"h1","ifVersion":-1}]"#), status: 400, code: "invalid_field", mentions: "ifVersion"),
+        Case(method: .post, path: "/v1/sync/push", body: #"{"clientId":"\#(client)","clientId":"\#(client)x","mutations":[]}"#, status: 400, code: "invalid_json", mentions: "duplicate key"),
+        Case(method: .post, path: "/v1/sync/push", body: String(push("[]").dropLast()) + #","pad":"\#(String(repeating: "x", count: 1 << 20))"}"#, status: 413, code: "body_too_large"),
+    ]
+
+    @Test("Each malformed document or sync request gets its code and changes nothing", arguments: StoreKind.allCases, syncCases)
+    func syncRejected(kind: StoreKind, _ testCase: Case) async throws {
+        try await SyncFixture.server(kind) { server in
+            let api = server.connection()
+            let user = try await api.newGuest()
+            try await api.grant(10, to: user)
+            #expect(try await api.putDocument(user, "habit_logs", "h1", jsonValue(#"{"date":"2027-01-15"}"#)).status == .created)
+            for id in ["p1", "p2", "p3"] {  // profile is full (maxDocuments: 3)
+                #expect(try await api.putDocument(user, "profile", id, jsonValue(#"{"name":"x"}"#)).status == .created)
+            }
+            let seeded = try await api.push(user, clientId: Self.client, [
+                SyncMutation(id: 7, op: .put, collection: "chat_messages", docId: "m1", data: jsonValue(#"{"sentAt":"2027-01-15T08:00:00Z"}"#))
+            ])
+            #expect(seeded.status == .ok, "\(seeded.text)")
+            let state = try await api.pull(user).text
+            let entries = try await api.allEntries(user)
+            try await Self.expectRefused(testCase, api: api, user: user)
+            #expect(try await api.pull(user).text == state, "documents, versions or client ids changed")
+            #expect(try await api.allEntries(user) == entries)
             await api.close()
         }
     }

@@ -91,7 +91,7 @@ struct IdentityTests {
 
     @Test("No endpoint reaches another user's data", arguments: StoreKind.allCases)
     func crossUser(kind: StoreKind) async throws {
-        try await LiveServer.with(kind) { server in
+        try await SyncFixture.server(kind) { server in
             let api = server.connection()
             let alice = try await api.newGuest()
             let bob = try await api.newGuest()
@@ -127,10 +127,20 @@ extension IdentityTests {
         #expect(try await api.send(.patch, "/v1/me", token: alice.accessToken, json: UpdateMeRequest(timezone: "Pacific/Kiritimati")).status == .ok)
         #expect(try await api.send(.post, "/admin/v1/users/\(alice.userId)/grants", admin: true, json: GrantRequest(amount: 1, reason: reason)).status == .created)
         #expect(try await api.send(.post, "/v1/actions/reading", token: alice.accessToken, headers: [.idempotencyKey: UUID().uuidString]).status == .ok)
+        let note = "alice's note \(UUID().uuidString)"
+        let clientId = "alice-client-\(UUID().uuidString)"
+        #expect(try await api.putDocument(alice, "profile", "alice-doc", .object(["note": .string(note)])).status == .created)
+        let pushed = try await api.push(alice, clientId: clientId, [
+            SyncMutation(id: 1, op: .put, collection: "profile", docId: "alice-doc-2", data: .object(["note": .string(note)]))
+        ])
+        #expect(pushed.status == .ok, "\(pushed.text)")
         // What is Alice's alone; none of it may reach Bob. (Her time zone without its slash, which JSON may escape.)
-        let alices = [alice.userId, alice.accessToken, alice.refreshToken, holdId, email, reason, "Kiritimati"]
-        let parameters = ["holdId": holdId, "userId": alice.userId, "name": "ai.query"]
-        let reads = ["/v1/me", "/v1/wallet", "/v1/wallet/entries?limit=100", "/v1/wallet/holds/\(holdId)", "/v1/quotas"]
+        let alices = [alice.userId, alice.accessToken, alice.refreshToken, holdId, email, reason, "Kiritimati", note, clientId]
+        let parameters = ["holdId": holdId, "userId": alice.userId, "name": "ai.query", "collection": "profile", "docId": "alice-doc"]
+        let reads = [
+            "/v1/me", "/v1/wallet", "/v1/wallet/entries?limit=100", "/v1/wallet/holds/\(holdId)", "/v1/quotas",
+            "/v1/collections/profile/docs/alice-doc", "/v1/collections/profile/docs", "/v1/sync/pull",
+        ]
         func aliceReads() async throws -> [String] {
             var texts: [String] = []
             for path in reads {
@@ -168,10 +178,15 @@ extension IdentityTests {
                 "POST /v1/wallet/holds/{holdId}/capture": CaptureHoldRequest(amount: 10),
                 "POST /admin/v1/users/{userId}/grants": GrantRequest(amount: 5, reason: "bob's grant"),
                 "PUT /admin/v1/users/{userId}/premium": PremiumRequest(until: Date(timeIntervalSince1970: 1_900_000_000)),
+                "PUT /v1/collections/{collection}/docs/{docId}": PutDocumentRequest(data: .object(["note": .string("bob's")])),
+                "PATCH /v1/collections/{collection}/docs/{docId}": JSONValue.object(["note": .string("bob's")]),
+                // Alice's client id: refused (403), and nothing of hers deleted.
+                "POST /v1/sync/push": SyncPushRequest(
+                    clientId: clientId, mutations: [SyncMutation(id: 2, op: .delete, collection: "profile", docId: "alice-doc")]),
             ]
-            let response = try await api.send(
-                method, path, token: bob.accessToken, json: bodies[route],
-                headers: [.idempotencyKey: UUID().uuidString, .init("X-User-Id")!: alice.userId], on: listener)
+            var headers: HTTPFields = [.idempotencyKey: UUID().uuidString, .init("X-User-Id")!: alice.userId]
+            if route == "PATCH /v1/collections/{collection}/docs/{docId}" { headers[.contentType] = "application/merge-patch+json" }
+            let response = try await api.send(method, path, token: bob.accessToken, json: bodies[route], headers: headers, on: listener)
             let answer = "\(route) as Bob: \(response.status) \(response.text)"
             #expect(response.status.code < 500, "\(answer)")
             #expect(response.status != .tooManyRequests, "\(answer)")

@@ -7,7 +7,7 @@ import NIOCore
 import ServiceLifecycle
 import Synchronization
 import TallyAPI
-import TallyServer
+@testable import TallyServer
 import TallyStore
 import Testing
 
@@ -20,8 +20,17 @@ struct LiveServer: Sendable {
     let adminPort: Int
     let clock: ManualClock
     let adminKey: String
-    /// The running server's services (tests of what route handlers call, e.g. the change notifier).
+    /// What the server's routes share (its store, configuration and clock).
     let services: TallyServices
+
+    /// Runs one housekeeping sweep now, as the server's own service does every interval (on the same
+    /// store, clock and retention).
+    func sweep() async throws {
+        let housekeeping = Housekeeping(
+            store: services.store, clock: clock, interval: .seconds(3600), logger: Logger(label: "tally.test"),
+            ready: StartupGate(), tombstoneRetention: services.configuration.sync.tombstoneRetention)
+        _ = try await housekeeping.sweep()
+    }
 
     /// A new HTTP connection to the server (and, on first use, one to its admin listener).
     func connection() -> APIConnection { APIConnection(port: port, adminPort: adminPort, adminKey: adminKey) }
@@ -85,7 +94,7 @@ struct LiveServer: Sendable {
         let app = try buildApplication(
             configuration: configuration, clock: clock, logger: logger, onServerRunning: { ports in continuation.yield(ports) },
             configureRouter: { _, services in built = services })
-        guard let services = built else { throw HarnessError("buildApplication did not hand over its services") }
+        let services = try #require(built)
         let adminKey = configuration.adminKey!
         return try await withThrowingTaskGroup(of: Void.self) { group in
             let serviceGroup = ServiceGroup(configuration: .init(services: [app], logger: logger))
@@ -100,8 +109,7 @@ struct LiveServer: Sendable {
                 throw CancellationError()
             }
             do {
-                let value = try await body(
-                    LiveServer(port: bound.port, adminPort: bound.adminPort, clock: clock, adminKey: adminKey, services: services))
+                let value = try await body(LiveServer(port: bound.port, adminPort: bound.adminPort, clock: clock, adminKey: adminKey, services: services))
                 await serviceGroup.triggerGracefulShutdown()
                 return value
             } catch {
@@ -147,7 +155,7 @@ struct APIConnection: Sendable {
         var body: ByteBuffer?
         if let json { body = ByteBuffer(bytes: try TallyJSON.encoder().encode(json)) }
         if let raw { body = ByteBuffer(string: raw) }
-        if body != nil { headers[.contentType] = "application/json" }
+        if body != nil, headers[.contentType] == nil { headers[.contentType] = "application/json" }
         let adminRoute = admin || path.hasPrefix("/admin/") || path == "/metrics"
         let target = (listener ?? (adminRoute ? .admin : .api)) == .admin ? adminClient.client : client
         let response = try await target.execute(.init(path, method: method, authority: "127.0.0.1", headers: headers, body: body))

@@ -13,27 +13,12 @@ struct MultiProcessTests {
     }
 
     private func twoProcesses(url: String) async throws {
-        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("tally-mp-\(UUID().uuidString)")
-        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
-        defer { try? FileManager.default.removeItem(at: directory) }
-        let config = directory.appendingPathComponent("tally.json")
-        try Data(#"{"guestSignupsPerIPPerHour": 100000, "quotas": [], "actions": [{"name": "debit1", "tokens": 1}]}"#.utf8)
-            .write(to: config)
-        let adminKey = "multi-process-admin-key-0123"
-        // Instances accept each other's tokens only with the same signing keys (never kept in the database).
-        let signingKey = Data((0..<32).map { _ in UInt8.random(in: 0...255) }).base64EncodedString()
-        let environment = [
-            "DATABASE_URL": url, "TALLY_CONFIG": config.path, "TALLY_ADMIN_KEY": adminKey, "TALLY_SIGNING_KEY": signingKey,
-            "LOG_LEVEL": "warning",
-        ]
-        let first = try ServerProcess(name: "a", directory: directory, environment: environment)
-        let second = try ServerProcess(name: "b", directory: directory, environment: environment)
-        defer {
-            _ = first.stop()
-            _ = second.stop()
-        }
-        let ports = [try await first.ports(), try await second.ports()]
+        let config = #"{"guestSignupsPerIPPerHour": 100000, "quotas": [], "actions": [{"name": "debit1", "tokens": 1}]}"#
+        try await ServerPair.with(url: url, config: config) { pair in try await twoProcesses(pair) }
+    }
 
+    private func twoProcesses(_ pair: ServerPair) async throws {
+        let (ports, adminKey) = (pair.ports, pair.adminKey)
         let setup = APIConnection(port: ports[0].api, adminPort: ports[0].admin, adminKey: adminKey)
         let user = try await setup.newGuest()
         try await setup.grant(100, to: user)
@@ -74,8 +59,7 @@ struct MultiProcessTests {
         await other.close()
         await setup.close()
         // SIGTERM: graceful shutdown, exit status 0.
-        #expect(first.stop() == 0)
-        #expect(second.stop() == 0)
+        #expect(pair.stop() == [0, 0])
     }
 }
 

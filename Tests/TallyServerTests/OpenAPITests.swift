@@ -107,7 +107,9 @@ struct OpenAPITests {
             "Wallet", "LedgerEntry", "EntryPage", "Hold", "CreateHoldRequest", "CaptureHoldRequest", "GrantRequest",
             "GrantResponse", "PremiumRequest", "Quota", "QuotaList", "ActionPrice", "ActionList", "ActionResult",
             "SessionTokens", "GuestSignInRequest", "RefreshRequest", "CredentialsRequest", "Me", "UpdateMeRequest",
-            "AdminUserView", "HealthStatus", "ErrorResponse",
+            "AdminUserView", "HealthStatus", "ErrorResponse", "CollectionInfo", "CollectionList", "Document", "DocumentPage",
+            "PutDocumentRequest", "MergePatch", "SyncMutation", "SyncPushRequest", "SyncMutationResult", "SyncPushResponse",
+            "SyncPullResponse", "SyncChangedEvent", "SyncWalletEvent",
         ]
         let missing = expected.filter { schemas[$0] == nil }
         #expect(missing.isEmpty, "components/schemas lacks: \(missing.joined(separator: ", "))")

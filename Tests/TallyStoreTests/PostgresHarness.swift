@@ -1,9 +1,10 @@
 import Foundation
 import Logging
 import PostgresNIO
-import TallyPostgres
 import TallyStore
 import Testing
+
+@testable import TallyPostgres
 
 /// Limits how many PostgreSQL fixtures are open at once, so parallel tests stay under the server's
 /// `max_connections` (each fixture has its own small pool).
@@ -65,4 +66,43 @@ func withPostgresStore(
         throw error
     }
     await gate.release()
+}
+
+/// Runs two `PostgresStore`s on the database of ``postgresURL(sourceLocation:)``, as two server processes: each has
+/// its own pool (of 4), account cache and account gate, so only the database stands between their writes.
+func withTwoPostgresStores(
+    sourceLocation: SourceLocation = #_sourceLocation, _ body: (PostgresStore, PostgresStore) async throws -> Void
+) async throws {
+    let url = try postgresURL(sourceLocation: sourceLocation)
+    var logger = Logger(label: "tally.two-stores-tests")
+    logger.logLevel = .warning
+    // Live sessions trusted for an hour after a poll: the revocation test must not depend on how fast a
+    // loaded machine gets from a poll to its assertions (the three-second bound has its own unit test).
+    let first = PostgresStore(
+        configuration: try PostgresStore.configuration(url: url, maximumConnections: 4), logger: logger,
+        sessionStaleness: .seconds(3600))
+    let second = PostgresStore(
+        configuration: try PostgresStore.configuration(url: url, maximumConnections: 4), logger: logger,
+        sessionStaleness: .seconds(3600))
+    try await withThrowingTaskGroup(of: Void.self) { group in
+        group.addTask { try await first.run() }
+        group.addTask { try await second.run() }
+        do {
+            try await first.migrate()
+            try await body(first, second)
+        } catch {
+            group.cancelAll()
+            throw error
+        }
+        group.cancelAll()
+    }
+}
+
+/// A new guest of `store` holding `tokens` (its sign-up grant).
+func newPostgresUser(_ store: PostgresStore, tokens: Int64, now: Date) async throws -> String {
+    let grant = try await store.signInGuest(
+        deviceHash: randomId("device-"), ipHash: randomId("ip-"), signupsPerHour: 1_000_000, signupGrant: tokens,
+        sessionId: randomId("session-"), refresh: NewRefreshToken(hash: randomId("refresh-"), expiresAt: now.addingTimeInterval(3600)),
+        sessionsPerUser: 50, now: now)
+    return grant.user.id
 }

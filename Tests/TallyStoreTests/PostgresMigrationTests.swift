@@ -38,4 +38,36 @@ struct PostgresMigrationTests {
             try await legacy.expectMigrated(store, .postgres)
         }
     }
+
+    @Test("A database of schema 5 migrates to 6 while four processes start at once: accounts kept, documents written and removed with their user")
+    func documentsMigration() async throws {
+        try await withPostgresStore(isolated: true, migrated: false) { store in
+            try await store.migrate(upTo: 5)
+            let now = defaultStart
+            let userId = try await newPostgresUser(store, tokens: 25, now: now)
+            // Each call runs on its own connection, as several server processes starting at once do.
+            try await withThrowingTaskGroup(of: Void.self) { group in
+                for _ in 0..<4 { group.addTask { try await store.migrate() } }
+                try await group.waitForAll()
+            }
+            let applied = try await store.rows("SELECT version::BIGINT FROM tally_schema_migrations ORDER BY version").map { row in
+                var cells = Cells(row)
+                return try cells.next(Int64.self)
+            }
+            #expect(applied == Array(1...Int64(PostgresSchema.migrations.count)))
+            #expect(try await store.wallet(userId: userId, now: now) == WalletState(balance: 25, held: 0, version: 1))
+
+            let note = CollectionSpec(name: "notes")
+            let written = try await store.writeDocument(
+                DocumentMutation(collection: note, docId: "first", operation: .put(.object(["text": .string("kept")]))), userId: userId,
+                idempotency: nil, now: now
+            ) { outcome in StoredResponse(status: outcome.created ? 201 : 200, body: []) }
+            #expect(written.response.status == 201)
+            #expect(try await store.document(userId: userId, collection: "notes", id: "first")?.version == 1)
+            #expect(try await store.deleteUser(id: userId))
+            let left = try await store.rows("SELECT (SELECT count(*) FROM documents) + (SELECT count(*) FROM sync_state)")
+            var cells = Cells(try #require(left.first))
+            #expect(try cells.next(Int64.self) == 0)
+        }
+    }
 }

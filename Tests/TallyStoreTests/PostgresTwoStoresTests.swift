@@ -14,9 +14,9 @@ struct PostgresTwoStoresTests {
 
     @Test("One idempotency key sent to both stores at once charges once, and no call hangs")
     func oneKeyAcrossStores() async throws {
-        try await withTwoStores { first, second in
+        try await withTwoPostgresStores { first, second in
             let clock = ManualClock(defaultStart)
-            let userId = try await Self.newUser(first, tokens: 100, now: clock.now)
+            let userId = try await newPostgresUser(first, tokens: 100, now: clock.now)
             let key = IdempotencyKey(scope: userId, key: randomId("key-"), fingerprint: "POST /v1/actions/ai.query")
             let command = Command.performAction(userId: userId, action: Self.aiQuery, quotaLimit: nil)
             for round in 0..<5 {
@@ -40,9 +40,9 @@ struct PostgresTwoStoresTests {
 
     @Test("Both stores debiting one account keep the books exact")
     func contendedAccount() async throws {
-        try await withTwoStores { first, second in
+        try await withTwoPostgresStores { first, second in
             let clock = ManualClock(defaultStart)
-            let userId = try await Self.newUser(first, tokens: 150, now: clock.now)
+            let userId = try await newPostgresUser(first, tokens: 150, now: clock.now)
             let command = Command.performAction(userId: userId, action: Self.aiQuery, quotaLimit: nil)
             let results = try await concurrently(100) { index in
                 let key = IdempotencyKey(scope: userId, key: randomId("k-"), fingerprint: "POST /v1/actions/ai.query")
@@ -72,7 +72,7 @@ struct PostgresTwoStoresTests {
 
     @Test("A session revoked, reused or deleted through one store stops being live in the other at its next poll")
     func revocationFeed() async throws {
-        try await withTwoStores { first, second in
+        try await withTwoPostgresStores { first, second in
             let clock = ManualClock(defaultStart)
             var sessions: [(user: String, session: String, refresh: String)] = []
             for _ in 0..<3 {
@@ -109,7 +109,7 @@ struct PostgresTwoStoresTests {
 
     @Test("Sign-in failures counted through both stores at once lock the pair after five, in all")
     func lockoutAcrossStores() async throws {
-        try await withTwoStores { first, second in
+        try await withTwoPostgresStores { first, second in
             let (account, address, now) = (randomId("acct-"), randomId("addr-"), defaultStart)
             let attempts = try await concurrently(40) { index in
                 try await (index % 2 == 0 ? first : second).beginSignIn(
@@ -120,42 +120,6 @@ struct PostgresTwoStoresTests {
             #expect(
                 try await second.beginSignIn(account: account, address: address, policy: SignInPolicy(), now: now)
                     == .refuse(retryAfter: 900))
-        }
-    }
-
-    private static func newUser(_ store: PostgresStore, tokens: Int64, now: Date) async throws -> String {
-        let grant = try await store.signInGuest(
-            deviceHash: randomId("device-"), ipHash: randomId("ip-"), signupsPerHour: 1_000_000, signupGrant: tokens,
-            sessionId: randomId("session-"), refresh: NewRefreshToken(hash: randomId("refresh-"), expiresAt: now.addingTimeInterval(3600)),
-            sessionsPerUser: 50, now: now)
-        return grant.user.id
-    }
-
-    private func withTwoStores(
-        sourceLocation: SourceLocation = #_sourceLocation, _ body: (PostgresStore, PostgresStore) async throws -> Void
-    ) async throws {
-        let url = try postgresURL(sourceLocation: sourceLocation)
-        var logger = Logger(label: "tally.two-stores-tests")
-        logger.logLevel = .warning
-        // Live sessions trusted for an hour after a poll: the revocation test must not depend on how fast a
-        // loaded machine gets from a poll to its assertions (the three-second bound has its own unit test).
-        let first = PostgresStore(
-            configuration: try PostgresStore.configuration(url: url, maximumConnections: 4), logger: logger,
-            sessionStaleness: .seconds(3600))
-        let second = PostgresStore(
-            configuration: try PostgresStore.configuration(url: url, maximumConnections: 4), logger: logger,
-            sessionStaleness: .seconds(3600))
-        try await withThrowingTaskGroup(of: Void.self) { group in
-            group.addTask { try await first.run() }
-            group.addTask { try await second.run() }
-            do {
-                try await first.migrate()
-                try await body(first, second)
-            } catch {
-                group.cancelAll()
-                throw error
-            }
-            group.cancelAll()
         }
     }
 }

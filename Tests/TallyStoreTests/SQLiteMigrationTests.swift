@@ -41,5 +41,15 @@ struct SQLiteMigrationTests {
 
         try await store.migrate()
         try await legacy.expectMigrated(store, .sqlite)
+
+        // Accounts from before synced documents start writing them at version 1, and take them when they go.
+        let written = try await store.writeDocument(
+            DocumentMutation(collection: CollectionSpec(name: "notes"), docId: "first", operation: .put(.object([:]))),
+            userId: legacy.linked, idempotency: nil, now: legacy.now
+        ) { StoredResponse(status: $0.document.version == 1 && $0.created ? 201 : 500, body: []) }
+        #expect(written.response.status == 201)
+        #expect(try await store.changes(userId: legacy.linked, after: nil, limit: 10).changes.map(\.id) == ["first"])
+        #expect(try await store.deleteUser(id: legacy.linked))
+        #expect(try await store.document(userId: legacy.linked, collection: "notes", id: "first") == nil)
     }
 }

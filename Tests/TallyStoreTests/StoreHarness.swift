@@ -41,10 +41,10 @@ func withFixture(
 }
 
 /// Collects what a `render` closure saw, so tests can inspect the outcome of an execution.
-final class OutcomeBox: Sendable {
-    private let value = Mutex<CommandOutcome?>(nil)
-    func set(_ outcome: CommandOutcome) { value.withLock { $0 = outcome } }
-    var outcome: CommandOutcome? { value.withLock { $0 } }
+final class OutcomeBox<Outcome: Sendable>: Sendable {
+    private let value = Mutex<Outcome?>(nil)
+    func set(_ outcome: Outcome) { value.withLock { $0 = outcome } }
+    var outcome: Outcome? { value.withLock { $0 } }
 }
 
 /// The body a conformance test renders: derived from the outcome, so a replay that re-renders
@@ -112,7 +112,7 @@ struct Fixture: Sendable {
     /// Executes `command` and returns the outcome the store rendered.
     @discardableResult
     func run(_ command: Command, key: IdempotencyKey? = nil) async throws -> CommandOutcome {
-        let box = OutcomeBox()
+        let box = OutcomeBox<CommandOutcome>()
         let execution = try await store.execute(command, idempotency: key, now: now) { outcome in
             box.set(outcome)
             return try RenderedBody.render(outcome)

@@ -18,6 +18,8 @@ import sys
 import threading
 import time
 
+import sync_bench
+
 
 # ---------------------------------------------------------------- HTTP
 
@@ -273,11 +275,17 @@ def report(args):
     order = [(s, k, c) for s in ("sqlite", "postgres") for k in ("wallet", "action") for c in (64, 256)]
     table = []
     values = {}
-    for store, kind, conns in order:
+    for store, kind, conns in order + [(s, k, c) for s in ("sqlite", "postgres") for k, c in (("range", 64), ("push", 16))]:
         a = agg(store, kind, conns)
         if a is None:
             continue
         values[(store, kind, conns)] = a
+    sync_lines = []
+    if args.sync and os.path.exists(args.sync):
+        with open(args.sync) as handle:
+            for line in handle:
+                run, store, kind, data = line.rstrip("\n").split("\t", 3)
+                sync_lines.append((int(run), store, kind, json.loads(data)))
     for store, kind, conns in order:
         a = values.get((store, kind, conns))
         if a is None:
@@ -386,6 +394,10 @@ def report(args):
     if args.baseline_rows:
         out.append("")
         out.extend(baseline_comparison(rows, read_rows(args.baseline_rows), args.baseline_name, order))
+    sync = sync_bench.sync_section(values, sync_lines)
+    if sync:
+        out.append("")
+        out.extend(sync)
     out.append("")
     out.append("## Targets")
     out.append("")
@@ -456,6 +468,7 @@ def main():
     r.add_argument("--meta", required=True)
     r.add_argument("--rows", required=True)
     r.add_argument("--books", required=True)
+    r.add_argument("--sync", default="")
     r.add_argument("--ceilings", default="")
     r.add_argument("--ceilings-reused", action="store_true")
     r.add_argument("--baseline-rows", default="")

@@ -32,6 +32,8 @@ extension ErrorCode {
     public static let invalidCursor = ErrorCode(rawValue: "invalid_cursor")
     /// The request body exceeds the size limit.
     public static let bodyTooLarge = ErrorCode(rawValue: "body_too_large")
+    /// The request body's `Content-Type` is not one the endpoint takes (a merge patch needs `application/merge-patch+json`).
+    public static let unsupportedMediaType = ErrorCode(rawValue: "unsupported_media_type")
     /// No access token, or one that is malformed, expired or revoked.
     public static let unauthorized = ErrorCode(rawValue: "unauthorized")
     /// The admin key is missing or wrong.

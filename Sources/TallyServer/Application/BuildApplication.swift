@@ -71,7 +71,7 @@ public func buildApplication(
     services.append(
         Housekeeping(
             store: store, clock: clock, interval: configuration.housekeepingInterval, logger: logger, ready: ready,
-            notifier: tally.notifier))
+            tombstoneRetention: configuration.sync.tombstoneRetention, notifier: tally.notifier))
     let ports = PortsReport(onServerRunning)
     let connections = configuration.connections
 
@@ -148,6 +148,8 @@ func buildRouter(services: TallyServices) -> Router<TallyRequestContext> {
     identity.addRoutes(to: user)
     WalletController(services: services).addRoutes(to: user)
     metering.addRoutes(to: user)
+    CollectionsController(services: services).addRoutes(to: user)
+    SyncController(services: services).addRoutes(to: user)
     SyncEventsController(services: services).addRoutes(to: user)
     return router
 }

@@ -24,6 +24,8 @@ public struct TallyServices: Sendable {
     let notifier: any ChangeNotifier
     /// This process's event streams, which the notifier feeds.
     let events: EventHub
+    /// The synced collections the configuration declares.
+    let collections: DeclaredCollections
 
     /// `events` and `relay` make up the notifier (``EventNotifier``): with several processes on one database,
     /// `relay` carries each event to the others, and they hand what they hear to `events`.
@@ -47,6 +49,7 @@ public struct TallyServices: Sendable {
         self.metrics = metrics
         self.events = events
         self.notifier = notifier
+        self.collections = DeclaredCollections(configuration.sync.collections)
     }
 
     /// Installs the token signing keys and loads the IP-hash key shared through the database; run before serving.

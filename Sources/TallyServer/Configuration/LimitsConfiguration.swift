@@ -76,13 +76,7 @@ public struct LimitsConfiguration: Sendable {
         }
 
         init(from decoder: any Decoder) throws {
-            let names = try decoder.container(keyedBy: AnyKey.self).allKeys.map(\.stringValue)
-            let unknown = names.filter { CodingKeys(rawValue: $0) == nil }
-            guard unknown.isEmpty else {
-                throw ConfigurationError(
-                    "unknown keys in limits: \(unknown.sorted().joined(separator: ", ")) (known: "
-                        + CodingKeys.allCases.map(\.rawValue).joined(separator: ", ") + ")")
-            }
+            try ConfigurationError.refuseUnknownKeys(in: decoder, known: CodingKeys.allCases.map(\.rawValue), where: "in limits")
             let container = try decoder.container(keyedBy: CodingKeys.self)
             trustedProxies = try container.decodeIfPresent([String].self, forKey: .trustedProxies)
             signInPerAddress = try container.decodeIfPresent(Rate.self, forKey: .signInPerAddress)
@@ -156,13 +150,5 @@ public struct LimitsConfiguration: Sendable {
             }
             return policy
         }
-    }
-
-    /// Any key, to find the unknown ones.
-    private struct AnyKey: CodingKey {
-        var stringValue: String
-        var intValue: Int? { nil }
-        init(stringValue: String) { self.stringValue = stringValue }
-        init?(intValue: Int) { return nil }
     }
 }

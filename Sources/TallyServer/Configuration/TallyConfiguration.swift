@@ -31,6 +31,9 @@ public struct TallyConfiguration: Sendable {
     public var metering = MeteringConfiguration()
     /// Rate limits, the sign-in lockout, sessions per user and trusted proxies (the file's `limits:` section).
     public var limits = LimitsConfiguration()
+    /// Synced collections and how long their tombstones are kept (the file's `collections:` and
+    /// `tombstoneRetentionDays:`).
+    public var sync = SyncConfiguration()
     /// Verifies a guest sign-in's installation (App Attest, DeviceCheck) when an embedding app sets one;
     /// by default every installation is accepted.
     public var installationVerifier: any InstallationVerifier = AcceptEveryInstallation()
@@ -96,6 +99,24 @@ public struct ConfigurationError: Error, CustomStringConvertible {
     public var description: String
     /// Creates the error.
     public init(_ description: String) { self.description = description }
+
+    /// Refuses an object of the file with keys other than `known` (a misspelt setting would silently not
+    /// apply), naming them and the known ones; `place` says where (`in limits`).
+    static func refuseUnknownKeys(in decoder: any Decoder, known: [String], where place: String) throws {
+        let unknown = try decoder.container(keyedBy: AnyKey.self).allKeys.map(\.stringValue).filter { !known.contains($0) }
+        guard unknown.isEmpty else {
+            throw ConfigurationError(
+                "unknown keys \(place): \(unknown.sorted().joined(separator: ", ")) (known: \(known.joined(separator: ", ")))")
+        }
+    }
+
+    /// Any key, to find the unknown ones.
+    private struct AnyKey: CodingKey {
+        var stringValue: String
+        var intValue: Int? { nil }
+        init(stringValue: String) { self.stringValue = stringValue }
+        init?(intValue: Int) { return nil }
+    }
 }
 
 /// The admin key: `TALLY_ADMIN_KEY` when set, else generated once and kept in the data directory.

@@ -34,7 +34,13 @@ public struct APIError: Error, HTTPResponseError, CustomStringConvertible {
         switch code {
         case .unauthorized, .invalidCredentials, .invalidRefreshToken, .refreshTokenReused: return .unauthorized
         case .forbidden, .installationRejected: return .forbidden
-        case .notFound: return .notFound
+        case .notFound, .unknownCollection: return .notFound
+        case .clientIdInUse: return .forbidden
+        case .versionConflict: return .preconditionFailed
+        case .resyncRequired: return .gone
+        case .documentTooLarge: return .contentTooLarge
+        case .collectionFull: return .conflict
+        case .unsupportedMediaType: return .unsupportedMediaType
         case .methodNotAllowed: return .methodNotAllowed
         case .insufficientTokens, .quotaExhausted: return HTTPResponse.Status(code: 402, reasonPhrase: "Payment Required")
         case .credentialInUse, .alreadyLinked, .holdNotOpen, .idempotencyKeyInUse: return .conflict
@@ -67,6 +73,18 @@ extension APIError {
         case .idempotencyKeyInUse:
             self.init(.idempotencyKeyInUse, "A request with this Idempotency-Key is still in progress; retry later.")
         case .invalidInput: self.init(.invalidField, "A value is out of range.")
+        case .versionConflict:
+            self.init(.versionConflict, "The document is not at the version the precondition names; 'current' is the document as it is.")
+            body.error.current = error.current.map(Document.init)
+        case .documentNotFound: self.init(.notFound, "No such document.")
+        case .documentTooLarge: self.init(.documentTooLarge, "The document's data is larger than the collection's maxDocumentBytes.")
+        case .collectionFull:
+            self.init(.collectionFull, "The collection already holds its maxDocuments live documents of this user; delete some first.")
+        case .invalidDocument:
+            self.init(.invalidDocument, "The document's data must be a JSON object, with the collection's rangeKey (if any) as a string field.")
+        case .clientIdInUse: self.init(.clientIdInUse, "This clientId belongs to another user; generate a new one.")
+        case .resyncRequired:
+            self.init(.resyncRequired, "The cursor is older than the tombstones the server keeps; pull again without a cursor.")
         case .rateLimited:
             let seconds = Int((error.retryAfter ?? 60).rounded(.up))
             self.init(.rateLimited, "Too many new accounts from this address; retry later.", headers: [.retryAfter: "\(seconds)"])

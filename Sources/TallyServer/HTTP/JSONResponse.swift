@@ -43,12 +43,7 @@ struct JSONBody<Value: JSONRequestBody> {
     /// Reads and decodes the body; malformed, mistyped or missing fields, repeated keys and integer fields
     /// not written as integers are 400, oversize is 413.
     static func read(_ request: Request, context: some RequestContext) async throws -> JSONBody {
-        let buffer: ByteBuffer
-        do {
-            buffer = try await request.body.collect(upTo: context.maxUploadSize)
-        } catch {
-            throw APIError(.bodyTooLarge, "The request body exceeds \(context.maxUploadSize) bytes.")
-        }
+        let buffer = try await RequestBody.collect(request, upTo: context.maxUploadSize)
         let problem = buffer.withUnsafeReadableBytes { JSONScanner.firstProblem(in: $0, integerFields: Value.integerFields) }
         if let problem { throw APIError(problem) }
         do {
@@ -88,6 +83,28 @@ struct JSONBody<Value: JSONRequestBody> {
         case is Bool.Type: return "a boolean"
         case is Date.Type: return "an RFC 3339 date-time"
         default: return "\(type)"
+        }
+    }
+}
+
+/// Request bodies read whole, up to a limit of the route's choosing.
+enum RequestBody {
+    /// The body; 413 `body_too_large` beyond `limit` bytes.
+    static func collect(_ request: Request, upTo limit: Int) async throws -> ByteBuffer {
+        do {
+            return try await request.body.collect(upTo: limit)
+        } catch {
+            throw APIError(.bodyTooLarge, "The request body exceeds \(limit) bytes.")
+        }
+    }
+
+    /// The body as one JSON value (``JSONValue/parse(_:)``: strict, no repeated keys); 400 `invalid_json` otherwise.
+    static func json(_ request: Request, upTo limit: Int) async throws -> JSONValue {
+        let buffer = try await collect(request, upTo: limit)
+        do {
+            return try JSONValue.parse(buffer.readableBytesView)
+        } catch {
+            throw APIError(.invalidJSON, "The body is not valid JSON: \(error.description).")
         }
     }
 }

@@ -27,6 +27,11 @@ struct JSONWriter {
         text.withUTF8Buffer { bytes.append(contentsOf: $0) }
     }
 
+    /// Appends bytes that are already JSON (a stored document's canonical `data`).
+    mutating func json(_ text: some Collection<UInt8>) {
+        bytes.append(contentsOf: text)
+    }
+
     /// Appends a JSON string, escaped as `JSONEncoder` escapes it.
     mutating func string(_ value: String) {
         bytes.append(UInt8(ascii: "\""))
@@ -253,6 +258,12 @@ extension ErrorResponse: JSONWritable {
     func write(to json: inout JSONWriter) {
         json.raw(#"{"error":{"code":"#)
         json.string(error.code.rawValue)
+        if let current = error.current {
+            json.raw(#","current":"#)
+            current.write(to: &json)
+        } else if error.code == .versionConflict {
+            json.raw(#","current":null"#)  // the document does not exist: said, not left out
+        }
         json.raw(#","message":"#)
         json.string(error.message)
         json.raw("}")

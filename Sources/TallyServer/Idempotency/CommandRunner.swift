@@ -38,6 +38,30 @@ struct CommandRunner: Sendable {
         _ command: Command, request: Request, scope: String, requestFingerprint: String, keyPolicy: KeyPolicy = .optional,
         status: HTTPResponse.Status = .ok, render: @escaping @Sendable (CommandOutcome) throws -> Body
     ) async throws -> Response {
+        let execution = try await withIdempotency(
+            request: request, scope: scope, requestFingerprint: requestFingerprint, keyPolicy: keyPolicy
+        ) { idempotency in
+            do {
+                return try await store.execute(command, idempotency: idempotency, now: clock.now) { outcome in
+                    StoredResponse(status: Int(status.code), body: try JSONResponse.bytes(render(outcome)))
+                }
+            } catch let error as StoreError {
+                count(command, result: "refused_\(error.code)")
+                throw APIError(error, views: views)
+            }
+        }
+        count(command, result: execution.isReplay ? "replayed" : "executed")
+        if !execution.isReplay { notifier.walletChanged(userId: command.userId) }
+        return Self.response(execution)
+    }
+
+    /// Runs `work` under the request's `Idempotency-Key`, if any: the key validated, bound to `scope` and
+    /// the request's fingerprint, and claimed in this process while `work` runs (409 on a concurrent
+    /// duplicate). `work` hands the key to the store, which replays the stored response or stores its own.
+    func withIdempotency<T>(
+        request: Request, scope: String, requestFingerprint: String, keyPolicy: KeyPolicy = .optional,
+        _ work: (IdempotencyKey?) async throws -> T
+    ) async throws -> T {
         let key = try Self.idempotencyKey(request, policy: keyPolicy)
         let idempotency = key.map {
             IdempotencyKey(scope: scope, key: $0, fingerprint: Secrets.sha256(requestFingerprint))
@@ -47,20 +71,16 @@ struct CommandRunner: Sendable {
             throw APIError(StoreError(.idempotencyKeyInUse))
         }
         defer { if let claim { inFlight.release(claim) } }
-        let execution: Execution
-        do {
-            execution = try await store.execute(command, idempotency: idempotency, now: clock.now) { outcome in
-                StoredResponse(status: Int(status.code), body: try JSONResponse.bytes(render(outcome)))
-            }
-        } catch let error as StoreError {
-            count(command, result: "refused_\(error.code)")
-            throw APIError(error, views: views)
-        }
-        count(command, result: execution.isReplay ? "replayed" : "executed")
-        if !execution.isReplay { notifier.walletChanged(userId: command.userId) }
+        return try await work(idempotency)
+    }
+
+    /// The response of an execution: its stored status and body (none on 204), `Idempotent-Replayed: true`
+    /// on a replay.
+    static func response(_ execution: Execution) -> Response {
         var headers: HTTPFields = [:]
         if case .replayed = execution { headers[.idempotentReplayed] = "true" }
         let stored = execution.response
+        if stored.status == 204 { return Response(status: .noContent, headers: headers) }
         return JSONResponse.make(status: HTTPResponse.Status(code: stored.status), bytes: stored.body, headers: headers)
     }
 
@@ -87,7 +107,12 @@ struct CommandRunner: Sendable {
     /// so the same request with other whitespace or key order is still the same request.
     static func fingerprint(_ request: Request, body: (some Encodable)?) -> String {
         let encoded = body.flatMap { try? JSONResponse.encoder.encode($0) }.map { String(decoding: $0, as: UTF8.self) } ?? ""
-        return "\(request.method.rawValue) \(request.uri.path)\n\(encoded)"
+        return fingerprint(request, canonicalBody: encoded)
+    }
+
+    /// The fingerprint of a request whose body is already in a canonical form.
+    static func fingerprint(_ request: Request, canonicalBody: String) -> String {
+        "\(request.method.rawValue) \(request.uri.path)\n\(canonicalBody)"
     }
 }
 

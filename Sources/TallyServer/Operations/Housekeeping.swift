@@ -4,7 +4,7 @@ import ServiceLifecycle
 import TallyStore
 
 /// Releases expired holds of every account; deletes old idempotency, sign-up and sign-in failure records,
-/// and ended sessions with their refresh tokens.
+/// ended sessions with their refresh tokens, and tombstones of deleted documents past their retention.
 ///
 /// Requests already release a caller's own expired holds before touching the wallet; this sweep makes
 /// sure holds of idle accounts are released too. Several instances may sweep at once safely. It sweeps
@@ -16,6 +16,9 @@ struct Housekeeping: Service {
     let logger: Logger
     /// Opened once migrations have run.
     let ready: StartupGate
+    /// How long tombstones of deleted documents are kept (`tombstoneRetentionDays`); a pull cursor older
+    /// than the newest one purged gets `410 resync_required`.
+    var tombstoneRetention: TimeInterval = SyncConfiguration().tombstoneRetention
     /// Told whose holds expired (their wallets changed).
     var notifier: (any ChangeNotifier)?
 
@@ -46,6 +49,10 @@ struct Housekeeping: Service {
         // Batches of 500 rows; at most 20 a sweep, so one sweep stays short behind a backlog.
         for _ in 0..<20 {
             let purged = try await store.purgeSessions(before: now.addingTimeInterval(-Self.sessionRetention), limit: 500)
+            if purged == 0 { break }
+        }
+        for _ in 0..<20 {
+            let purged = try await store.purgeTombstones(before: now.addingTimeInterval(-tombstoneRetention), limit: 500)
             if purged == 0 { break }
         }
         return released

@@ -1,0 +1,266 @@
+import Foundation
+import Logging
+import PostgresNIO
+import TallyStore
+
+/// Where a document lives, for one user: its collection and id.
+struct DocumentAddress: Hashable {
+    var collection: String
+    var id: String
+
+    init(_ mutation: DocumentMutation) { (collection, id) = (mutation.collection.name, mutation.docId) }
+    init(_ record: DocumentRecord) { (collection, id) = (record.collection, record.id) }
+}
+
+/// How the writer took one mutation.
+enum TakenMutation {
+    /// Written at the next version (`created`: a live document appeared).
+    case applied(DocumentRecord, created: Bool)
+    /// Its precondition failed: the document as it is (`nil`: absent or deleted).
+    case conflict(current: DocumentRecord?)
+    /// Refused by the planner, or the collection's action could not be paid (with the account's state).
+    case refused(StoreError)
+}
+
+/// A user's document writes in one transaction (``PostgresStore/writeDocument(_:userId:idempotency:now:render:)``,
+/// ``PostgresStore/push(userId:clientId:mutations:now:)``), in four steps:
+/// - **lock** (``open(_:userId:clientId:reading:now:on:)``): the user's `sync_state` row, created on the first
+///   write; every writer of the user, in any process, queues here, so each plans from the documents and the
+///   version the previous one committed, and versions commit in order;
+/// - **read**, one statement after the lock: the user's version, the sync client (claimed for the user when
+///   new) and every document the mutations address;
+/// - **take** each mutation (``take(_:)``): ``DocumentPlanner`` plans it from the documents as this transaction
+///   left them (live documents are counted only for a create, once per collection); a create in a metered
+///   collection performs the collection's action first, on the ledger's locking path (the wallet locked after
+///   the sync state, as everywhere), and nothing is kept of a mutation it refuses;
+/// - **finish** (``finish(lastMutationId:)``): one statement writes every document's final state, the user's
+///   new version and the client's last mutation id.
+struct DocumentWriter {
+    let store: PostgresStore
+    let connection: PooledConnection
+    let userId: String
+    let now: Date
+    /// The user's version before this transaction.
+    private let base: Int64
+    /// The last version given out.
+    private var version: Int64
+    /// The documents read (a tombstone included; `nil`: never written), as the mutations taken left them.
+    private var documents: [DocumentAddress: DocumentRecord]
+    /// The documents to write, by address (the last state of each).
+    private var written: [DocumentAddress: DocumentRecord] = [:]
+    /// Live documents per collection, as stored (counted when first needed).
+    private var storedCounts: [String: Int] = [:]
+    /// How the mutations taken changed each collection's live count.
+    private var countChanges: [String: Int] = [:]
+    /// The sync client: its id and last mutation id as read.
+    private let client: (id: String, lastMutationId: Int64)?
+    /// Whether this transaction holds the wallet's row lock.
+    private var walletLocked = false
+    /// The account after the last charge, if a mutation charged it.
+    private(set) var charged: AccountState?
+
+    /// Locks the user's sync state and reads what the mutations to `addresses` plan from. With a `clientId`,
+    /// claims it for the user if it is new; another user's throws `.clientIdInUse`. Throws `.userNotFound`.
+    static func open(
+        _ store: PostgresStore, userId: String, clientId: String?, reading addresses: [DocumentAddress], now: Date,
+        on connection: PooledConnection
+    ) async throws -> DocumentWriter {
+        do {
+            // `WHERE false` updates nothing, but the conflicting row is locked all the same.
+            try await connection.rows(
+                """
+                INSERT INTO sync_state (user_id, version, purged_through) SELECT id, 0, 0 FROM users WHERE id = \(userId)
+                ON CONFLICT (user_id) DO UPDATE SET version = sync_state.version WHERE false
+                """, logger: store.logger)
+        } catch let error as PSQLError where error.serverInfo?[.constraintName] == "sync_state_user_id_fkey" {
+            // The account was deleted while this statement ran.
+            throw StoreError(.userNotFound)
+        }
+        var unique = Set<DocumentAddress>()
+        let addresses = addresses.filter { unique.insert($0).inserted }
+        let rows = try await connection.rows(
+            """
+            WITH claimed AS (
+              INSERT INTO sync_clients (client_id, user_id, last_mutation_id, updated_at)
+              SELECT \(clientId ?? ""), user_id, 0, \(now.millis) FROM sync_state WHERE user_id = \(userId) AND \(clientId != nil)
+              ON CONFLICT (client_id) DO NOTHING
+              RETURNING user_id, last_mutation_id
+            )
+            SELECT 0, NULL::TEXT, NULL::TEXT, NULL::TEXT, NULL::TEXT, version, NULL::BIGINT, NULL::BOOLEAN
+            FROM sync_state WHERE user_id = \(userId)
+            UNION ALL
+            SELECT 1, user_id, NULL, NULL, NULL, last_mutation_id, NULL, NULL FROM claimed
+            UNION ALL
+            SELECT 1, user_id, NULL, NULL, NULL, last_mutation_id, NULL, NULL FROM sync_clients
+            WHERE client_id = \(clientId ?? "") AND \(clientId != nil)
+            UNION ALL
+            SELECT 2, d.collection, d.id, d.data, d.range_value, d.version, d.updated_at, d.deleted
+            FROM unnest(\(addresses.map(\.collection))::TEXT[], \(addresses.map(\.id))::TEXT[]) AS k(collection, id)
+            JOIN documents d ON d.user_id = \(userId) AND d.collection = k.collection AND d.id = k.id
+            """, logger: store.logger)
+        var version: Int64?
+        var owner: (userId: String, lastMutationId: Int64)?
+        var documents: [DocumentAddress: DocumentRecord] = [:]
+        for row in rows {
+            var cells = Cells(row)
+            switch try cells.next(Int32.self) {
+            case 0:
+                for _ in 0..<4 { _ = try cells.next(String?.self) }
+                version = try cells.next(Int64.self)
+            case 1:
+                let user: String = try cells.next()
+                for _ in 0..<3 { _ = try cells.next(String?.self) }
+                owner = (user, try cells.next(Int64.self))
+            default:
+                let record = try DocumentRecord(&cells)
+                documents[DocumentAddress(record)] = record
+            }
+        }
+        // No sync state: the account does not exist (or was deleted since the lock statement's snapshot).
+        guard let version else { throw StoreError(.userNotFound) }
+        var client: (id: String, lastMutationId: Int64)?
+        if let clientId {
+            // No row: another user's push claimed the id after this statement's snapshot was taken.
+            guard let owner else { throw RetryTransaction() }
+            guard owner.userId == userId else { throw StoreError(.clientIdInUse) }
+            client = (clientId, owner.lastMutationId)
+        }
+        return DocumentWriter(store: store, connection: connection, userId: userId, now: now, base: version, client: client,
+            documents: documents)
+    }
+
+    private init(
+        store: PostgresStore, connection: PooledConnection, userId: String, now: Date, base: Int64,
+        client: (id: String, lastMutationId: Int64)?, documents: [DocumentAddress: DocumentRecord]
+    ) {
+        self.store = store
+        self.connection = connection
+        self.userId = userId
+        self.now = now
+        self.base = base
+        self.version = base
+        self.client = client
+        self.documents = documents
+    }
+
+    /// The sync client's last mutation id as read (0 without a client).
+    var lastMutationId: Int64 { client?.lastMutationId ?? 0 }
+
+    /// Plans `mutation` (``DocumentPlanner``) from the documents as this transaction left them and, when it
+    /// writes, performs the collection's action for a create and gives it the user's next version.
+    mutating func take(_ mutation: DocumentMutation) async throws -> TakenMutation {
+        let address = DocumentAddress(mutation)
+        let existing = documents[address]
+        let collection = mutation.collection.name
+        // The count only matters to a create: plan without it first.
+        var plan = DocumentPlanner.plan(mutation, existing: existing, liveCount: 0)
+        if case .write(_, _, _, true, _) = plan {
+            plan = DocumentPlanner.plan(mutation, existing: existing, liveCount: try await liveCount(collection))
+        }
+        switch plan {
+        case .conflict(let current):
+            return .conflict(current: current)
+        case .refused(let code):
+            return .refused(StoreError(code))
+        case .write(let data, let rangeValue, let deleted, let creates, let removes):
+            if creates, let action = mutation.collection.action {
+                do {
+                    try await charge(.performAction(userId: userId, action: action, quotaLimit: mutation.collection.quotaLimit))
+                } catch let error as StoreError where error.code == .insufficientTokens || error.code == .quotaExhausted {
+                    return .refused(error)
+                }
+            }
+            version += 1
+            let record = DocumentRecord(
+                collection: collection, id: mutation.docId, data: data, rangeValue: rangeValue, version: version,
+                updatedAt: Date(millis: now.millis), deleted: deleted)
+            documents[address] = record
+            written[address] = record
+            countChanges[collection, default: 0] += creates ? 1 : removes ? -1 : 0
+            return .applied(record, created: creates)
+        }
+    }
+
+    /// The collection's live documents as the mutations taken left them.
+    private mutating func liveCount(_ collection: String) async throws -> Int {
+        if storedCounts[collection] == nil {
+            let rows = try await connection.rows(
+                "SELECT count(*) FROM documents WHERE user_id = \(userId) AND collection = \(collection) AND NOT deleted",
+                logger: store.logger)
+            guard let row = rows.first else { throw PostgresFailure(kind: "no row from a count") }
+            var cells = Cells(row)
+            storedCounts[collection] = Int(try cells.next(Int64.self))
+        }
+        return (storedCounts[collection] ?? 0) + countChanges[collection, default: 0]
+    }
+
+    /// Performs `command` on the ledger's locking path in this transaction: the wallet locked (after the sync
+    /// state), planned from the account as read under the lock, applied; a refusal throws with the state and
+    /// writes nothing. This process's compare-and-set cache forgets the account, as ``PostgresStore/execute(_:idempotency:now:render:)`` does.
+    private mutating func charge(_ command: Command) async throws {
+        if !walletLocked {
+            guard try await store.lockWallet(userId: userId, on: connection) else { throw StoreError(.userNotFound) }
+            walletLocked = true
+            store.accounts.remove(userId)
+        }
+        let planned = try await store.planLocked(command, now: now, on: connection)
+        try await store.apply(planned.plan, to: planned.account, remembering: nil, now: now, on: connection)
+        charged = planned.outcome.state
+    }
+
+    /// Writes every document taken, the user's new version and, with a client, its last mutation id, in one
+    /// statement; nothing when nothing changed.
+    func finish(lastMutationId: Int64 = 0) async throws {
+        let clientMoved = client.map { lastMutationId > $0.lastMutationId } ?? false
+        guard !written.isEmpty || clientMoved else { return }
+        let records = written.values.sorted { $0.version < $1.version }
+        let rows = try await connection.rows(
+            """
+            WITH b AS (
+              SELECT * FROM unnest(
+                \(records.map(\.collection))::TEXT[], \(records.map(\.id))::TEXT[],
+                \(records.map { String(decoding: $0.data, as: UTF8.self) })::TEXT[], \(records.map { $0.rangeValue ?? "" })::TEXT[],
+                \(records.map { $0.rangeValue != nil })::BOOLEAN[], \(records.map(\.version))::BIGINT[], \(records.map(\.deleted))::BOOLEAN[]
+              ) AS b(collection, id, data, range_value, has_range, version, deleted)
+            ), written AS (
+              INSERT INTO documents AS d (user_id, collection, id, data, range_value, version, updated_at, deleted)
+              SELECT \(userId), b.collection, b.id, b.data, CASE WHEN b.has_range THEN b.range_value END, b.version,
+                     \(now.millis), b.deleted
+              FROM b
+              ON CONFLICT (user_id, collection, id) DO UPDATE
+              SET data = excluded.data, range_value = excluded.range_value, version = excluded.version,
+                  updated_at = excluded.updated_at, deleted = excluded.deleted
+              WHERE d.version < excluded.version
+              RETURNING 1
+            ), counted AS (
+              UPDATE sync_state SET version = \(version) WHERE user_id = \(userId) AND version = \(base) RETURNING 1
+            ), client AS (
+              UPDATE sync_clients SET last_mutation_id = \(lastMutationId), updated_at = \(now.millis)
+              WHERE client_id = \(client?.id ?? "") AND user_id = \(userId) AND \(clientMoved)
+              RETURNING 1
+            )
+            SELECT (SELECT count(*) FROM written), (SELECT count(*) FROM counted), (SELECT count(*) FROM client)
+            """, logger: store.logger)
+        // Under the sync state's lock nothing else writes these rows; if something did, start over.
+        guard let row = rows.first else { throw RetryTransaction() }
+        var cells = Cells(row)
+        let counts = (try cells.next(Int64.self), try cells.next(Int64.self), try cells.next(Int64.self))
+        guard counts == (Int64(records.count), 1, clientMoved ? 1 : 0) else { throw RetryTransaction() }
+    }
+}
+
+extension DocumentRecord {
+    /// `collection, id, data, range_value, version, updated_at, deleted` (`data` '' on a tombstone).
+    init(_ cells: inout Cells) throws {
+        let collection: String = try cells.next()
+        let id: String = try cells.next()
+        let data: ByteBuffer = try cells.next()
+        let rangeValue: String? = try cells.next()
+        let version: Int64 = try cells.next()
+        let updatedAt: Int64 = try cells.next()
+        let deleted: Bool = try cells.next()
+        self.init(
+            collection: collection, id: id, data: Array(data.readableBytesView), rangeValue: rangeValue, version: version,
+            updatedAt: Date(millis: updatedAt), deleted: deleted)
+    }
+}

@@ -1,0 +1,139 @@
+import Foundation
+import Logging
+import PostgresNIO
+import TallyStore
+
+// The reads of ``DocumentStore`` (each one statement, so one snapshot) and the tombstone purge; the writes
+// are in `PostgresStore+Documents.swift`.
+extension PostgresStore {
+    /// The stored record of a document (a tombstone included), or `nil`.
+    public func document(userId: String, collection: String, id: String) async throws -> DocumentRecord? {
+        let rows = try await rows(
+            """
+            SELECT collection, id, data, range_value, version, updated_at, deleted FROM documents
+            WHERE user_id = \(userId) AND collection = \(collection) AND id = \(id)
+            """)
+        guard let row = rows.first else { return nil }
+        var cells = Cells(row)
+        return try DocumentRecord(&cells)
+    }
+
+    /// Live documents of a collection, in (range value, id) order or the reverse, from the index `documents_live`:
+    /// the statement names only the bounds the query has, so each is a bound of the index scan and a page
+    /// costs its length wherever it starts. After a position without a range value (a collection without a
+    /// range key, whose values are all NULL), the keyset is the id alone.
+    public func documents(userId: String, query: DocumentRangeQuery) async throws -> [DocumentRecord] {
+        var binds = PostgresBindings(capacity: 7)
+        func bind(_ value: some PostgresDynamicTypeEncodable) -> String {
+            binds.append(value)
+            return "$\(binds.count)"
+        }
+        let (order, beyond) = query.descending ? ("DESC", "<") : ("ASC", ">")
+        var sql = """
+            SELECT collection, id, data, range_value, version, updated_at, deleted FROM documents
+            WHERE user_id = \(bind(userId)) AND collection = \(bind(query.collection)) AND NOT deleted
+            """
+        if let from = query.from { sql += " AND range_value >= \(bind(from))" }
+        if let to = query.to { sql += " AND range_value < \(bind(to))" }
+        if let after = query.after {
+            if let rangeValue = after.rangeValue {
+                sql += " AND (range_value, id) \(beyond) (\(bind(rangeValue)), \(bind(after.id)))"
+            } else {
+                sql += " AND range_value IS NULL AND id \(beyond) \(bind(after.id))"
+            }
+        }
+        sql += " ORDER BY range_value \(order), id \(order) LIMIT \(bind(Int64(max(query.limit, 0))))"
+        return try await rows(PostgresQuery(unsafeSQL: sql, binds: binds)).map { row in
+            var cells = Cells(row)
+            return try DocumentRecord(&cells)
+        }
+    }
+
+    /// One statement, so one snapshot: the user's version and purge mark, their clients' last mutation ids,
+    /// and up to `limit` + 1 documents after `after` by version (the extra one says whether more are waiting).
+    /// A writer commits its documents and the version together, so the page never has a gap below the version.
+    public func changes(userId: String, after: Int64?, limit: Int) async throws -> ChangePage {
+        let limit = max(limit, 1)
+        let rows = try await rows(
+            """
+            SELECT 0, NULL::TEXT, NULL::TEXT, NULL::TEXT, NULL::TEXT, version, purged_through, NULL::BOOLEAN
+            FROM sync_state WHERE user_id = \(userId)
+            UNION ALL
+            SELECT 1, NULL, client_id, NULL, NULL, last_mutation_id, NULL, NULL FROM sync_clients WHERE user_id = \(userId)
+            UNION ALL
+            (SELECT 2, collection, id, data, range_value, version, updated_at, deleted FROM documents
+             WHERE user_id = \(userId) AND version > \(after ?? 0) AND (\(after != nil) OR NOT deleted)
+             ORDER BY version LIMIT \(Int64(limit) + 1))
+            """)
+        var (version, purgedThrough): (Int64, Int64) = (0, 0)
+        var lastMutationIds: [String: Int64] = [:]
+        var changes: [DocumentRecord] = []
+        for row in rows {
+            var cells = Cells(row)
+            switch try cells.next(Int32.self) {
+            case 0:
+                for _ in 0..<4 { _ = try cells.next(String?.self) }
+                (version, purgedThrough) = (try cells.next(), try cells.next())
+            case 1:
+                _ = try cells.next(String?.self)
+                let clientId: String = try cells.next()
+                for _ in 0..<2 { _ = try cells.next(String?.self) }
+                lastMutationIds[clientId] = try cells.next(Int64.self)
+            default:
+                changes.append(try DocumentRecord(&cells))
+            }
+        }
+        if let after, after < purgedThrough || after > version { throw StoreError(.resyncRequired) }
+        changes.sort { $0.version < $1.version }
+        let hasMore = changes.count > limit
+        if hasMore { changes.removeLast(changes.count - limit) }
+        return ChangePage(
+            changes: changes, cursor: hasMore ? changes[changes.count - 1].version : version, hasMore: hasMore,
+            lastMutationIds: lastMutationIds)
+    }
+
+    /// Locks the sync state of the users owning the `limit` oldest tombstones older than `before`, skipping
+    /// users whose writes hold it (their tombstones wait for the next run), then deletes those users' oldest
+    /// tombstones (up to `limit` in all) and raises each user's `purged_through` to the newest version deleted,
+    /// in one statement. Writers lock the sync state before the documents too, so the two never deadlock.
+    public func purgeTombstones(before: Date, limit: Int) async throws -> Int {
+        let limit: Int? = limit < 0 ? nil : limit
+        return try await transaction { connection in
+            let locked = try await connection.rows(
+                """
+                SELECT s.user_id FROM sync_state s
+                WHERE s.user_id IN (
+                  SELECT user_id FROM documents WHERE deleted AND updated_at < \(before.millis)
+                  ORDER BY updated_at LIMIT \(limit)::BIGINT)
+                FOR UPDATE OF s SKIP LOCKED
+                """, logger: logger)
+            guard !locked.isEmpty else { return 0 }
+            let users = try locked.map { row in
+                var cells = Cells(row)
+                return try cells.next(String.self)
+            }
+            // A new statement, so a fresh snapshot: it sees every write committed before the locks were taken.
+            let rows = try await connection.rows(
+                """
+                WITH purged AS (
+                  DELETE FROM documents d
+                  USING (
+                    SELECT user_id, collection, id FROM documents
+                    WHERE user_id = ANY(\(users)) AND deleted AND updated_at < \(before.millis)
+                    ORDER BY updated_at LIMIT \(limit)::BIGINT
+                  ) t
+                  WHERE d.user_id = t.user_id AND d.collection = t.collection AND d.id = t.id
+                  RETURNING d.user_id, d.version
+                ), marked AS (
+                  UPDATE sync_state s SET purged_through = GREATEST(s.purged_through, p.version)
+                  FROM (SELECT user_id, max(version) AS version FROM purged GROUP BY user_id) p
+                  WHERE s.user_id = p.user_id
+                )
+                SELECT count(*) FROM purged
+                """, logger: logger)
+            guard let row = rows.first else { return 0 }
+            var cells = Cells(row)
+            return Int(try cells.next(Int64.self))
+        }
+    }
+}

@@ -1,0 +1,125 @@
+import Foundation
+import GRDB
+import TallyStore
+
+/// The document writes of one call (a REST write or a whole push) in the writer's transaction.
+///
+/// Per mutation: the stored row, ``DocumentPlanner``'s plan, the collection's action when the plan creates a
+/// document (through the ledger code of ``SQLiteStore/perform(_:known:now:_:)``), then the row at the user's
+/// next version. What a push would otherwise read again per mutation stays in memory for the call: the user's
+/// version (stored once, by ``finish()``), each collection's live count (counted once, when a create needs
+/// it) and the account as the last charge left it.
+struct DocumentWriter {
+    private let store: SQLiteStore
+    private let db: Database
+    private let userId: String
+    private let now: Date
+    /// `now` as the row stores it (whole milliseconds), so a record returned equals the record read back.
+    private let updatedAt: Date
+    /// The user's version as stored when the call began.
+    private let storedVersion: Int64
+    /// The user's version after this call's last write.
+    private var version: Int64
+    /// Live documents per collection, for those a create needed counted.
+    private var liveCounts: [String: Int] = [:]
+    /// The account as this call's last charge (or refusal) found it.
+    private var account: AccountState?
+    /// The account after this call's last charge, if any.
+    private(set) var charged: AccountState?
+
+    /// Begins the user's writes; throws `.userNotFound`.
+    init(store: SQLiteStore, userId: String, now: Date, _ db: Database) throws {
+        guard
+            let version = try db.fetchFirst(
+                sql: "SELECT s.version FROM users u LEFT JOIN sync_state s ON s.user_id = u.id WHERE u.id = ?", arguments: [userId],
+                { row in row[0] as Int64? ?? 0 })
+        else { throw StoreError(.userNotFound) }
+        self.store = store
+        self.db = db
+        self.userId = userId
+        self.now = now
+        updatedAt = Date(millis: now.millis)
+        storedVersion = version
+        self.version = version
+    }
+
+    /// Applies one mutation: its result, and whether it created a live document. A conflict or a refusal
+    /// writes nothing.
+    mutating func apply(_ mutation: DocumentMutation) throws -> (result: MutationResult, created: Bool) {
+        let collection = mutation.collection
+        let existing = try db.fetchFirst(
+            sql: DocumentRecord.selectOne, arguments: [userId, collection.name, mutation.docId], DocumentRecord.init(row:))
+        // Only a create needs the count, and only a document that is not live can be created.
+        let liveCount = try existing?.deleted == false ? 0 : count(collection.name)
+        switch DocumentPlanner.plan(mutation, existing: existing, liveCount: liveCount) {
+        case .conflict(let current):
+            return (.conflict(current: current), false)
+        case .refused(let code):
+            return (.rejected(code, state: nil), false)
+        case .write(let data, let rangeValue, let deleted, let creates, let removes):
+            if creates, let action = collection.action {
+                let command = Command.performAction(userId: userId, action: action, quotaLimit: collection.quotaLimit)
+                do {
+                    account = try store.perform(command, known: account, now: now, db).state
+                    charged = account
+                } catch let error as StoreError where error.code == .insufficientTokens || error.code == .quotaExhausted {
+                    account = error.state
+                    return (.rejected(error.code, state: error.state), false)
+                }
+            }
+            version += 1
+            let record = DocumentRecord(
+                collection: collection.name, id: mutation.docId, data: data, rangeValue: rangeValue, version: version,
+                updatedAt: updatedAt, deleted: deleted)
+            try db.run(
+                sql: """
+                    INSERT INTO documents (user_id, collection, id, data, range_value, version, updated_at, deleted)
+                    VALUES (?, ?, ?, ?, ?, ?, ?, ?)
+                    ON CONFLICT (user_id, collection, id) DO UPDATE SET data = excluded.data, range_value = excluded.range_value,
+                      version = excluded.version, updated_at = excluded.updated_at, deleted = excluded.deleted
+                    """,
+                arguments: [
+                    userId, collection.name, mutation.docId, deleted ? nil : String(decoding: data, as: UTF8.self), rangeValue,
+                    version, updatedAt.millis, deleted,
+                ])
+            if creates { liveCounts[collection.name]? += 1 }
+            if removes { liveCounts[collection.name]? -= 1 }
+            return (.applied(record), creates)
+        }
+    }
+
+    /// Stores the user's version, if this call changed it.
+    func finish() throws {
+        guard version != storedVersion else { return }
+        try db.run(
+            sql: """
+                INSERT INTO sync_state (user_id, version) VALUES (?, ?)
+                ON CONFLICT (user_id) DO UPDATE SET version = excluded.version
+                """,
+            arguments: [userId, version])
+    }
+
+    /// The live documents of the collection, counted the first time a create needs it.
+    private mutating func count(_ collection: String) throws -> Int {
+        if let count = liveCounts[collection] { return count }
+        let count = try db.fetchValue(
+            Int.self, sql: "SELECT count(*) FROM documents INDEXED BY documents_range WHERE user_id = ? AND collection = ? AND deleted = 0",
+            arguments: [userId, collection]) ?? 0
+        liveCounts[collection] = count
+        return count
+    }
+}
+
+extension DocumentRecord {
+    /// The columns, in the order ``init(row:)`` reads them.
+    static let columns = "collection, id, data, range_value, version, updated_at, deleted"
+    /// One document of a user by collection and id.
+    static let selectOne = "SELECT \(columns) FROM documents WHERE user_id = ? AND collection = ? AND id = ?"
+
+    /// From the columns of ``columns``, by position.
+    init(row: Row) throws {
+        self.init(
+            collection: row[0], id: row[1], data: try row.withUnsafeData(atIndex: 2) { $0.map { [UInt8]($0) } ?? [] }, rangeValue: row[3],
+            version: row[4], updatedAt: Date(millis: row[5]), deleted: row[6])
+    }
+}

@@ -1,0 +1,69 @@
+import Foundation
+import TallyServer
+import TallyStore
+import Testing
+
+/// The `collections:` and `tombstoneRetentionDays:` keys of the configuration file.
+@Suite("Sync configuration")
+struct SyncConfigurationTests {
+    static let catalog = try! Catalog(
+        signupGrant: 0, quotas: [QuotaSpec(name: "messages", daily: 20)],
+        actions: [ActionSpec(name: "chat.message", quota: "messages", tokens: 1), ActionSpec(name: "ai.query", tokens: 3)])
+
+    @Test("No collections by default; each declared one is resolved, defaults filled in, in file order")
+    func parses() throws {
+        let defaults = SyncConfiguration()
+        #expect(defaults.collections.isEmpty && defaults.tombstoneRetentionDays == 30)
+        #expect(try SyncConfiguration(yaml: "guestSignupsPerIPPerHour: 5\n", catalog: Self.catalog).collections.isEmpty)
+        let sync = try SyncConfiguration(
+            yaml: """
+                signupGrant: 0
+                collections:
+                  - {name: habit_logs, rangeKey: date}
+                  - {name: chat_messages, rangeKey: sentAt, action: chat.message, maxDocumentBytes: 262144}
+                  - {name: answers, action: ai.query, maxDocuments: 1}
+                tombstoneRetentionDays: 7
+                """, catalog: Self.catalog)
+        #expect(sync.tombstoneRetentionDays == 7)
+        #expect(sync.collections == [
+            CollectionSpec(name: "habit_logs", rangeKey: "date"),
+            CollectionSpec(
+                name: "chat_messages", rangeKey: "sentAt", maxDocumentBytes: 262_144,
+                action: ActionSpec(name: "chat.message", quota: "messages", tokens: 1), quotaLimit: 20),
+            CollectionSpec(name: "answers", maxDocuments: 1, action: ActionSpec(name: "ai.query", tokens: 3), quotaLimit: nil),
+        ])
+        #expect(sync.collections[0].maxDocumentBytes == 16_384 && sync.collections[0].maxDocuments == 10_000)
+        // JSON is YAML too.
+        let json = try SyncConfiguration(yaml: #"{"collections": [{"name": "profile"}]}"#, catalog: Self.catalog)
+        #expect(json.collections.map(\.name) == ["profile"] && json.tombstoneRetentionDays == 30)
+    }
+
+    @Test("Bad collections are refused with a message naming what to fix")
+    func refuses() {
+        let cases = [
+            ("collections: [{name: Habits}]", "'Habits' is not a valid name"),
+            ("collections: [{name: 9lives}]", "'9lives'"),
+            ("collections: [{name: \(String(repeating: "a", count: 65))}]", "not a valid name"),
+            ("collections: [{name: notes}, {name: notes}]", "'notes' is declared twice"),
+            ("collections: [{name: notes, action: chat.mesage}]", "no action named 'chat.mesage'"),
+            ("collections: [{name: notes, maxDocumentBytes: 262145}]", "maxDocumentBytes must be between 1 and 262144"),
+            ("collections: [{name: notes, maxDocumentBytes: 0}]", "maxDocumentBytes"),
+            ("collections: [{name: notes, maxDocuments: 0}]", "maxDocuments must be at least 1"),
+            ("collections: [{name: notes, rangeKey: \"\"}]", "rangeKey"),
+            ("collections: [{name: notes, maxDocs: 5}]", "unknown keys in collections: maxDocs"),
+            ("collections: [{rangeKey: date}]", "collections"),
+            ("collections: {name: notes}", "collections"),
+            ("tombstoneRetentionDays: 0", "tombstoneRetentionDays must be at least 1"),
+        ]
+        for (yaml, message) in cases {
+            do {
+                let parsed = try SyncConfiguration(yaml: yaml, catalog: Self.catalog)
+                Issue.record("accepted: \(yaml) → \(parsed.collections)")
+            } catch let error as ConfigurationError {
+                #expect(error.description.contains(message), "\(yaml): \(error.description)")
+            } catch {
+                Issue.record("\(yaml): \(error)")
+            }
+        }
+    }
+}
