@@ -129,9 +129,12 @@ struct APIConnection: Sendable {
 
     let client: TestClient
     let adminKey: String
+    /// The public listener's port (for clients other than `client`, e.g. an event stream).
+    let port: Int
     private let adminClient: LazyTestClient
 
     init(port: Int, adminPort: Int, adminKey: String) {
+        self.port = port
         client = TestClient(host: "127.0.0.1", port: port)
         client.connect()
         adminClient = LazyTestClient(port: adminPort)
