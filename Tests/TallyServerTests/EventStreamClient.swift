@@ -121,11 +121,13 @@ final class EventStreamClient: Sendable {
             group.addTask {
                 try await withTaskCancellationHandler {
                     try await withCheckedThrowingContinuation { continuation in
-                        let head = self.shared.state.withLock { state -> Head? in
-                            if state.head == nil { state.headWaiter = continuation }
-                            return state.head
+                        let head = self.shared.state.withLock { state -> Result<Head, any Error>? in
+                            if let head = state.head { return .success(head) }
+                            if Task.isCancelled { return .failure(CancellationError()) }
+                            state.headWaiter = continuation
+                            return nil
                         }
-                        if let head { continuation.resume(returning: head) }
+                        if let head { continuation.resume(with: head) }
                     }
                 } onCancel: {
                     self.shared.state.withLock { state in defer { state.headWaiter = nil }; return state.headWaiter }?
@@ -144,13 +146,15 @@ final class EventStreamClient: Sendable {
     private func take() async throws -> Item {
         try await withTaskCancellationHandler {
             try await withCheckedThrowingContinuation { continuation in
-                let item = shared.state.withLock { state -> Item? in
-                    if !state.items.isEmpty { return state.items.removeFirst() }
-                    if state.ended { return .end }
+                // Checked under the lock: a cancellation before the waiter is stored must not leave it waiting.
+                let item = shared.state.withLock { state -> Result<Item, any Error>? in
+                    if !state.items.isEmpty { return .success(state.items.removeFirst()) }
+                    if state.ended { return .success(.end) }
+                    if Task.isCancelled { return .failure(CancellationError()) }
                     state.itemWaiter = continuation
                     return nil
                 }
-                if let item { continuation.resume(returning: item) }
+                if let item { continuation.resume(with: item) }
             }
         } onCancel: {
             shared.state.withLock { state in defer { state.itemWaiter = nil }; return state.itemWaiter }?.resume(throwing: CancellationError())

@@ -115,6 +115,27 @@ struct IdentityTests {
 }
 
 extension IdentityTests {
+    /// Opens `GET /v1/sync/events` as `user`: 200, and what comes up to its first `wallet` event (what a stream
+    /// sends at once) contains none of `secrets`.
+    static func expectEventStream(
+        _ api: APIConnection, as user: TestUser, showsNoneOf secrets: [String], headers: [(String, String)] = [],
+        sourceLocation: SourceLocation = #_sourceLocation
+    ) async throws {
+        let (stream, head) = try await EventStreamClient.open(port: api.port, token: user.accessToken, headers: headers)
+        #expect(head.status == 200, "GET /v1/sync/events: \(head.status) \(stream.body)", sourceLocation: sourceLocation)
+        if head.status == 200 {
+            while true {
+                let item = try await stream.next()
+                if case .event("wallet", _, _) = item { break }
+                if item == .end { break }
+            }
+        }
+        let shown = stream.body + head.headers.map(\.1).joined(separator: "\n")
+        let leaked = secrets.filter { shown.contains($0) }
+        #expect(leaked.isEmpty, "GET /v1/sync/events carries \(leaked)", sourceLocation: sourceLocation)
+        await stream.close()
+    }
+
     /// Every route of both routers (as ``OpenAPITests/routerRoutes()`` lists them, so a route added later is
     /// called too) is called with the token of a fresh user, Bob, with Alice's ids in its path and her user id
     /// in a header: no answer carries anything of Alice's, and nothing Alice reads changes. A route whose
@@ -184,6 +205,15 @@ extension IdentityTests {
                 "POST /v1/sync/push": SyncPushRequest(
                     clientId: clientId, mutations: [SyncMutation(id: 2, op: .delete, collection: "profile", docId: "alice-doc")]),
             ]
+            if route == "GET /v1/sync/events" {
+                // A stream that never ends: Bob's starts with his own wallet and nothing of Alice's; Alice's opens.
+                try await expectEventStream(api, as: bob, showsNoneOf: alices, headers: [("X-User-Id", alice.userId)])
+                try await expectEventStream(api, as: alice, showsNoneOf: [])
+                let after = try await aliceReads()
+                #expect(after == before, "\(route) as Bob changed what Alice reads")
+                before = after
+                continue
+            }
             var headers: HTTPFields = [.idempotencyKey: UUID().uuidString, .init("X-User-Id")!: alice.userId]
             if route == "PATCH /v1/collections/{collection}/docs/{docId}" { headers[.contentType] = "application/merge-patch+json" }
             let response = try await api.send(method, path, token: bob.accessToken, json: bodies[route], headers: headers, on: listener)

@@ -20,7 +20,7 @@ struct LiveServer: Sendable {
     let adminPort: Int
     let clock: ManualClock
     let adminKey: String
-    /// What the server's routes share (its store, configuration, clock and change notifier).
+    /// What the server's routes share (its store, configuration and clock).
     let services: TallyServices
 
     /// Runs one housekeeping sweep now, as the server's own service does every interval (on the same
@@ -28,8 +28,7 @@ struct LiveServer: Sendable {
     func sweep() async throws {
         let housekeeping = Housekeeping(
             store: services.store, clock: clock, interval: .seconds(3600), logger: Logger(label: "tally.test"),
-            ready: StartupGate(), tombstoneRetention: services.configuration.sync.tombstoneRetention,
-            notifier: services.notifier)
+            ready: StartupGate(), tombstoneRetention: services.configuration.sync.tombstoneRetention)
         _ = try await housekeeping.sweep()
     }
 
@@ -95,7 +94,7 @@ struct LiveServer: Sendable {
         let app = try buildApplication(
             configuration: configuration, clock: clock, logger: logger, onServerRunning: { ports in continuation.yield(ports) },
             configureRouter: { _, services in built = services })
-        guard let services = built else { throw HarnessError("buildApplication did not hand over its services") }
+        let services = try #require(built)
         let adminKey = configuration.adminKey!
         return try await withThrowingTaskGroup(of: Void.self) { group in
             let serviceGroup = ServiceGroup(configuration: .init(services: [app], logger: logger))
@@ -110,8 +109,7 @@ struct LiveServer: Sendable {
                 throw CancellationError()
             }
             do {
-                let value = try await body(
-                    LiveServer(port: bound.port, adminPort: bound.adminPort, clock: clock, adminKey: adminKey, services: services))
+                let value = try await body(LiveServer(port: bound.port, adminPort: bound.adminPort, clock: clock, adminKey: adminKey, services: services))
                 await serviceGroup.triggerGracefulShutdown()
                 return value
             } catch {
@@ -131,9 +129,12 @@ struct APIConnection: Sendable {
 
     let client: TestClient
     let adminKey: String
+    /// The public listener's port (for clients other than `client`, e.g. an event stream).
+    let port: Int
     private let adminClient: LazyTestClient
 
     init(port: Int, adminPort: Int, adminKey: String) {
+        self.port = port
         client = TestClient(host: "127.0.0.1", port: port)
         client.connect()
         adminClient = LazyTestClient(port: adminPort)

@@ -109,7 +109,7 @@ struct OpenAPITests {
             "SessionTokens", "GuestSignInRequest", "RefreshRequest", "CredentialsRequest", "Me", "UpdateMeRequest",
             "AdminUserView", "HealthStatus", "ErrorResponse", "CollectionInfo", "CollectionList", "Document", "DocumentPage",
             "PutDocumentRequest", "MergePatch", "SyncMutation", "SyncPushRequest", "SyncMutationResult", "SyncPushResponse",
-            "SyncPullResponse",
+            "SyncPullResponse", "SyncChangedEvent", "SyncWalletEvent",
         ]
         let missing = expected.filter { schemas[$0] == nil }
         #expect(missing.isEmpty, "components/schemas lacks: \(missing.joined(separator: ", "))")

@@ -22,10 +22,10 @@ public struct TallyServices: Sendable {
     let metrics: any MetricsFactory
     /// Where writes announce what they changed (``ChangeNotifier``).
     let notifier: any ChangeNotifier
-    /// The synced collections the configuration declares.
-    let collections: DeclaredCollections
     /// This process's event streams, which the notifier feeds.
     let events: EventHub
+    /// The synced collections the configuration declares.
+    let collections: DeclaredCollections
 
     /// `events` and `relay` make up the notifier (``EventNotifier``): with several processes on one database,
     /// `relay` carries each event to the others, and they hand what they hear to `events`.
@@ -47,9 +47,9 @@ public struct TallyServices: Sendable {
         self.secrets = RuntimeSecrets()
         self.sessions = SessionCache(clock: clock)
         self.metrics = metrics
-        self.collections = DeclaredCollections(configuration.sync.collections)
         self.events = events
         self.notifier = notifier
+        self.collections = DeclaredCollections(configuration.sync.collections)
     }
 
     /// Installs the token signing keys and loads the IP-hash key shared through the database; run before serving.

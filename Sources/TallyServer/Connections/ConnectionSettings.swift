@@ -3,7 +3,8 @@
 /// The defaults suit a server behind a load balancer: the idle timeout outlasts the usual balancer
 /// keep-alive (60 s), so the balancer closes idle connections first and never sends on one being closed.
 public struct ConnectionSettings: Sendable, Hashable {
-    /// A keep-alive connection with no request for this long is closed.
+    /// A keep-alive connection with no request for this long is closed. A connection whose response is still
+    /// being written (an event stream, `GET /v1/sync/events`) is not idle, however quiet.
     public var idleTimeout: Duration = .seconds(75)
     /// A request head (request line and header fields) must be complete this long after the connection
     /// opened, or after its first byte on a kept-alive connection: a slow trickle of header bytes
