@@ -92,19 +92,19 @@ extension PostgresStore {
             lastMutationIds: lastMutationIds)
     }
 
-    /// Locks the sync state of the users owning the `limit` oldest tombstones older than `before`, skipping
-    /// users whose writes hold it (their tombstones wait for the next run), then deletes those users' oldest
-    /// tombstones (up to `limit` in all) and raises each user's `purged_through` to the newest version deleted,
-    /// in one statement. Writers lock the sync state before the documents too, so the two never deadlock.
+    /// Locks the sync state of up to `limit` users owning tombstones older than `before`, skipping users whose
+    /// writes hold it (their tombstones wait for the next run, and never stop the others'), then deletes those
+    /// users' oldest tombstones (up to `limit` in all) and raises each user's `purged_through` to the newest
+    /// version deleted, in one statement. Writers lock the sync state before the documents too, so the two never
+    /// deadlock.
     public func purgeTombstones(before: Date, limit: Int) async throws -> Int {
         let limit: Int? = limit < 0 ? nil : limit
         return try await transaction { connection in
             let locked = try await connection.rows(
                 """
                 SELECT s.user_id FROM sync_state s
-                WHERE s.user_id IN (
-                  SELECT user_id FROM documents WHERE deleted AND updated_at < \(before.millis)
-                  ORDER BY updated_at LIMIT \(limit)::BIGINT)
+                WHERE s.user_id IN (SELECT user_id FROM documents WHERE deleted AND updated_at < \(before.millis))
+                LIMIT \(limit)::BIGINT
                 FOR UPDATE OF s SKIP LOCKED
                 """, logger: logger)
             guard !locked.isEmpty else { return 0 }

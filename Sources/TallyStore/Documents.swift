@@ -138,37 +138,69 @@ public enum DocumentPlanner {
     /// The plan for `mutation` on `existing` (its stored record, tombstone included; `nil` if never written)
     /// when the user has `liveCount` live documents in the collection.
     public static func plan(_ mutation: DocumentMutation, existing: DocumentRecord?, liveCount: Int) -> DocumentPlan {
+        let collection = mutation.collection
+        // What is wrong whatever the document's state is refused before the precondition is looked at: a
+        // client told "conflict" would retry the same bad data.
+        var checkedPut: Checked?
+        switch mutation.operation {
+        case .put(let data):
+            switch check(data, in: collection) {
+            case .success(let checked): checkedPut = checked
+            case .failure(let refusal): return .refused(refusal.code)
+            }
+        case .patch(let patch):
+            guard case .object = patch else { return .refused(.invalidDocument) }
+        case .delete:
+            break
+        }
         let live = existing.flatMap { $0.deleted ? nil : $0 }
         if let ifVersion = mutation.ifVersion, ifVersion != (live?.version ?? 0) {
             return .conflict(current: live)
         }
-        let collection = mutation.collection
-        let data: JSONValue
+        let checked: Checked
         switch mutation.operation {
         case .delete:
             guard live != nil else { return .refused(.documentNotFound) }
             return .write(data: [], rangeValue: nil, deleted: true, creates: false, removes: true)
-        case .put(let value):
-            data = value
+        case .put:
+            checked = checkedPut!
         case .patch(let patch):
             guard let live else { return .refused(.documentNotFound) }
-            guard case .object = patch, let current = try? JSONValue.parse(live.data) else { return .refused(.invalidDocument) }
-            data = current.merging(patch)
+            guard let current = try? JSONValue.parse(live.data) else { return .refused(.invalidDocument) }
+            switch check(current.merging(patch), in: collection) {
+            case .success(let merged): checked = merged
+            case .failure(let refusal): return .refused(refusal.code)
+            }
         }
-        guard case .object(let fields) = data else { return .refused(.invalidDocument) }
+        let creates = live == nil
+        if creates, liveCount >= collection.maxDocuments { return .refused(.collectionFull) }
+        return .write(data: checked.bytes, rangeValue: checked.rangeValue, deleted: false, creates: creates, removes: false)
+    }
+
+    /// A document's data as it will be stored: canonical bytes and range value.
+    private struct Checked {
+        var bytes: [UInt8]
+        var rangeValue: String?
+    }
+
+    private struct Refusal: Error {
+        var code: StoreError.Code
+    }
+
+    /// The data's shape against the collection: an object, with its range key, within the size limit.
+    private static func check(_ data: JSONValue, in collection: CollectionSpec) -> Result<Checked, Refusal> {
+        guard case .object(let fields) = data else { return .failure(Refusal(code: .invalidDocument)) }
         var rangeValue: String?
         if let rangeKey = collection.rangeKey {
             // Without NUL, which PostgreSQL text cannot hold.
             guard let value = fields[rangeKey]?.stringValue, value.utf8.count <= CollectionSpec.maxRangeValueBytes,
                 !value.utf8.contains(0)
-            else { return .refused(.invalidDocument) }
+            else { return .failure(Refusal(code: .invalidDocument)) }
             rangeValue = value
         }
         let bytes = data.bytes
-        guard bytes.count <= collection.maxDocumentBytes else { return .refused(.documentTooLarge) }
-        let creates = live == nil
-        if creates, liveCount >= collection.maxDocuments { return .refused(.collectionFull) }
-        return .write(data: bytes, rangeValue: rangeValue, deleted: false, creates: creates, removes: false)
+        guard bytes.count <= collection.maxDocumentBytes else { return .failure(Refusal(code: .documentTooLarge)) }
+        return .success(Checked(bytes: bytes, rangeValue: rangeValue))
     }
 }
 

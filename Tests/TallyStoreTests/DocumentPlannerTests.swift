@@ -86,4 +86,16 @@ struct DocumentPlannerTests {
             return
         }
     }
+
+    @Test("Data that is wrong whatever the document's state is refused before a failed precondition is reported")
+    func badDataBeforeConflict() throws {
+        let current = record(#"{"date":"x"}"#, version: 5)
+        #expect(plan(.put(.number("-1.9")), on: current, ifVersion: 4) == .refused(.invalidDocument))
+        #expect(plan(.put(try JSONValue.parse(#"{"day":"x"}"#)), on: nil, ifVersion: 3) == .refused(.invalidDocument))
+        let big = JSONValue.object(["date": .string("d"), "pad": .string(String(repeating: "x", count: 64))])
+        #expect(plan(.put(big), on: current, ifVersion: 4) == .refused(.documentTooLarge))
+        #expect(plan(.patch(.array([])), on: current, ifVersion: 4) == .refused(.invalidDocument))
+        // A patch whose result is bad depends on the document: the precondition speaks first.
+        #expect(plan(.patch(try JSONValue.parse(#"{"date":null}"#)), on: current, ifVersion: 4) == .conflict(current: current))
+    }
 }

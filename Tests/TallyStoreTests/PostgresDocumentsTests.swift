@@ -184,6 +184,49 @@ struct PostgresDocumentsTests {
         }
     }
 
+    @Test("A purge skips a user whose writer holds their sync state and still purges everyone else's tombstones")
+    func purgeSkipsBusyUsers() async throws {
+        try await withPostgresStore(isolated: true) { store in
+            let old = defaultStart
+            // The busy user has the 10 oldest tombstones; with a limit of 5 they fill every batch of "oldest".
+            let busy = try await newPostgresUser(store, tokens: 0, now: old)
+            let idle = try await newPostgresUser(store, tokens: 0, now: old)
+            let writes = (0..<10).map { n in
+                ClientMutation(id: Int64(n + 1), mutation: DocumentMutation(
+                    collection: Self.notes, docId: "b\(n)", operation: .put(.object(["date": .string("2027-01-10")]))))
+            }
+            let deletes = (0..<10).map { n in
+                ClientMutation(id: Int64(n + 11), mutation: DocumentMutation(collection: Self.notes, docId: "b\(n)", operation: .delete))
+            }
+            _ = try await store.push(userId: busy, clientId: randomId("client-"), mutations: writes + deletes, now: old)
+            let idleClient = randomId("client-")
+            _ = try await store.push(userId: idle, clientId: idleClient, mutations: [writes[0]], now: old)
+            _ = try await store.push(
+                userId: idle, clientId: idleClient,
+                mutations: [ClientMutation(id: 2, mutation: DocumentMutation(collection: Self.notes, docId: "b0", operation: .delete))],
+                now: old.addingTimeInterval(60))
+            let (held, holding) = AsyncStream<Void>.makeStream()
+            let (released, release) = AsyncStream<Void>.makeStream()
+            try await withThrowingTaskGroup(of: Void.self) { group in
+                group.addTask {
+                    try await store.transaction { connection in
+                        _ = try await connection.rows("SELECT 1 FROM sync_state WHERE user_id = \(busy) FOR UPDATE", logger: store.logger)
+                        holding.yield()
+                        for await _ in released {}
+                    }
+                }
+                var heldBy = held.makeAsyncIterator()
+                _ = await heldBy.next()
+                #expect(try await store.purgeTombstones(before: old.addingTimeInterval(3600), limit: 5) == 1)
+                release.finish()
+                try await group.waitForAll()
+            }
+            #expect(try await Self.versions(store, idle).isEmpty)
+            #expect(try await Self.versions(store, busy).count == 10)
+            #expect(try await store.purgeTombstones(before: old.addingTimeInterval(3600), limit: 5) == 5)
+        }
+    }
+
     // MARK: Support
 
     /// Mutation `id` of a client: a put, a patch or a delete of one of five notes, so some patches and deletes
