@@ -41,6 +41,33 @@ struct WalletBatchReadStatement: PostgresPreparedStatement {
     }
 }
 
+/// The change counters of the users whose range queries wait at the same time, as one statement: a user who never
+/// wrote a document (or no longer exists) has no row.
+struct DocumentVersionBatchReadStatement: PostgresPreparedStatement {
+    static let name = "tally_document_version_batch_read_v1"
+    static let sql = """
+        SELECT r.i, s.version
+        FROM unnest($1::TEXT[]) WITH ORDINALITY AS r(user_id, i),
+        LATERAL (SELECT version FROM sync_state WHERE user_id = r.user_id LIMIT 1) s
+        """
+    typealias Row = PostgresRow
+
+    var userIds: [String]
+
+    func makeBindings() -> PostgresBindings {
+        var bindings = PostgresBindings(capacity: 1)
+        bindings.append(userIds)
+        return bindings
+    }
+
+    func decodeRow(_ row: PostgresRow) throws -> PostgresRow { row }
+
+    /// Each user's counter, by position (`nil`: no sync state).
+    func results(_ rows: [PostgresRow]) throws -> [Int64?] {
+        try byPosition(rows, count: userIds.count) { cells in try cells.next(Int64.self) }
+    }
+}
+
 /// One wallet read waiting to be sent (``WalletBatchReadStatement``).
 struct WalletRead: Sendable {
     var userId: String

@@ -23,6 +23,23 @@ extension PostgresStore {
     /// costs its length wherever it starts. After a position without a range value (a collection without a
     /// range key, whose values are all NULL), the keyset is the id alone.
     public func documents(userId: String, query: DocumentRangeQuery) async throws -> [DocumentRecord] {
+        // The user's change counter (one statement with the other reads waiting): while it has not moved, a page
+        // read after it was at that value is still the page (``DocumentPageCache``).
+        let version = try await retrying {
+            try await documentVersionReads.submitOrSendAlone(userId) { userIds in
+                let statement = DocumentVersionBatchReadStatement(userIds: userIds)
+                return try statement.results(try await prepared(statement))
+            }
+        }
+        guard let version else { return try await readDocuments(userId: userId, query: query) }
+        if let page = pages.page(userId: userId, query: query, stamp: version) { return page }
+        let page = try await readDocuments(userId: userId, query: query)
+        pages.store(page, userId: userId, query: query, stamp: version, readAt: nil)
+        return page
+    }
+
+    /// A keyset page of live documents, from the database.
+    private func readDocuments(userId: String, query: DocumentRangeQuery) async throws -> [DocumentRecord] {
         var binds = PostgresBindings(capacity: 7)
         func bind(_ value: some PostgresDynamicTypeEncodable) -> String {
             binds.append(value)

@@ -31,6 +31,10 @@ public final class PostgresStore: TallyStorage {
     let walletReads = StatementBatcher<WalletRead, WalletReadResult>()
     /// Sends the account reads (of commands and quota reads) that wait at the same time as one statement.
     let accountReads = StatementBatcher<AccountRead, AccountReadResult>()
+    /// Sends the change-counter reads of range queries that wait at the same time as one statement.
+    let documentVersionReads = StatementBatcher<String, Int64>()
+    /// Range-query pages, stamped with the user's change counter they were read at.
+    let pages = DocumentPageCache()
     /// Sessions found live, trusted while the revocation feed is fresh.
     let sessions: LiveSessions
     /// What the revocation poller and the conflict backoff sleep on.

@@ -41,6 +41,8 @@ struct DocumentWriter {
         updatedAt = Date(millis: now.millis)
         storedVersion = version
         self.version = version
+        // Whatever this transaction writes of the user's documents, their cached range pages go when it commits.
+        store.forgets.documents(userId)
     }
 
     /// Applies one mutation: its result, and whether it created a live document. A conflict or a refusal

@@ -1,4 +1,5 @@
 import Synchronization
+import TallyStore
 
 /// What the writer's open transaction changed of the cached values: forgotten in one go when it commits.
 ///
@@ -11,14 +12,16 @@ final class PendingForgets: Sendable {
         var wallets: Set<String> = []
         var sessions: Set<String> = []
         var everySession = false
+        var documents: Set<String> = []
     }
 
     private let pending = Mutex(Pending())
     private let wallets: CommittedCache<CachedWallet>
     private let sessions: CommittedCache<String>
+    private let pages: DocumentPageCache
 
-    init(wallets: CommittedCache<CachedWallet>, sessions: CommittedCache<String>) {
-        (self.wallets, self.sessions) = (wallets, sessions)
+    init(wallets: CommittedCache<CachedWallet>, sessions: CommittedCache<String>, pages: DocumentPageCache) {
+        (self.wallets, self.sessions, self.pages) = (wallets, sessions, pages)
     }
 
     /// The account's wallet changed.
@@ -26,6 +29,9 @@ final class PendingForgets: Sendable {
 
     /// The session was revoked.
     func session(_ sessionId: String) { pending.withLock { _ = $0.sessions.insert(sessionId) } }
+
+    /// The account's documents may have changed (a document write, a push, the account's deletion).
+    func documents(_ userId: String) { pending.withLock { _ = $0.documents.insert(userId) } }
 
     /// Sessions were deleted without knowing their ids (an account was deleted).
     func everySession() { pending.withLock { $0.everySession = true } }
@@ -37,6 +43,7 @@ final class PendingForgets: Sendable {
             return pending
         }
         if !changed.wallets.isEmpty { wallets.forget(changed.wallets) }
+        if !changed.documents.isEmpty { pages.forget(changed.documents) }
         if changed.everySession {
             sessions.forgetAll()
         } else if !changed.sessions.isEmpty {

@@ -68,14 +68,20 @@ extension SQLiteStore: DocumentStore {
         }
     }
 
-    /// A keyset page of live documents, from a reader (the statement for each shape of query is cached).
+    /// A keyset page of live documents: from memory when this process read it since the user's last document
+    /// write (``DocumentPageCache``), else one statement on a reader, on the calling thread (the statement for
+    /// each shape of query is cached).
     public func documents(userId: String, query: DocumentRangeQuery) async throws -> [DocumentRecord] {
-        try await read { db in
+        if let page = pages.page(userId: userId, query: query) { return page }
+        let epoch = pages.epoch
+        let page = try readStatement { db in
             let (sql, arguments) = Self.rangeStatement(userId: userId, query)
             var documents: [DocumentRecord] = []
             try db.forEachRow(sql: sql, arguments: arguments) { documents.append(try DocumentRecord(row: $0)) }
             return documents
         }
+        pages.store(page, userId: userId, query: query, readAt: epoch)
+        return page
     }
 
     /// The statement of a range query. The bound that paging moves (`from` ascending, `to` descending) and the

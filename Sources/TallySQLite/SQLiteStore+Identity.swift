@@ -193,6 +193,7 @@ extension SQLiteStore: IdentityStore {
     public func deleteUser(id: String) async throws -> Bool {
         try await write { db in
             self.forgets.wallet(id)
+            self.forgets.documents(id)
             self.forgets.everySession()
             try db.run(sql: "DELETE FROM idempotency_keys WHERE scope = ?", arguments: [id])
             try db.run(sql: "DELETE FROM users WHERE id = ?", arguments: [id])

@@ -20,7 +20,9 @@ public final class SQLiteStore: MaintenanceStore {
     let wallets = CommittedCache<CachedWallet>()
     /// The live sessions this process looked up last (id → user); every committed revocation forgets them.
     let sessions = CommittedCache<String>()
-    /// What the open write transaction changed of the two caches above.
+    /// The range-query pages this process read last, per user; a committed write of a user's documents forgets theirs.
+    let pages = DocumentPageCache()
+    /// What the open write transaction changed of the caches above.
     let forgets: PendingForgets
     /// Ledger commands that wait for the writer at the same time share one transaction (``WriterQueue``).
     let writerQueue = WriterQueue()
@@ -39,7 +41,7 @@ public final class SQLiteStore: MaintenanceStore {
     /// writer checkpoints itself (``Checkpointer``).
     init(path: String, checkpoint: (threshold: Int32, backstop: Int32)) throws {
         ownership = try Self.takeOwnership(of: path)
-        forgets = PendingForgets(wallets: wallets, sessions: sessions)
+        forgets = PendingForgets(wallets: wallets, sessions: sessions, pages: pages)
         var configuration = Configuration()
         configuration.busyMode = .timeout(10)
         configuration.foreignKeysEnabled = true
@@ -171,6 +173,18 @@ public final class SQLiteStore: MaintenanceStore {
     /// Runs `body` on a reader connection, off the cooperative threads.
     func read<T: Sendable>(_ body: @Sendable @escaping (Database) throws -> T) async throws -> T {
         try await run { try await self.pool.read(body) }
+    }
+
+    /// Runs `body`, one statement, on a reader connection on the calling thread, outside a transaction (a single
+    /// statement reads one snapshot by itself). In WAL mode a reader never waits for the writer, so this blocks a
+    /// cooperative thread only for the statement itself; it saves the two thread hops and the BEGIN/COMMIT of
+    /// ``read(_:)``, which measured cost a range query of 20 documents over half its time.
+    func readStatement<T>(_ body: (Database) throws -> T) throws -> T {
+        do {
+            return try pool.unsafeRead(body)
+        } catch {
+            throw Self.storeError(error)
+        }
     }
 
     /// Runs `body` in a write transaction on the single writer connection, off the cooperative threads;

@@ -3,6 +3,7 @@ import Foundation
 import HTTPTypes
 import Logging
 import TallyAPI
+import TallyLoad
 import TallyStore
 import Testing
 
@@ -55,6 +56,22 @@ struct SecretsTests {
         #expect(!text.contains("dataRow(") && !text.contains("bytes: ["), "[\(kind)] a log line dumps a database message's bytes")
         for bcrypt in ["$2a$", "$2b$", "$2y$"] {
             #expect(!text.contains(bcrypt), "[\(kind)] a log line holds a bcrypt hash")
+        }
+    }
+
+    @Test("base64url: every length of random bytes round-trips and matches Foundation's base64 with the URL alphabet; anything else does not decode")
+    func base64URL() {
+        var generator = SplitMix(seed: 20_261_124)
+        for length in 0..<200 {
+            let bytes = (0..<length).map { _ in UInt8.random(in: 0...255, using: &generator) }
+            let text = Secrets.base64URL(bytes)
+            let foundation = Data(bytes).base64EncodedString().replacingOccurrences(of: "+", with: "-")
+                .replacingOccurrences(of: "/", with: "_").replacingOccurrences(of: "=", with: "")
+            #expect(text == foundation)
+            #expect(Secrets.base64URLDecoded(text) == bytes)
+        }
+        for bad in ["a", "abcde", "ab+c", "ab/c", "abc=", "ab c", "é"] {
+            #expect(Secrets.base64URLDecoded(bad) == nil, "\(bad)")
         }
     }
 

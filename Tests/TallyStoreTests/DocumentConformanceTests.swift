@@ -303,6 +303,35 @@ struct DocumentConformanceTests {
         }
     }
 
+    @Test("documents(query:): a page read again after any write of the user's documents shows the write (the stores keep pages read)", arguments: StoreKind.allCases)
+    func pagesFollowWrites(kind: StoreKind) async throws {
+        try await withFixture(kind) { f in
+            let user = try await f.newUser()
+            let month = DocumentRangeQuery(collection: logs.name, from: "2027-01-01", to: "2027-02-01", limit: 20)
+            func ids() async throws -> [String] { try await f.store.documents(userId: user, query: month).map(\.id) }
+            try await f.put(user, logs, "a", #"{"date":"2027-01-10"}"#)
+            #expect(try await ids() == ["a"], "[\(kind)]")
+            #expect(try await ids() == ["a"], "[\(kind)]")
+            try await f.put(user, logs, "b", #"{"date":"2027-01-05"}"#)
+            #expect(try await ids() == ["b", "a"], "[\(kind)] after a create")
+            try await f.patch(user, logs, "b", #"{"date":"2027-01-20"}"#)
+            #expect(try await ids() == ["a", "b"], "[\(kind)] after a patch")
+            try await f.delete(user, logs, "a")
+            #expect(try await ids() == ["b"], "[\(kind)] after a delete")
+            let pushed = ClientMutation(id: 1, mutation: DocumentMutation(
+                collection: logs, docId: "c", operation: .put(.object(["date": .string("2027-01-01")]))))
+            _ = try await f.store.push(userId: user, clientId: "pages-client-0001", mutations: [pushed], now: f.now)
+            #expect(try await ids() == ["c", "b"], "[\(kind)] after a push")
+            // Another user's write leaves this user's page as it is; their own page is theirs.
+            let other = try await f.newUser()
+            try await f.put(other, logs, "z", #"{"date":"2027-01-02"}"#)
+            #expect(try await ids() == ["c", "b"], "[\(kind)]")
+            #expect(try await f.store.documents(userId: other, query: month).map(\.id) == ["z"], "[\(kind)]")
+            #expect(try await f.store.deleteUser(id: user), "[\(kind)]")
+            #expect(try await ids() == [], "[\(kind)] after the account's deletion")
+        }
+    }
+
     @Test("documents(query:): keyset paging while another task writes visits each existing document once", arguments: StoreKind.allCases)
     func pagingWhileWriting(kind: StoreKind) async throws {
         try await withFixture(kind) { f in

@@ -227,6 +227,34 @@ struct PostgresDocumentsTests {
         }
     }
 
+    @Test("A range page is answered from memory while the user's counter stands still; a write through the other store shows at once")
+    func rangePagesAcrossStores() async throws {
+        try await withTwoPostgresStores { first, second in
+            let now = defaultStart
+            let userId = try await newPostgresUser(first, tokens: 0, now: now)
+            let writes = (1...30).map { n in
+                ClientMutation(id: Int64(n), mutation: DocumentMutation(
+                    collection: Self.notes, docId: "d\(n)", operation: .put(.object(["date": .string("2027-01-\(10 + n % 10)")]))))
+            }
+            let clientId = randomId("client-")
+            _ = try await second.push(userId: userId, clientId: clientId, mutations: writes, now: now)
+            let query = DocumentRangeQuery(collection: "notes", from: "2027-01-12", to: "2027-01-15", limit: 5)
+            let page = try await first.documents(userId: userId, query: query)
+            #expect(page.map(\.id) == ["d12", "d2", "d22", "d13", "d23"])
+            #expect(first.pages.page(userId: userId, query: query, stamp: 30)?.map(\.id) == page.map(\.id), "the page was not kept")
+            #expect(try await first.documents(userId: userId, query: query) == page)
+            // The other process deletes one and adds one in the range: the next read has both.
+            _ = try await second.push(
+                userId: userId, clientId: clientId,
+                mutations: [
+                    ClientMutation(id: 31, mutation: DocumentMutation(collection: Self.notes, docId: "d2", operation: .delete)),
+                    ClientMutation(id: 32, mutation: DocumentMutation(
+                        collection: Self.notes, docId: "a0", operation: .put(.object(["date": .string("2027-01-12")])))),
+                ], now: now)
+            #expect(try await first.documents(userId: userId, query: query).map(\.id) == ["a0", "d12", "d22", "d13", "d23"])
+        }
+    }
+
     // MARK: Support
 
     /// Mutation `id` of a client: a put, a patch or a delete of one of five notes, so some patches and deletes

@@ -40,17 +40,54 @@ enum Secrets {
         return zip(x, y).reduce(UInt8(0)) { $0 | ($1.0 ^ $1.1) } == 0
     }
 
-    /// The bytes of base64url text (padding optional), or `nil`.
+    /// The bytes of base64url text without padding, or `nil` (any character outside the base64url alphabet, or a
+    /// length no encoding has).
     static func base64URLDecoded(_ text: String) -> [UInt8]? {
-        guard text.utf8.allSatisfy({ $0 != UInt8(ascii: "+") && $0 != UInt8(ascii: "/") && $0 != UInt8(ascii: "=") }) else { return nil }
-        var standard = text.replacingOccurrences(of: "-", with: "+").replacingOccurrences(of: "_", with: "/")
-        while standard.utf8.count % 4 != 0 { standard += "=" }
-        return Data(base64Encoded: standard).map(Array.init)
+        let count = text.utf8.count
+        guard count % 4 != 1 else { return nil }
+        var bytes: [UInt8] = []
+        bytes.reserveCapacity(count * 3 / 4)
+        var buffer: UInt32 = 0
+        var bits = 0
+        for character in text.utf8 {
+            let value: UInt8
+            switch character {
+            case UInt8(ascii: "A")...UInt8(ascii: "Z"): value = character - UInt8(ascii: "A")
+            case UInt8(ascii: "a")...UInt8(ascii: "z"): value = character - UInt8(ascii: "a") + 26
+            case UInt8(ascii: "0")...UInt8(ascii: "9"): value = character - UInt8(ascii: "0") + 52
+            case UInt8(ascii: "-"): value = 62
+            case UInt8(ascii: "_"): value = 63
+            default: return nil
+            }
+            buffer = buffer << 6 | UInt32(value)
+            bits += 6
+            if bits >= 8 {
+                bits -= 8
+                bytes.append(UInt8(truncatingIfNeeded: buffer >> UInt32(bits)))
+            }
+        }
+        return bytes
     }
 
-    /// Base64url without padding.
-    static func base64URL(_ data: Data) -> String {
-        data.base64EncodedString().replacingOccurrences(of: "+", with: "-").replacingOccurrences(of: "/", with: "_")
-            .replacingOccurrences(of: "=", with: "")
+    private static let base64URLAlphabet = Array("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_".utf8)
+
+    /// Base64url without padding. (Foundation's encoder and three `replacingOccurrences` cost a range query's
+    /// cursor a twentieth of its request.)
+    static func base64URL<Bytes: Collection<UInt8>>(_ data: Bytes) -> String {
+        let alphabet = base64URLAlphabet
+        var text: [UInt8] = []
+        text.reserveCapacity((data.count * 4 + 2) / 3)
+        var buffer: UInt32 = 0
+        var bits = 0
+        for byte in data {
+            buffer = buffer << 8 | UInt32(byte)
+            bits += 8
+            while bits >= 6 {
+                bits -= 6
+                text.append(alphabet[Int(buffer >> UInt32(bits) & 63)])
+            }
+        }
+        if bits > 0 { text.append(alphabet[Int(buffer << UInt32(6 - bits) & 63)]) }
+        return String(decoding: text, as: UTF8.self)
     }
 }
