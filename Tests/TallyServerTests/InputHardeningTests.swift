@@ -46,6 +46,25 @@ struct InputHardeningTests {
         }
     }
 
+    @Test("Eight code points are long enough, as openapi.yaml's minLength counts, even when they show as fewer characters", arguments: StoreKind.allCases)
+    func passwordMinimumCountsCodePoints(kind: StoreKind) async throws {
+        try await LiveServer.with(kind) { server in
+            let api = server.connection()
+            // 4 characters of 2 code points each ("é" as e + combining acute); NFKC composes them to 4. Schemathesis
+            // found a schema-valid password like it refused.
+            let password = String(repeating: "e\u{301}", count: 4)
+            let user = try await api.newGuest()
+            let linked = try await api.send(
+                .post, "/v1/auth/link", token: user.accessToken, json: CredentialsRequest(email: Self.uniqueEmail(), password: password))
+            #expect(linked.status == .ok, "\(linked.text)")
+            let seven = try await api.send(
+                .post, "/v1/auth/link", token: try await api.newGuest().accessToken,
+                json: CredentialsRequest(email: Self.uniqueEmail(), password: String(repeating: "e\u{301}", count: 3) + "x"))
+            #expect(seven.status == .badRequest && seven.errorCode == "invalid_field", "\(seven.text)")
+            await api.close()
+        }
+    }
+
     @Test("Passwords and emails are NFKC-normalised: the same text typed another way is the same", arguments: StoreKind.allCases)
     func normalisation(kind: StoreKind) async throws {
         try await LiveServer.with(kind) { server in

@@ -49,11 +49,12 @@ enum Validate {
     static let maxPasswordBytes = 72
 
     /// A password as bcrypt sees it: NFKC-normalised (the same password typed on another keyboard matches),
-    /// at least 8 characters, at most ``maxPasswordBytes`` UTF-8 bytes (longer ones would be silently cut),
-    /// and without NUL (where bcrypt's C string would end).
+    /// at least 8 characters as sent (Unicode code points, as openapi.yaml's `minLength` counts them: grapheme
+    /// clusters or the normalised form can be fewer), at most ``maxPasswordBytes`` UTF-8 bytes (longer ones would be
+    /// silently cut), and without NUL (where bcrypt's C string would end).
     static func password(_ value: String) throws -> String {
         let password = nfkc(value)
-        guard password.count >= 8 else {
+        guard value.unicodeScalars.count >= 8 else {
             throw APIError(.invalidField, "'password' must be at least 8 characters.")
         }
         guard password.utf8.count <= maxPasswordBytes else {
