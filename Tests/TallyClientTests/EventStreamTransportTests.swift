@@ -36,6 +36,40 @@ struct EventStreamTransportTests {
         }
     }
 
+    @Test("A reader that stops cancels the request: the server's stream ends at its next write (a heartbeat)")
+    func stoppingClosesTheConnection() async throws {
+        try await TallyTestServer.withNotes { server in
+            let (client, _) = server.client()
+            _ = try await client.signInAsGuest()
+            let token = try await client.session.accessToken()
+            let transport = URLSessionEventStreamTransport(baseURL: server.baseURL)
+            let response = try await transport.open(
+                TransportRequest(method: "GET", path: "/v1/sync/events", headers: ["Authorization": "Bearer \(token)"], timeout: 30))
+            let (firstEvent, told) = AsyncStream.makeStream(of: Void.self)
+            let reader = Task {
+                var parser = EventStreamParser()
+                for try await chunk in response.body where !parser.feed(chunk).isEmpty { told.yield() }
+            }
+            var first = firstEvent.makeAsyncIterator()
+            await first.next()
+            #expect(try await server.openEventStreams() == 1)
+            reader.cancel()
+            _ = await reader.result
+            // The server finds a client gone when a write to it fails: heartbeats, on the server's clock, until it does
+            // (a few). A connection left open would last until its token expires, at 900 s: stop looking at 600.
+            var waited: TimeInterval = 0
+            while try await server.openEventStreams() != 0 {
+                guard waited < 600 else {
+                    Issue.record("the stream is still open after \(Int(waited)) s of heartbeats: the request was not cancelled")
+                    break
+                }
+                server.serverClock.advance(by: 15)
+                waited += 15
+            }
+            withExtendedLifetime(transport) {}  // not its teardown: the reader's stop closed the connection
+        }
+    }
+
     @Test("A refused stream has its status and error body; an unreachable server is offline")
     func refusals() async throws {
         try await TallyTestServer.withNotes { server in

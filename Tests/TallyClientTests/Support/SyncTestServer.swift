@@ -23,4 +23,12 @@ extension TallyTestServer {
         let response = try await send("PUT", "/v1/collections/notes/docs/\(id)", token: token, json: #"{"data":{"date":"\#(date)"}}"#)
         guard response.status == 200 || response.status == 201 else { throw TestFailure("PUT answered \(response.status)") }
     }
+
+    /// The event streams the server holds open (its `tally_event_streams` gauge on the admin listener's `/metrics`).
+    func openEventStreams() async throws -> Int {
+        let response = try await URLSessionTransport(baseURL: adminURL).send(TransportRequest(method: "GET", path: "/metrics", timeout: 10))
+        let line = String(decoding: response.body, as: UTF8.self).split(separator: "\n").first { $0.hasPrefix("tally_event_streams ") }
+        guard let value = line?.split(separator: " ").last.flatMap({ Double($0) }) else { throw TestFailure("no tally_event_streams in /metrics") }
+        return Int(value)
+    }
 }
