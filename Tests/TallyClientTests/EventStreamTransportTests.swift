@@ -12,12 +12,7 @@ struct EventStreamTransportTests {
     @Test("Events arrive while the response is still open; the body ends, without error, when the server ends the stream")
     func streamsWhileOpen() async throws {
         try await TallyTestServer.withNotes { server in
-            let (client, _) = server.client()
-            _ = try await client.signInAsGuest()
-            let token = try await client.session.accessToken()
-            let transport = URLSessionEventStreamTransport(baseURL: server.baseURL)
-            let response = try await transport.open(
-                TransportRequest(method: "GET", path: "/v1/sync/events", headers: ["Authorization": "Bearer \(token)"], timeout: 30))
+            let (client, token, _, response) = try await Self.openStream(server)
             #expect(response.status == 200)
             #expect(response.header("Content-Type") == "text/event-stream")
             var parser = EventStreamParser()
@@ -39,12 +34,7 @@ struct EventStreamTransportTests {
     @Test("A reader that stops cancels the request: the server's stream ends at its next write (a heartbeat)")
     func stoppingClosesTheConnection() async throws {
         try await TallyTestServer.withNotes { server in
-            let (client, _) = server.client()
-            _ = try await client.signInAsGuest()
-            let token = try await client.session.accessToken()
-            let transport = URLSessionEventStreamTransport(baseURL: server.baseURL)
-            let response = try await transport.open(
-                TransportRequest(method: "GET", path: "/v1/sync/events", headers: ["Authorization": "Bearer \(token)"], timeout: 30))
+            let (_, _, transport, response) = try await Self.openStream(server)
             let (firstEvent, told) = AsyncStream.makeStream(of: Void.self)
             let reader = Task {
                 var parser = EventStreamParser()
@@ -84,6 +74,17 @@ struct EventStreamTransportTests {
         await #expect(throws: TransportError.offline) {
             _ = try await nowhere.open(TransportRequest(method: "GET", path: "/v1/sync/events", timeout: 10))
         }
+    }
+
+    /// A signed-in guest of `server`, its access token, and its event stream opened through a new transport.
+    static func openStream(_ server: TallyTestServer) async throws -> (Client, String, URLSessionEventStreamTransport, StreamingResponse) {
+        let (client, _) = server.client()
+        _ = try await client.signInAsGuest()
+        let token = try await client.session.accessToken()
+        let transport = URLSessionEventStreamTransport(baseURL: server.baseURL)
+        let response = try await transport.open(
+            TransportRequest(method: "GET", path: "/v1/sync/events", headers: ["Authorization": "Bearer \(token)"], timeout: 30))
+        return (client, token, transport, response)
     }
 
     /// Reads chunks until an event satisfying `last` arrives; the events read up to it. Fails if the body ends first.
