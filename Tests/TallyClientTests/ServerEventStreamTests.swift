@@ -170,7 +170,7 @@ struct ServerEventStreamTests {
         }
     }
 
-    @Test("It stops with the server's error on 404 or a second 401, and keeps trying through 503 and a refresh that was offline")
+    @Test("It stops with the server's error on 404 or a second 401, keeps trying through 503 and a refresh that was offline, and stops when cancelled while it waits")
     func stopsOnlyWhenRetryingCannotHelp() async throws {
         try await TallyTestServer.withNotes { server in
             let gone = try await Harness.start(server, faults: [.status(404)])
@@ -198,6 +198,15 @@ struct ServerEventStreamTests {
             #expect(await events.next() == .connected)
             #expect(flaky.transport.requests.count == 2)
             flaky.running.cancel()
+
+            // Cancelled while it waits to reconnect: it stops at once, nothing left sleeping.
+            let waiting = try await Harness.start(server, faults: [.offline])
+            var waitingEvents = waiting.events.makeAsyncIterator()
+            #expect(await waitingEvents.next() == .disconnected)
+            await waiting.clock.waitForSleepers(1)
+            waiting.running.cancel()
+            await #expect(throws: CancellationError.self) { try await waiting.running.value }
+            #expect(waiting.clock.sleeperCount == 0 && waiting.transport.requests.count == 1)
         }
     }
 
