@@ -4,6 +4,7 @@ import NIOHTTP1
 import NIOPosix
 import Synchronization
 import TallyAPI
+import TallyClient
 
 /// The live-events benchmark: `users` guests each hold one `GET /v1/sync/events` stream open while writes
 /// at `writesPerSecond`, each made by one of them through another connection (their other device), put a

@@ -2,70 +2,7 @@ import Foundation
 import NIOCore
 import NIOHTTP1
 import NIOPosix
-
-/// One server-sent event as a client reads it.
-public struct ServerSentEvent: Sendable, Hashable {
-    /// The `event:` field (`message` when absent).
-    public var name: String
-    /// The `data:` lines, joined with newlines.
-    public var data: String
-
-    /// Creates an event.
-    public init(name: String, data: String) {
-        self.name = name
-        self.data = data
-    }
-}
-
-/// Splits a `text/event-stream` body into events (the WHATWG rules that matter here: `event:` and `data:`
-/// fields, comments ignored, a blank line dispatches). Fed bytes in whatever pieces the network delivers.
-public struct EventStreamParser: Sendable {
-    private var line: [UInt8] = []
-    private var name = ""
-    private var data: [String] = []
-
-    /// A parser at the start of a stream.
-    public init() {}
-
-    /// The events completed by `bytes`.
-    public mutating func feed(_ bytes: some Sequence<UInt8>) -> [ServerSentEvent] {
-        var events: [ServerSentEvent] = []
-        for byte in bytes {
-            if byte == UInt8(ascii: "\n") {
-                if let event = endLine() { events.append(event) }
-            } else if byte != UInt8(ascii: "\r") {
-                line.append(byte)
-            }
-        }
-        return events
-    }
-
-    private mutating func endLine() -> ServerSentEvent? {
-        defer { line.removeAll(keepingCapacity: true) }
-        if line.isEmpty {
-            defer { (name, data) = ("", []) }
-            guard !data.isEmpty || !name.isEmpty else { return nil }
-            return ServerSentEvent(name: name.isEmpty ? "message" : name, data: data.joined(separator: "\n"))
-        }
-        if line.first == UInt8(ascii: ":") { return nil }
-        let text = String(decoding: line, as: UTF8.self)
-        let field: Substring
-        var value: Substring
-        if let colon = text.firstIndex(of: ":") {
-            field = text[..<colon]
-            value = text[text.index(after: colon)...]
-            if value.first == " " { value = value.dropFirst() }
-        } else {
-            (field, value) = (Substring(text), "")
-        }
-        switch field {
-        case "event": name = String(value)
-        case "data": data.append(String(value))
-        default: break
-        }
-        return nil
-    }
-}
+import TallyClient
 
 /// A `GET` that stays open and hands each server-sent event to `onEvent` on the connection's event loop.
 public final class EventStreamClient: Sendable {

@@ -14,15 +14,18 @@ public final class URLSessionTransport: HTTPTransport {
 
     /// Creates a transport sending paths relative to `baseURL`, with its own ephemeral, cookie-less, cache-less session.
     public init(baseURL: URL) {
-        var base = baseURL.absoluteString
-        while base.hasSuffix("/") { base.removeLast() }
-        self.baseURL = base
+        self.baseURL = Self.base(baseURL)
+        session = URLSession(configuration: Self.configuration())
+    }
+
+    /// Ephemeral, cookie-less, cache-less: what both of the SDK's URLSession transports use.
+    static func configuration() -> URLSessionConfiguration {
         let configuration = URLSessionConfiguration.ephemeral
         configuration.urlCache = nil
         configuration.requestCachePolicy = .reloadIgnoringLocalCacheData
         configuration.httpCookieStorage = nil
         configuration.httpShouldSetCookies = false
-        session = URLSession(configuration: configuration)
+        return configuration
     }
 
     deinit { session.finishTasksAndInvalidate() }
@@ -43,28 +46,45 @@ public final class URLSessionTransport: HTTPTransport {
             return first
         }
         guard let http = response as? HTTPURLResponse else { throw TransportError.connectionLost }
-        var headers: [String: String] = [:]
-        for (name, value) in http.allHeaderFields {
-            guard let name = name as? String else { continue }
-            headers[name] = value as? String ?? "\(value)"
-        }
-        return TransportResponse(status: http.statusCode, headers: headers, body: data)
+        return TransportResponse(status: http.statusCode, headers: Self.headers(of: http), body: data)
     }
 
     private func makeURLRequest(_ request: TransportRequest) throws -> URLRequest {
+        // A backstop only, never shorter than the deadline (Linux truncates it to whole seconds).
+        try Self.urlRequest(request, baseURL: baseURL, timeoutInterval: max(1, request.timeout.rounded(.down) + 1))
+    }
+
+    /// `baseURL` without trailing slashes, for appending request paths.
+    static func base(_ baseURL: URL) -> String {
+        var base = baseURL.absoluteString
+        while base.hasSuffix("/") { base.removeLast() }
+        return base
+    }
+
+    /// `request` as a URLRequest against `baseURL`, with URLSession's own timeout set to `timeoutInterval`.
+    static func urlRequest(_ request: TransportRequest, baseURL: String, timeoutInterval: TimeInterval) throws -> URLRequest {
         guard let url = URL(string: baseURL + request.path) else { throw TransportError.offline }
         var urlRequest = URLRequest(url: url, cachePolicy: .reloadIgnoringLocalCacheData)
         urlRequest.httpMethod = request.method
         urlRequest.httpBody = request.body
-        // A backstop only, never shorter than the deadline (Linux truncates it to whole seconds).
-        urlRequest.timeoutInterval = max(1, request.timeout.rounded(.down) + 1)
+        urlRequest.timeoutInterval = timeoutInterval
         for (name, value) in request.headers { urlRequest.setValue(value, forHTTPHeaderField: name) }
         return urlRequest
     }
 
+    /// The response's header fields as strings.
+    static func headers(of response: HTTPURLResponse) -> [String: String] {
+        var headers: [String: String] = [:]
+        for (name, value) in response.allHeaderFields {
+            guard let name = name as? String else { continue }
+            headers[name] = value as? String ?? "\(value)"
+        }
+        return headers
+    }
+
     /// URLSession's errors as the SDK's: no route → offline, timeout → timedOut, cancelled → CancellationError,
     /// anything else → connectionLost (the server may have acted).
-    private static func map(_ error: any Error) -> any Error {
+    static func map(_ error: any Error) -> any Error {
         if error is CancellationError { return error }
         let nsError = error as NSError
         guard nsError.domain == NSURLErrorDomain else { return Task.isCancelled ? CancellationError() : TransportError.connectionLost }

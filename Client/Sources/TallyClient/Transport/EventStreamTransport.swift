@@ -1,0 +1,118 @@
+import Foundation
+
+#if canImport(FoundationNetworking)
+import FoundationNetworking
+#endif
+
+/// A response whose body is still arriving: the status and header fields, then the body in the pieces the
+/// network delivers.
+public struct StreamingResponse: Sendable {
+    /// The HTTP status code.
+    public var status: Int
+    /// Header fields with lower-cased names.
+    public var headers: [String: String]
+    /// The body as it arrives: ends when the server ends the response, throws ``TransportError/connectionLost``
+    /// when the connection drops (``TransportError/timedOut`` after a silence longer than the request's
+    /// timeout). Stopping the iteration, or dropping the stream, cancels the request.
+    public var body: AsyncThrowingStream<Data, any Error>
+
+    /// Creates a response; header names are lower-cased.
+    public init(status: Int, headers: [String: String] = [:], body: AsyncThrowingStream<Data, any Error>) {
+        self.status = status
+        self.headers = Dictionary(headers.map { ($0.key.lowercased(), $0.value) }, uniquingKeysWith: { _, last in last })
+        self.body = body
+    }
+
+    /// The value of a header field, by case-insensitive name.
+    public func header(_ name: String) -> String? { headers[name.lowercased()] }
+}
+
+/// Opens long-lived responses (the server's event stream). ``URLSessionEventStreamTransport`` in production;
+/// tests wrap it to inject faults.
+public protocol EventStreamTransport: Sendable {
+    /// Sends `request` and returns when the response's head has arrived, its body still streaming. The request's
+    /// `timeout` is the longest silence allowed, before the head and between pieces of the body. Cancelling the
+    /// calling task before the head arrives cancels the request.
+    func open(_ request: TransportRequest) async throws -> StreamingResponse
+}
+
+/// Streams response bodies with a `URLSessionDataDelegate`, which gets them in pieces on Linux too
+/// (swift-corelibs-foundation has no `URLSession.bytes`). One session and one delegate per transport.
+public final class URLSessionEventStreamTransport: EventStreamTransport {
+    private let baseURL: String
+    private let session: URLSession
+    private let delegate = EventStreamSessionDelegate()
+
+    /// Creates a transport opening paths relative to `baseURL`, with its own ephemeral, cookie-less, cache-less session.
+    public init(baseURL: URL) {
+        self.baseURL = URLSessionTransport.base(baseURL)
+        session = URLSession(configuration: URLSessionTransport.configuration(), delegate: delegate, delegateQueue: nil)
+    }
+
+    // The session holds its delegate until invalidated; every open stream holds the transport (see `open`).
+    deinit { session.invalidateAndCancel() }
+
+    /// Opens one streaming request; cancelling the calling task before the head arrives throws `CancellationError`.
+    public func open(_ request: TransportRequest) async throws -> StreamingResponse {
+        // Whole seconds, at least one: Linux truncates URLSession's timeout.
+        let urlRequest = try URLSessionTransport.urlRequest(request, baseURL: baseURL, timeoutInterval: max(1, request.timeout.rounded(.up)))
+        let task = session.dataTask(with: urlRequest)
+        let (body, continuation) = AsyncThrowingStream.makeStream(of: Data.self, throwing: (any Error).self)
+        // Ending the iteration cancels the request; the capture keeps this transport (its session) alive as long as the body.
+        continuation.onTermination = { [self] _ in
+            task.cancel()
+            withExtendedLifetime(self) {}
+        }
+        let head = try await withTaskCancellationHandler {
+            try await withCheckedThrowingContinuation { (head: CheckedContinuation<HTTPURLResponse, any Error>) in
+                delegate.add(task.taskIdentifier, head: head, body: continuation)
+                task.resume()
+            }
+        } onCancel: {
+            task.cancel()
+        }
+        return StreamingResponse(status: head.statusCode, headers: URLSessionTransport.headers(of: head), body: body)
+    }
+}
+
+/// Routes URLSession's callbacks, which come in order on the session's serial delegate queue, to each task's
+/// waiting opener (the head) and body stream.
+private final class EventStreamSessionDelegate: NSObject, URLSessionDataDelegate, Sendable {
+    private struct Stream {
+        var head: CheckedContinuation<HTTPURLResponse, any Error>?
+        let body: AsyncThrowingStream<Data, any Error>.Continuation
+    }
+
+    private let streams = Locked<[Int: Stream]>([:])
+
+    func add(_ task: Int, head: CheckedContinuation<HTTPURLResponse, any Error>, body: AsyncThrowingStream<Data, any Error>.Continuation) {
+        streams.withLock { $0[task] = Stream(head: head, body: body) }
+    }
+
+    func urlSession(
+        _ session: URLSession, dataTask: URLSessionDataTask, didReceive response: URLResponse,
+        completionHandler: @escaping @Sendable (URLSession.ResponseDisposition) -> Void
+    ) {
+        let head = streams.withLock { streams in
+            defer { streams[dataTask.taskIdentifier]?.head = nil }
+            return streams[dataTask.taskIdentifier]?.head
+        }
+        guard let http = response as? HTTPURLResponse else {
+            completionHandler(.cancel)
+            return
+        }
+        head?.resume(returning: http)
+        completionHandler(.allow)
+    }
+
+    func urlSession(_ session: URLSession, dataTask: URLSessionDataTask, didReceive data: Data) {
+        streams.withLock { $0[dataTask.taskIdentifier]?.body }?.yield(data)
+    }
+
+    func urlSession(_ session: URLSession, task: URLSessionTask, didCompleteWithError error: (any Error)?) {
+        guard let stream = streams.withLock({ $0.removeValue(forKey: task.taskIdentifier) }) else { return }
+        let failure = error.map(URLSessionTransport.map) ?? (stream.head == nil ? nil : TransportError.connectionLost)
+        stream.head?.resume(throwing: failure ?? TransportError.connectionLost)
+        if let failure { stream.body.finish(throwing: failure) } else { stream.body.finish() }
+    }
+}
