@@ -38,7 +38,7 @@ final class LocalDocumentStore: Sendable {
         self.pool = pool
         self.rangeKeys = rangeKeys
         self.clock = clock
-        clientId = try pool.read { db in try String.fetchOne(db, sql: "SELECT client_id FROM meta") ?? "" }
+        clientId = try pool.read { db in try Self.meta(db, "client_id")[0] }
         seenDataVersion = Locked(try pool.writeWithoutTransaction { db in try Self.dataVersion(db) })
     }
 
