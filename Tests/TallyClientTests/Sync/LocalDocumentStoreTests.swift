@@ -172,3 +172,27 @@ struct LocalDocumentStoreTests {
         try other.close()
     }
 }
+
+/// A real second process on the store's file: Swift Testing's exit test runs the closure in a child process.
+@Suite("Local document store: a second process", .timeLimit(.minutes(1)))
+struct LocalDocumentStoreProcessTests {
+    @Test func aWidgetProcessKilledAfterItsWriteIsSeenByTheApp() async throws {
+        let fixture = LocalStoreFixture()
+        defer { fixture.cleanUp() }
+        let app = try fixture.open()
+        try app.write(.put(LocalStoreFixture.log("a"), LocalStoreFixture.logData("2026-11-01", done: false)))
+
+        await #expect(processExitsWith: .signal(SIGKILL)) { [path = fixture.path.path as String] in
+            let widget = try LocalDocumentStore(path: path, rangeKeys: LocalStoreFixture.rangeKeys)
+            try widget.write(.put(LocalStoreFixture.log("w"), LocalStoreFixture.logData("2026-11-02", done: true)))
+            kill(getpid(), SIGKILL)  // no close, no cleanup: killed right after the commit
+        }
+
+        #expect(try app.refreshFromOtherProcesses() == true)
+        #expect(try app.document(LocalStoreFixture.log("w"))?.data == LocalStoreFixture.logData("2026-11-02", done: true))
+        #expect(try app.pendingMutations(limit: 10).map(\.docId) == ["a", "w"])
+        #expect(try app.pendingMutations(limit: 10).map(\.id) == [1, 2])
+        try app.write(.delete(LocalStoreFixture.log("a")))
+        #expect(try app.pendingMutations(limit: 10).map(\.id) == [1, 2, 3])
+    }
+}
