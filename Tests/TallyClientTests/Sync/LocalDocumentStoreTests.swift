@@ -82,17 +82,25 @@ struct LocalDocumentStoreTests {
         try store.write(.put(d, F.logData("2026-11-04", done: true)))  // a local creation
         try store.write(.patch(c, .object(["done": .bool(true)])))  // a local edit of a document deleted elsewhere
 
+        #expect(try store.syncState().lastSyncAt == fixture.clock.now)
+
         try store.resetForResync()
         #expect(try store.syncState().cursor == nil)
+        fixture.clock.advance(by: 60)
         try store.apply(pull: F.page([F.server(a, F.logData("2026-11-01", done: true), version: 9)], cursor: "9", hasMore: true))
+        #expect(try store.syncState().lastSyncAt == fixture.clock.now.addingTimeInterval(-60), "a pull is complete on its last page")
         #expect(try store.document(b) != nil, "removal waits for the last page")
+        let heard = Locked<[LocalStoreChange]>([])
+        _ = store.addObserver { change in heard.withLock { $0.append(change) } }
         try store.apply(pull: F.page([F.server(d, F.logData("2026-11-04", done: false), version: 10, deleted: true)], cursor: "10"))
+        #expect(heard.withLock { $0 } == [.documents([b, c, d])], "the pulled one and the removed ones")
 
         #expect(try store.documents(in: "habit_logs").map(\.key) == [a, d])
         #expect(try store.document(a)?.data == F.logData("2026-11-01", done: true))
         #expect(try store.document(d)?.pending == true)
         #expect(try store.syncState().pendingCount == 2)
         #expect(try store.syncState().cursor == "10")
+        #expect(try store.syncState().lastSyncAt == fixture.clock.now)
     }
 
     @Test func aConflictRollsBackExactlyTheConflictingChange() throws {
