@@ -10,16 +10,8 @@ public final class SQLiteCacheStore: CacheStore {
 
     /// Opens (creating if needed) the database at `path`, with its directory, and migrates it.
     public init(path: String) throws {
-        let fileManager = FileManager.default
         do {
-            let directory = URL(fileURLWithPath: path).deletingLastPathComponent()
-            try fileManager.createDirectory(at: directory, withIntermediateDirectories: true,
-                                            attributes: [.posixPermissions: 0o700])
-            if !fileManager.fileExists(atPath: path) {
-                // An empty file is a valid empty database; SQLite gives its journal the same mode.
-                _ = fileManager.createFile(atPath: path, contents: nil, attributes: [.posixPermissions: 0o600])
-            }
-            try? fileManager.setAttributes([.posixPermissions: 0o600], ofItemAtPath: path)
+            try PrivateDatabaseFile.prepare(path: path)
         } catch {
             throw Self.wrap(error, "open")
         }
