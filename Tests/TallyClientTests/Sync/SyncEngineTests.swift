@@ -27,6 +27,9 @@ struct SyncEngineTests {
                 let pushesWhileOffline = transport.count(path: "/v1/sync/push")
                 #expect(pushesWhileOffline >= 1)
 
+                // The engine waits out its backoff on the clock, to try again by itself.
+                await clock.waitForSleepers(1)
+                #expect(clock.sleeperCount == 1)
                 transport.clearFaults()
                 clock.advance(by: SyncEngine.backoff.maxDelay)
                 try await client.waitUntilSynced()
@@ -138,6 +141,28 @@ struct SyncEngineTests {
                 #expect(try answers.get(id: "a1") == nil, "rolled back")
                 let state = try await server.serverState(of: client)
                 #expect(state.changes.map(\.id) == ["n1"])
+            }
+        }
+    }
+
+    @Test("A 410 resync_required on a pull starts over from no cursor; the documents stay, none doubled")
+    func resyncAfterGone() async throws {
+        try await TallyTestServer.withSync { server in
+            try await server.withSyncedClient { client, transport, _ in
+                let notes = client.collection("notes", of: Note.self)
+                try notes.put(id: "n1", Note(date: "2027-01-01", text: "one"))
+                try await client.waitUntilSynced()
+                transport.enqueue([.status(410, retryAfter: nil)], forPathPrefix: "/v1/sync/pull")
+                let pullsBefore = transport.requests.filter { $0.path.hasPrefix("/v1/sync/pull") }.count
+
+                try notes.put(id: "n2", Note(date: "2027-01-02", text: "two"))
+                try await client.waitUntilSynced()
+                let pulls = transport.requests.filter { $0.path.hasPrefix("/v1/sync/pull") }.dropFirst(pullsBefore).map(\.path)
+                try #require(pulls.count >= 2)  // a `changed` event may ask for one more
+                #expect(pulls[0].contains("cursor="), "the refused pull had a cursor")
+                #expect(!pulls[1].contains("cursor="), "then from nothing")
+                #expect(try notes.documents().map(\.id) == ["n1", "n2"])
+                #expect(try notes.documents().allSatisfy { !$0.isPending })
             }
         }
     }

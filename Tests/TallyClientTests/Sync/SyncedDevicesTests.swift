@@ -89,6 +89,7 @@ struct SyncedDevicesTests {
                 try await app.waitForSync { $0.isOffline }
                 #expect(transport.requests.count - requestsBefore == 1, "one failed push, nothing answered")
 
+                await clock.waitForSleepers(1)
                 transport.clearFaults()
                 clock.advance(by: SyncEngine.backoff.maxDelay)
                 try await app.waitUntilSynced()
