@@ -100,15 +100,18 @@ struct SyncedDevicesTests {
         }
     }
 
-    @Test("Sign-out removes the user's document file with its outbox; synced calls then throw unauthorized")
+    @Test("Sign-out removes the user's document file with its outbox, ends observations; synced calls then throw unauthorized")
     func signOutLeavesNoFile() async throws {
         try await TallyTestServer.withSync { server in
             try await server.withSyncedClient { client, _, directory in
                 let notes = client.collection("notes", of: Note.self)
                 try notes.put(id: "n1", Note(date: "2027-01-01", text: "private"))
                 #expect(!SyncedClientFixture.documentFiles(directory).isEmpty)
+                var observed = notes.observe(id: "n1").makeAsyncIterator()
+                #expect(await observed.next() == .some(Note(date: "2027-01-01", text: "private")))
 
                 await client.signOut()
+                #expect(await observed.next() == nil, "observations end with the user")
                 #expect(SyncedClientFixture.documentFiles(directory) == [])
                 #expect(client.syncStatus == SyncStatus())
                 #expect(throws: ClientError.self) { try notes.get(id: "n1") }

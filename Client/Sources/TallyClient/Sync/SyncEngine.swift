@@ -33,6 +33,9 @@ final class SyncEngine: Sendable {
         var streamWasDown = false
         var tasks: [Task<Void, Never>] = []
         var closed = false
+        /// What ends with the engine: the app's observations of its store.
+        var onClose: [UInt64: @Sendable () -> Void] = [:]
+        var nextHandler: UInt64 = 0
     }
 
     let userId: String
@@ -71,15 +74,36 @@ final class SyncEngine: Sendable {
 
     /// Stops both tasks, waits for them to end, and closes the store's file (for ``LocalDocumentStore/remove(path:)``).
     func close() async {
-        let tasks = state.withLock { state in
+        let (tasks, onClose) = state.withLock { state in
             state.closed = true
-            defer { state.tasks = [] }
-            return state.tasks
+            defer { (state.tasks, state.onClose) = ([], [:]) }
+            return (state.tasks, Array(state.onClose.values))
         }
         wake.finish()
+        for handler in onClose { handler() }
         for task in tasks { task.cancel() }
         for task in tasks { await task.value }
         try? store.close()
+    }
+
+    /// Calls `handler` when the engine closes (at once if it has); returns the id for ``removeCloseHandler(_:)``.
+    func onClose(_ handler: @escaping @Sendable () -> Void) -> UInt64 {
+        let id = state.withLock { state -> UInt64? in
+            guard !state.closed else { return nil }
+            state.nextHandler += 1
+            state.onClose[state.nextHandler] = handler
+            return state.nextHandler
+        }
+        guard let id else {
+            handler()
+            return 0
+        }
+        return id
+    }
+
+    /// Forgets the close handler `id`.
+    func removeCloseHandler(_ id: UInt64) {
+        _ = state.withLock { $0.onClose.removeValue(forKey: id) }
     }
 
     // MARK: Triggers

@@ -85,7 +85,8 @@ public struct SyncedCollection<Value: Codable & Sendable>: Sendable {
     }
 
     /// The document `id`'s value now, then after every change (local writes at once; pulls, rollbacks and
-    /// other processes' writes as they land), each distinct state once. Ends at once when no user is signed in.
+    /// other processes' writes as they land), each distinct state once. Ends when the user signs out (at once
+    /// when no user is signed in).
     public func observe(id: String) -> AsyncStream<Value?> {
         let key = DocumentKey(collection: name, id: id)
         return watch(read: { store in try store.document(key).map { [$0] } ?? [] }, touches: { $0 == key }) { documents in
@@ -94,7 +95,7 @@ public struct SyncedCollection<Value: Codable & Sendable>: Sendable {
     }
 
     /// ``documents(from:to:descending:limit:)`` now, then after every change in the collection, each distinct
-    /// result once (a month of habit logs: `observe(from: "2026-11-01", to: "2026-12-01")`). A document that does
+    /// result once until the user signs out (a month of habit logs: `observe(from: "2026-11-01", to: "2026-12-01")`). A document that does
     /// not decode as `Value` is left out.
     public func observe(from: String? = nil, to: String? = nil, descending: Bool = false) -> AsyncStream<[SyncedDocument<Value>]> {
         let name = self.name
@@ -115,10 +116,11 @@ public struct SyncedCollection<Value: Codable & Sendable>: Sendable {
         element: @escaping @Sendable ([LocalDocument]) -> Element
     ) -> AsyncStream<Element> {
         let (stream, continuation) = AsyncStream.makeStream(of: Element.self, bufferingPolicy: .bufferingNewest(64))
-        guard let store = try? client.sync.engine().store else {
+        guard let engine = try? client.sync.engine() else {
             continuation.finish()
             return stream
         }
+        let store = engine.store
         let last = Locked<[LocalDocument]?>(nil)
         let send: @Sendable () -> Void = {
             last.withLock { last in
@@ -133,7 +135,11 @@ public struct SyncedCollection<Value: Codable & Sendable>: Sendable {
             case .documents(let keys): if keys.contains(where: touches) { send() }
             }
         }
-        continuation.onTermination = { _ in store.removeObserver(id) }
+        let closing = engine.onClose { continuation.finish() }
+        continuation.onTermination = { _ in
+            store.removeObserver(id)
+            engine.removeCloseHandler(closing)
+        }
         send()
         return stream
     }
