@@ -230,11 +230,11 @@ final class SyncEngine: Sendable {
 
     /// Runs `operation` until it succeeds or fails for good; failures that retrying can help (offline, a
     /// timeout, 408, 429, 5xx) are retried after a backoff slept on the injected clock, and mark the engine offline.
-    private func withBackoff<T>(_ operation: () async throws -> T) async throws -> T {
+    private func withBackoff<T: Sendable>(_ operation: @escaping @Sendable () async throws -> T) async throws -> T {
         var failures = 0
         while true {
             do {
-                let value = try await operation()
+                let value = try await Self.shielded(operation)
                 set(offline: false)
                 return value
             } catch let error as ClientError where Self.isTransient(error) {
@@ -246,6 +246,16 @@ final class SyncEngine: Sendable {
                 try await clock.sleep(for: delay ?? Self.backoff.maxDelay)
             }
         }
+    }
+
+    /// Runs `operation` (one request) in a task of its own, so that closing the engine never cancels a request in
+    /// flight: swift-corelibs-foundation can deadlock cancelling a URLSession task whose answer is being delivered
+    /// (the cancel waits on the session's queue while that queue waits for the task's status lock). A close waits
+    /// for the request's answer or timeout instead, then stops.
+    private static func shielded<T: Sendable>(_ operation: @escaping @Sendable () async throws -> T) async throws -> T {
+        let value = try await Task { try await operation() }.value
+        try Task.checkCancellation()
+        return value
     }
 
     /// Whether retrying may help: no answer, or a status the server uses for "not now".
