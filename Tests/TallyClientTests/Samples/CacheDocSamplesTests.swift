@@ -21,6 +21,23 @@ struct WalletView: View {
             .refreshable { await wallet.refresh() }
     }
 }
+
+// ObservedDocuments's doc comment, as written there.
+typealias HabitLog = ReadmeSamples.HabitLog
+
+@available(iOS 17, macOS 14, tvOS 17, watchOS 10, *)
+struct MonthView: View {
+    @State private var logs: ObservedDocuments<HabitLog>
+
+    init(client: Client) {
+        let collection = client.collection("habit_logs", of: HabitLog.self)
+        _logs = State(initialValue: ObservedDocuments(collection, from: "2026-11-01", to: "2026-12-01"))
+    }
+
+    var body: some View {
+        List(logs.documents, id: \.id) { Text($0.value.habit) }.task { await logs.run() }
+    }
+}
 #endif
 
 /// The samples of the query cache's doc comments and README section, compiled everywhere and run where they

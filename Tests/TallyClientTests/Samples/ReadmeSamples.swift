@@ -59,4 +59,24 @@ enum ReadmeSamples {
         try await tally.updateProfile(language: "hi")                    // and `timezone:` when the user picks one
         return history
     }
+
+    struct HabitLog: Codable, Sendable { var date: String; var habit: String; var done: Bool }
+    static func showMonth(_ logs: [SyncedDocument<HabitLog>]) {}
+    static func showBadge(pending: Int, offline: Bool) {}
+    static func showRolledBack(_ event: SyncEvent) {}
+
+    /// "Synced collections in the app": configure, write, observe a month, the badge and the rollbacks.
+    static func syncedCollections(apiURL: URL, store: any SecureStore) async throws {
+        var configuration = ClientConfiguration(baseURL: apiURL, secureStore: store)
+        configuration.collections = [SyncedCollectionSpec("habit_logs", rangeKey: "date")]   // as the server declares it
+        let tally = Client(configuration: configuration)
+        if try await tally.restore() == nil { try await tally.signInAsGuest() }
+
+        let logs = tally.collection("habit_logs", of: HabitLog.self)
+        try logs.put(id: "2026-11-24-run", HabitLog(date: "2026-11-24", habit: "run", done: true))   // on the device at once
+        try logs.patch(id: "2026-11-24-run", HabitLog(date: "2026-11-24", habit: "run", done: false)) // sends only `done`
+        Task { for await month in logs.observe(from: "2026-11-01", to: "2026-12-01") { showMonth(month) } }   // from the device
+        Task { for await status in tally.syncStatusChanges { showBadge(pending: status.pendingMutations, offline: status.isOffline) } }
+        Task { for await event in tally.syncEvents { showRolledBack(event) } }   // a conflict or a 402: already rolled back
+    }
 }

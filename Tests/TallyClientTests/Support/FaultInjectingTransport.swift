@@ -50,6 +50,9 @@ final class FaultInjectingTransport: HTTPTransport {
         state.withLock { $0.scripts.append(Script(pathPrefix: pathPrefix, faults: faults)) }
     }
 
+    /// Drops the faults not yet applied (the network is back).
+    func clearFaults() { state.withLock { $0.scripts = [] } }
+
     /// Every request seen, in order, including those answered by a fault.
     var requests: [TransportRequest] { state.withLock { $0.requests } }
 

@@ -43,6 +43,11 @@ extension Client {
         return try await scopes.run(scope, body)
     }
 
+    /// Confirms server values no mutation of this client asked for (a `wallet` event), judged by each query's `supersedes`.
+    func confirm(_ confirmations: [Confirmation]) {
+        settle(cache.beginMutation([]), succeeded: true, confirmations)
+    }
+
     /// Applies the answer's confirmations, each confirmed now: a wallet-changing call leaves the wallet fresh.
     private func settle(_ ticket: QueryCache.MutationTicket, succeeded: Bool, _ confirmations: [Confirmation]) {
         let now = configuration.clock.now

@@ -75,9 +75,12 @@ extension Client {
     /// Marks every key starting with `prefix` stale; observed values are refetched.
     public func invalidate(prefix: String) { refetch(cache.invalidate { $0.hasPrefix(prefix) }) }
 
-    /// Call when the app returns to the foreground: observed values that are stale are refetched.
+    /// Call when the app returns to the foreground: observed values that are stale are refetched; synced documents
+    /// written meanwhile by another process on the same file (a widget) reach their observers at once, without a
+    /// network round trip, and then the outbox is pushed and the server's changes pulled.
     public func appDidBecomeActive() {
         refetch(cache.watchedKeys.filter { cache.snapshot($0).isStale })
+        try? sync.currentEngine?.becameActive()
     }
 
     // MARK: Internals

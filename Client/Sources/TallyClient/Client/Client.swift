@@ -23,6 +23,8 @@ public final class Client: Sendable {
     let background: BackgroundTasks
     /// Refetchers of observed keys, by key (set by the first typed access).
     let refetchers = Locked<[String: @Sendable (Client) -> Void]>([:])
+    /// The signed-in user's sync engine (synced collections), and the app's sync status and event streams.
+    let sync: SyncHost
 
     /// Creates a client; nothing is read or sent until ``restore()`` or a sign-in.
     public init(configuration: ClientConfiguration) {
@@ -40,6 +42,9 @@ public final class Client: Sendable {
         let background = BackgroundTasks()
         self.background = background
         let persistence = configuration.cacheStore
+        let sync = SyncHost()
+        self.sync = sync
+        let documentsFile = Self.documentsFile(configuration)
         session = SessionManager(
             secureStore: configuration.secureStore, clock: configuration.clock, executor: executor
         ) { previous, current in
@@ -48,6 +53,13 @@ public final class Client: Sendable {
             background.cancelUserWork()
             try? Self.adopt(current, userId: userId, cache: cache, persistence: persistence)
             if let previous { try? persistence?.removeAll(userId: previous) }
+            await sync.adopt(current, documentsFile: documentsFile)
+        }
+        if !configuration.collections.isEmpty {
+            sync.setFactory { [weak self] userId in
+                guard let self else { throw CancellationError() }
+                return try self.makeSyncEngine(userId: userId)
+            }
         }
     }
 
@@ -73,6 +85,7 @@ public final class Client: Sendable {
         preparePriceList()
         guard let user = try await session.restore() else { return nil }
         try Self.adopt(user.userId, userId: userId, cache: cache, persistence: configuration.cacheStore)
+        await sync.adopt(user.userId, documentsFile: Self.documentsFile(configuration))
         return user
     }
 
@@ -108,7 +121,7 @@ public final class Client: Sendable {
     }
 
     /// Signs out: the server session ends, and the session and every cached value, pending answer, persisted
-    /// entry and background revalidation of the user are removed (in the processes sharing the secure store too,
+    /// entry, synced document file (with changes not yet pushed) and background revalidation of the user are removed (in the processes sharing the secure store too,
     /// at their next request).
     /// The installation secret stays: it belongs to the device, not the user; so does the price list.
     public func signOut() async { await session.signOut() }

@@ -30,6 +30,13 @@ public struct ClientConfiguration: Sendable {
     /// The zone set on the user at every sign-in, so the daily quotas reset at the device's midnight
     /// (the server's default is UTC); nil leaves the zone to ``Client/updateProfile(timezone:language:)``.
     public var timeZone: TimeZone?
+    /// The synced collections the app uses (as the server declares them); a collection not listed is refused.
+    public var collections: [SyncedCollectionSpec]
+    /// Where each signed-in user's synced documents live on the device (one file per user, removed at sign-out):
+    /// nil is Application Support/Tally. An app and its widget sharing documents pass their App Group container.
+    public var documentsDirectory: URL?
+    /// How the server's event stream (live changes and wallet updates) is opened; nil uses URLSession.
+    public var eventStreamTransport: (any EventStreamTransport)?
 
     /// Creates a configuration with the defaults described on each property.
     public init(baseURL: URL, secureStore: any SecureStore, cacheStore: (any CacheStore)? = nil) {
@@ -46,5 +53,8 @@ public struct ClientConfiguration: Sendable {
         metrics = ClientMetrics()
         random = { Double.random(in: 0..<1) }
         timeZone = .current
+        collections = []
+        documentsDirectory = nil
+        eventStreamTransport = nil
     }
 }
