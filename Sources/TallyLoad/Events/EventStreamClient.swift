@@ -16,16 +16,7 @@ public final class EventStreamClient: Sendable {
         onEvent: @escaping @Sendable (ServerSentEvent) -> Void
     ) async throws -> EventStreamClient {
         let opened = group.next().makePromise(of: Void.self)
-        let bootstrap = ClientBootstrap(group: group)
-            .channelOption(.socketOption(.so_reuseaddr), value: 1)
-            .channelOption(.socketOption(.tcp_nodelay), value: 1)
-            .connectTimeout(.seconds(10))
-            .channelInitializer { channel in
-                channel.eventLoop.makeCompletedFuture {
-                    try channel.pipeline.syncOperations.addHTTPClientHandlers()
-                    try channel.pipeline.syncOperations.addHandler(EventStreamHandler(opened: opened, onEvent: onEvent))
-                }
-            }
+        let bootstrap = LoadConnection.bootstrap(group: group) { EventStreamHandler(opened: opened, onEvent: onEvent) }
         let channel: any Channel
         do {
             channel = try await bootstrap.connect(host: host, port: port).get()

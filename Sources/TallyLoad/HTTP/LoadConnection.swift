@@ -62,19 +62,25 @@ public final class LoadConnection {
         self.timeout = timeout
     }
 
-    /// Opens the connection now (the load test connects every user before the measured phase).
-    public func connect() async throws {
-        if let channel, channel.isActive { return }
-        let bootstrap = ClientBootstrap(group: group)
+    /// A client bootstrap for the harness's HTTP/1.1 connections (address reuse, no Nagle, a 10-s connect timeout) whose
+    /// pipeline ends in the handler `makeHandler` gives each channel.
+    static func bootstrap(group: any EventLoopGroup, _ makeHandler: @escaping @Sendable () -> some ChannelHandler) -> ClientBootstrap {
+        ClientBootstrap(group: group)
             .channelOption(.socketOption(.so_reuseaddr), value: 1)
             .channelOption(.socketOption(.tcp_nodelay), value: 1)
             .connectTimeout(.seconds(10))
             .channelInitializer { channel in
                 channel.eventLoop.makeCompletedFuture {
                     try channel.pipeline.syncOperations.addHTTPClientHandlers()
-                    try channel.pipeline.syncOperations.addHandler(ResponseHandler())
+                    try channel.pipeline.syncOperations.addHandler(makeHandler())
                 }
             }
+    }
+
+    /// Opens the connection now (the load test connects every user before the measured phase).
+    public func connect() async throws {
+        if let channel, channel.isActive { return }
+        let bootstrap = Self.bootstrap(group: group) { ResponseHandler() }
         do {
             channel = try await bootstrap.connect(host: host, port: port).get()
             connects += 1
