@@ -12,16 +12,6 @@ struct DocumentAddress: Hashable {
     init(_ record: DocumentRecord) { (collection, id) = (record.collection, record.id) }
 }
 
-/// How the writer took one mutation.
-enum TakenMutation {
-    /// Written at the next version (`created`: a live document appeared).
-    case applied(DocumentRecord, created: Bool)
-    /// Its precondition failed: the document as it is (`nil`: absent or deleted).
-    case conflict(current: DocumentRecord?)
-    /// Refused by the planner, or the collection's action could not be paid (with the account's state).
-    case refused(StoreError)
-}
-
 /// A user's document writes in one transaction (``PostgresStore/writeDocument(_:userId:idempotency:now:render:)``,
 /// ``PostgresStore/push(userId:clientId:mutations:now:)``), in four steps:
 /// - **lock** (``open(_:userId:clientId:reading:now:on:)``): the user's `sync_state` row, created on the first
@@ -168,7 +158,7 @@ struct DocumentWriter {
             if creates, let action = mutation.collection.action {
                 do {
                     try await charge(.performAction(userId: userId, action: action, quotaLimit: mutation.collection.quotaLimit))
-                } catch let error as StoreError where error.code == .insufficientTokens || error.code == .quotaExhausted {
+                } catch let error as StoreError where error.refusesPayment {
                     return .refused(error)
                 }
             }

@@ -51,23 +51,12 @@ extension PostgresStore {
             var writer = try await DocumentWriter.open(
                 self, userId: userId, clientId: clientId, reading: mutations.map { DocumentAddress($0.mutation) }, now: now,
                 on: connection)
-            var last = writer.lastMutationId
-            var results: [MutationResult] = []
-            results.reserveCapacity(mutations.count)
-            for mutation in mutations {
-                guard mutation.id > last else {
-                    results.append(.duplicate)
-                    continue
-                }
-                last = mutation.id
-                switch try await writer.take(mutation.mutation) {
-                case .applied(let document, _): results.append(.applied(document))
-                case .conflict(let current): results.append(.conflict(current: current))
-                case .refused(let error): results.append(.rejected(error.code, state: error.state))
-                }
+            var taking = PushTaking(after: writer.lastMutationId, count: mutations.count)
+            for pushed in mutations where taking.isNew(pushed) {
+                taking.record(try await writer.take(pushed.mutation))
             }
-            try await writer.finish(lastMutationId: last)
-            return PushOutcome(lastMutationId: last, results: results, charged: writer.charged)
+            try await writer.finish(lastMutationId: taking.lastMutationId)
+            return taking.outcome(charged: writer.charged)
         }
     }
 }

@@ -45,9 +45,9 @@ struct DocumentWriter {
         store.forgets.documents(userId)
     }
 
-    /// Applies one mutation: its result, and whether it created a live document. A conflict or a refusal
-    /// writes nothing.
-    mutating func apply(_ mutation: DocumentMutation) throws -> (result: MutationResult, created: Bool) {
+    /// Takes one mutation: planned, its collection's action charged for a create, written at the user's next
+    /// version. A conflict or a refusal writes nothing.
+    mutating func take(_ mutation: DocumentMutation) throws -> TakenMutation {
         let collection = mutation.collection
         let existing = try db.fetchFirst(
             sql: DocumentRecord.selectOne, arguments: [userId, collection.name, mutation.docId], DocumentRecord.init(row:))
@@ -55,18 +55,18 @@ struct DocumentWriter {
         let liveCount = try existing?.deleted == false ? 0 : count(collection.name)
         switch DocumentPlanner.plan(mutation, existing: existing, liveCount: liveCount) {
         case .conflict(let current):
-            return (.conflict(current: current), false)
+            return .conflict(current: current)
         case .refused(let code):
-            return (.rejected(code, state: nil), false)
+            return .refused(StoreError(code))
         case .write(let data, let rangeValue, let deleted, let creates, let removes):
             if creates, let action = collection.action {
                 let command = Command.performAction(userId: userId, action: action, quotaLimit: collection.quotaLimit)
                 do {
                     account = try store.perform(command, known: account, now: now, db).state
                     charged = account
-                } catch let error as StoreError where error.code == .insufficientTokens || error.code == .quotaExhausted {
+                } catch let error as StoreError where error.refusesPayment {
                     account = error.state
-                    return (.rejected(error.code, state: error.state), false)
+                    return .refused(error)
                 }
             }
             version += 1
@@ -86,7 +86,7 @@ struct DocumentWriter {
                 ])
             if creates { liveCounts[collection.name]? += 1 }
             if removes { liveCounts[collection.name]? -= 1 }
-            return (.applied(record), creates)
+            return .applied(record, created: creates)
         }
     }
 

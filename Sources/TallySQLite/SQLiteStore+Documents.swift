@@ -12,17 +12,14 @@ extension SQLiteStore: DocumentStore {
         try await queued { db in
             try self.idempotent(idempotency, now: now, db) {
                 var writer = try DocumentWriter(store: self, userId: userId, now: now, db)
-                let (result, created) = try writer.apply(mutation)
-                switch result {
-                case .applied(let document):
+                switch try writer.take(mutation) {
+                case .applied(let document, let created):
                     try writer.finish()
                     return try render(DocumentWriteOutcome(document: document, created: created, charged: writer.charged))
                 case .conflict(let current):
                     throw StoreError(.versionConflict, current: current)
-                case .rejected(let code, let state):
-                    throw StoreError(code, state: state)
-                case .duplicate:
-                    preconditionFailure("a single write is never a duplicate")
+                case .refused(let error):
+                    throw error
                 }
             }
         }
@@ -37,18 +34,12 @@ extension SQLiteStore: DocumentStore {
             if let client, client.userId != userId { throw StoreError(.clientIdInUse) }
             var writer = try DocumentWriter(store: self, userId: userId, now: now, db)
             let previous = client?.lastMutationId ?? 0
-            var last = previous
-            var results: [MutationResult] = []
-            results.reserveCapacity(mutations.count)
-            for pushed in mutations {
-                guard pushed.id > last else {
-                    results.append(.duplicate)
-                    continue
-                }
-                results.append(try writer.apply(pushed.mutation).result)
-                last = pushed.id
+            var taking = PushTaking(after: previous, count: mutations.count)
+            for pushed in mutations where taking.isNew(pushed) {
+                taking.record(try writer.take(pushed.mutation))
             }
             try writer.finish()
+            let last = taking.lastMutationId
             if client == nil || last != previous {
                 try db.run(
                     sql: """
@@ -57,7 +48,7 @@ extension SQLiteStore: DocumentStore {
                         """,
                     arguments: [clientId, userId, last, now.millis])
             }
-            return PushOutcome(lastMutationId: last, results: results, charged: writer.charged)
+            return taking.outcome(charged: writer.charged)
         }
     }
 
