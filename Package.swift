@@ -143,6 +143,9 @@ let package = Package(
             dependencies: [
                 tallyClient, tallyAPI, "TallyServer", "TallyStore", "TallyLoad", "TallyTestSupport",
                 .product(name: "GRDB", package: "GRDB.swift"),
+                // The push crash tests' proxy (CrashingProxy).
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOPosix", package: "swift-nio"),
                 .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
                 .product(name: "Logging", package: "swift-log"),

@@ -33,4 +33,7 @@ final class TallyProcess: Sendable {
 
     /// Stops the process if it still runs.
     func terminate() { process.terminate() }
+
+    /// Kills the process (SIGKILL): it gets no chance to finish anything, as when iOS kills an app.
+    func kill() { process.kill() }
 }
