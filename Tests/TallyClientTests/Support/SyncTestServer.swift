@@ -3,6 +3,7 @@ import TallyAPI
 import TallyClient
 import TallyServer
 import TallyStore
+import Testing
 
 extension TallyTestServer {
     /// ``with(catalog:configure:_:)`` for a server that declares the synced collection `notes` (range key `date`).

@@ -6,6 +6,8 @@ import TallyAPI
 import TallyClient
 import TallyServer
 import TallyStore
+import TallyTestSupport
+import Testing
 
 /// A real Tally server on loopback (embedded SQLite in a temp directory, manual clock), and clients
 /// that talk to it through URLSession wrapped in a fault-injecting transport.
@@ -20,9 +22,20 @@ struct TallyTestServer: Sendable {
     var baseURL: URL { URL(string: "http://127.0.0.1:\(port)")! }
     var adminURL: URL { URL(string: "http://127.0.0.1:\(adminPort)")! }
 
-    /// Runs `body` against a fresh server (its configuration changed by `configure`), then shuts it down.
+    /// Runs `body` against a fresh server on `kind` (PostgreSQL: a scratch database of its own, the case skipped
+    /// or failed by TallyTestSupport's rule without one), its configuration changed by `configure`, then shuts it down.
     static func with<T: Sendable>(
-        catalog: Catalog = .standard, configure: (inout TallyConfiguration) -> Void = { _ in },
+        _ kind: StoreKind = .sqlite, catalog: Catalog = .standard, configure: (inout TallyConfiguration) -> Void = { _ in },
+        sourceLocation: SourceLocation = #_sourceLocation, _ body: @Sendable (TallyTestServer) async throws -> T
+    ) async throws -> T {
+        guard kind == .postgres else { return try await with(databaseURL: nil, catalog: catalog, configure: configure, body) }
+        return try await ScratchDatabase.with(baseURL: try postgresURL(sourceLocation: sourceLocation)) { url in
+            try await with(databaseURL: url, catalog: catalog, configure: configure, body)
+        }
+    }
+
+    private static func with<T: Sendable>(
+        databaseURL: String?, catalog: Catalog, configure: (inout TallyConfiguration) -> Void,
         _ body: @Sendable (TallyTestServer) async throws -> T
     ) async throws -> T {
         let clock = ManualClock(Date(timeIntervalSince1970: 1_800_000_000))
@@ -34,6 +47,7 @@ struct TallyTestServer: Sendable {
         configuration.metering.catalog = catalog
         configuration.metering.guestSignupsPerIPPerHour = 100_000
         configuration.adminKey = "client-test-admin-key-0123456789"
+        configuration.databaseURL = databaseURL
         configure(&configuration)
         let directory = FileManager.default.temporaryDirectory.appendingPathComponent("tally-client-\(UUID().uuidString)").path
         configuration.dataDirectory = directory

@@ -2,6 +2,7 @@ import Foundation
 import Synchronization
 import TallyAPI
 import TallyLoad
+import TallyTestSupport
 import Testing
 
 @testable import TallyClient
@@ -14,9 +15,9 @@ import Testing
 struct PushCrashTests {
     static let writes = 40
 
-    @Test(arguments: CrashingProxy.CrashPoint.allCases)
-    func killedAndRelaunched(at point: CrashingProxy.CrashPoint) async throws {
-        try await TallyTestServer.withSync { server in
+    @Test(arguments: StoreKind.allCases, CrashingProxy.CrashPoint.allCases)
+    func killedAndRelaunched(kind: StoreKind, at point: CrashingProxy.CrashPoint) async throws {
+        try await TallyTestServer.withSync(kind) { server in
             let root = FileManager.default.temporaryDirectory.appendingPathComponent("push-crash-\(UUID().uuidString)")
             defer { try? FileManager.default.removeItem(at: root) }
             let (store, documents) = (root.appendingPathComponent("secrets"), root.appendingPathComponent("documents"))

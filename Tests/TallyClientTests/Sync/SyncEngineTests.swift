@@ -1,6 +1,7 @@
 import Foundation
 import TallyAPI
 import TallyStore
+import TallyTestSupport
 import Testing
 
 @testable import TallyClient
@@ -10,9 +11,9 @@ import Testing
 /// clock or on the SDK's own streams.
 @Suite("Sync engine: exactly once through outages and relaunches", .timeLimit(.minutes(2)))
 struct SyncEngineTests {
-    @Test("1,000 changes made offline are all on the server once the network returns, once each and in order")
-    func offlineThousand() async throws {
-        try await TallyTestServer.withSync { server in
+    @Test("1,000 changes made offline are all on the server once the network returns, once each and in order", arguments: StoreKind.allCases)
+    func offlineThousand(kind: StoreKind) async throws {
+        try await TallyTestServer.withSync(kind) { server in
             let clock = TestClock()
             try await server.withSyncedClient(clock: clock) { client, transport, _ in
                 let notes = client.collection("notes", of: Note.self)
@@ -54,9 +55,9 @@ struct SyncEngineTests {
         }
     }
 
-    @Test("A push applied by the server whose answer is lost is sent again by the next launch and applied once")
-    func lostAnswerThenRelaunch() async throws {
-        try await TallyTestServer.withSync { server in
+    @Test("A push applied by the server whose answer is lost is sent again by the next launch and applied once", arguments: StoreKind.allCases)
+    func lostAnswerThenRelaunch(kind: StoreKind) async throws {
+        try await TallyTestServer.withSync(kind) { server in
             let directory = SyncedClientFixture.directory()
             defer { try? FileManager.default.removeItem(at: directory) }
             let secureStore = MemorySecureStore()
@@ -64,11 +65,17 @@ struct SyncEngineTests {
             let (first, transport, _) = server.syncedClient(directory: directory, clock: clock, secureStore: secureStore)
             try await first.signInAsGuest()
             try await first.waitUntilSynced()
+            // The engine is held in a pull (its answer waits on the clock) while the three changes are written, so
+            // that they leave in one push, whose answer is lost.
+            transport.enqueue([.delayResponse(1)], forPathPrefix: "/v1/sync/pull")
+            first.appDidBecomeActive()
+            await clock.waitForSleepers(1)
             transport.enqueue([.dropResponse], forPathPrefix: "/v1/sync/push")
             let notes = first.collection("notes", of: Note.self)
             try notes.put(id: "n1", Note(date: "2027-01-01", text: "one"))
             try notes.patch(id: "n1", Note(date: "2027-01-01", text: "one", done: true))
             try notes.put(id: "n2", Note(date: "2027-01-02", text: "two"))
+            clock.advance(by: 1)
             try await first.waitForSync { $0.isOffline }  // the answer was lost: the engine backs off on its clock
             #expect(first.syncStatus.pendingMutations == 3)
             let clientId = try first.syncClientId
@@ -92,9 +99,9 @@ struct SyncEngineTests {
         }
     }
 
-    @Test("A stale ifVersion rolls back exactly that change, reported once; the rest of the outbox applies")
-    func conflictRollsBackThatChange() async throws {
-        try await TallyTestServer.withSync { server in
+    @Test("A stale ifVersion rolls back exactly that change, reported once; the rest of the outbox applies", arguments: StoreKind.allCases)
+    func conflictRollsBackThatChange(kind: StoreKind) async throws {
+        try await TallyTestServer.withSync(kind) { server in
             try await server.withSyncedClient { client, _, _ in
                 var events = client.syncEvents.makeAsyncIterator()
                 let notes = client.collection("notes", of: Note.self)
@@ -125,9 +132,9 @@ struct SyncEngineTests {
         }
     }
 
-    @Test("A metered collection without tokens rejects the new document: rolled back and reported with the 402 code")
-    func rejectionRollsBack() async throws {
-        try await TallyTestServer.withSync { server in
+    @Test("A metered collection without tokens rejects the new document: rolled back and reported with the 402 code", arguments: StoreKind.allCases)
+    func rejectionRollsBack(kind: StoreKind) async throws {
+        try await TallyTestServer.withSync(kind) { server in
             try await server.withSyncedClient { client, _, _ in
                 var events = client.syncEvents.makeAsyncIterator()
                 let answers = client.collection("answers", of: Note.self)
@@ -145,9 +152,9 @@ struct SyncEngineTests {
         }
     }
 
-    @Test("A 410 resync_required on a pull starts over from no cursor; the documents stay, none doubled")
-    func resyncAfterGone() async throws {
-        try await TallyTestServer.withSync { server in
+    @Test("A 410 resync_required on a pull starts over from no cursor; the documents stay, none doubled", arguments: StoreKind.allCases)
+    func resyncAfterGone(kind: StoreKind) async throws {
+        try await TallyTestServer.withSync(kind) { server in
             try await server.withSyncedClient { client, transport, _ in
                 let notes = client.collection("notes", of: Note.self)
                 try notes.put(id: "n1", Note(date: "2027-01-01", text: "one"))

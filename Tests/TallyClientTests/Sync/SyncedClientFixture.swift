@@ -1,6 +1,7 @@
 import Foundation
 import TallyAPI
 import TallyStore
+import TallyTestSupport
 import Testing
 
 @testable import TallyClient
@@ -33,9 +34,11 @@ enum SyncedClientFixture {
 }
 
 extension TallyTestServer {
-    /// ``with(catalog:configure:_:)`` for a server declaring ``SyncedClientFixture/serverCollections``.
-    static func withSync<T: Sendable>(_ body: @Sendable (TallyTestServer) async throws -> T) async throws -> T {
-        try await with(configure: { $0.sync.collections = SyncedClientFixture.serverCollections }, body)
+    /// ``with(_:catalog:configure:sourceLocation:_:)`` for a server declaring ``SyncedClientFixture/serverCollections``.
+    static func withSync<T: Sendable>(
+        _ kind: StoreKind, sourceLocation: SourceLocation = #_sourceLocation, _ body: @Sendable (TallyTestServer) async throws -> T
+    ) async throws -> T {
+        try await with(kind, configure: { $0.sync.collections = SyncedClientFixture.serverCollections }, sourceLocation: sourceLocation, body)
     }
 
     /// A client syncing ``SyncedClientFixture/clientCollections`` with its documents in `directory`, its own

@@ -1,5 +1,6 @@
 import Foundation
 import TallyAPI
+import TallyTestSupport
 import Testing
 
 @testable import TallyClient
@@ -10,9 +11,9 @@ import Testing
 struct SyncedCollectionTests {
     static func note(_ date: String, _ text: String) -> Note { Note(date: date, text: text) }
 
-    @Test("Range reads and observations answer from the device, in range-key order, and follow local writes at once")
-    func rangesFromTheDevice() async throws {
-        try await TallyTestServer.withSync { server in
+    @Test("Range reads and observations answer from the device, in range-key order, and follow local writes at once", arguments: StoreKind.allCases)
+    func rangesFromTheDevice(kind: StoreKind) async throws {
+        try await TallyTestServer.withSync(kind) { server in
             try await server.withSyncedClient { client, transport, _ in
                 transport.enqueue(Array(repeating: .offline, count: 100_000), forPathPrefix: "/v1/")
                 let notes = client.collection("notes", of: Note.self)
@@ -35,9 +36,9 @@ struct SyncedCollectionTests {
         }
     }
 
-    @Test("patch sends only the changed fields; an unchanged value writes nothing")
-    func patchSendsTheDifference() async throws {
-        try await TallyTestServer.withSync { server in
+    @Test("patch sends only the changed fields; an unchanged value writes nothing", arguments: StoreKind.allCases)
+    func patchSendsTheDifference(kind: StoreKind) async throws {
+        try await TallyTestServer.withSync(kind) { server in
             let clock = TestClock()
             try await server.withSyncedClient(clock: clock) { client, transport, _ in
                 transport.enqueue(Array(repeating: .offline, count: 100_000), forPathPrefix: "/v1/sync/")  // the outbox stays put
@@ -62,9 +63,9 @@ struct SyncedCollectionTests {
 
     @available(iOS 17, macOS 14, tvOS 17, watchOS 10, *)
     @MainActor
-    @Test("ObservedDocuments shows the range at init and follows a local write")
-    func observedDocuments() async throws {
-        try await TallyTestServer.withSync { server in
+    @Test("ObservedDocuments shows the range at init and follows a local write", arguments: StoreKind.allCases)
+    func observedDocuments(kind: StoreKind) async throws {
+        try await TallyTestServer.withSync(kind) { server in
             try await server.withSyncedClient { client, _, _ in
                 let notes = client.collection("notes", of: Note.self)
                 try notes.put(id: "a", Self.note("2026-11-02", "a"))

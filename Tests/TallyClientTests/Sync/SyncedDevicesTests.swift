@@ -1,6 +1,7 @@
 import Foundation
 import TallyAPI
 import TallyStore
+import TallyTestSupport
 import Testing
 
 @testable import TallyClient
@@ -10,9 +11,9 @@ import Testing
 /// shows in the app without the network, and sign-out leaves no document file.
 @Suite("Synced collections across devices and processes", .timeLimit(.minutes(2)))
 struct SyncedDevicesTests {
-    @Test("Two devices of one user patch different fields of one document at once and both converge to both edits")
-    func twoDevicesConverge() async throws {
-        try await TallyTestServer.withSync { server in
+    @Test("Two devices of one user patch different fields of one document at once and both converge to both edits", arguments: StoreKind.allCases)
+    func twoDevicesConverge(kind: StoreKind) async throws {
+        try await TallyTestServer.withSync(kind) { server in
             let (phoneDirectory, tabletDirectory) = (SyncedClientFixture.directory(), SyncedClientFixture.directory())
             defer { for directory in [phoneDirectory, tabletDirectory] { try? FileManager.default.removeItem(at: directory) } }
             let secureStore = MemorySecureStore()  // one installation's guest: the same user on both
@@ -42,9 +43,9 @@ struct SyncedDevicesTests {
         }
     }
 
-    @Test("A wallet change made through one device shows in the other's cached wallet, from the event stream alone")
-    func walletEventUpdatesTheOtherDevice() async throws {
-        try await TallyTestServer.withSync { server in
+    @Test("A wallet change made through one device shows in the other's cached wallet, from the event stream alone", arguments: StoreKind.allCases)
+    func walletEventUpdatesTheOtherDevice(kind: StoreKind) async throws {
+        try await TallyTestServer.withSync(kind) { server in
             let (phoneDirectory, tabletDirectory) = (SyncedClientFixture.directory(), SyncedClientFixture.directory())
             defer { for directory in [phoneDirectory, tabletDirectory] { try? FileManager.default.removeItem(at: directory) } }
             let secureStore = MemorySecureStore()
@@ -64,9 +65,9 @@ struct SyncedDevicesTests {
         }
     }
 
-    @Test("A widget's write to the shared file shows in the app at activation, without the network; the app then pushes it once")
-    func widgetWriteSeenAtActivation() async throws {
-        try await TallyTestServer.withSync { server in
+    @Test("A widget's write to the shared file shows in the app at activation, without the network; the app then pushes it once", arguments: StoreKind.allCases)
+    func widgetWriteSeenAtActivation(kind: StoreKind) async throws {
+        try await TallyTestServer.withSync(kind) { server in
             let clock = TestClock()
             try await server.withSyncedClient(clock: clock) { app, transport, directory in
                 let user = try #require(await app.user)
@@ -100,9 +101,9 @@ struct SyncedDevicesTests {
         }
     }
 
-    @Test("Sign-out removes the user's document file with its outbox, ends observations; synced calls then throw unauthorized")
-    func signOutLeavesNoFile() async throws {
-        try await TallyTestServer.withSync { server in
+    @Test("Sign-out removes the user's document file with its outbox, ends observations; synced calls then throw unauthorized", arguments: StoreKind.allCases)
+    func signOutLeavesNoFile(kind: StoreKind) async throws {
+        try await TallyTestServer.withSync(kind) { server in
             try await server.withSyncedClient { client, _, directory in
                 let notes = client.collection("notes", of: Note.self)
                 try notes.put(id: "n1", Note(date: "2027-01-01", text: "private"))
