@@ -90,6 +90,17 @@ let package = Package(
             ],
             swiftSettings: swiftSettings
         ),
+        // The local OpenAI-compatible model (`tally dev-llm`): a stand-in for an LLM provider, never part of the server.
+        .target(
+            name: "TallyDevLLM",
+            dependencies: [
+                tallyAPI,
+                .product(name: "Hummingbird", package: "hummingbird"),
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "NIOCore", package: "swift-nio"),
+            ],
+            swiftSettings: swiftSettings
+        ),
         // `pipe2` and `posix_spawn_file_actions_addclosefrom_np` for TallyLoad's `ChildProcess` (Glibc hides both).
         .target(name: "CSpawn"),
         // The load harness: simulated app users over real connections, the books check, the report.
@@ -109,7 +120,7 @@ let package = Package(
         .executableTarget(
             name: "tally",
             dependencies: [
-                tallyAPI, tallyClient, "TallyLoad", "TallyServer", "TallyStore", "TallySQLite", "TallyPostgres",
+                tallyAPI, tallyClient, "TallyLoad", "TallyServer", "TallyStore", "TallySQLite", "TallyPostgres", "TallyDevLLM",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
                 .product(name: "UnixSignals", package: "swift-service-lifecycle"),
@@ -160,7 +171,7 @@ let package = Package(
         .testTarget(
             name: "TallyServerTests",
             dependencies: [
-                "TallyServer", "TallyStore", "TallySQLite", "TallyPostgres", "TallyLoad", "TallyTestSupport",
+                "TallyServer", "TallyStore", "TallySQLite", "TallyPostgres", "TallyLoad", "TallyTestSupport", "TallyDevLLM",
                 .product(name: "HummingbirdTesting", package: "hummingbird"),
                 .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "PostgresNIO", package: "postgres-nio"),

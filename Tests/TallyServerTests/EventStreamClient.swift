@@ -56,17 +56,23 @@ final class EventStreamClient: Sendable {
         self.shared = shared
     }
 
-    /// Opens `path` on 127.0.0.1:`port` with `token` and `headers`; returns once the response head arrived.
+    /// Opens `path` on 127.0.0.1:`port` with `token` and `headers` (a POST when there is a JSON `body`, as a
+    /// streamed chat completion is asked for); returns once the response head arrived.
     static func open(
-        port: Int, token: String?, path: String = "/v1/sync/events", headers: [(String, String)] = []
+        port: Int, token: String?, path: String = "/v1/sync/events", headers: [(String, String)] = [], json body: [UInt8]? = nil
     ) async throws -> (EventStreamClient, Head) {
         let client = try await connect(port: port)
-        var head = HTTPRequestHead(version: .http1_1, method: .GET, uri: path)
+        var head = HTTPRequestHead(version: .http1_1, method: body == nil ? .GET : .POST, uri: path)
         head.headers.add(name: "Host", value: "127.0.0.1")
         head.headers.add(name: "Accept", value: "text/event-stream")
         if let token { head.headers.add(name: "Authorization", value: "Bearer \(token)") }
+        if let body {
+            head.headers.add(name: "Content-Type", value: "application/json")
+            head.headers.add(name: "Content-Length", value: "\(body.count)")
+        }
         for (name, value) in headers { head.headers.add(name: name, value: value) }
         client.channel.write(HTTPClientRequestPart.head(head), promise: nil)
+        if let body { client.channel.write(HTTPClientRequestPart.body(.byteBuffer(ByteBuffer(bytes: body))), promise: nil) }
         try await client.channel.writeAndFlush(HTTPClientRequestPart.end(nil))
         return (client, try await client.head(within: .seconds(20)))
     }

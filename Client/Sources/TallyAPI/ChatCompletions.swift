@@ -1,0 +1,265 @@
+import Foundation
+
+// The OpenAI Chat Completions wire format (`POST /v1/chat/completions`), as far as Tally reads and writes it:
+// the request's model, messages, streaming and length fields; the answer, its streamed chunks and `usage`.
+// Keys are snake_case on the wire. Fields Tally does not model are not dropped by the gateway, which forwards
+// request bodies as JSON; these types are for the SDK, the local model (`tally dev-llm`) and reading answers.
+
+/// One message of a conversation.
+public struct ChatMessage: Codable, Hashable, Sendable {
+    /// `system`, `user`, `assistant` or `tool`.
+    public var role: String
+    /// The text. On the wire it may also be an array of parts; the text parts are joined here.
+    public var content: String
+
+    /// Creates a message.
+    public init(role: String, content: String) {
+        self.role = role
+        self.content = content
+    }
+
+    private enum CodingKeys: String, CodingKey { case role, content }
+    private struct Part: Decodable {
+        var type: String
+        var text: String?
+    }
+
+    /// Decodes `content` as a string, an array of parts (the text ones joined) or null (empty).
+    public init(from decoder: any Decoder) throws {
+        let container = try decoder.container(keyedBy: CodingKeys.self)
+        role = try container.decode(String.self, forKey: .role)
+        if let text = try? container.decodeIfPresent(String.self, forKey: .content) {
+            content = text
+        } else if let parts = try? container.decodeIfPresent([Part].self, forKey: .content) {
+            content = parts.compactMap { $0.type == "text" ? $0.text : nil }.joined()
+        } else if try container.decodeNil(forKey: .content) {
+            content = ""
+        } else {
+            throw DecodingError.dataCorruptedError(forKey: .content, in: container, debugDescription: "content must be a string or parts")
+        }
+    }
+}
+
+/// `stream_options` of a streamed request.
+public struct ChatStreamOptions: Codable, Hashable, Sendable {
+    /// Whether a last chunk carries `usage` (with no choices).
+    public var includeUsage: Bool?
+
+    /// Creates stream options.
+    public init(includeUsage: Bool? = nil) { self.includeUsage = includeUsage }
+
+    private enum CodingKeys: String, CodingKey { case includeUsage = "include_usage" }
+}
+
+/// A Chat Completions request.
+public struct ChatCompletionRequest: Codable, Hashable, Sendable {
+    /// The model's name.
+    public var model: String
+    /// The conversation so far.
+    public var messages: [ChatMessage]
+    /// Whether the answer comes as Server-Sent Events of ``ChatCompletionChunk``.
+    public var stream: Bool?
+    /// Streaming options.
+    public var streamOptions: ChatStreamOptions?
+    /// The most tokens the answer may have (the older field).
+    public var maxTokens: Int?
+    /// The most tokens the answer may have, reasoning included (the newer field).
+    public var maxCompletionTokens: Int?
+    /// Sampling temperature.
+    public var temperature: Double?
+    /// Who the end user is, for the provider's abuse monitoring.
+    public var user: String?
+
+    /// Creates a request.
+    public init(
+        model: String, messages: [ChatMessage], stream: Bool? = nil, streamOptions: ChatStreamOptions? = nil, maxTokens: Int? = nil,
+        maxCompletionTokens: Int? = nil, temperature: Double? = nil, user: String? = nil
+    ) {
+        self.model = model
+        self.messages = messages
+        self.stream = stream
+        self.streamOptions = streamOptions
+        self.maxTokens = maxTokens
+        self.maxCompletionTokens = maxCompletionTokens
+        self.temperature = temperature
+        self.user = user
+    }
+
+    /// The answer's token limit the request sets: the smaller of the two fields when both are present.
+    public var completionLimit: Int? {
+        switch (maxTokens, maxCompletionTokens) {
+        case (let a?, let b?): min(a, b)
+        case (let a?, nil): a
+        case (nil, let b?): b
+        case (nil, nil): nil
+        }
+    }
+
+    private enum CodingKeys: String, CodingKey {
+        case model, messages, stream, temperature, user
+        case streamOptions = "stream_options"
+        case maxTokens = "max_tokens"
+        case maxCompletionTokens = "max_completion_tokens"
+    }
+}
+
+/// Token counts of one call, as the provider bills them.
+public struct ChatUsage: Codable, Hashable, Sendable {
+    /// Tokens of the prompt.
+    public var promptTokens: Int
+    /// Tokens generated (reasoning included where the model reasons).
+    public var completionTokens: Int
+    /// Their sum.
+    public var totalTokens: Int
+
+    /// Creates usage counts; the total is their sum.
+    public init(promptTokens: Int, completionTokens: Int) {
+        self.promptTokens = promptTokens
+        self.completionTokens = completionTokens
+        self.totalTokens = promptTokens + completionTokens
+    }
+
+    private enum CodingKeys: String, CodingKey {
+        case promptTokens = "prompt_tokens"
+        case completionTokens = "completion_tokens"
+        case totalTokens = "total_tokens"
+    }
+}
+
+/// A whole answer (`stream` false).
+public struct ChatCompletion: Codable, Hashable, Sendable {
+    /// One choice of the answer.
+    public struct Choice: Codable, Hashable, Sendable {
+        /// Its position (0 for the only one).
+        public var index: Int
+        /// The assistant's message.
+        public var message: ChatMessage
+        /// `stop`, `length`, …
+        public var finishReason: String?
+
+        /// Creates a choice.
+        public init(index: Int, message: ChatMessage, finishReason: String?) {
+            self.index = index
+            self.message = message
+            self.finishReason = finishReason
+        }
+
+        private enum CodingKeys: String, CodingKey {
+            case index, message
+            case finishReason = "finish_reason"
+        }
+    }
+
+    /// The answer's id.
+    public var id: String
+    /// `chat.completion`.
+    public var object: String
+    /// When it was made, in seconds since 1970.
+    public var created: Int
+    /// The model that answered.
+    public var model: String
+    /// The choices (one).
+    public var choices: [Choice]
+    /// What the call cost in tokens.
+    public var usage: ChatUsage?
+
+    /// Creates an answer.
+    public init(id: String, created: Int, model: String, choices: [Choice], usage: ChatUsage?) {
+        self.id = id
+        self.object = "chat.completion"
+        self.created = created
+        self.model = model
+        self.choices = choices
+        self.usage = usage
+    }
+}
+
+/// One Server-Sent Event of a streamed answer (`data: {…}`; the stream ends with `data: [DONE]`).
+public struct ChatCompletionChunk: Codable, Hashable, Sendable {
+    /// What a chunk adds to the message.
+    public struct Delta: Codable, Hashable, Sendable {
+        /// `assistant`, in the first chunk.
+        public var role: String?
+        /// The next piece of text.
+        public var content: String?
+
+        /// Creates a delta.
+        public init(role: String? = nil, content: String? = nil) {
+            self.role = role
+            self.content = content
+        }
+    }
+
+    /// One choice's delta.
+    public struct Choice: Codable, Hashable, Sendable {
+        /// Its position (0 for the only one).
+        public var index: Int
+        /// What it adds.
+        public var delta: Delta
+        /// Set in the choice's last chunk.
+        public var finishReason: String?
+
+        /// Creates a choice delta.
+        public init(index: Int, delta: Delta, finishReason: String?) {
+            self.index = index
+            self.delta = delta
+            self.finishReason = finishReason
+        }
+
+        private enum CodingKeys: String, CodingKey {
+            case index, delta
+            case finishReason = "finish_reason"
+        }
+    }
+
+    /// The answer's id (the same in every chunk).
+    public var id: String
+    /// `chat.completion.chunk`.
+    public var object: String
+    /// When the answer began, in seconds since 1970.
+    public var created: Int
+    /// The model that answers.
+    public var model: String
+    /// The choices' deltas; empty in the usage chunk.
+    public var choices: [Choice]
+    /// Set only in the last chunk, when the request asked for it (`stream_options.include_usage`).
+    public var usage: ChatUsage?
+
+    /// Creates a chunk.
+    public init(id: String, created: Int, model: String, choices: [Choice], usage: ChatUsage? = nil) {
+        self.id = id
+        self.object = "chat.completion.chunk"
+        self.created = created
+        self.model = model
+        self.choices = choices
+        self.usage = usage
+    }
+}
+
+/// The error body OpenAI-compatible servers answer with (and a stream's `error` event carries).
+public struct ChatErrorBody: Codable, Hashable, Sendable {
+    /// The error.
+    public struct Detail: Codable, Hashable, Sendable {
+        /// What went wrong, for people.
+        public var message: String
+        /// `invalid_request_error`, `server_error`, …
+        public var type: String
+        /// A machine-readable code, if any.
+        public var code: String?
+
+        /// Creates one.
+        public init(message: String, type: String, code: String?) {
+            self.message = message
+            self.type = type
+            self.code = code
+        }
+    }
+
+    /// The error.
+    public var error: Detail
+
+    /// Creates an error body.
+    public init(message: String, type: String, code: String? = nil) {
+        error = Detail(message: message, type: type, code: code)
+    }
+}

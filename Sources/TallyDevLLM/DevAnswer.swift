@@ -1,0 +1,64 @@
+import TallyAPI
+
+/// The local model's deterministic answers and token counts: the same request always gets the same words,
+/// so tests and demos can predict what streams back.
+public enum DevAnswer {
+    /// Tokens the local model adds per message (role and framing), as real chat models do.
+    public static let tokensPerMessage = 4
+
+    /// The prompt's tokens as the local model bills them: each run of up to four ASCII letters or digits is one
+    /// token, each other scalar that is not a space is one, plus ``tokensPerMessage`` a message. Never more than
+    /// the prompt's UTF-8 bytes plus the per-message overhead, the bound a byte-level BPE tokenizer keeps too.
+    public static func promptTokens(_ messages: [ChatMessage]) -> Int {
+        messages.reduce(0) { $0 + tokensPerMessage + count(text: $1.role) + count(text: $1.content) }
+    }
+
+    /// The tokens of `text` by the rule of ``promptTokens(_:)``.
+    public static func count(text: String) -> Int {
+        var tokens = 0
+        var run = 0
+        for scalar in text.unicodeScalars {
+            if scalar.isASCII, scalar.properties.isAlphabetic || ("0"..."9").contains(scalar) {
+                if run == 0 { tokens += 1 }
+                run = (run + 1) % 4
+            } else {
+                run = 0
+                if !scalar.properties.isWhitespace { tokens += 1 }
+            }
+        }
+        return tokens
+    }
+
+    /// The answer's tokens (each one word, the first without a leading space): as many as the prompt's hash
+    /// asks (20 to 59), or `length` when set, cut at `limit` (the request's `max_tokens`); `truncated` when the
+    /// limit cut it (finish reason `length`).
+    public static func words(for messages: [ChatMessage], length: Int?, limit: Int?) -> (words: [String], truncated: Bool) {
+        var seed = messages.reduce(UInt64(0xcbf2_9ce4_8422_2325)) { hash, message in
+            (message.role + "\u{0}" + message.content + "\u{0}").utf8.reduce(hash) { ($0 ^ UInt64($1)) &* 0x100_0000_01b3 }
+        }
+        let wanted = length ?? 20 + Int(seed % 40)
+        let count = min(wanted, max(limit ?? wanted, 0))
+        var words: [String] = []
+        words.reserveCapacity(count)
+        for index in 0..<count {
+            seed = seed &+ 0x9e37_79b9_7f4a_7c15
+            var mixed = seed
+            mixed = (mixed ^ (mixed >> 30)) &* 0xbf58_476d_1ce4_e5b9
+            mixed = (mixed ^ (mixed >> 27)) &* 0x94d0_49bb_1331_11eb
+            mixed ^= mixed >> 31
+            let word = vocabulary[Int(mixed % UInt64(vocabulary.count))]
+            words.append(index == 0 ? word.capitalized : " " + word)
+        }
+        return (words, count < wanted)
+    }
+
+    private static let vocabulary = [
+        "the", "stars", "favour", "patience", "today", "and", "a", "quiet", "change", "arrives", "through", "an", "old",
+        "friend", "so", "keep", "your", "plans", "light", "while", "the", "moon", "moves", "into", "your", "house", "of",
+        "work", "trust", "what", "you", "already", "know", "small", "steps", "count", "more", "than", "big", "promises",
+    ]
+}
+
+extension String {
+    fileprivate var capitalized: String { prefix(1).uppercased() + dropFirst() }
+}
