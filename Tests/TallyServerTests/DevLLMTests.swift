@@ -7,6 +7,7 @@ import ServiceLifecycle
 import TallyAPI
 import TallyDevLLM
 import TallyLoad
+import TallyStore
 import TallyTestSupport
 import Testing
 
@@ -56,6 +57,21 @@ struct DevLLMTests {
             #expect(usage.totalTokens == usage.promptTokens + usage.completionTokens)
             let other = try JSONDecoder().decode(ChatCompletion.self, from: try await model.complete(Self.request("Something else")).body)
             #expect(other.choices.first?.message.content != text)
+        }
+    }
+
+    @Test("The local model never bills more prompt tokens than the gateway's bound holds for, whatever the script")
+    func promptCountWithinTheBound() {
+        var generator = SplitMix64(seed: 2_111)
+        let pieces = ["a", "Z", "7", " ", "\n", "é", "今", "日", "😀", "ß", "ab", "word", "、", "\u{0301}"]
+        for _ in 0..<500 {
+            let messages = (0..<Int(generator.next() % 5)).map { _ in
+                ChatMessage(
+                    role: ["system", "user", "assistant"][Int(generator.next() % 3)],
+                    content: (0..<Int(generator.next() % 200)).map { _ in pieces[Int(generator.next() % UInt64(pieces.count))] }.joined())
+            }
+            let bound = PromptBound.tokens(messageBytes: messages.map { $0.role.utf8.count + $0.content.utf8.count })
+            #expect(DevAnswer.promptTokens(messages) <= bound, "\(messages)")
         }
     }
 

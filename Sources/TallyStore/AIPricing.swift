@@ -1,0 +1,55 @@
+/// A chat model the AI gateway offers (`ai.models` in `TALLY_CONFIG`), with its price in wallet tokens.
+public struct AIModelSpec: Sendable, Hashable {
+    /// The name clients ask for.
+    public var name: String
+    /// The name sent upstream.
+    public var upstreamModel: String
+    /// Prompt tokens one wallet token buys.
+    public var promptTokensPerCredit: Int
+    /// Completion tokens one wallet token buys.
+    public var completionTokensPerCredit: Int
+    /// The most completion tokens one call may generate (reasoning included): the cap sent upstream and held for.
+    public var maxCompletionTokens: Int
+
+    /// Creates a model; `upstreamModel` defaults to `name`.
+    public init(name: String, upstreamModel: String? = nil, promptTokensPerCredit: Int, completionTokensPerCredit: Int, maxCompletionTokens: Int) {
+        self.name = name
+        self.upstreamModel = upstreamModel ?? name
+        self.promptTokensPerCredit = promptTokensPerCredit
+        self.completionTokensPerCredit = completionTokensPerCredit
+        self.maxCompletionTokens = maxCompletionTokens
+    }
+
+    /// What `promptTokens` and `completionTokens` cost in wallet tokens: their exact fractional price, summed, then
+    /// rounded up once (a call that used anything costs at least 1).
+    public func cost(promptTokens: Int, completionTokens: Int) -> Int64 {
+        let (pp, cp) = (Int64(promptTokensPerCredit), Int64(completionTokensPerCredit))
+        let numerator = Int64(max(promptTokens, 0)) * cp + Int64(max(completionTokens, 0)) * pp
+        let denominator = pp * cp
+        return (numerator + denominator - 1) / denominator
+    }
+
+    /// The completion cap of a request that asks for `requested` (nil: none): the request's when lower, else the model's.
+    public func completionLimit(requested: Int?) -> Int {
+        min(max(requested ?? maxCompletionTokens, 0), maxCompletionTokens)
+    }
+}
+
+/// A true upper bound on a chat prompt's tokens, before any provider counts them.
+///
+/// Byte-level BPE tokenizers (GPT, Llama 3, Qwen, …) emit at most one token per UTF-8 byte, so the bytes of the
+/// messages' roles, names and text bound their tokens whatever the language (chars/4, the usual guess, is about
+/// 4× low for Japanese). On top, each message's chat-template framing and the reply's priming are counted
+/// generously: OpenAI's cookbook counts 3 a message, 1 for a name and 3 for the reply; Llama and Qwen
+/// templates use up to 5 a message.
+public enum PromptBound {
+    /// Template tokens allowed per message.
+    public static let tokensPerMessage = 8
+    /// Template tokens allowed for the reply's priming.
+    public static let replyTokens = 8
+
+    /// The bound for messages whose role, name and text take `bytes` UTF-8 bytes each.
+    public static func tokens(messageBytes bytes: [Int]) -> Int {
+        bytes.reduce(replyTokens) { $0 + tokensPerMessage + $1 }
+    }
+}
