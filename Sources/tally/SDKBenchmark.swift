@@ -9,7 +9,8 @@ import TallyClient
 /// transport so the figures are the SDK's own cost (the network is measured by `scripts/bench`).
 struct SDKBenchmark: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
-        commandName: "bench-sdk", abstract: "Measure the client SDK: cache hits, LRU eviction, coalesced fan-out, optimistic apply.")
+        commandName: "bench-sdk",
+        abstract: "Measure the client SDK: cache hits, LRU eviction, coalesced fan-out, optimistic apply, synced collections.")
 
     @Option(help: "Repetitions of the whole set; medians are reported.") var runs = 5
 
@@ -18,9 +19,16 @@ struct SDKBenchmark: AsyncParsableCommand {
         for _ in 0..<runs {
             for (name, value) in try await measureOnce() { rows[name, default: []].append(value) }
         }
+        try await SDKSyncBenchmark.withServer { bench in
+            var measured: [String: [Double]] = [:]
+            for _ in 0..<runs {
+                for (name, value) in try await bench.measureOnce() { measured[name, default: []].append(value) }
+            }
+            return measured
+        }.forEach { rows[$0.key] = $0.value }
         print("| measurement | median of \(runs) runs | target |")
         print("|---|---:|---:|")
-        for (name, unit, target) in Self.rows {
+        for (name, unit, target) in Self.rows + SDKSyncBenchmark.rows {
             let values = rows[name, default: []].sorted()
             print("| \(name) | \(String(format: "%.3f", values[values.count / 2])) \(unit) | \(target) |")
         }
