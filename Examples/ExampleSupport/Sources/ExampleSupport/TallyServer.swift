@@ -1,0 +1,70 @@
+import Foundation
+
+#if canImport(FoundationNetworking)
+import FoundationNetworking
+#endif
+
+/// A real `tally serve` (SQLite in `dataDirectory`, the example's `TALLY_CONFIG`) as a child process: what the
+/// example apps' tests talk to. The binary is `TALLY_BIN` (which the repository's `scripts/test` exports).
+public final class TallyServer: @unchecked Sendable {
+    /// The API's base URL.
+    public let baseURL: URL
+    /// The admin listener's base URL.
+    public let adminURL: URL
+    /// The admin key.
+    public let adminKey = "example-admin-key-0123456789abcdef"
+    private let process: ChildProcess
+
+    /// The `tally` binary: `TALLY_BIN`.
+    public static var binary: String {
+        get throws {
+            guard let path = ProcessInfo.processInfo.environment["TALLY_BIN"], FileManager.default.isExecutableFile(atPath: path) else {
+                throw ExampleError("set TALLY_BIN to a built tally (swift build --product tally in the repository's root)")
+            }
+            return path
+        }
+    }
+
+    /// Starts `tally serve` on `port` (0: a free one) with `config` and `dataDirectory`; returns once it listens.
+    public init(config: URL, dataDirectory: URL, port: Int = 0) async throws {
+        try FileManager.default.createDirectory(at: dataDirectory, withIntermediateDirectories: true)
+        let output = dataDirectory.appendingPathComponent("serve-\(UUID().uuidString.prefix(8)).out")
+        process = try ChildProcess(
+            try Self.binary, ["serve", "--port", "\(port)", "--admin-port", "0", "--data-dir", dataDirectory.path],
+            environment: ["TALLY_CONFIG": config.path, "TALLY_ADMIN_KEY": adminKey, "LOG_LEVEL": "warning"], output: output)
+        var api: URL?
+        var admin: URL?
+        for _ in 0..<1_500 where api == nil || admin == nil {
+            for line in process.text.split(separator: "\n") {
+                let words = line.split(separator: " ")
+                if line.hasPrefix("tally listening on "), words.count > 3 { api = URL(string: String(words[3])) }
+                if line.hasPrefix("tally admin listening on "), words.count > 4 { admin = URL(string: String(words[4])) }
+            }
+            if let status = process.exitStatus { throw ExampleError("tally serve exited with \(status): \(process.errors)") }
+            if api == nil || admin == nil { try await Task.sleep(for: .milliseconds(20)) }
+        }
+        guard let api, let admin else { throw ExampleError("tally serve did not start: \(process.errors)") }
+        (baseURL, adminURL) = (api, admin)
+    }
+
+    /// The port the API listens on (to start the server again on the same one).
+    public var port: Int { baseURL.port ?? 0 }
+
+    /// Stops the server (SIGTERM) and waits for it.
+    public func stop() async throws {
+        process.signal()
+        _ = try await process.wait()
+    }
+
+    /// Grants `amount` tokens to `userId` through the admin API (a purchase, as the app's backend would record it).
+    public func grant(_ amount: Int, to userId: String) async throws {
+        var request = URLRequest(url: adminURL.appendingPathComponent("admin/v1/users/\(userId)/grants"))
+        request.httpMethod = "POST"
+        request.setValue("Bearer \(adminKey)", forHTTPHeaderField: "Authorization")
+        request.setValue("application/json", forHTTPHeaderField: "Content-Type")
+        request.setValue(UUID().uuidString, forHTTPHeaderField: "Idempotency-Key")
+        request.httpBody = Data(#"{"amount":\#(amount),"reason":"purchase"}"#.utf8)
+        let (_, response) = try await URLSession.shared.data(for: request)
+        guard (response as? HTTPURLResponse)?.statusCode == 201 else { throw ExampleError("grant answered \(response)") }
+    }
+}
