@@ -132,6 +132,9 @@ public struct LoadRun: Sendable {
     private func makeAgents(actions: ScenarioActions, admins: [AdminPool], group: any EventLoopGroup, recorder: LatencyRecorder) -> [Agent] {
         let sdkEvery = options.sdkUsers > 0 ? max(1, options.users / options.sdkUsers) : Int.max
         var sdkCount = 0
+        // Sync users are spread like SDK users, offset so that the two kinds do not collide.
+        let syncEvery = options.syncUsers > 0 ? max(1, options.users / options.syncUsers) : Int.max
+        var syncCount = 0
         return (0..<options.users).map { index in
             let server = options.servers[index % options.servers.count]
             let admin = admins[index % admins.count]
@@ -143,6 +146,10 @@ public struct LoadRun: Sendable {
                 sdkCount += 1
                 let transport = SDKTransport(host: host, port: port, group: group)
                 return Agent(sdk: SDKUser(admin: raw, transport: transport, baseURL: server, recorder: recorder), mix: options.mix.sdk)
+            }
+            if (index + syncEvery / 2) % syncEvery == 0, syncCount < options.syncUsers {
+                syncCount += 1
+                return Agent(sync: SyncUser(raw: raw, group: group), mix: options.mix.sync)
             }
             return Agent(raw: raw, mix: options.mix.raw)
         }
@@ -254,7 +261,31 @@ public struct LoadRun: Sendable {
                 if next < agents.count { add() }
             }
         }
+        result.sync = await checkSync(agents.compactMap(\.sync))
         for agent in agents { await agent.close() }
+        return result
+    }
+
+    /// Pushes what every sync user's outbox still holds, then checks each user's documents, 64 at a time.
+    private func checkSync(_ users: [SyncUser]) async -> SyncBooksResult {
+        var result = SyncBooksResult()
+        guard !users.isEmpty else { return result }
+        await withTaskGroup(of: (SyncUser, Bool, SyncServerState?).self) { group in
+            var next = 0
+            func add() {
+                let user = users[next]
+                next += 1
+                group.addTask {
+                    let settled = await user.settle()
+                    return (user, settled, await user.serverState())
+                }
+            }
+            for _ in 0..<min(64, users.count) { add() }
+            for await (user, settled, state) in group {
+                result.add(user, settled: settled, violations: state.map { SyncBooksChecker.check(user.expectation, against: $0) })
+                if next < users.count { add() }
+            }
+        }
         return result
     }
 

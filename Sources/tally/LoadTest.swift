@@ -16,6 +16,7 @@ struct LoadTest: AsyncParsableCommand {
 
     @Option(help: "Simulated users, each with its own guest identity and connection.") var users = 10_000
     @Option(name: .customLong("sdk-users"), help: "How many of them run the TallyClient SDK.") var sdkUsers = 200
+    @Option(name: .customLong("sync-users"), help: "How many of them sync documents (push, pull, an event stream each).") var syncUsers = 0
     @Option(help: "Open loop: operations per second offered, whatever the latency.") var rate: Double = 2_000
     @Option(help: "Closed loop instead: this many workers, each starting an operation when the last one ends.") var closed: Int?
     @Option(help: "Seconds of the measured phase.") var duration = 60
@@ -68,6 +69,7 @@ struct LoadTest: AsyncParsableCommand {
         var options = LoadOptions(servers: targets, adminServers: adminTargets, adminKey: adminKey)
         options.users = users
         options.sdkUsers = min(sdkUsers, users)
+        options.syncUsers = min(syncUsers, users - options.sdkUsers)
         options.mode = closed.map { .closed(workers: $0) } ?? .open(perSecond: rate)
         options.duration = .seconds(duration)
         options.seed = seed

@@ -41,9 +41,33 @@ import Testing
         #expect(report.servers.count == 2)
     }
 
+    /// Users that sync documents (pushes with abandoned and repeated batches, pulls, an event stream each) end with
+    /// every acknowledged mutation on the server exactly once, on both stores — through a server crash on PostgreSQL.
+    @Test(arguments: StoreKind.allCases)
+    func syncUsersBalance(kind: StoreKind) async throws {
+        let report: LoadReport
+        switch kind {
+        case .sqlite:
+            report = try await Self.run(users: 150, sdkUsers: 10, syncUsers: 40, rate: 250, seconds: 5)
+        case .postgres:
+            report = try await ScratchDatabase.with(baseURL: try postgresURL()) { url in
+                try await Self.run(users: 150, sdkUsers: 10, syncUsers: 40, rate: 250, seconds: 5, servers: 2, databaseURL: url, crashAt: .seconds(2))
+            }
+        }
+        #expect(report.passed, "\(report.books.violations) \(report.books.sync.violations)")
+        let sync = report.books.sync
+        #expect(sync.users == 40 && sync.unreadable == 0 && sync.unsettled == 0)
+        #expect(sync.mutations > 100 && sync.pushes > 30 && sync.duplicates > 0, "\(sync)")
+        #expect(sync.changedEvents > 0)
+        let names = Set(report.operations.map(\.name))
+        for name in ["sync.push", "sync.pull"] { #expect(names.contains(name), "\(name) did not run") }
+        #expect(report.markdown().contains("exactly once, the documents the replay of them: yes"))
+    }
+
     /// A load run against `servers` fresh `tally serve` processes, on SQLite, or on `databaseURL` (PostgreSQL).
     static func run(
-        users: Int, sdkUsers: Int, rate: Double, seconds: Int, servers: Int = 1, databaseURL: String? = nil, crashAt: Duration? = nil
+        users: Int, sdkUsers: Int, syncUsers: Int = 0, rate: Double, seconds: Int, servers: Int = 1, databaseURL: String? = nil,
+        crashAt: Duration? = nil
     ) async throws -> LoadReport {
         let directory = FileManager.default.temporaryDirectory.appendingPathComponent("tally-load-test-\(UUID().uuidString)")
         defer { try? FileManager.default.removeItem(at: directory) }
@@ -56,6 +80,7 @@ import Testing
         var options = LoadOptions(servers: fleet.urls, adminServers: fleet.adminURLs, adminKey: fleet.adminKey)
         options.users = users
         options.sdkUsers = sdkUsers
+        options.syncUsers = syncUsers
         options.mode = .open(perSecond: rate)
         options.duration = .seconds(seconds)
         options.setupConcurrency = 32

@@ -46,8 +46,10 @@ public enum LoadTransportError: Error, Sendable, Hashable {
 /// An HTTP/1.1 keep-alive connection owned by one simulated user: one request at a time, reopened
 /// transparently when the server closed it. Not shared between tasks.
 public final class LoadConnection {
-    private let host: String
-    private let port: Int
+    /// The server's host.
+    let host: String
+    /// The server's port.
+    let port: Int
     private let group: any EventLoopGroup
     private let timeout: TimeAmount
     private var channel: (any Channel)?

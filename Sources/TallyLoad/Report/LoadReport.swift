@@ -16,8 +16,11 @@ public struct BooksResult: Sendable, Codable, Hashable {
     /// Actions whose outcome the SDK never learnt (each checked as charged at most once).
     public var uncertain = 0
 
-    /// Whether every account balanced.
-    public var balanced: Bool { violationCount == 0 && unreadable == 0 }
+    /// The synced documents' check (sync users only).
+    public var sync = SyncBooksResult()
+
+    /// Whether every account balanced, documents included.
+    public var balanced: Bool { violationCount == 0 && unreadable == 0 && sync.balanced }
 
     mutating func add(_ expectation: ExpectedBooks, violations found: [Violation]?) {
         accounts += 1
@@ -26,6 +29,40 @@ public struct BooksResult: Sendable, Codable, Hashable {
         captures += expectation.holds.values.filter { if case .captured = $0 { true } else { false } }.count
         refused += expectation.refused
         uncertain += expectation.uncertain.values.reduce(0, +)
+        guard let found else {
+            unreadable += 1
+            return
+        }
+        violationCount += found.count
+        violations += found.prefix(max(0, 100 - violations.count))
+    }
+}
+
+/// The sync users' check: every acknowledged mutation on the server exactly once (``SyncBooksChecker``).
+public struct SyncBooksResult: Sendable, Codable, Hashable {
+    /// Sync users checked.
+    public var users = 0
+    /// Users whose documents could not be read, or whose outbox could not be emptied at the end.
+    public var unreadable = 0, unsettled = 0
+    /// Mutations made, pushes answered, mutations answered `duplicate` (resent batches), events received.
+    public var mutations = 0, pushes = 0, duplicates = 0, changedEvents = 0, walletEvents = 0
+    /// Every violation found (the first 100 are kept; `violationCount` counts all).
+    public var violations: [Violation] = []
+    /// How many violations there were.
+    public var violationCount = 0
+
+    /// Whether every sync user's documents are exactly the replay of what it pushed.
+    public var balanced: Bool { violationCount == 0 && unreadable == 0 && unsettled == 0 }
+
+    mutating func add(_ user: SyncUser, settled: Bool, violations found: [Violation]?) {
+        users += 1
+        let expectation = user.expectation
+        mutations += expectation.mutations.count
+        pushes += expectation.pushes
+        duplicates += expectation.duplicates
+        changedEvents += user.eventCounts.changed
+        walletEvents += user.eventCounts.wallet
+        if !settled { unsettled += 1 }
         guard let found else {
             unreadable += 1
             return
@@ -82,7 +119,7 @@ public struct TimelinePoint: Sendable, Codable, Hashable {
 /// Everything a run measured and found; rendered as Markdown, JSON and an SVG chart.
 public struct LoadReport: Sendable, Codable {
     /// Users, mode and duration as asked.
-    public var users: Int, sdkUsers: Int, mode: String, durationSeconds: Double, seed: UInt64
+    public var users: Int, sdkUsers: Int, syncUsers: Int, mode: String, durationSeconds: Double, seed: UInt64
     /// Servers driven.
     public var servers: [String]
     /// The actions used.
@@ -116,6 +153,7 @@ public struct LoadReport: Sendable, Codable {
     ) {
         users = options.users
         sdkUsers = options.sdkUsers
+        syncUsers = options.syncUsers
         mode = switch options.mode {
         case .open(let rate): "open loop, \(Int(rate)) operations/s"
         case .closed(let workers): "closed loop, \(workers) workers"

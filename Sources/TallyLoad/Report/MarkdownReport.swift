@@ -5,7 +5,7 @@ extension LoadReport {
     /// read counts and the books.
     public func markdown(chart: String? = nil) -> String {
         var lines: [String] = []
-        lines.append("## Load test: \(users) users (\(sdkUsers) through the SDK), \(mode), \(Self.format(durationSeconds)) s")
+        lines.append("## Load test: \(users) users (\(sdkUsers) through the SDK, \(syncUsers) syncing documents), \(mode), \(Self.format(durationSeconds)) s")
         lines.append("")
         lines.append("Servers: \(servers.joined(separator: ", ")). Set-up (connect, sign in, first grant): \(Self.format(setupSeconds)) s, \(usersReady) of \(users) users ready. Seed \(seed).")
         if !faults.isEmpty { lines.append("Faults injected: \(faults.joined(separator: "; ")).") }
@@ -44,6 +44,13 @@ extension LoadReport {
         lines.append("")
         lines.append("\(books.accounts) accounts checked (\(books.unreadable) unreadable): \(books.grants) grants, \(books.debits) token charges, \(books.captures) captured holds, \(books.refused) requests refused with a 4xx, \(books.uncertain) SDK actions of unknown outcome (each allowed at most one charge). Violations: \(books.violationCount).")
         for violation in books.violations.prefix(20) { lines.append("- \(violation)") }
+        if syncUsers > 0 {
+            let sync = books.sync
+            lines.append("")
+            lines.append(
+                "Synced documents: \(sync.users) users checked (\(sync.unreadable) unreadable, \(sync.unsettled) with an outbox left), \(sync.mutations) mutations in \(sync.pushes) answered pushes, \(sync.duplicates) answered `duplicate` (resent batches); events received: \(sync.changedEvents) `changed`, \(sync.walletEvents) `wallet`. Every acknowledged mutation on the server exactly once, the documents the replay of them: \(sync.violationCount == 0 ? "yes" : "NO, \(sync.violationCount) violations").")
+            for violation in sync.violations.prefix(20) { lines.append("- \(violation)") }
+        }
         if let outage {
             lines += ["", outage.passed ? "**Database outage weathered**" : "**Database outage NOT weathered**", ""]
             lines.append(

@@ -26,7 +26,7 @@ public final class ServerFleet: Sendable {
         }
     }
 
-    /// The configuration a load run expects: a quota action, a token action, no sign-up limit. Every simulated
+    /// The configuration a load run expects: a quota action, a token action, the sync users' collection, no sign-up limit. Every simulated
     /// user comes from 127.0.0.1, but with a device, a session and an account of its own, and the harness sends
     /// no password sign-ins, links or wrong keys; its refreshes succeed (only refused ones count per address),
     /// so the production defaults of `limits:` hold, and a run checks them rather than working around them.
@@ -38,6 +38,8 @@ public final class ServerFleet: Sendable {
         actions:
           - {name: reading, quota: readings, tokens: 5}
           - {name: ai.query, tokens: 3}
+        collections:
+          - {name: load_logs, rangeKey: date}
         """
 
     private struct Member {

@@ -6,6 +6,8 @@ import Foundation
 final class Agent: @unchecked Sendable {
     private let raw: RawUser
     private let sdk: SDKUser?
+    /// Set for a user that syncs documents.
+    let sync: SyncUser?
     /// The operation weights for this kind of user.
     let mix: [OperationKind: Int]
     private(set) var isReady = false
@@ -13,12 +15,21 @@ final class Agent: @unchecked Sendable {
     init(raw: RawUser, mix: [OperationKind: Int]) {
         self.raw = raw
         sdk = nil
+        sync = nil
         self.mix = mix
     }
 
     init(sdk: SDKUser, mix: [OperationKind: Int]) {
         raw = sdk.admin
         self.sdk = sdk
+        sync = nil
+        self.mix = mix
+    }
+
+    init(sync: SyncUser, mix: [OperationKind: Int]) {
+        raw = sync.raw
+        sdk = nil
+        self.sync = sync
         self.mix = mix
     }
 
@@ -26,6 +37,8 @@ final class Agent: @unchecked Sendable {
         try? await raw.caller.connection.connect()
         if let sdk {
             isReady = await sdk.setUp(initialGrant: initialGrant)
+        } else if let sync {
+            isReady = await sync.setUp(initialGrant: initialGrant)
         } else {
             isReady = await raw.setUp(initialGrant: initialGrant)
         }
@@ -33,7 +46,13 @@ final class Agent: @unchecked Sendable {
     }
 
     func run(_ kind: OperationKind, scheduled: ContinuousClock.Instant) async {
-        if let sdk { await sdk.run(kind, scheduled: scheduled) } else { await raw.run(kind, scheduled: scheduled) }
+        if let sdk {
+            await sdk.run(kind, scheduled: scheduled)
+        } else if let sync {
+            await sync.run(kind, scheduled: scheduled)
+        } else {
+            await raw.run(kind, scheduled: scheduled)
+        }
     }
 
     var expectation: ExpectedBooks { raw.expectation }

@@ -65,7 +65,7 @@ final class RawUser {
         case .hold: await holdAndSettle(scheduled: scheduled)
         case .grant: await grant(10, operation: kind.rawValue, scheduled: scheduled)
         case .badRequest: await badRequest(scheduled: scheduled)
-        case .sdkScreen, .sdkAction: await readWallet(scheduled: scheduled)
+        case .sdkScreen, .sdkAction, .syncPush, .syncPull: await readWallet(scheduled: scheduled)
         }
     }
 

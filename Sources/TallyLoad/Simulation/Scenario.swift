@@ -31,6 +31,10 @@ public enum OperationKind: String, Sendable, Hashable, Codable, CaseIterable {
     case sdkScreen = "sdk.screen"
     /// An SDK app user performing an action optimistically.
     case sdkAction = "sdk.action"
+    /// A syncing user making 1–5 changes to its habit log and pushing its outbox.
+    case syncPush = "sync.push"
+    /// A syncing user pulling from its cursor.
+    case syncPull = "sync.pull"
 }
 
 /// The weights of the session mix: how often each operation is chosen, per simulated user kind.
@@ -39,6 +43,8 @@ public struct OperationMix: Sendable, Hashable, Codable {
     public var raw: [OperationKind: Int]
     /// Weights for users driven through the TallyClient SDK.
     public var sdk: [OperationKind: Int]
+    /// Weights for users that sync documents (each also keeps an event stream open and pulls on its events).
+    public var sync: [OperationKind: Int] = [.syncPush: 60, .syncPull: 10, .walletRead: 20, .tokenAction: 10]
 
     /// The default mix: reads dominate (as in a real app), a quarter are metered actions.
     public static let standard = OperationMix(
@@ -99,6 +105,9 @@ public struct LoadOptions: Sendable {
     public var users = 10_000
     /// How many of them are driven through the real TallyClient SDK.
     public var sdkUsers = 200
+    /// How many of them sync a habit log (push, pull, an event stream each); the server must declare
+    /// ``SyncUser/collection`` (``ServerFleet/configuration`` does).
+    public var syncUsers = 0
     /// Arrival mode of the measured phase.
     public var mode = ArrivalMode.open(perSecond: 2_000)
     /// Length of the measured phase.
