@@ -31,6 +31,24 @@ struct LocalDocumentStoreTests {
         #expect(try reopened.pendingMutations(limit: 10).map(\.op) == [.put, .patch, .put])
     }
 
+    static func size(_ path: String) -> Int {
+        ((try? FileManager.default.attributesOfItem(atPath: path))?[.size] as? NSNumber)?.intValue ?? 0
+    }
+
+    @Test func localWritesNeverCheckpointAndCheckpointsRunOnTheirOwnConnection() throws {
+        let fixture = F()
+        defer { fixture.cleanUp() }
+        let store = try fixture.open()
+        let before = Self.size(fixture.path.path)
+        // 600 writes take the log far past SQLite's automatic checkpoint (1,000 pages), yet none copied it into the file.
+        for day in 0..<600 { try store.write(.put(F.log("d\(day)"), F.logData("2027-01-01", done: day % 2 == 0))) }
+        #expect(Self.size(fixture.path.path + "-wal") > 1_000 * 4_096)
+        #expect(Self.size(fixture.path.path) == before, "a local write checkpointed")
+        store.checkpoint()
+        #expect(Self.size(fixture.path.path) > before, "the checkpoint copied nothing")
+        #expect(try store.documents(in: "habit_logs", from: nil, to: nil, descending: false, limit: nil).count == 600)
+    }
+
     @Test func badWritesAreRefusedAndChangeNothing() throws {
         let fixture = F()
         defer { fixture.cleanUp() }

@@ -15,6 +15,10 @@ final class LocalDocumentStore: Sendable {
     /// The installation's id for pushes, created with the file and shared by every process that opens it.
     let clientId: String
     let pool: DatabasePool
+    /// The connection checkpoints run on (``checkpoint()``).
+    private let checkpointer: DatabaseQueue
+    /// Writes since the last checkpoint, and whether one runs.
+    private let checkpointState = Locked<(writes: Int, running: Bool)>((0, false))
     let clock: any ClientClock
     private let observers = Locked<(next: UInt64, handlers: [UInt64: @Sendable (LocalStoreChange) -> Void])>((0, [:]))
     /// The writer connection's `PRAGMA data_version` when this store last looked: it moves only when another
@@ -32,9 +36,17 @@ final class LocalDocumentStore: Sendable {
             // A killed process loses nothing committed in WAL mode with NORMAL; only an OS crash or power loss can
             // lose the last commits, and an fsync per local write would cost milliseconds on a phone.
             try db.execute(sql: "PRAGMA synchronous = NORMAL")
+            // SQLite would copy the log into the file inside the commit that takes it past 1,000 pages, and a local
+            // write must not wait for that (it was every p99 of `bench-sdk`'s write → observer): ``checkpoint()``
+            // does it on a connection of its own, after each sync round or every ``checkpointEvery`` writes.
+            try db.execute(sql: "PRAGMA wal_autocheckpoint = 0")
         }
         let pool = try DatabasePool(path: path, configuration: configuration)
         try Self.migrator.migrate(pool)
+        var checkpointing = Configuration()
+        checkpointing.label = "TallyClient.documents.checkpoint"
+        checkpointing.busyMode = .timeout(5)
+        checkpointer = try DatabaseQueue(path: path, configuration: checkpointing)
         self.pool = pool
         self.rangeKeys = rangeKeys
         self.clock = clock
@@ -43,7 +55,38 @@ final class LocalDocumentStore: Sendable {
     }
 
     /// Closes the file's connections (before ``remove(path:)``).
-    func close() throws { try pool.close() }
+    func close() throws {
+        try checkpointer.close()
+        try pool.close()
+    }
+
+    // MARK: Checkpoints
+
+    /// Local writes after which one of them starts a checkpoint in the background, when no sync round has.
+    static let checkpointEvery = 1_000
+
+    /// Copies the write-ahead log into the database file (passive: it never blocks a writer or a reader), on a
+    /// connection of its own, unless a checkpoint runs already. The sync engine calls it after each round.
+    func checkpoint() {
+        let start = checkpointState.withLock { state -> Bool in
+            guard !state.running else { return false }
+            state = (0, true)
+            return true
+        }
+        guard start else { return }
+        defer { checkpointState.withLock { $0.running = false } }
+        _ = try? checkpointer.writeWithoutTransaction { db in try db.checkpoint(.passive) }
+    }
+
+    /// Counts a local write; every ``checkpointEvery``-th starts a checkpoint on a background thread (an app offline
+    /// for long still keeps its log bounded).
+    private func wrote() {
+        let due = checkpointState.withLock { state in
+            state.writes += 1
+            return state.writes >= Self.checkpointEvery && !state.running
+        }
+        if due { DispatchQueue.global(qos: .utility).async { self.checkpoint() } }
+    }
 
     // MARK: Files
 
@@ -130,6 +173,7 @@ final class LocalDocumentStore: Sendable {
             return document
         }
         notify(.documents([write.key]))
+        wrote()
         return document
     }
 

@@ -166,6 +166,7 @@ final class SyncEngine: Sendable {
         for await _ in wakes {
             do {
                 try await syncUntilNothingIsWanted()
+                store.checkpoint()  // the round's writes go into the file here, never inside an app's write
             } catch is CancellationError {
                 return
             } catch {
