@@ -65,16 +65,16 @@ struct SDKBenchmark: AsyncParsableCommand {
         for _ in 0..<100_000 {
             let start = ContinuousClock.now
             sink &+= client.value(wallet)?.balance ?? 0
-            samples.append(micros(ContinuousClock.now - start))
+            samples.append(Self.micros(ContinuousClock.now - start))
         }
-        (out["cache-hit read p50, timed singly"], out["cache-hit read p99, timed singly"]) = percentiles(&samples)
+        (out["cache-hit read p50, timed singly"], out["cache-hit read p99, timed singly"]) = Self.percentiles(&samples)
         samples.removeAll(keepingCapacity: true)
         for _ in 0..<2_000 {
             let start = ContinuousClock.now
             for _ in 0..<100 { sink &+= client.value(wallet)?.balance ?? 0 }
-            samples.append(micros(ContinuousClock.now - start) / 100)
+            samples.append(Self.micros(ContinuousClock.now - start) / 100)
         }
-        (out["cache-hit read p50, batches of 100"], out["cache-hit read p99, batches of 100"]) = percentiles(&samples)
+        (out["cache-hit read p50, batches of 100"], out["cache-hit read p99, batches of 100"]) = Self.percentiles(&samples)
         if sink == 42 { print("") }
 
         // 2. LRU insert that evicts: a full cache of 500 entries, every insert pushes the oldest out.
@@ -86,10 +86,10 @@ struct SDKBenchmark: AsyncParsableCommand {
         for key in keys.dropFirst(500) {
             let start = ContinuousClock.now
             let evicted = lru.insert(payload, forKey: key, cost: payload.count)
-            samples.append(micros(ContinuousClock.now - start))
+            samples.append(Self.micros(ContinuousClock.now - start))
             precondition(evicted.count == 1)
         }
-        (out["LRU insert with eviction p50"], out["LRU insert with eviction p99"]) = percentiles(&samples)
+        (out["LRU insert with eviction p50"], out["LRU insert with eviction p99"]) = Self.percentiles(&samples)
 
         // 3. 1,000 identical reads while the response is held back; then release it. The group is drained
         //    only once every caller has its value: collecting children one by one meanwhile (perf: the
@@ -125,21 +125,22 @@ struct SDKBenchmark: AsyncParsableCommand {
             let start = ContinuousClock.now
             let action = Task { try await client.perform("ai.query") }
             guard let noticed = await noticeIterator.next() else { break }
-            samples.append(micros(noticed - start) / 1000)
+            samples.append(Self.micros(noticed - start) / 1000)
             while transport.waiting(path: "/v1/actions/ai.query") == 0 { await Task.yield() }
             _ = transport.release(path: "/v1/actions/ai.query")
             _ = try await action.value
         }
         observer.cancel()
-        (out["optimistic apply → observer p50"], out["optimistic apply → observer p99"]) = percentiles(&samples)
+        (out["optimistic apply → observer p50"], out["optimistic apply → observer p99"]) = Self.percentiles(&samples)
         return out
     }
 
-    private func micros(_ duration: Duration) -> Double {
+    static func micros(_ duration: Duration) -> Double {
         Double(duration.components.seconds) * 1e6 + Double(duration.components.attoseconds) / 1e12
     }
 
-    private func percentiles(_ samples: inout [Double]) -> (Double, Double) {
+    /// The median and the 99th percentile of `samples` (sorted in place).
+    static func percentiles(_ samples: inout [Double]) -> (Double, Double) {
         samples.sort()
         return (samples[samples.count / 2], samples[Int(Double(samples.count) * 0.99)])
     }

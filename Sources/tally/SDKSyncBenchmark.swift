@@ -82,22 +82,8 @@ struct SDKSyncBenchmark {
         try await app.waitUntilSynced()
         appNetwork.isOffline = true
         let notes = app.collection("notes", of: Note.self)
-        let (seen, seenContinuation) = AsyncStream.makeStream(of: (String, ContinuousClock.Instant).self)
-        let observer = Task {
-            for await note in notes.observe(id: "probe") { if let note { seenContinuation.yield((note.text, .now)) } }
-        }
-        var seenIterator = seen.makeAsyncIterator()
-        var samples: [Double] = []
-        for index in 0..<1_000 {
-            let start = ContinuousClock.now
-            try notes.put(id: "probe", Note(date: "1999-12-31", text: "\(index)"))
-            while let (text, when) = await seenIterator.next() {
-                guard text == "\(index)" else { continue }
-                samples.append(Self.millis(when - start))
-                break
-            }
-        }
-        observer.cancel()
+        var samples = try await Self.writeToObserver(
+            writes: 1_000, write: { try notes.put(id: "probe", Note(date: "1999-12-31", text: "\($0)")) }, observed: notes.observe(id: "probe"))
         (out["sync: local write → observer p50"], out["sync: local write → observer p99"]) = Self.percentiles(&samples)
 
         // 2. A month of 31 days read from 10,000 documents, one a day from 2000-01-01, on the device.
@@ -153,36 +139,41 @@ struct SDKSyncBenchmark {
         try await phone.waitUntilSynced()
         try await tablet.waitUntilSynced()
         let written = phone.collection("notes", of: Note.self)
-        let (shown, shownContinuation) = AsyncStream.makeStream(of: (String, ContinuousClock.Instant).self)
-        let follower = Task {
-            for await note in tablet.collection("notes", of: Note.self).observe(id: "live") { if let note { shownContinuation.yield((note.text, .now)) } }
-        }
-        var shownIterator = shown.makeAsyncIterator()
-        samples.removeAll(keepingCapacity: true)
-        for index in 0..<300 {
-            let start = ContinuousClock.now
-            try written.put(id: "live", Note(date: "2027-01-01", text: "\(index)"))
-            while let (text, when) = await shownIterator.next() {
-                guard text == "\(index)" else { continue }
-                samples.append(Self.millis(when - start))
-                break
-            }
-        }
-        follower.cancel()
+        samples = try await Self.writeToObserver(
+            writes: 300, write: { try written.put(id: "live", Note(date: "2027-01-01", text: "\($0)")) },
+            observed: tablet.collection("notes", of: Note.self).observe(id: "live"))
         (out["sync: write → other device p50"], out["sync: write → other device p99"]) = Self.percentiles(&samples)
 
         for client in [app, offline, relaunched, uploader, fresh, phone, tablet] { await client.signOut() }
         return out
     }
 
-    static func millis(_ duration: Duration) -> Double {
-        Double(duration.components.seconds) * 1e3 + Double(duration.components.attoseconds) / 1e15
+    /// Makes `writes` writes (the `index`-th writes the text "index") and times each until `observed` shows it, in ms.
+    static func writeToObserver(
+        writes: Int, write: (Int) throws -> Void, observed: AsyncStream<Note?>
+    ) async throws -> [Double] {
+        let (seen, seenContinuation) = AsyncStream.makeStream(of: (String, ContinuousClock.Instant).self)
+        let observer = Task {
+            for await note in observed { if let note { seenContinuation.yield((note.text, .now)) } }
+        }
+        defer { observer.cancel() }
+        var iterator = seen.makeAsyncIterator()
+        var samples: [Double] = []
+        for index in 0..<writes {
+            let start = ContinuousClock.now
+            try write(index)
+            while let (text, when) = await iterator.next() {
+                guard text == "\(index)" else { continue }
+                samples.append(Self.millis(when - start))
+                break
+            }
+        }
+        return samples
     }
 
-    static func percentiles(_ samples: inout [Double]) -> (Double, Double) {
-        samples.sort()
-        return (samples[samples.count / 2], samples[Int(Double(samples.count) * 0.99)])
-    }
+    static func millis(_ duration: Duration) -> Double { SDKBenchmark.micros(duration) / 1_000 }
+
+    static func percentiles(_ samples: inout [Double]) -> (Double, Double) { SDKBenchmark.percentiles(&samples) }
 }
 
 /// A failed precondition of a benchmark (it measured something other than it says).
