@@ -23,6 +23,18 @@ enum PostgresSchema {
     static let migrations: [Migration] = [
         Migration(version: 1, statements: v1), Migration(version: 2, statements: v2), Migration(version: 3, statements: v3),
         Migration(version: 4, statements: v4), Migration(version: 5, statements: v5), Migration(version: 6, statements: v6),
+        Migration(version: 7, statements: v7),
+    ]
+
+    /// Leases (`LeaseStore`): which process computes a thing computed once (a daily AI generation) until when.
+    static let v7: [String] = [
+        """
+        CREATE TABLE leases (
+          name TEXT PRIMARY KEY,
+          holder TEXT NOT NULL,
+          expires_at BIGINT NOT NULL
+        )
+        """,
     ]
 
     static let v1: [String] = [

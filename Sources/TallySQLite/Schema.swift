@@ -22,6 +22,9 @@ enum Schema {
         migrator.registerMigration("v5") { db in
             try db.execute(sql: v5)
         }
+        migrator.registerMigration("v6") { db in
+            try db.execute(sql: v6)
+        }
         return migrator
     }
 
@@ -198,5 +201,15 @@ enum Schema {
           updated_at INTEGER NOT NULL
         );
         CREATE INDEX sync_clients_user ON sync_clients(user_id);
+        """
+
+    /// Leases (``LeaseStore``): who computes a thing computed once (a daily AI generation) until when. A lease
+    /// past its `expires_at` is free to take; rows are deleted when released.
+    static let v6 = """
+        CREATE TABLE leases (
+          name TEXT PRIMARY KEY NOT NULL,
+          holder TEXT NOT NULL,
+          expires_at INTEGER NOT NULL
+        ) WITHOUT ROWID;
         """
 }

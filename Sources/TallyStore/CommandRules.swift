@@ -8,7 +8,7 @@ extension Command {
     /// The existing hold the command settles (a capture or a release): the store reads it with the account.
     public var settledHoldId: String? {
         switch self {
-        case .captureHold(_, let holdId, _), .releaseHold(_, let holdId): return holdId
+        case .captureHold(_, let holdId, _, _), .releaseHold(_, let holdId, _): return holdId
         default: return nil
         }
     }

@@ -7,12 +7,12 @@ import Foundation
 public enum Command: Sendable, Hashable {
     /// Add tokens (`reason` goes to the ledger).
     case grant(userId: String, amount: Int64, reason: String)
-    /// Reserve tokens until `expiresAt`.
-    case createHold(userId: String, holdId: String, amount: Int64, expiresAt: Date)
-    /// Charge `amount` of an open hold and release the rest.
-    case captureHold(userId: String, holdId: String, amount: Int64)
-    /// Release an open hold.
-    case releaseHold(userId: String, holdId: String)
+    /// Reserve tokens until `expiresAt`; `note` follows the hold id in the entry's reason (what the hold is for).
+    case createHold(userId: String, holdId: String, amount: Int64, expiresAt: Date, note: String? = nil)
+    /// Charge `amount` of an open hold and release the rest; `note` follows the hold id in the entry's reason.
+    case captureHold(userId: String, holdId: String, amount: Int64, note: String? = nil)
+    /// Release an open hold; `note` follows the hold id in the entry's reason.
+    case releaseHold(userId: String, holdId: String, note: String? = nil)
     /// Perform a metered action: a free quota use, else its token price.
     case performAction(userId: String, action: ActionSpec, quotaLimit: Int?)
     /// Set or clear the premium entitlement.
@@ -23,8 +23,8 @@ public enum Command: Sendable, Hashable {
     /// The account the command changes.
     public var userId: String {
         switch self {
-        case .grant(let userId, _, _), .createHold(let userId, _, _, _), .captureHold(let userId, _, _),
-            .releaseHold(let userId, _), .performAction(let userId, _, _), .setPremium(let userId, _),
+        case .grant(let userId, _, _), .createHold(let userId, _, _, _, _), .captureHold(let userId, _, _, _),
+            .releaseHold(let userId, _, _), .performAction(let userId, _, _), .setPremium(let userId, _),
             .updateProfile(let userId, _, _):
             return userId
         }

@@ -96,23 +96,23 @@ public enum LedgerPlanner {
             guard amount > 0, amount <= Limits.maxAmount else { throw StoreError(.invalidInput) }
             plan.entry = PlannedEntry(kind: .grant, amount: amount, heldChange: 0, reason: reason)
 
-        case .createHold(let userId, let holdId, let amount, let expiresAt):
+        case .createHold(let userId, let holdId, let amount, let expiresAt, let note):
             guard amount > 0, amount <= Limits.maxAmount, expiresAt > now else { throw StoreError(.invalidInput) }
             guard wallet.available >= amount else { throw StoreError(.insufficientTokens) }
-            plan.entry = PlannedEntry(kind: .hold, amount: 0, heldChange: amount, reason: holdId)
+            plan.entry = PlannedEntry(kind: .hold, amount: 0, heldChange: amount, reason: Self.reason(holdId, note))
             plan.newHold = HoldRecord(
                 id: holdId, userId: userId, amount: amount, status: .open, capturedAmount: nil, createdAt: now,
                 expiresAt: expiresAt)
 
-        case .captureHold(_, let holdId, let amount):
+        case .captureHold(_, let holdId, let amount, let note):
             let hold = try openHold(snapshot, now: now)
             guard amount >= 0, amount <= hold.amount else { throw StoreError(.invalidInput) }
-            plan.entry = PlannedEntry(kind: .capture, amount: -amount, heldChange: -hold.amount, reason: holdId)
+            plan.entry = PlannedEntry(kind: .capture, amount: -amount, heldChange: -hold.amount, reason: Self.reason(holdId, note))
             plan.settleHold = (.captured, amount)
 
-        case .releaseHold(_, let holdId):
+        case .releaseHold(_, let holdId, let note):
             let hold = try openHold(snapshot, now: now)
-            plan.entry = PlannedEntry(kind: .release, amount: 0, heldChange: -hold.amount, reason: holdId)
+            plan.entry = PlannedEntry(kind: .release, amount: 0, heldChange: -hold.amount, reason: Self.reason(holdId, note))
             plan.settleHold = (.released, nil)
 
         case .performAction(_, let action, let quotaLimit):
@@ -167,6 +167,13 @@ public enum LedgerPlanner {
             guard balance >= 0, held >= 0, held <= balance else { throw StoreError(.insufficientTokens) }
         }
         return plan
+    }
+
+    /// A hold entry's reason: the hold id, then the command's note (`<id> ai gpt-4o prompt=12 completion=30`), so
+    /// the ledger says what each hold was for and the first word still names the hold.
+    static func reason(_ holdId: String, _ note: String?) -> String {
+        guard let note, !note.isEmpty else { return holdId }
+        return holdId + " " + note
     }
 
     /// The entry that releases an expired hold.

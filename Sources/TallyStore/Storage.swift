@@ -108,5 +108,21 @@ public protocol MaintenanceStore: Sendable {
     func purgeSessions(before cutoff: Date, limit: Int) async throws -> Int
 }
 
+/// What work computed once for many requests needs (the AI gateway's daily generations): the stored response of
+/// an idempotency key, read without running anything, and leases, so that one process of several on a database
+/// computes a thing while the others wait for its stored response.
+public protocol LeaseStore: Sendable {
+    /// The response stored under `key`'s scope and key, if one is; another request under the key (another
+    /// fingerprint) is refused (`.idempotencyMismatch`).
+    func storedResponse(for key: IdempotencyKey) async throws -> StoredResponse?
+
+    /// Takes the lease `name` for `holder` until `until`, unless another holder's lease runs past `now`;
+    /// whether `holder` holds it now.
+    func takeLease(_ name: String, holder: String, until: Date, now: Date) async throws -> Bool
+
+    /// Ends `holder`'s lease `name`, if it still holds it.
+    func releaseLease(_ name: String, holder: String) async throws
+}
+
 /// Everything the server needs from a database.
-public typealias TallyStorage = IdentityStore & LedgerStore & DocumentStore & MaintenanceStore
+public typealias TallyStorage = IdentityStore & LedgerStore & DocumentStore & MaintenanceStore & LeaseStore

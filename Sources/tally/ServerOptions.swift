@@ -24,6 +24,7 @@ struct StoreOptions: ParsableArguments {
             configuration.metering = try MeteringConfiguration(yaml: text)
             configuration.limits = try LimitsConfiguration(yaml: text)
             configuration.sync = try SyncConfiguration(yaml: text, catalog: configuration.metering.catalog)
+            configuration.ai = try AIConfiguration(yaml: text, catalog: configuration.metering.catalog, environment: environment)
         }
         configuration.adminKey = environment["TALLY_ADMIN_KEY"]
         if let keys = environment["TALLY_SIGNING_KEY"], !keys.isEmpty {

@@ -69,6 +69,10 @@ extension ErrorCode {
     public static let idempotencyKeyInUse = ErrorCode(rawValue: "idempotency_key_in_use")
     /// Too many requests; see `Retry-After`.
     public static let rateLimited = ErrorCode(rawValue: "rate_limited")
+    /// The AI gateway offers no model of this name (`ai.models` in the server's configuration).
+    public static let unknownModel = ErrorCode(rawValue: "unknown_model")
+    /// The AI gateway's upstream (the model provider) failed or could not be reached; nothing was charged.
+    public static let upstreamFailed = ErrorCode(rawValue: "upstream_failed")
     /// The database is unreachable.
     public static let unavailable = ErrorCode(rawValue: "unavailable")
     /// A fault inside the server; details are in its logs, never in the response.

@@ -64,6 +64,7 @@ public func buildApplication(
     }
     let tally = TallyServices(
         store: store, clock: clock, configuration: configuration, metrics: metrics, events: events, relay: relay)
+    if let ai = tally.ai { services.append(ai.upstream) }
     let router = buildRouter(services: tally)
     configureRouter(router, tally)
     let ready = StartupGate()
@@ -151,6 +152,7 @@ func buildRouter(services: TallyServices) -> Router<TallyRequestContext> {
     CollectionsController(services: services).addRoutes(to: user)
     SyncController(services: services).addRoutes(to: user)
     SyncEventsController(services: services).addRoutes(to: user)
+    services.ai?.addRoutes(to: user, services: services)
     return router
 }
 

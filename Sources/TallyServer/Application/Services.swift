@@ -26,6 +26,8 @@ public struct TallyServices: Sendable {
     let events: EventHub
     /// The synced collections the configuration declares.
     let collections: DeclaredCollections
+    /// The AI gateway, when the configuration has one.
+    let ai: AIGateway?
 
     /// `events` and `relay` make up the notifier (``EventNotifier``): with several processes on one database,
     /// `relay` carries each event to the others, and they hand what they hear to `events`.
@@ -50,6 +52,7 @@ public struct TallyServices: Sendable {
         self.events = events
         self.notifier = notifier
         self.collections = DeclaredCollections(configuration.sync.collections)
+        self.ai = configuration.ai.map(AIGateway.init(configuration:))
     }
 
     /// Installs the token signing keys and loads the IP-hash key shared through the database; run before serving.

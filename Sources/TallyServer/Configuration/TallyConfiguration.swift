@@ -34,6 +34,8 @@ public struct TallyConfiguration: Sendable {
     /// Synced collections and how long their tombstones are kept (the file's `collections:` and
     /// `tombstoneRetentionDays:`).
     public var sync = SyncConfiguration()
+    /// The AI gateway (the file's `ai:` section); `nil`: no `/v1/ai` routes.
+    public var ai: AIConfiguration?
     /// Verifies a guest sign-in's installation (App Attest, DeviceCheck) when an embedding app sets one;
     /// by default every installation is accepted.
     public var installationVerifier: any InstallationVerifier = AcceptEveryInstallation()

@@ -34,7 +34,8 @@ public struct APIError: Error, HTTPResponseError, CustomStringConvertible {
         switch code {
         case .unauthorized, .invalidCredentials, .invalidRefreshToken, .refreshTokenReused: return .unauthorized
         case .forbidden, .installationRejected: return .forbidden
-        case .notFound, .unknownCollection: return .notFound
+        case .notFound, .unknownCollection, .unknownModel: return .notFound
+        case .upstreamFailed: return .badGateway
         case .clientIdInUse: return .forbidden
         case .versionConflict: return .preconditionFailed
         case .resyncRequired: return .gone

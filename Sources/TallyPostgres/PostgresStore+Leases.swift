@@ -1,0 +1,34 @@
+import Foundation
+import PostgresNIO
+import TallyStore
+
+extension PostgresStore {
+    /// The response stored under `key`, if any (another fingerprint: `.idempotencyMismatch`).
+    public func storedResponse(for key: IdempotencyKey) async throws -> StoredResponse? {
+        guard let row = try await rows(
+            "SELECT fingerprint, status, body FROM idempotency_keys WHERE scope = \(key.scope) AND key = \(key.key)"
+        ).first else { return nil }
+        var cells = Cells(row)
+        let fingerprint = try cells.next(String.self)
+        let status = try cells.next(Int64.self)
+        let body = try cells.next(ByteBuffer.self)
+        return try key.replay(
+            StoredResponse(status: Int(status), body: Array(body.readableBytesView)), storedFingerprint: fingerprint)
+    }
+
+    /// Takes the lease unless another holder's runs past `now`: one statement, so two processes cannot both take it.
+    public func takeLease(_ name: String, holder: String, until: Date, now: Date) async throws -> Bool {
+        let taken = try await rows("""
+            INSERT INTO leases (name, holder, expires_at) VALUES (\(name), \(holder), \(until.millis))
+            ON CONFLICT (name) DO UPDATE SET holder = excluded.holder, expires_at = excluded.expires_at
+            WHERE leases.expires_at <= \(now.millis) OR leases.holder = excluded.holder
+            RETURNING holder
+            """)
+        return !taken.isEmpty
+    }
+
+    /// Ends `holder`'s lease.
+    public func releaseLease(_ name: String, holder: String) async throws {
+        _ = try await rows("DELETE FROM leases WHERE name = \(name) AND holder = \(holder)")
+    }
+}

@@ -1,0 +1,40 @@
+import Foundation
+import GRDB
+import TallyStore
+
+extension SQLiteStore: LeaseStore {
+    /// The response stored under `key`, if any (another fingerprint: `.idempotencyMismatch`).
+    public func storedResponse(for key: IdempotencyKey) async throws -> StoredResponse? {
+        let stored = try await read { db -> (fingerprint: String, response: StoredResponse)? in
+            guard let row = try Row.fetchOne(
+                db, sql: "SELECT fingerprint, status, body FROM idempotency_keys WHERE scope = ? AND key = ?",
+                arguments: [key.scope, key.key])
+            else { return nil }
+            let body: Data = row["body"]
+            return (row["fingerprint"], StoredResponse(status: row["status"], body: Array(body)))
+        }
+        guard let stored else { return nil }
+        return try key.replay(stored.response, storedFingerprint: stored.fingerprint)
+    }
+
+    /// Takes the lease unless another holder's runs past `now`.
+    public func takeLease(_ name: String, holder: String, until: Date, now: Date) async throws -> Bool {
+        try await write { db in
+            try db.run(
+                sql: """
+                    INSERT INTO leases (name, holder, expires_at) VALUES (?, ?, ?)
+                    ON CONFLICT (name) DO UPDATE SET holder = excluded.holder, expires_at = excluded.expires_at
+                    WHERE leases.expires_at <= ? OR leases.holder = excluded.holder
+                    """,
+                arguments: [name, holder, until.millis, now.millis])
+            return db.changesCount > 0
+        }
+    }
+
+    /// Ends `holder`'s lease.
+    public func releaseLease(_ name: String, holder: String) async throws {
+        try await write { db in
+            try db.run(sql: "DELETE FROM leases WHERE name = ? AND holder = ?", arguments: [name, holder])
+        }
+    }
+}

@@ -1,0 +1,84 @@
+import Foundation
+import Hummingbird
+import Logging
+import Synchronization
+import TallyAPI
+import TallyStore
+
+/// The AI gateway's shared parts: the configuration, the upstream connection, each user's calls in flight and
+/// the daily generations being computed in this process. Its routes: ``addRoutes(to:services:)``.
+struct AIGateway: Sendable {
+    let configuration: AIConfiguration
+    let upstream: UpstreamClient
+    let calls: CallLimiter
+    /// Daily generations being made in this process, by user and key.
+    let daily: SingleFlight<[UInt8]>
+    /// Daily generations this process served, until their expiry.
+    let generations = GenerationCache()
+    /// This process's name as a lease holder.
+    let holder = UUID().uuidString
+
+    init(configuration: AIConfiguration) {
+        self.configuration = configuration
+        self.upstream = UpstreamClient(upstream: configuration.upstream)
+        self.calls = CallLimiter(limit: configuration.maxConcurrentPerUser)
+        self.daily = SingleFlight()
+    }
+
+    /// `POST ai/chat/completions` and `GET ai/daily/{name}` on the authenticated `/v1` group.
+    func addRoutes(to group: RouterGroup<AuthenticatedContext>, services: TallyServices) {
+        let chat = ChatCompletionsController(services: services, ai: self)
+        group.post("ai/chat/completions", use: chat.complete)
+        group.get("ai/daily/:name", use: DailyGenerationsController(services: services, ai: self, chat: chat).generation)
+    }
+
+    /// How long a call's hold lasts: past the longest call (its timeout, plus an idle read), so that only a
+    /// crashed server's hold expires (released whole) instead of being captured.
+    var holdTTL: TimeInterval {
+        TimeInterval(configuration.upstream.timeout.components.seconds + 2 * UpstreamClient.idleTimeoutSeconds + 60)
+    }
+}
+
+/// Each user's AI calls in flight in this process, at most `limit` (like the rate limits, per process).
+final class CallLimiter: Sendable {
+    let limit: Int
+    private let counts = Mutex<[String: Int]>([:])
+
+    init(limit: Int) { self.limit = limit }
+
+    /// Takes a slot for `userId`; `false` when the user already has `limit` calls in flight.
+    func acquire(_ userId: String) -> Bool {
+        counts.withLock { counts in
+            let used = counts[userId, default: 0]
+            guard used < limit else { return false }
+            counts[userId] = used + 1
+            return true
+        }
+    }
+
+    /// Gives the slot back.
+    func release(_ userId: String) {
+        counts.withLock { counts in
+            let left = counts[userId, default: 1] - 1
+            counts[userId] = left > 0 ? left : nil
+        }
+    }
+}
+
+/// Work computed once per key in this process: the first caller runs it, the others await its result.
+final class SingleFlight<Value: Sendable>: Sendable {
+    private let running = Mutex<[String: Task<Value, any Error>]>([:])
+
+    /// The result of `work` for `key`, run by the first concurrent caller; the entry is gone once it ends (a
+    /// failure is not kept: the next call tries again).
+    func run(_ key: String, _ work: @escaping @Sendable () async throws -> Value) async throws -> Value {
+        let task = running.withLock { running in
+            if let task = running[key] { return task }
+            let task = Task { try await work() }
+            running[key] = task
+            return task
+        }
+        defer { running.withLock { running in if running[key] == task { running[key] = nil } } }
+        return try await task.value
+    }
+}

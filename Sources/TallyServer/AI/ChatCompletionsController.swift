@@ -1,0 +1,224 @@
+import AsyncHTTPClient
+import Foundation
+import HTTPTypes
+import Hummingbird
+import Logging
+import NIOCore
+import NIOHTTP1
+import Synchronization
+import TallyAPI
+import TallyStore
+
+/// `POST /v1/ai/chat/completions`: OpenAI's Chat Completions behind the user's access token. Each call holds
+/// the most it can cost, calls the upstream with the server's key, then captures the real usage (releasing
+/// the rest), or releases everything when the upstream fails before answering.
+struct ChatCompletionsController {
+    let services: TallyServices
+    let ai: AIGateway
+
+    @Sendable func complete(_ request: Request, context: AuthenticatedContext) async throws -> Response {
+        let userId = context.identity.userId
+        let chat = try ChatRequest.parse(
+            try await RequestBody.json(request, upTo: ChatRequest.maxBodyBytes), configuration: ai.configuration)
+        guard ai.calls.acquire(userId) else {
+            throw APIError(
+                .rateLimited, "This user already has \(ai.calls.limit) AI calls in flight; retry when one ends.",
+                headers: [.retryAfter: "1"])
+        }
+        let slot = CallSlot(limiter: ai.calls, userId: userId)
+        if chat.stream {
+            // Streams are not replayed: an Idempotency-Key is ignored (each stream is its own call).
+            return try await StreamRelay.start(chat, slot: slot, controller: self)
+        }
+        defer { slot.end() }
+        let fingerprint = CommandRunner.fingerprint(request, canonicalBody: String(decoding: chat.canonicalBody, as: UTF8.self))
+        return try await services.runner.withIdempotency(request: request, scope: userId, requestFingerprint: fingerprint) { key in
+            if let key, let stored = try await storeCall({ try await services.store.storedResponse(for: key) }) {
+                return try Self.replay(stored)
+            }
+            let call = try await hold(userId, chat)
+            let response = try await callUpstream(call)
+            let answer: ByteBuffer
+            do {
+                answer = try await response.body.collect(upTo: 16 << 20)
+            } catch {
+                await settle(call, charge: nil, why: "upstream answer unreadable")
+                throw APIError(.upstreamFailed, "The model's answer could not be read; nothing was charged.")
+            }
+            let bytes = Array(answer.readableBytesView)
+            guard let parsed = try? JSONValue.parse(bytes), parsed["choices"] != nil else {
+                await settle(call, charge: nil, why: "upstream answer not JSON")
+                throw APIError(.upstreamFailed, "The model's answer was not a chat completion; nothing was charged.")
+            }
+            let content = parsed["choices"].flatMap { choices -> Int? in
+                guard case .array(let list) = choices else { return nil }
+                return list.reduce(0) { $0 + ($1["message"]?["content"]?.stringValue?.utf8.count ?? 0) }
+            } ?? 0
+            // Without usage, the answer's UTF-8 bytes bound its tokens (never zero for an answer that came).
+            let charge = ChatCharge.of(chat, usage: Self.usage(parsed["usage"]), chunks: content)
+            let execution = try await capture(call, charge: charge, idempotency: key) { report in
+                let chargeBytes = StreamRelay.json(report)
+                return StoredResponse(status: 200, body: Array("{\"charge\":".utf8) + chargeBytes + Array(",\"completion\":".utf8) + bytes + [UInt8(ascii: "}")])
+            }
+            return try Self.replay(execution.response, replayed: execution.isReplay)
+        }
+    }
+
+    /// The answer stored by a capture: the completion as the upstream sent it, the charge in `Tally-Charge`.
+    static func replay(_ stored: StoredResponse, replayed: Bool = true) throws -> Response {
+        guard let value = try? JSONValue.parse(stored.body), let completion = value["completion"], let charge = value["charge"] else {
+            throw APIError(.internalError, "Internal error.")
+        }
+        var headers: HTTPFields = [.contentType: "application/json", .tallyCharge: charge.text]
+        if replayed { headers[.idempotentReplayed] = "true" }
+        return Response(status: .ok, headers: headers, body: ResponseBody(byteBuffer: ByteBuffer(bytes: completion.bytes)))
+    }
+
+    // MARK: The hold and its settlement
+
+    /// Holds the most `chat` can cost (402 with wallet and quotas when it cannot be held).
+    func hold(_ userId: String, _ chat: ChatRequest) async throws -> HeldCall {
+        let call = HeldCall(userId: userId, holdId: UUID().uuidString.lowercased(), chat: chat)
+        let now = services.clock.now
+        let command = Command.createHold(
+            userId: userId, holdId: call.holdId, amount: chat.maxCost, expiresAt: now.addingTimeInterval(ai.holdTTL),
+            note: "ai \(chat.model.name) prompt<=\(chat.promptBound) completion<=\(chat.completionLimit)")
+        _ = try await storeCall { try await services.store.execute(command, idempotency: nil, now: now) { _ in StoredResponse(status: 201, body: []) } }
+        services.notifier.walletChanged(userId: userId)
+        return call
+    }
+
+    /// Posts the call upstream; a failure before the answer releases the hold and answers 4xx/5xx.
+    func callUpstream(_ call: HeldCall) async throws -> HTTPClientResponse {
+        let response: HTTPClientResponse
+        do {
+            response = try await ai.upstream.post(call.chat.upstreamBody)
+        } catch {
+            await settle(call, charge: nil, why: "upstream unreachable")
+            throw APIError(.upstreamFailed, "The model could not be reached; nothing was charged.")
+        }
+        guard response.status == .ok else {
+            let body = try? await response.body.collect(upTo: 64 << 10)
+            await settle(call, charge: nil, why: "upstream \(response.status.code)")
+            throw Self.upstreamError(status: Int(response.status.code), body: body.map { Array($0.readableBytesView) } ?? [])
+        }
+        return response
+    }
+
+    /// Captures `charge` under `idempotency` (the stored response `render` makes), or releases the hold when
+    /// another request under the key captured first. Runs unstructured, so a client leaving cannot cancel it.
+    func capture(
+        _ call: HeldCall, charge: ChatCharge, idempotency: IdempotencyKey?,
+        render: @escaping @Sendable (AICharge) -> StoredResponse
+    ) async throws -> Execution {
+        let services = self.services
+        let note = "ai \(call.chat.model.name) prompt=\(charge.promptTokens) completion=\(charge.completionTokens)"
+            + (charge.fromUsage ? "" : " (counted)")
+        let command = Command.captureHold(userId: call.userId, holdId: call.holdId, amount: charge.amount, note: note)
+        let held = call.chat.maxCost
+        let execution = try await Task {
+            try await storeCall {
+                try await services.store.execute(command, idempotency: idempotency, now: services.clock.now) { outcome in
+                    render(AICharge(
+                        charged: charge.amount, held: held, promptTokens: charge.promptTokens,
+                        completionTokens: charge.completionTokens, wallet: Wallet(outcome.state.wallet)))
+                }
+            }
+        }.value
+        if execution.isReplay { await settle(call, charge: nil, why: "answered under the same key") }
+        services.notifier.walletChanged(userId: call.userId)
+        return execution
+    }
+
+    /// Captures `charge`, or releases the hold when it is nil; returns the report (`nil` when the store failed:
+    /// that is logged and left to the hold's expiry, which releases it whole). Runs unstructured.
+    @discardableResult
+    func settle(_ call: HeldCall, charge: ChatCharge?, why: String = "") async -> AICharge? {
+        let services = self.services
+        let report = Mutex<AICharge?>(nil)
+        let held = call.chat.maxCost
+        let render: @Sendable (AICharge) -> StoredResponse = { charge in
+            report.withLock { $0 = charge }
+            return StoredResponse(status: 200, body: [])
+        }
+        await Task {
+            do {
+                if let charge {
+                    _ = try await capture(call, charge: charge, idempotency: nil, render: render)
+                } else {
+                    let command = Command.releaseHold(userId: call.userId, holdId: call.holdId, note: "ai \(call.chat.model.name) \(why)")
+                    _ = try await services.store.execute(command, idempotency: nil, now: services.clock.now) { outcome in
+                        render(AICharge(charged: 0, held: held, promptTokens: 0, completionTokens: 0, wallet: Wallet(outcome.state.wallet)))
+                    }
+                    services.notifier.walletChanged(userId: call.userId)
+                }
+            } catch {
+                Logger(label: "tally.ai").error(
+                    "could not settle an AI call's hold; it expires unsettled", metadata: ["hold": "\(call.holdId)", "error": "\(error)"])
+            }
+        }.value
+        return report.withLock { $0 }
+    }
+
+    /// Runs a store call, turning its refusals into API errors (402 with the wallet and quotas).
+    func storeCall<T>(_ work: () async throws -> T) async throws -> T {
+        do {
+            return try await work()
+        } catch let error as StoreError {
+            throw APIError(error, views: services.views)
+        }
+    }
+
+    /// The usage object of an answer or chunk, if it is one.
+    static func usage(_ value: JSONValue?) -> ChatUsage? {
+        guard let value, case .object = value,
+            case .number(let prompt)? = value["prompt_tokens"], case .number(let completion)? = value["completion_tokens"],
+            let promptTokens = Int(prompt), let completionTokens = Int(completion), promptTokens >= 0, completionTokens >= 0
+        else { return nil }
+        return ChatUsage(promptTokens: promptTokens, completionTokens: completionTokens)
+    }
+
+    /// The client's error for an upstream refusal: the request's own fault (400, 404, 422) with the provider's
+    /// message; the provider refusing the server's key, limiting it, or failing: 502/429 without its message,
+    /// which may quote the key.
+    static func upstreamError(status: Int, body: [UInt8]) -> APIError {
+        let message = (try? JSONValue.parse(body))?["error"]?["message"]?.stringValue.map { String($0.prefix(500)) }
+        switch status {
+        case 400, 404, 413, 422:
+            return APIError(.invalidField, "The model refused the request: \(message ?? "status \(status)")", status: .badRequest)
+        case 429:
+            return APIError(.rateLimited, "The model's provider is limiting calls; retry later. Nothing was charged.", headers: [.retryAfter: "5"])
+        default:
+            return APIError(.upstreamFailed, "The model failed (status \(status)); nothing was charged.")
+        }
+    }
+}
+
+/// A call whose hold is open.
+struct HeldCall: Sendable {
+    let userId: String
+    let holdId: String
+    let chat: ChatRequest
+}
+
+/// One of a user's concurrent-call slots, given back once (by the call, or when it is dropped unended).
+final class CallSlot: Sendable {
+    private let limiter: CallLimiter
+    /// Whose slot.
+    let userId: String
+    private let ended = Mutex(false)
+
+    init(limiter: CallLimiter, userId: String) { (self.limiter, self.userId) = (limiter, userId) }
+
+    /// Gives the slot back (again: nothing).
+    func end() {
+        if ended.withLock({ ended in defer { ended = true }; return !ended }) { limiter.release(userId) }
+    }
+
+    deinit { end() }
+}
+
+extension HTTPField.Name {
+    /// `Tally-Charge`: what an AI call was charged and the wallet after it (``AICharge``).
+    static let tallyCharge = HTTPField.Name(AIGatewayProtocol.chargeHeader)!
+}

@@ -1,0 +1,158 @@
+import AsyncHTTPClient
+import Foundation
+import HTTPTypes
+import Hummingbird
+import NIOCore
+import TallyAPI
+import TallyStore
+
+/// A streamed call: the upstream's Server-Sent Events relayed to the client as they arrive, its usage read
+/// on the way (the usage chunk dropped unless the client asked for it), then the capture, and `tally.charge`.
+struct StreamRelay: Sendable {
+    let call: HeldCall
+    let response: HTTPClientResponse
+    let slot: CallSlot
+    let controller: ChatCompletionsController
+
+    /// Holds, calls the upstream, and answers with the stream once the upstream answered 200 (before that, a
+    /// failure is an ordinary error response and the hold is released).
+    static func start(_ chat: ChatRequest, slot: CallSlot, controller: ChatCompletionsController) async throws -> Response {
+        let call: HeldCall
+        let response: HTTPClientResponse
+        do {
+            call = try await controller.hold(slot.userId, chat)
+            response = try await controller.callUpstream(call)
+        } catch {
+            slot.end()
+            throw error
+        }
+        let relay = StreamRelay(call: call, response: response, slot: slot, controller: controller)
+        return Response(
+            status: .ok,
+            headers: [.contentType: "text/event-stream", .cacheControl: "no-cache", .init("X-Accel-Buffering")!: "no"],
+            body: ResponseBody { writer in try await relay.run(&writer) })
+    }
+
+    /// What the relay saw of the upstream's stream.
+    struct Tally {
+        var usage: ChatUsage?
+        var contentChunks = 0
+        var done = false
+        var failure: String?
+        var clientGone = false
+    }
+
+    func run(_ writer: inout any ResponseBodyWriter) async throws {
+        defer { slot.end() }
+        var tally = Tally()
+        var parser = UpstreamEvents()
+        let deadline = controller.services.clock.now.addingTimeInterval(TimeInterval(controller.ai.configuration.upstream.timeout.components.seconds))
+        do {
+            reading: for try await piece in response.body {
+                var out: [UInt8] = []
+                for data in parser.feed(piece.readableBytesView) {
+                    if relay(data, into: &out, tally: &tally) { break }
+                }
+                if !out.isEmpty {
+                    do {
+                        try await writer.write(ByteBuffer(bytes: out))
+                    } catch {
+                        tally.clientGone = true
+                        break reading
+                    }
+                }
+                if tally.done || tally.failure != nil { break }
+                if controller.services.clock.now > deadline {
+                    tally.failure = "The model took longer than the gateway's timeout."
+                    break
+                }
+            }
+            if !tally.done, tally.failure == nil, !tally.clientGone { tally.failure = "The model's stream ended before [DONE]." }
+        } catch {
+            if !tally.clientGone { tally.failure = "The model's stream failed." }
+        }
+        let charge = ChatCharge.of(call.chat, usage: tally.usage, chunks: tally.contentChunks)
+        // Settle before the last events: a client that hangs up at [DONE] is charged all the same.
+        let report = await controller.settle(call, charge: charge)
+        guard !tally.clientGone else { return }
+        var tail: [UInt8] = []
+        if let failure = tally.failure {
+            let error = ChatErrorBody(message: failure, type: "upstream_error", code: ErrorCode.upstreamFailed.rawValue)
+            tail += Array("data: ".utf8) + Self.json(error) + Array("\n\n".utf8)
+        }
+        if let report { tail += ServerSentEvents.event(AIGatewayProtocol.chargeEvent, data: Self.json(report)) }
+        try? await writer.write(ByteBuffer(bytes: tail))
+        try? await writer.finish(nil)
+    }
+
+    /// Adds the event whose data is `data` to `out` unless it is the usage chunk the client did not ask for, and
+    /// notes what it says; `true` once the stream is over (`[DONE]` or an error from the upstream).
+    func relay(_ data: [UInt8], into out: inout [UInt8], tally: inout Tally) -> Bool {
+        if data == Self.done {
+            tally.done = true
+            out += Array("data: [DONE]\n\n".utf8)
+            return true
+        }
+        guard let chunk = try? JSONValue.parse(data) else {
+            tally.failure = "The model sent an event that is not JSON."
+            return true
+        }
+        if let error = chunk["error"], error != .null {
+            tally.failure = "The model failed: " + (error["message"]?.stringValue.map { String($0.prefix(300)) } ?? "no message")
+            return true
+        }
+        let choices: [JSONValue]
+        if case .array(let list)? = chunk["choices"] { choices = list } else { choices = [] }
+        if let usage = ChatCompletionsController.usage(chunk["usage"]) {
+            tally.usage = usage
+            if choices.isEmpty && !call.chat.clientWantsUsage { return false }
+        }
+        if choices.contains(where: { ($0["delta"]?["content"]?.stringValue ?? "").isEmpty == false }) {
+            tally.contentChunks += 1
+        }
+        out += Array("data: ".utf8) + data + Array("\n\n".utf8)
+        return false
+    }
+
+    static let done = Array("[DONE]".utf8)
+
+    /// `value` as compact JSON.
+    static func json(_ value: some Encodable) -> [UInt8] { ServerSentEvents.json(value) }
+}
+
+/// The `data` of each event of an upstream's `text/event-stream`, as its bytes arrive (events end at a blank
+/// line; `data:` lines of one event are joined by newlines; comments and other fields are skipped).
+struct UpstreamEvents {
+    private var line: [UInt8] = []
+    private var data: [UInt8]?
+    private var lastWasCR = false
+
+    /// The complete events `bytes` ends.
+    mutating func feed(_ bytes: some Sequence<UInt8>) -> [[UInt8]] {
+        var events: [[UInt8]] = []
+        for byte in bytes {
+            if byte == UInt8(ascii: "\n") && lastWasCR {
+                lastWasCR = false
+                continue
+            }
+            lastWasCR = byte == UInt8(ascii: "\r")
+            guard byte == UInt8(ascii: "\n") || byte == UInt8(ascii: "\r") else {
+                line.append(byte)
+                continue
+            }
+            if line.isEmpty {
+                if let event = data { events.append(event) }
+                data = nil
+            } else if line.starts(with: Self.dataField) {
+                var value = line[Self.dataField.count...]
+                if value.first == UInt8(ascii: " ") { value = value.dropFirst() }
+                if data != nil { data!.append(UInt8(ascii: "\n")) }
+                data = (data ?? []) + value
+            }
+            line.removeAll(keepingCapacity: true)
+        }
+        return events
+    }
+
+    private static let dataField = Array("data:".utf8)
+}
