@@ -1,0 +1,245 @@
+import Foundation
+import HTTPTypes
+import Logging
+import TallyAPI
+import TallyDevLLM
+@testable import TallyServer
+import TallyStore
+import Testing
+
+/// The AI gateway against a real server on both stores, with `tally dev-llm` as the upstream over loopback.
+@Suite("AI gateway", .timeLimit(.minutes(3)))
+struct AIGatewayTests {
+    static let model = AIModelSpec(name: "chat", upstreamModel: "dev", promptTokensPerCredit: 10, completionTokensPerCredit: 5, maxCompletionTokens: 40)
+
+    /// A server on `kind` whose gateway calls `upstream` (the dev model wants ``DevLLMTests/key``).
+    static func with<T: Sendable>(
+        _ kind: StoreKind, maxConcurrent: Int = 64, apiKey: String = DevLLMTests.key, logs: LogCapture? = nil,
+        catalog: Catalog = .standard, daily: [DailyGenerationSpec] = [],
+        _ body: @Sendable (LiveServer, DevLLMClient) async throws -> T
+    ) async throws -> T {
+        try await DevLLMTests.with { upstream in
+            try await LiveServer.with(kind, catalog: catalog, logs: logs, configure: { configuration in
+                configuration.ai = AIConfiguration(
+                    upstream: AIUpstream(baseURL: "http://127.0.0.1:\(upstream.port)/v1", apiKey: apiKey),
+                    models: [Self.model], maxConcurrentPerUser: maxConcurrent, dailyGenerations: daily)
+            }) { server in try await body(server, upstream) }
+        }
+    }
+
+    static func chat(_ text: String, stream: Bool = false, maxTokens: Int? = nil, usage: Bool = false) -> ChatCompletionRequest {
+        ChatCompletionRequest(
+            model: "chat", messages: [ChatMessage(role: "user", content: text)], stream: stream ? true : nil,
+            streamOptions: usage ? ChatStreamOptions(includeUsage: true) : nil, maxTokens: maxTokens)
+    }
+
+    /// The most a request of `text` can cost (what the gateway holds).
+    static func bound(_ text: String, maxTokens: Int? = nil) throws -> ChatRequest {
+        let body = try JSONValue.parse(Array(try JSONEncoder().encode(chat(text, maxTokens: maxTokens))))
+        return try ChatRequest.parse(body, configuration: AIConfiguration(upstream: AIUpstream(baseURL: "http://x/v1", apiKey: nil), models: [model]))
+    }
+
+    @Test("A streamed answer is relayed chunk by chunk while the model is still generating, then charged its real usage", arguments: StoreKind.allCases)
+    func streamedAndCharged(_ kind: StoreKind) async throws {
+        try await Self.with(kind) { server, upstream in
+            let api = server.connection()
+            let user = try await api.newGuest()
+            try await api.grant(1_000, to: user)
+            try await upstream.script([DevBehaviour(pauseAfterChunks: 3)])
+            let (stream, head) = try await EventStreamClient.open(
+                port: server.port, token: user.accessToken, path: "/v1/ai/chat/completions",
+                json: Array(try JSONEncoder().encode(Self.chat("Tell me about the stars", stream: true))))
+            #expect(head.status == 200)
+            // Three content chunks (after the role chunk) arrive while the model is paused: nothing is buffered.
+            var data: [String] = []
+            while data.count < 4 { if case .event(_, _, let text) = try await stream.nextEvent() { data.append(text) } }
+            #expect(try await upstream.stats().pausedStreams == 1)
+            // The hold shows in the wallet while the call runs.
+            let during = try await api.wallet(user)
+            let held = try Self.bound("Tell me about the stars").maxCost
+            #expect(during.held == held && during.available == 1_000 - held)
+            #expect(try await upstream.release() == 1)
+            var charge: AICharge?
+            while true {
+                let item = try await stream.nextEvent()
+                guard case .event(let name, _, let text) = item else { break }
+                if name == AIGatewayProtocol.chargeEvent {
+                    charge = try JSONDecoder.tallyAPI.decode(AICharge.self, from: Data(text.utf8))
+                    break
+                }
+                data.append(text)
+            }
+            await stream.close()
+            #expect(data.last == "[DONE]")
+            #expect(!data.contains { $0.contains("\"usage\":{") }, "the usage chunk is the gateway's, not asked for")
+            let words = data.dropFirst().filter { $0.contains("\"content\":\"") }.count
+            let prompt = DevAnswer.promptTokens([ChatMessage(role: "user", content: "Tell me about the stars")])
+            let report = try #require(charge)
+            #expect(report.promptTokens == prompt && report.completionTokens == words)
+            #expect(report.charged == Self.model.cost(promptTokens: prompt, completionTokens: words))
+            #expect(report.wallet.balance == 1_000 - report.charged && report.wallet.held == 0)
+            #expect(try await api.wallet(user) == report.wallet)
+            let entries = try await api.allEntries(user).filter { $0.kind == "hold" || $0.kind == "capture" || $0.kind == "release" }
+            #expect(entries.map(\.kind) == ["capture", "hold"])
+            #expect(entries[0].reason?.hasSuffix("ai chat prompt=\(prompt) completion=\(words)") == true, "\(entries)")
+            try await api.expectBooksBalance(user)
+        }
+    }
+
+    @Test("An upstream 500 before the first chunk charges nothing, streamed or not", arguments: StoreKind.allCases)
+    func upstreamFailureChargesNothing(_ kind: StoreKind) async throws {
+        try await Self.with(kind) { server, upstream in
+            let api = server.connection()
+            let user = try await api.newGuest()
+            try await api.grant(100, to: user)
+            try await upstream.script([DevBehaviour(status: 500), DevBehaviour(status: 500)])
+            for stream in [false, true] {
+                let response = try await api.send(.post, "/v1/ai/chat/completions", token: user.accessToken, json: Self.chat("hi", stream: stream))
+                #expect(response.status == .badGateway && response.text.contains("upstream_failed"), "\(response.text)")
+            }
+            #expect(try await api.wallet(user).balance == 100)
+            let kinds = try await api.allEntries(user).map(\.kind)
+            #expect(kinds == ["release", "hold", "release", "hold", "grant"])
+            try await api.expectBooksBalance(user)
+        }
+    }
+
+    @Test("A client that leaves after N chunks is charged at most what was generated, never more than the hold", arguments: StoreKind.allCases)
+    func clientLeavesMidStream(_ kind: StoreKind) async throws {
+        try await Self.with(kind) { server, upstream in
+            let api = server.connection()
+            let user = try await api.newGuest()
+            try await api.grant(1_000, to: user)
+            try await upstream.script([DevBehaviour(pauseAfterChunks: 5)])
+            let (stream, _) = try await EventStreamClient.open(
+                port: server.port, token: user.accessToken, path: "/v1/ai/chat/completions",
+                json: Array(try JSONEncoder().encode(Self.chat("A long story please", stream: true))))
+            var seen = 0
+            while seen < 6 { if case .event = try await stream.nextEvent() { seen += 1 } }
+            await stream.close()
+            #expect(try await upstream.release() == 1)
+            // The gateway notices at its next write, stops the model and settles: wait for the hold to close.
+            var wallet = try await api.wallet(user)
+            for _ in 0..<400 where wallet.held != 0 {
+                try await Task.sleep(for: .milliseconds(10))
+                wallet = try await api.wallet(user)
+            }
+            #expect(wallet.held == 0)
+            let request = try Self.bound("A long story please")
+            let generated = try await upstream.stats().contentChunks
+            let charged = 1_000 - wallet.balance
+            #expect(charged > 0 && charged <= request.maxCost)
+            #expect(charged <= Self.model.cost(promptTokens: request.promptBound, completionTokens: generated), "generated \(generated)")
+            #expect(generated < request.completionLimit, "the model was stopped before its end")
+            try await api.expectBooksBalance(user)
+        }
+    }
+
+    @Test("50 concurrent calls by one user never overdraw the wallet", arguments: StoreKind.allCases)
+    func concurrentCallsNeverOverdraw(_ kind: StoreKind) async throws {
+        try await Self.with(kind) { server, upstream in
+            let api = server.connection()
+            let user = try await api.newGuest()
+            let hold = try Self.bound("count the stars").maxCost
+            try await api.grant(hold * 10 + hold / 2, to: user)
+            let statuses = try await concurrently(50, server: server) { index, connection in
+                let response = try await connection.send(
+                    .post, "/v1/ai/chat/completions", token: user.accessToken, json: Self.chat("count the stars", stream: index % 2 == 0))
+                return response.status.code
+            }
+            #expect(statuses.allSatisfy { $0 == 200 || $0 == 402 }, "\(statuses)")
+            #expect(statuses.contains(402) && statuses.filter { $0 == 200 }.count >= 10)
+            let wallet = try await api.wallet(user)
+            #expect(wallet.balance >= 0 && wallet.held == 0)
+            let entries = try await api.allEntries(user)
+            #expect(entries.filter { $0.kind == "hold" }.count == statuses.filter { $0 == 200 }.count)
+            try await api.expectBooksBalance(user)
+        }
+    }
+
+    @Test("A retried request with the same Idempotency-Key returns the same answer, one upstream call, one charge", arguments: StoreKind.allCases)
+    func idempotentRetry(_ kind: StoreKind) async throws {
+        try await Self.with(kind) { server, upstream in
+            let api = server.connection()
+            let user = try await api.newGuest()
+            try await api.grant(100, to: user)
+            let headers: HTTPFields = [.idempotencyKey: "ask-1"]
+            let first = try await api.send(.post, "/v1/ai/chat/completions", token: user.accessToken, json: Self.chat("hello"), headers: headers)
+            let second = try await api.send(.post, "/v1/ai/chat/completions", token: user.accessToken, json: Self.chat("hello"), headers: headers)
+            #expect(first.status == .ok && second.status == .ok)
+            #expect(first.body == second.body && second.headers[.idempotentReplayed] == "true")
+            #expect(first.headers[HTTPField.Name("Tally-Charge")!] == second.headers[HTTPField.Name("Tally-Charge")!])
+            _ = try first.decode(ChatCompletion.self)
+            #expect(try await upstream.stats().completions == 1)
+            let other = try await api.send(.post, "/v1/ai/chat/completions", token: user.accessToken, json: Self.chat("bye"), headers: headers)
+            #expect(other.status.code == 422)
+            #expect(try await api.allEntries(user).filter { $0.kind == "capture" }.count == 1)
+            try await api.expectBooksBalance(user)
+        }
+    }
+
+    @Test("Beyond maxConcurrentPerUser calls in flight, a call is refused with 429 and holds nothing", arguments: [StoreKind.sqlite])
+    func concurrencyLimit(_ kind: StoreKind) async throws {
+        try await Self.with(kind, maxConcurrent: 1) { server, upstream in
+            let api = server.connection()
+            let user = try await api.newGuest()
+            try await api.grant(100, to: user)
+            try await upstream.script([DevBehaviour(pauseAfterChunks: 1)])
+            let (stream, _) = try await EventStreamClient.open(
+                port: server.port, token: user.accessToken, path: "/v1/ai/chat/completions",
+                json: Array(try JSONEncoder().encode(Self.chat("hi", stream: true))))
+            _ = try await stream.nextEvent()
+            let refused = try await api.send(.post, "/v1/ai/chat/completions", token: user.accessToken, json: Self.chat("hi"))
+            #expect(refused.status == .tooManyRequests && refused.headers[.retryAfter] != nil)
+            #expect(try await upstream.release() == 1)
+            while case .event = try await stream.nextEvent() {}
+            await stream.close()
+            let after = try await api.send(.post, "/v1/ai/chat/completions", token: user.accessToken, json: Self.chat("hi"))
+            #expect(after.status == .ok)
+        }
+    }
+
+    @Test("The provider's key is sent upstream but never appears in logs or responses, even when the provider refuses it")
+    func keyNeverLeaks() async throws {
+        let logs = LogCapture(level: .trace)
+        let wrongKey = "sk-wrong-key-abcdef0123456789"
+        try await Self.with(.sqlite, apiKey: wrongKey, logs: logs) { server, upstream in
+            let api = server.connection()
+            let user = try await api.newGuest()
+            try await api.grant(100, to: user)
+            let response = try await api.send(.post, "/v1/ai/chat/completions", token: user.accessToken, json: Self.chat("hi"))
+            #expect(response.status == .badGateway)
+            #expect(!response.text.contains(wrongKey) && !response.text.contains("abcdef"))
+            #expect(try await upstream.stats().unauthorized == 1, "the key reached the provider")
+            #expect(try await api.wallet(user).balance == 100)
+        }
+        #expect(!logs.lines.isEmpty && !logs.lines.contains { $0.text.contains(wrongKey) || $0.text.contains("abcdef") })
+        #expect(!AIUpstream(baseURL: "http://x", apiKey: wrongKey).description.contains(wrongKey))
+    }
+
+    @Test("Bad requests are 4xx and hold nothing: unknown model, no messages, n > 1, image parts, a float cap")
+    func badRequests() async throws {
+        try await Self.with(.sqlite) { server, upstream in
+            let api = server.connection()
+            let user = try await api.newGuest()
+            try await api.grant(100, to: user)
+            let bodies = [
+                #"{"model":"nope","messages":[{"role":"user","content":"x"}]}"#, #"{"model":"chat","messages":[]}"#,
+                #"{"model":"chat","n":2,"messages":[{"role":"user","content":"x"}]}"#,
+                #"{"model":"chat","messages":[{"role":"user","content":[{"type":"image_url","image_url":{"url":"http://x"}}]}]}"#,
+                #"{"model":"chat","max_tokens":1.5,"messages":[{"role":"user","content":"x"}]}"#, "[]", "{",
+            ]
+            for body in bodies {
+                let response = try await api.send(.post, "/v1/ai/chat/completions", token: user.accessToken, raw: body)
+                #expect((400..<500).contains(response.status.code) && response.text.contains("\"code\""), "\(body): \(response.status) \(response.text)")
+            }
+            #expect(try await api.allEntries(user).allSatisfy { $0.kind == "grant" })
+            #expect(try await upstream.stats().completions == 0)
+        }
+    }
+}
+
+extension JSONDecoder {
+    /// The API's dates (RFC 3339).
+    static var tallyAPI: JSONDecoder { TallyJSON.decoder() }
+}
