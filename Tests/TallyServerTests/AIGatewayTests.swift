@@ -15,11 +15,13 @@ struct AIGatewayTests {
     /// A server on `kind` whose gateway calls `upstream` (the dev model wants ``DevLLMTests/key``).
     static func with<T: Sendable>(
         _ kind: StoreKind, maxConcurrent: Int = 64, apiKey: String = DevLLMTests.key, logs: LogCapture? = nil,
-        catalog: Catalog = .standard, daily: [DailyGenerationSpec] = [],
+        catalog: Catalog = .standard, daily: [DailyGenerationSpec] = [], connectionsPerIP: Int = 256,
         _ body: @Sendable (LiveServer, DevLLMClient) async throws -> T
     ) async throws -> T {
         try await DevLLMTests.with { upstream in
             try await LiveServer.with(kind, catalog: catalog, logs: logs, configure: { configuration in
+                configuration.connections.maxConnectionsPerIP = connectionsPerIP
+                configuration.backlog = max(configuration.backlog, connectionsPerIP)
                 configuration.ai = AIConfiguration(
                     upstream: AIUpstream(baseURL: "http://127.0.0.1:\(upstream.port)/v1", apiKey: apiKey),
                     models: [Self.model], maxConcurrentPerUser: maxConcurrent, dailyGenerations: daily)

@@ -10,8 +10,11 @@ struct ServerPair: Sendable {
     let ports: [(api: Int, admin: Int)]
     let adminKey: String
 
-    /// Starts the pair on `url` with `config` (YAML or JSON) as `TALLY_CONFIG`, runs `body`, and stops both.
-    static func with<T: Sendable>(url: String, config: String, _ body: (ServerPair) async throws -> T) async throws -> T {
+    /// Starts the pair on `url` with `config` (YAML or JSON) as `TALLY_CONFIG`, `extraEnvironment` added to
+    /// theirs and `arguments` to `tally serve`'s, runs `body`, and stops both.
+    static func with<T: Sendable>(
+        url: String, config: String, extraEnvironment: [String: String] = [:], arguments: [String] = [], _ body: (ServerPair) async throws -> T
+    ) async throws -> T {
         let directory = FileManager.default.temporaryDirectory.appendingPathComponent("tally-pair-\(UUID().uuidString)")
         try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
         defer { try? FileManager.default.removeItem(at: directory) }
@@ -22,10 +25,10 @@ struct ServerPair: Sendable {
         let environment = [
             "DATABASE_URL": url, "TALLY_CONFIG": file.path, "TALLY_ADMIN_KEY": adminKey, "TALLY_SIGNING_KEY": signingKey,
             "LOG_LEVEL": "warning",
-        ]
+        ].merging(extraEnvironment) { _, extra in extra }
         let processes = [
-            try ServerProcess(name: "a", directory: directory, environment: environment),
-            try ServerProcess(name: "b", directory: directory, environment: environment),
+            try ServerProcess(name: "a", directory: directory, environment: environment, arguments: arguments),
+            try ServerProcess(name: "b", directory: directory, environment: environment, arguments: arguments),
         ]
         defer { for process in processes { process.stop() } }
         var ports: [(api: Int, admin: Int)] = []

@@ -32,7 +32,6 @@ struct DailyGenerationsController {
         }
         let userId = context.identity.userId
         let now = services.clock.now
-        if let cached = ai.generations.get(userId: userId, name: name, now: now) { return Self.response(cached) }
         var parameters: [String: String] = [:]
         for param in spec.params {
             guard let value = request.uri.queryParameters[Substring(param)].map(String.init), (1...200).contains(value.count),
@@ -40,6 +39,7 @@ struct DailyGenerationsController {
             else { throw APIError(.invalidQuery, "'\(param)' is required: 1 to 200 characters, no control characters.") }
             parameters[param] = value
         }
+        if let cached = ai.generations.get(userId: userId, name: name, now: now) { return Self.response(cached) }
         guard let user = try await chat.storeCall({ try await services.store.user(id: userId) }) else {
             throw APIError(.unauthorized, "A valid access token is required.")
         }
