@@ -125,6 +125,8 @@ let package = Package(
             dependencies: [
                 tallyAPI, tallyClient, "TallyLoad", "TallyServer", "TallyStore", "TallySQLite", "TallyPostgres", "TallyDevLLM",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
+                // bench-ai's streams.
+                .product(name: "AsyncHTTPClient", package: "async-http-client"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
                 .product(name: "UnixSignals", package: "swift-service-lifecycle"),
                 .product(name: "Hummingbird", package: "hummingbird"),

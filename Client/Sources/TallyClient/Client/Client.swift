@@ -25,6 +25,8 @@ public final class Client: Sendable {
     let refetchers = Locked<[String: @Sendable (Client) -> Void]>([:])
     /// The signed-in user's sync engine (synced collections), and the app's sync status and event streams.
     let sync: SyncHost
+    /// The transport AI streams open (`client.ai.stream`): the configured one, else a URLSession one made on first use.
+    let streams = LazyEventStreamTransport()
 
     /// Creates a client; nothing is read or sent until ``restore()`` or a sign-in.
     public init(configuration: ClientConfiguration) {

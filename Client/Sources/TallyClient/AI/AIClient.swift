@@ -1,0 +1,150 @@
+import Foundation
+import TallyAPI
+
+extension Client {
+    /// The server's AI gateway, metered in the user's wallet: chat answers whole or streamed, and daily generations.
+    public var ai: AIClient { AIClient(client: self) }
+}
+
+/// The server's AI gateway (`/v1/ai`), reached as `client.ai`: OpenAI's Chat Completions behind the user's
+/// session, paid from the user's wallet. A handle, cheap to make: it holds only the client.
+///
+/// The server holds the most a call can cost while the model runs, then charges the real usage and returns the
+/// rest. The SDK cannot know that bound (the server's prices are not sent to apps), so what the cached wallet
+/// shows meanwhile is the app's `estimate`: pass the ``AICharge/held`` of the previous call to show about what
+/// the server holds, or nothing to show the call as pending only (``QueryState/pendingMutations``). The
+/// wallet in the call's charge then replaces it, with no further request.
+///
+/// ```swift
+/// let completion = try await tally.ai.chat(model: "chat", messages: [ChatMessage(role: "user", content: question)])
+/// answer = completion.choices.first?.message.content ?? ""
+/// ```
+public struct AIClient: Sendable {
+    let client: Client
+
+    /// The route template metrics record for whole answers.
+    static let operation = "POST /v1/ai/chat/completions"
+
+    /// Asks the model and returns its whole answer (`stream` in `request` is ignored: ``stream(_:estimate:)``
+    /// streams). The cached wallet shows `estimate` held at once and the server's wallet after the charge when
+    /// the answer comes.
+    ///
+    /// Every attempt carries one Idempotency-Key, so an answer lost on the way (a dropped connection, a timeout)
+    /// is asked for again and the server answers it from what it stored: charged once. Concurrent calls with
+    /// the same key and request share one request.
+    ///
+    /// - Parameters:
+    ///   - idempotencyKey: 1 to 255 printable ASCII characters (a message id); the same key and request later,
+    ///     even after a relaunch, returns the first answer without a second charge. Nil: a key of its own.
+    ///   - estimate: wallet tokens to show held while the call runs (see ``AIClient``); nil shows none.
+    /// - Throws: a ``ClientError``: ``ClientError/Code/insufficientTokens`` with the server's wallet (confirmed in
+    ///   the cache, ready for a paywall); ``ClientError/Code/rateLimited`` when the user has too many calls in
+    ///   flight; ``ClientError/Code/server`` with ``ClientError/serverCode`` `unknown_model` (404) or
+    ///   `upstream_failed` (502: the model failed, nothing was charged); ``ClientError/Code/invalidInput`` for a
+    ///   key that is not one.
+    public func chat(_ request: ChatCompletionRequest, idempotencyKey: String? = nil, estimate: Int64? = nil) async throws -> ChatCompletion {
+        try await reply(to: request, idempotencyKey: idempotencyKey, estimate: estimate).completion
+    }
+
+    /// Asks `model` to continue `messages` and returns its whole answer, as ``chat(_:idempotencyKey:estimate:)``.
+    /// - Parameter maxTokens: the most tokens the answer may have (the server caps it at the model's own limit).
+    public func chat(
+        model: String, messages: [ChatMessage], maxTokens: Int? = nil, idempotencyKey: String? = nil, estimate: Int64? = nil
+    ) async throws -> ChatCompletion {
+        try await chat(
+            ChatCompletionRequest(model: model, messages: messages, maxTokens: maxTokens), idempotencyKey: idempotencyKey, estimate: estimate)
+    }
+
+    /// Asks the model as ``chat(_:idempotencyKey:estimate:)`` does, and returns the answer with what it cost.
+    public func reply(to request: ChatCompletionRequest, idempotencyKey: String? = nil, estimate: Int64? = nil) async throws -> AIChatReply {
+        var request = request
+        request.stream = nil
+        request.streamOptions = nil
+        let key = try idempotencyKey.map(Self.checked) ?? UUID().uuidString.lowercased()
+        let body = try TallyJSON.encoder().encode(request)
+        // One key and one request: a double tap shares the call (one request, one estimate shown).
+        let shared = "ai " + IdempotencyKey.derive(method: "POST", path: AIGatewayProtocol.chatCompletionsPath, body: body, intent: key)
+        let client = self.client
+        let (data, _) = try await client.writes.run(shared) {
+            Coalescer<String, Data>.Start(
+                operation: { try await Self.send(client, body: body, key: key, estimate: estimate) },
+                onShared: { client.metrics.recordCoalesced(operation: Self.operation, count: $0) })
+        }
+        return try decodeAnswer(AIChatReply.self, data)
+    }
+
+    /// Streams the model's answer chunk by chunk; nothing is sent until the sequence is iterated. See ``AIStream``
+    /// for what the wallet shows and how each failure ends it.
+    ///
+    /// ```swift
+    /// var answer = ""
+    /// for try await event in tally.ai.stream(model: "chat", messages: conversation) {
+    ///     answer += event.content              // show it as it arrives
+    ///     if let charge = event.charge { spent = charge.charged }
+    /// }
+    /// ```
+    ///
+    /// - Parameter estimate: wallet tokens to show held while the answer streams (see ``AIClient``); nil shows none.
+    public func stream(_ request: ChatCompletionRequest, estimate: Int64? = nil) -> AIStream {
+        AIStream(client: client, request: request, estimate: estimate)
+    }
+
+    /// Streams `model`'s continuation of `messages`, as ``stream(_:estimate:)``.
+    /// - Parameter maxTokens: the most tokens the answer may have (the server caps it at the model's own limit).
+    public func stream(model: String, messages: [ChatMessage], maxTokens: Int? = nil, estimate: Int64? = nil) -> AIStream {
+        stream(ChatCompletionRequest(model: model, messages: messages, maxTokens: maxTokens), estimate: estimate)
+    }
+
+    // MARK: Internals
+
+    /// One call under `key` (retried with the same key by the executor), its hold shown and settled.
+    private static func send(_ client: Client, body: Data, key: String, estimate: Int64?) async throws -> Data {
+        let hold = AIWalletHold.begin(client: client, estimate: estimate)
+        do {
+            let response = try await client.executor.send(
+                Endpoint(method: "POST", path: AIGatewayProtocol.chatCompletionsPath, operation: operation, kind: .ai),
+                body: body, headers: [TallyHeader.idempotencyKey: key], auth: client.session)
+            // Charged, whatever the body says: the wallet is settled before the answer is read.
+            let charge = response.header(AIGatewayProtocol.chargeHeader).flatMap {
+                try? TallyJSON.decoder().decode(AICharge.self, from: Data($0.utf8))
+            }
+            hold.settle(charge.map(AIWalletHold.Outcome.charged) ?? .unknown)
+            let completion = try decodeAnswer(ChatCompletion.self, response.body)
+            let replayed = response.header(TallyHeader.idempotentReplayed) == "true"
+            return try TallyJSON.encoder().encode(AIChatReply(completion: completion, charge: charge, isReplay: replayed))
+        } catch {
+            hold.settle(.failed(error))
+            throw error
+        }
+    }
+
+    /// `key` if the server takes it as an Idempotency-Key: 1 to 255 printable ASCII characters.
+    static func checked(_ key: String) throws -> String {
+        guard (1...255).contains(key.utf8.count), key.utf8.allSatisfy({ (0x21...0x7E).contains($0) }) else {
+            throw ClientError(.invalidInput, message: "an idempotency key is 1 to 255 printable ASCII characters")
+        }
+        return key
+    }
+}
+
+/// A whole answer of the AI gateway with what it cost: ``AIClient/reply(to:idempotencyKey:estimate:)``.
+public struct AIChatReply: Codable, Sendable, Hashable {
+    /// The model's answer, as the provider sent it.
+    public var completion: ChatCompletion
+    /// What the call was charged and the wallet after it (the cached wallet already shows it); nil if the server
+    /// did not say (the wallet is then refetched where it is observed).
+    public var charge: AICharge?
+    /// Whether the server answered from what it stored for this Idempotency-Key (an earlier call's answer,
+    /// charged then, not now).
+    public var isReplay: Bool
+
+    /// Creates a reply (an app's tests can make the replies the SDK returns).
+    public init(completion: ChatCompletion, charge: AICharge?, isReplay: Bool) {
+        self.completion = completion
+        self.charge = charge
+        self.isReplay = isReplay
+    }
+
+    /// The answer's text: the first choice's message (empty when there is none).
+    public var text: String { completion.choices.first?.message.content ?? "" }
+}
