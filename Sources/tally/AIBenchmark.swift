@@ -2,6 +2,7 @@ import ArgumentParser
 import AsyncHTTPClient
 import Foundation
 import NIOCore
+import NIOHTTP1
 import Synchronization
 import TallyLoad
 
@@ -144,7 +145,7 @@ struct AIBenchmark: AsyncParsableCommand {
         }
         sampler.cancel()
         let after = residentBytes()
-        let peak = max(samples.max, after)
+        let peak = Swift.max(samples.largestValue, after)
         return [
             "streams": Double(streams), "complete": Double(timings.filter(\.complete).count),
             "seconds": Self.millis(ContinuousClock.now - started) / 1_000, "shortest_stream_ms": timings.map(\.total).min() ?? 0,
@@ -165,6 +166,6 @@ struct AIBenchmark: AsyncParsableCommand {
 /// The largest memory sample taken.
 final class SampleBox: Sendable {
     private let largest = Mutex(0)
-    func add(_ value: Int) { largest.withLock { $0 = max($0, value) } }
-    var max: Int { largest.withLock { $0 } }
+    func add(_ value: Int) { largest.withLock { $0 = Swift.max($0, value) } }
+    var largestValue: Int { largest.withLock { $0 } }
 }
