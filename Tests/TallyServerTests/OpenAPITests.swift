@@ -109,7 +109,8 @@ struct OpenAPITests {
             "SessionTokens", "GuestSignInRequest", "RefreshRequest", "CredentialsRequest", "Me", "UpdateMeRequest",
             "AdminUserView", "HealthStatus", "ErrorResponse", "CollectionInfo", "CollectionList", "Document", "DocumentPage",
             "PutDocumentRequest", "MergePatch", "SyncMutation", "SyncPushRequest", "SyncMutationResult", "SyncPushResponse",
-            "SyncPullResponse", "SyncChangedEvent", "SyncWalletEvent",
+            "SyncPullResponse", "SyncChangedEvent", "SyncWalletEvent", "ChatCompletionRequest", "ChatCompletion", "AICharge",
+            "DailyGeneration",
         ]
         let missing = expected.filter { schemas[$0] == nil }
         #expect(missing.isEmpty, "components/schemas lacks: \(missing.joined(separator: ", "))")
@@ -144,6 +145,8 @@ struct OpenAPITests {
         configuration.bcryptCost = 4
         configuration.adminKey = "openapi-test-admin-key"
         configuration.dataDirectory = directory.path
+        configuration.ai = AIConfiguration(
+            upstream: AIUpstream(baseURL: "http://127.0.0.1:1/v1", apiKey: nil), models: [AIGatewayTests.model])
         let registry = PrometheusCollectorRegistry()
         let services = TallyServices(
             store: store, clock: SystemClock(), configuration: configuration, metrics: PrometheusMetricsFactory(registry: registry))

@@ -122,7 +122,7 @@ struct AIClientStreamTests {
     @Test("Leaving the loop early lets go of the request and settles the hold")
     func leftEarly() async throws {
         let (client, _, streams) = try await AIStubs.client()
-        let first = Task {
+        let first = Task { () async throws -> AIStreamEvent? in
             for try await event in client.ai.stream(model: "chat", messages: AIStubs.ask("Hi"), estimate: 20) { return event }
             return nil
         }

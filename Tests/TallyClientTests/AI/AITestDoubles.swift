@@ -138,7 +138,7 @@ final class AIStubStreams: EventStreamTransport {
             return StreamingResponse(status: response.status, headers: response.headers, body: body)
         case .stream:
             let (body, continuation) = AsyncThrowingStream.makeStream(of: Data.self, throwing: (any Error).self)
-            continuation.onTermination = { [state] termination in
+            continuation.onTermination = { [self] termination in
                 let how = if case .cancelled = termination { "cancelled" } else { "finished" }
                 state.withLock { $0.terminations.append(how) }
             }

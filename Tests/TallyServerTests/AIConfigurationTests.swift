@@ -1,0 +1,93 @@
+import Foundation
+import TallyAPI
+@testable import TallyServer
+import TallyStore
+import Testing
+
+/// The `ai:` section of `TALLY_CONFIG`, and the pure rules that turn a client's request into what is held and sent.
+@Suite("AI configuration and request rules")
+struct AIConfigurationTests {
+    static let catalog = try! Catalog(
+        signupGrant: 0, quotas: [QuotaSpec(name: "readings", daily: 3)],
+        actions: [ActionSpec(name: "ai.daily", quota: "readings", tokens: 5)])
+    static let yaml = """
+        ai:
+          upstream: {baseURL: "https://api.example.com/v1/", apiKeyEnv: PROVIDER_KEY, capField: max_tokens}
+          models:
+            - {name: chat, upstreamModel: gpt-x, promptTokensPerCredit: 1000, completionTokensPerCredit: 250, maxCompletionTokens: 512}
+          maxConcurrentPerUser: 2
+          dailyGenerations:
+            - {name: todays_prediction, model: chat, prompt: "For {{sign}} on {{date}} in {{language}}: {{profile.name}}", params: [sign], action: ai.daily, profileDocument: profile/me}
+            - {name: quote, model: chat, prompt: "A quote for {{timezone}}", quota: readings}
+        """
+
+    @Test("A full ai: section parses; the key comes from the environment and never shows in the description")
+    func parses() throws {
+        let ai = try #require(try AIConfiguration(yaml: Self.yaml, catalog: Self.catalog, environment: ["PROVIDER_KEY": "sk-secret-1"]))
+        #expect(ai.upstream.baseURL == "https://api.example.com/v1" && ai.upstream.apiKey == "sk-secret-1")
+        #expect(ai.upstream.capField == .maxTokens && !ai.upstream.description.contains("sk-secret-1"))
+        #expect(ai.models.map(\.upstreamModel) == ["gpt-x"] && ai.maxConcurrentPerUser == 2)
+        let daily = ai.dailyGenerations
+        #expect(daily.map(\.name) == ["todays_prediction", "quote"])
+        #expect(daily[0].action.tokens == 5 && daily[0].quotaLimit == 3 && daily[0].profileDocument?.collection == "profile")
+        #expect(daily[1].action.quota == "readings" && daily[1].action.tokens == nil && daily[1].quotaLimit == 3)
+        let user = UserRecord(id: "u", email: nil, timezone: "Asia/Tokyo", language: "ja", premiumUntil: nil, createdAt: Date())
+        #expect(daily[0].prompt.render(day: "2026-11-24", user: user, parameters: ["sign": "leo"], profile: .object(["name": .string("Aki")]))
+            == "For leo on 2026-11-24 in ja: Aki")
+        #expect(daily[1].prompt.render(day: "d", user: user, parameters: [:], profile: nil) == "A quote for Asia/Tokyo")
+        #expect(try AIConfiguration(yaml: "signupGrant: 0", catalog: Self.catalog, environment: [:]) == nil)
+    }
+
+    @Test("Mistakes are refused with a message naming them", arguments: [
+        ("apiKeyEnv names PROVIDER_KEY", Self.yaml, [String: String]()),
+        ("unknown keys in ai.models: price", "ai: {upstream: {baseURL: 'http://x/v1'}, models: [{name: a, price: 1, promptTokensPerCredit: 1, completionTokensPerCredit: 1, maxCompletionTokens: 1}]}", [:]),
+        ("baseURL must be an http(s) URL", "ai: {upstream: {baseURL: 'ftp://x'}, models: [{name: a, promptTokensPerCredit: 1, completionTokensPerCredit: 1, maxCompletionTokens: 1}]}", [:]),
+        ("declare at least one model", "ai: {upstream: {baseURL: 'http://x/v1'}, models: []}", [:]),
+        ("unknown placeholder {{nope}}", "ai: {upstream: {baseURL: 'http://x/v1'}, models: [{name: a, promptTokensPerCredit: 1, completionTokensPerCredit: 1, maxCompletionTokens: 1}], dailyGenerations: [{name: d, model: a, prompt: '{{nope}}'}]}", [:]),
+        ("not both", "ai: {upstream: {baseURL: 'http://x/v1'}, models: [{name: a, promptTokensPerCredit: 1, completionTokensPerCredit: 1, maxCompletionTokens: 1}], dailyGenerations: [{name: d, model: a, prompt: x, action: ai.daily, quota: readings}]}", [:]),
+        ("no model named 'b'", "ai: {upstream: {baseURL: 'http://x/v1'}, models: [{name: a, promptTokensPerCredit: 1, completionTokensPerCredit: 1, maxCompletionTokens: 1}], dailyGenerations: [{name: d, model: b, prompt: x}]}", [:]),
+        ("capField must be", "ai: {upstream: {baseURL: 'http://x/v1', capField: max}, models: [{name: a, promptTokensPerCredit: 1, completionTokensPerCredit: 1, maxCompletionTokens: 1}]}", [:]),
+    ])
+    func refused(_ expected: String, _ yaml: String, _ environment: [String: String]) {
+        #expect {
+            _ = try AIConfiguration(yaml: yaml, catalog: Self.catalog, environment: environment)
+        } throws: { error in
+            "\(error)".contains(expected)
+        }
+    }
+
+    static let gateway = AIConfiguration(
+        upstream: AIUpstream(baseURL: "http://x/v1", apiKey: nil),
+        models: [AIModelSpec(name: "chat", upstreamModel: "gpt-x", promptTokensPerCredit: 100, completionTokensPerCredit: 10, maxCompletionTokens: 300)])
+
+    static func parse(_ json: String) throws -> ChatRequest {
+        try ChatRequest.parse(try JSONValue.parse(json), configuration: gateway)
+    }
+
+    @Test("The upstream body names the upstream model, caps the completion in the configured field, always asks a stream for usage, and keeps the rest")
+    func rewrite() throws {
+        let request = try Self.parse(#"{"model":"chat","stream":true,"max_tokens":50,"max_completion_tokens":80,"temperature":0.2,"messages":[{"role":"user","content":"hi"}]}"#)
+        let sent = try JSONValue.parse(request.upstreamBody)
+        #expect(sent["model"] == .string("gpt-x") && sent["max_completion_tokens"] == .int(50) && sent["max_tokens"] == nil)
+        #expect(sent["stream_options"]?["include_usage"] == .bool(true) && sent["temperature"] == .number("0.2"))
+        #expect(request.completionLimit == 50 && request.stream && !request.clientWantsUsage)
+        let uncapped = try Self.parse(#"{"model":"chat","messages":[{"role":"user","content":"hi"}]}"#)
+        #expect(uncapped.completionLimit == 300 && (try JSONValue.parse(uncapped.upstreamBody))["stream_options"] == nil)
+        #expect(try Self.parse(#"{"model":"chat","max_tokens":100000,"messages":[{"role":"user","content":"hi"}]}"#).completionLimit == 300)
+    }
+
+    @Test("The hold bounds the prompt by its bytes (tools included) whatever the script, and prices the whole cap")
+    func bound() throws {
+        let english = try Self.parse(#"{"model":"chat","messages":[{"role":"user","content":"hello"}]}"#)
+        let japanese = try Self.parse(#"{"model":"chat","messages":[{"role":"user","content":"こんにちは"}]}"#)
+        let tools = try Self.parse(#"{"model":"chat","tools":[{"type":"function","function":{"name":"lookup","parameters":{}}}],"messages":[{"role":"user","content":"hello"}]}"#)
+        #expect(japanese.promptBound >= english.promptBound + 10, "15 UTF-8 bytes against 5")
+        #expect(tools.promptBound > english.promptBound + 40)
+        #expect(english.maxCost == AIModelSpec(name: "chat", promptTokensPerCredit: 100, completionTokensPerCredit: 10, maxCompletionTokens: 300)
+            .cost(promptTokens: english.promptBound, completionTokens: 300))
+        // A missing usage is never zero: the bound and the chunks counted, and never above the hold.
+        let counted = ChatCharge.of(english, usage: nil, chunks: 7)
+        #expect(counted.promptTokens == english.promptBound && counted.completionTokens == 7 && counted.amount > 0 && !counted.fromUsage)
+        #expect(ChatCharge.of(english, usage: ChatUsage(promptTokens: 1_000_000, completionTokens: 1_000_000), chunks: 0).amount == english.maxCost)
+    }
+}
