@@ -72,7 +72,8 @@ struct AIConfigurationTests {
         #expect(sent["stream_options"]?["include_usage"] == .bool(true) && sent["temperature"] == .number("0.2"))
         #expect(request.completionLimit == 50 && request.stream && !request.clientWantsUsage)
         let uncapped = try Self.parse(#"{"model":"chat","messages":[{"role":"user","content":"hi"}]}"#)
-        #expect(uncapped.completionLimit == 300 && (try JSONValue.parse(uncapped.upstreamBody))["stream_options"] == nil)
+        let uncappedBody = try JSONValue.parse(uncapped.upstreamBody)
+        #expect(uncapped.completionLimit == 300 && uncappedBody["stream_options"] == nil)
         #expect(try Self.parse(#"{"model":"chat","max_tokens":100000,"messages":[{"role":"user","content":"hi"}]}"#).completionLimit == 300)
     }
 

@@ -71,9 +71,11 @@ struct StreamRelay: Sendable {
         } catch {
             if !tally.clientGone { tally.failure = "The model's stream failed." }
         }
-        let charge = ChatCharge.of(call.chat, usage: tally.usage, chunks: tally.contentChunks)
-        // Settle before the last events: a client that hangs up at [DONE] is charged all the same.
-        let report = await controller.settle(call, charge: charge)
+        // Settle before the last events: a client that hangs up at [DONE] is charged all the same. An upstream that
+        // failed before generating anything is released whole, as a failure before the answer is.
+        let failedEmpty = tally.failure != nil && tally.contentChunks == 0 && tally.usage == nil && !tally.clientGone
+        let charge = failedEmpty ? nil : ChatCharge.of(call.chat, usage: tally.usage, chunks: tally.contentChunks)
+        let report = await controller.settle(call, charge: charge, why: "upstream failed before answering")
         guard !tally.clientGone else { return }
         var tail: [UInt8] = []
         if let failure = tally.failure {

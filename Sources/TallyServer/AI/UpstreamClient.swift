@@ -4,23 +4,35 @@ import Logging
 import NIOCore
 import NIOHTTP1
 import ServiceLifecycle
+import Synchronization
 
 /// The AI gateway's connection to its upstream: one `HTTPClient` (a connection pool, TLS for a hosted provider)
 /// that posts Chat Completions with the server's key. A service: it lives until the application shuts down.
 final class UpstreamClient: Service, Sendable {
     let upstream: AIUpstream
-    private let client: HTTPClient
+    /// Made on the first call (a server that never calls its upstream, or routes built and never served, open
+    /// nothing), shut down with the application.
+    private let client = Mutex<(client: HTTPClient?, closed: Bool)>((nil, false))
     /// The most one read of an answer may wait for its next bytes.
     static let idleTimeoutSeconds: Int64 = 60
 
     init(upstream: AIUpstream) {
         self.upstream = upstream
-        var configuration = HTTPClient.Configuration(
-            timeout: .init(connect: .seconds(10), read: .seconds(Self.idleTimeoutSeconds)))
-        // Streams are long-lived and many: a generous pool per host, kept open between calls.
-        configuration.connectionPool = .init(idleTimeout: .seconds(60), concurrentHTTP1ConnectionsPerHostSoftLimit: 4_096)
-        configuration.decompression = .disabled
-        self.client = HTTPClient(eventLoopGroupProvider: .singleton, configuration: configuration)
+    }
+
+    /// The pool, made on first use; `nil` once the application shut it down.
+    private func pool() throws -> HTTPClient {
+        try client.withLock { state in
+            if let made = state.client { return made }
+            guard !state.closed else { throw HTTPClientError.alreadyShutdown }
+            var configuration = HTTPClient.Configuration(timeout: .init(connect: .seconds(10), read: .seconds(Self.idleTimeoutSeconds)))
+            // Streams are long-lived and many: a generous pool per host, kept open between calls.
+            configuration.connectionPool = .init(idleTimeout: .seconds(60), concurrentHTTP1ConnectionsPerHostSoftLimit: 4_096)
+            configuration.decompression = .disabled
+            let made = HTTPClient(eventLoopGroupProvider: .singleton, configuration: configuration)
+            state.client = made
+            return made
+        }
     }
 
     /// Posts `body` (a Chat Completions request) to `<baseURL>/chat/completions`; the answer's head within the
@@ -32,13 +44,22 @@ final class UpstreamClient: Service, Sendable {
         request.headers.add(name: "Accept", value: "application/json, text/event-stream")
         if let key = upstream.apiKey { request.headers.add(name: "Authorization", value: "Bearer " + key) }
         request.body = .bytes(ByteBuffer(bytes: body))
-        let seconds = upstream.timeout.components.seconds
-        return try await client.execute(request, timeout: .seconds(seconds))
+        return try await pool().execute(request, timeout: .seconds(upstream.timeout.components.seconds))
     }
 
     /// Waits for the application's graceful shutdown, then closes the pool.
     func run() async throws {
         try? await gracefulShutdown()
-        try await client.shutdown()
+        let made = client.withLock { state in
+            state.closed = true
+            defer { state.client = nil }
+            return state.client
+        }
+        try await made?.shutdown()
+    }
+
+    deinit {
+        // Routes built but never served as a service (an embedding app's tests): close without waiting.
+        client.withLock { $0.client }?.shutdown { _ in }
     }
 }

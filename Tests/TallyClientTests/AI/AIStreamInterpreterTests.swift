@@ -37,7 +37,8 @@ struct AIStreamInterpreterTests {
 
     @Test("The usage chunk a request asked for is its own event")
     func usage() {
-        let usage = #"{"id":"c","object":"chat.completion.chunk","created":1,"model":"chat","choices":[],"usage":{"prompt_tokens":12,"completion_tokens":5,"total_tokens":17}}"#
+        let usage = #"{"id":"c","object":"chat.completion.chunk","created":1,"model":"chat","choices":[],"#
+            + #""usage":{"prompt_tokens":12,"completion_tokens":5,"total_tokens":17}}"#
         let (events, _) = Self.read("data: \(usage)\n\ndata: [DONE]\n\n")
         #expect(events == [AIStreamEvent(usage: ChatUsage(promptTokens: 12, completionTokens: 5))])
     }

@@ -43,8 +43,10 @@ extension AIClient {
 
     /// The cached daily generation `name`, to observe (`client.observe`, `ObservedQuery`) rather than call
     /// ``daily(_:parameters:)``. Its key is the name (the server makes one generation per name and day, whatever
-    /// the parameters). Observers revalidate it hourly and on foreground once stale (the server answers from
-    /// what it stored, never charging twice in a day), so a screen left open past midnight shows the new day's.
+    /// the parameters). A query's freshness is a fixed age, not the value's ``DailyGeneration/expiresAt``: an
+    /// observer refetches it once it is an hour old, when it starts and when the app returns to the foreground
+    /// (the server answers from what it stored, never charging twice in a day), so an app brought back after
+    /// midnight shows the new day's. ``daily(_:parameters:)`` itself goes by `expiresAt`.
     public func dailyQuery(_ name: String, parameters: [String: String] = [:]) -> Query<DailyGeneration> {
         let escaped = name.addingPercentEncoding(withAllowedCharacters: .urlPathAllowed.subtracting(["/"])) ?? ""
         var path = "/v1/ai/daily/\(escaped)"

@@ -42,7 +42,9 @@ public struct AIClient: Sendable {
     ///   flight; ``ClientError/Code/server`` with ``ClientError/serverCode`` `unknown_model` (404) or
     ///   `upstream_failed` (502: the model failed, nothing was charged); ``ClientError/Code/invalidInput`` for a
     ///   key that is not one.
-    public func chat(_ request: ChatCompletionRequest, idempotencyKey: String? = nil, estimate: Int64? = nil) async throws -> ChatCompletion {
+    public func chat(
+        _ request: ChatCompletionRequest, idempotencyKey: String? = nil, estimate: Int64? = nil
+    ) async throws -> ChatCompletion {
         try await reply(to: request, idempotencyKey: idempotencyKey, estimate: estimate).completion
     }
 
@@ -52,11 +54,14 @@ public struct AIClient: Sendable {
         model: String, messages: [ChatMessage], maxTokens: Int? = nil, idempotencyKey: String? = nil, estimate: Int64? = nil
     ) async throws -> ChatCompletion {
         try await chat(
-            ChatCompletionRequest(model: model, messages: messages, maxTokens: maxTokens), idempotencyKey: idempotencyKey, estimate: estimate)
+            ChatCompletionRequest(model: model, messages: messages, maxTokens: maxTokens), idempotencyKey: idempotencyKey,
+            estimate: estimate)
     }
 
     /// Asks the model as ``chat(_:idempotencyKey:estimate:)`` does, and returns the answer with what it cost.
-    public func reply(to request: ChatCompletionRequest, idempotencyKey: String? = nil, estimate: Int64? = nil) async throws -> AIChatReply {
+    public func reply(
+        to request: ChatCompletionRequest, idempotencyKey: String? = nil, estimate: Int64? = nil
+    ) async throws -> AIChatReply {
         var request = request
         request.stream = nil
         request.streamOptions = nil
