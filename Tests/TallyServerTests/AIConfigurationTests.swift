@@ -77,6 +77,23 @@ struct AIConfigurationTests {
         #expect(try Self.parse(#"{"model":"chat","max_tokens":100000,"messages":[{"role":"user","content":"hi"}]}"#).completionLimit == 300)
     }
 
+    @Test("An app computes exactly what the gateway holds, from the listed model and its own request")
+    func appComputesTheHold() throws {
+        var generator = SplitMix64(seed: 21)
+        let texts = ["hello", "こんにちは世界", "Ünïcödé ✓ \u{1F600}", "a \"quoted\" line\nand a tab\t", String(repeating: "long ", count: 300)]
+        let model = try JSONDecoder().decode(AIModelList.self, from: try JSONEncoder().encode(AIModelList(items: Self.gateway.models))).items[0]
+        #expect(model.upstreamModel == "chat", "the upstream's name is not listed")
+        for _ in 0..<200 {
+            let messages = (0..<Int(generator.next() % 4 + 1)).map { index in
+                ChatMessage(role: index % 2 == 0 ? "user" : "assistant", content: texts[Int(generator.next() % UInt64(texts.count))])
+            }
+            let cap = generator.next() % 3 == 0 ? nil : Int(generator.next() % 500 + 1)
+            let request = ChatCompletionRequest(model: "chat", messages: messages, maxTokens: cap)
+            let held = try ChatRequest.parse(try JSONValue.parse(Array(try JSONEncoder().encode(request))), configuration: Self.gateway).maxCost
+            #expect(model.hold(for: request) == held, "\(request)")
+        }
+    }
+
     @Test("The hold bounds the prompt by its bytes (tools included) whatever the script, and prices the whole cap")
     func bound() throws {
         let english = try Self.parse(#"{"model":"chat","messages":[{"role":"user","content":"hello"}]}"#)

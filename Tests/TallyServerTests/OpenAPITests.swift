@@ -109,7 +109,7 @@ struct OpenAPITests {
             "SessionTokens", "GuestSignInRequest", "RefreshRequest", "CredentialsRequest", "Me", "UpdateMeRequest",
             "AdminUserView", "HealthStatus", "ErrorResponse", "CollectionInfo", "CollectionList", "Document", "DocumentPage",
             "PutDocumentRequest", "MergePatch", "SyncMutation", "SyncPushRequest", "SyncMutationResult", "SyncPushResponse",
-            "SyncPullResponse", "SyncChangedEvent", "SyncWalletEvent", "ChatCompletionRequest", "ChatCompletion", "AICharge",
+            "SyncPullResponse", "SyncChangedEvent", "SyncWalletEvent", "ChatCompletionRequest", "ChatCompletion", "AICharge", "AIModelList",
             "DailyGeneration",
         ]
         let missing = expected.filter { schemas[$0] == nil }

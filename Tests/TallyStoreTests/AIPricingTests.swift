@@ -1,3 +1,4 @@
+import TallyAPI
 import TallyStore
 import Testing
 

@@ -25,8 +25,10 @@ struct AIGateway: Sendable {
         self.daily = SingleFlight()
     }
 
-    /// `POST ai/chat/completions` and `GET ai/daily/{name}` on the authenticated `/v1` group.
+    /// `GET ai/models`, `POST ai/chat/completions` and `GET ai/daily/{name}` on the authenticated `/v1` group.
     func addRoutes(to group: RouterGroup<AuthenticatedContext>, services: TallyServices) {
+        let models = AIModelList(items: configuration.models)
+        group.get("ai/models") { _, _ in JSONResponse.make(body: models, headers: [.cacheControl: "private, max-age=300"]) }
         let chat = ChatCompletionsController(services: services, ai: self)
         group.post("ai/chat/completions", use: chat.complete)
         group.get("ai/daily/:name", use: DailyGenerationsController(services: services, ai: self, chat: chat).generation)

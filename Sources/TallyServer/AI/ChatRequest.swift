@@ -25,9 +25,6 @@ struct ChatRequest: Sendable {
 
     /// The biggest body the gateway takes.
     static let maxBodyBytes = 1 << 20
-    /// Request fields whose text reaches the model as prompt, besides the messages (tool definitions, forced
-    /// formats): their bytes count in the bound too.
-    static let promptFields = ["tools", "functions", "tool_choice", "function_call", "response_format"]
 
     /// Checks `body` against the configuration and builds the upstream request.
     static func parse(_ body: JSONValue, configuration: AIConfiguration) throws(APIError) -> ChatRequest {
@@ -40,7 +37,6 @@ struct ChatRequest: Sendable {
         guard case .array(let messages)? = object["messages"], !messages.isEmpty, messages.count <= 4_096 else {
             throw APIError(.invalidField, "'messages' must be a non-empty array (at most 4096).")
         }
-        var messageBytes: [Int] = []
         for message in messages {
             guard let fields = message.objectValue, case .string? = fields["role"] else {
                 throw APIError(.invalidField, "Each message must be an object with a string 'role'.")
@@ -53,8 +49,6 @@ struct ChatRequest: Sendable {
                 }
             default: throw APIError(.invalidField, "A message's 'content' must be a string, text parts or null.")
             }
-            // Every byte of the message (role, name, text, tool calls, JSON punctuation) bounds its tokens.
-            messageBytes.append(message.bytes.count)
         }
         let stream = try flag(object["stream"], "stream") ?? false
         var streamOptions = object["stream_options"]?.objectValue ?? [:]
@@ -68,8 +62,8 @@ struct ChatRequest: Sendable {
         let requested = try [cap(object["max_tokens"], "max_tokens"), cap(object["max_completion_tokens"], "max_completion_tokens")]
             .compactMap { $0 }.min()
         let limit = model.completionLimit(requested: requested)
-        let extra = promptFields.reduce(0) { $0 + (object[$1]?.bytes.count ?? 0) }
-        let promptBound = PromptBound.tokens(messageBytes: messageBytes) + extra
+        // Every byte of each message (role, name, text, tool calls, JSON punctuation) bounds its tokens.
+        let promptBound = PromptBound.tokens(request: object)
 
         let canonical = JSONValue.object(object).bytes
         object["model"] = .string(model.upstreamModel)

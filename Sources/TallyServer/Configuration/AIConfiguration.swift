@@ -1,4 +1,5 @@
 import Foundation
+import TallyAPI
 import TallyStore
 import Yams
 

@@ -1,0 +1,107 @@
+import Foundation
+
+/// A chat model the AI gateway offers (`ai.models` in `TALLY_CONFIG`), with its price in wallet tokens; listed by
+/// `GET /v1/ai/models` (without `upstreamModel`), so an app computes what a call will hold before sending it.
+public struct AIModelSpec: Codable, Sendable, Hashable {
+    /// The name clients ask for.
+    public var name: String
+    /// The name sent upstream.
+    public var upstreamModel: String
+    /// Prompt tokens one wallet token buys.
+    public var promptTokensPerCredit: Int
+    /// Completion tokens one wallet token buys.
+    public var completionTokensPerCredit: Int
+    /// The most completion tokens one call may generate (reasoning included): the cap sent upstream and held for.
+    public var maxCompletionTokens: Int
+
+    /// Creates a model; `upstreamModel` defaults to `name`.
+    public init(name: String, upstreamModel: String? = nil, promptTokensPerCredit: Int, completionTokensPerCredit: Int, maxCompletionTokens: Int) {
+        self.name = name
+        self.upstreamModel = upstreamModel ?? name
+        self.promptTokensPerCredit = promptTokensPerCredit
+        self.completionTokensPerCredit = completionTokensPerCredit
+        self.maxCompletionTokens = maxCompletionTokens
+    }
+
+    /// What `promptTokens` and `completionTokens` cost in wallet tokens: their exact fractional price, summed, then
+    /// rounded up once (a call that used anything costs at least 1).
+    public func cost(promptTokens: Int, completionTokens: Int) -> Int64 {
+        let (pp, cp) = (Int64(promptTokensPerCredit), Int64(completionTokensPerCredit))
+        let numerator = Int64(max(promptTokens, 0)) * cp + Int64(max(completionTokens, 0)) * pp
+        let denominator = pp * cp
+        return (numerator + denominator - 1) / denominator
+    }
+
+    /// The completion cap of a request that asks for `requested` (nil: none): the request's when lower, else the model's.
+    public func completionLimit(requested: Int?) -> Int {
+        min(max(requested ?? maxCompletionTokens, 0), maxCompletionTokens)
+    }
+
+    /// What the gateway holds for `request`: its prompt's bound and its completion cap at this model's prices —
+    /// the most the call can cost, and what the wallet shows held while it runs.
+    public func hold(for request: ChatCompletionRequest) -> Int64 {
+        let object = (try? JSONEncoder().encode(request)).flatMap { try? JSONValue.parse(Array($0)) }?.objectValue ?? [:]
+        return cost(promptTokens: PromptBound.tokens(request: object), completionTokens: completionLimit(requested: request.completionLimit))
+    }
+
+    private enum CodingKeys: String, CodingKey {
+        case name, promptTokensPerCredit, completionTokensPerCredit, maxCompletionTokens
+    }
+
+    /// Decodes a listed model (its upstream name is the server's: `name` stands in).
+    public init(from decoder: any Decoder) throws {
+        let container = try decoder.container(keyedBy: CodingKeys.self)
+        self.init(
+            name: try container.decode(String.self, forKey: .name),
+            promptTokensPerCredit: try container.decode(Int.self, forKey: .promptTokensPerCredit),
+            completionTokensPerCredit: try container.decode(Int.self, forKey: .completionTokensPerCredit),
+            maxCompletionTokens: try container.decode(Int.self, forKey: .maxCompletionTokens))
+    }
+
+    /// Encodes the model as listed (never the upstream's name).
+    public func encode(to encoder: any Encoder) throws {
+        var container = encoder.container(keyedBy: CodingKeys.self)
+        try container.encode(name, forKey: .name)
+        try container.encode(promptTokensPerCredit, forKey: .promptTokensPerCredit)
+        try container.encode(completionTokensPerCredit, forKey: .completionTokensPerCredit)
+        try container.encode(maxCompletionTokens, forKey: .maxCompletionTokens)
+    }
+}
+
+/// `GET /v1/ai/models`: the models the gateway offers, with their prices.
+public struct AIModelList: Codable, Hashable, Sendable {
+    /// Every model, in configuration order.
+    public var items: [AIModelSpec]
+    /// Creates the list.
+    public init(items: [AIModelSpec]) { self.items = items }
+}
+
+/// A true upper bound on a chat prompt's tokens, before any provider counts them.
+///
+/// Byte-level BPE tokenizers (GPT, Llama 3, Qwen, …) emit at most one token per UTF-8 byte, so the bytes of the
+/// messages' roles, names and text bound their tokens whatever the language (chars/4, the usual guess, is about
+/// 4× low for Japanese). On top, each message's chat-template framing and the reply's priming are counted
+/// generously: OpenAI's cookbook counts 3 a message, 1 for a name and 3 for the reply; Llama and Qwen
+/// templates use up to 5 a message.
+public enum PromptBound {
+    /// Template tokens allowed per message.
+    public static let tokensPerMessage = 8
+    /// Template tokens allowed for the reply's priming.
+    public static let replyTokens = 8
+
+    /// The bound for messages whose role, name and text take `bytes` UTF-8 bytes each.
+    public static func tokens(messageBytes bytes: [Int]) -> Int {
+        bytes.reduce(replyTokens) { $0 + tokensPerMessage + $1 }
+    }
+
+    /// Request fields whose text reaches the model as prompt besides the messages (tool definitions, forced formats).
+    public static let promptFields = ["tools", "functions", "tool_choice", "function_call", "response_format"]
+
+    /// The bound of a Chat Completions request body: every byte of each message's canonical JSON (role, name, text,
+    /// tool calls, punctuation), the per-message framing, and the bytes of ``promptFields``. The gateway holds by
+    /// this; an app computes the same number from the same request.
+    public static func tokens(request body: [String: JSONValue]) -> Int {
+        guard case .array(let messages)? = body["messages"] else { return replyTokens }
+        return tokens(messageBytes: messages.map { $0.bytes.count }) + promptFields.reduce(0) { $0 + (body[$1]?.bytes.count ?? 0) }
+    }
+}
