@@ -158,6 +158,8 @@ let package = Package(
             name: "TallyClientTests",
             dependencies: [
                 tallyClient, tallyAPI, "TallyServer", "TallyStore", "TallyLoad", "TallyTestSupport",
+                // The AI client's tests run the local model in-process as their upstream.
+                "TallyDevLLM",
                 .product(name: "GRDB", package: "GRDB.swift"),
                 // The push crash tests' proxy (CrashingProxy).
                 .product(name: "NIOCore", package: "swift-nio"),

@@ -15,10 +15,10 @@ struct AIGatewayTests {
     /// A server on `kind` whose gateway calls `upstream` (the dev model wants ``DevLLMTests/key``).
     static func with<T: Sendable>(
         _ kind: StoreKind, maxConcurrent: Int = 64, apiKey: String = DevLLMTests.key, logs: LogCapture? = nil,
-        catalog: Catalog = .standard, daily: [DailyGenerationSpec] = [], connectionsPerIP: Int = 256,
+        catalog: Catalog = .standard, daily: [DailyGenerationSpec] = [], connectionsPerIP: Int = 256, tokenInterval: Duration = .zero,
         _ body: @Sendable (LiveServer, DevLLMClient) async throws -> T
     ) async throws -> T {
-        try await DevLLMTests.with { upstream in
+        try await DevLLMTests.with(tokenInterval: tokenInterval) { upstream in
             try await LiveServer.with(kind, catalog: catalog, logs: logs, configure: { configuration in
                 configuration.connections.maxConnectionsPerIP = connectionsPerIP
                 configuration.backlog = max(configuration.backlog, connectionsPerIP)
@@ -108,11 +108,12 @@ struct AIGatewayTests {
 
     @Test("A client that leaves after N chunks is charged at most what was generated, never more than the hold", arguments: StoreKind.allCases)
     func clientLeavesMidStream(_ kind: StoreKind) async throws {
-        try await Self.with(kind) { server, upstream in
+        // A token every 5 ms, 40 of them: the gateway must stop the model well before its end.
+        try await Self.with(kind, tokenInterval: .milliseconds(5)) { server, upstream in
             let api = server.connection()
             let user = try await api.newGuest()
             try await api.grant(1_000, to: user)
-            try await upstream.script([DevBehaviour(pauseAfterChunks: 5)])
+            try await upstream.script([DevBehaviour(pauseAfterChunks: 5, answerTokens: 40)])
             let (stream, _) = try await EventStreamClient.open(
                 port: server.port, token: user.accessToken, path: "/v1/ai/chat/completions",
                 json: Array(try JSONEncoder().encode(Self.chat("A long story please", stream: true))))
@@ -132,7 +133,7 @@ struct AIGatewayTests {
             let charged = 1_000 - wallet.balance
             #expect(charged > 0 && charged <= request.maxCost)
             #expect(charged <= Self.model.cost(promptTokens: request.promptBound, completionTokens: generated), "generated \(generated)")
-            #expect(generated < request.completionLimit, "the model was stopped before its end")
+            #expect(request.completionLimit == 40 && generated < 30, "the model was stopped well before its end (\(generated) of 40)")
             try await api.expectBooksBalance(user)
         }
     }

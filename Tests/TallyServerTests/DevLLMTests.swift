@@ -17,11 +17,14 @@ import Testing
 struct DevLLMTests {
     static let key = "sk-dev-test-0123456789"
 
-    /// Runs `body` with an in-process local model on a free port that wants ``key``.
-    static func with<T: Sendable>(_ body: @Sendable (DevLLMClient) async throws -> T) async throws -> T {
+    /// Runs `body` with an in-process local model on a free port that wants ``key``, writing a token every `tokenInterval`.
+    static func with<T: Sendable>(
+        tokenInterval: Duration = .zero, _ body: @Sendable (DevLLMClient) async throws -> T
+    ) async throws -> T {
         var configuration = DevLLMConfiguration()
         configuration.port = 0
         configuration.apiKey = key
+        configuration.tokenInterval = tokenInterval
         let (ports, continuation) = AsyncStream.makeStream(of: Int.self)
         let app = buildDevLLM(configuration: configuration, logger: Logger(label: "dev-llm-test")) { continuation.yield($0) }
         return try await withThrowingTaskGroup(of: Void.self) { group in

@@ -23,6 +23,14 @@ enum AIDocSamples {
         return (answer, spent)
     }
 
+    /// `AIClient.hold(for:)`: a price before sending.
+    static func price(tally: Client, conversation: [ChatMessage]) async throws -> String {
+        var priceLabel = ""
+        let most = try await tally.ai.hold(for: ChatCompletionRequest(model: "chat", messages: conversation))
+        priceLabel = "up to \(most) tokens"
+        return priceLabel
+    }
+
     /// `AIClient.daily(_:parameters:)`.
     static func daily(tally: Client) async throws -> String {
         var horoscope = ""

@@ -10,10 +10,10 @@ extension Client {
 /// session, paid from the user's wallet. A handle, cheap to make: it holds only the client.
 ///
 /// The server holds the most a call can cost while the model runs, then charges the real usage and returns the
-/// rest. The SDK cannot know that bound (the server's prices are not sent to apps), so what the cached wallet
-/// shows meanwhile is the app's `estimate`: pass the ``AICharge/held`` of the previous call to show about what
-/// the server holds, or nothing to show the call as pending only (``QueryState/pendingMutations``). The
-/// wallet in the call's charge then replaces it, with no further request.
+/// rest. The cached wallet shows that hold at once: the SDK computes it exactly as the server does
+/// (``hold(for:)``, from the models and prices of `GET /v1/ai/models`, fetched once and cached), unless the app
+/// passes its own `estimate`. The wallet in the call's charge then replaces it, with no further request. If the
+/// price list cannot be had (offline), the call shows as pending only (``QueryState/pendingMutations``).
 ///
 /// ```swift
 /// let completion = try await tally.ai.chat(model: "chat", messages: [ChatMessage(role: "user", content: question)])
@@ -36,7 +36,7 @@ public struct AIClient: Sendable {
     /// - Parameters:
     ///   - idempotencyKey: 1 to 255 printable ASCII characters (a message id); the same key and request later,
     ///     even after a relaunch, returns the first answer without a second charge. Nil: a key of its own.
-    ///   - estimate: wallet tokens to show held while the call runs (see ``AIClient``); nil shows none.
+    ///   - estimate: wallet tokens to show held while the call runs; nil: the hold the server will make (``hold(for:)``).
     /// - Throws: a ``ClientError``: ``ClientError/Code/insufficientTokens`` with the server's wallet (confirmed in
     ///   the cache, ready for a paywall); ``ClientError/Code/rateLimited`` when the user has too many calls in
     ///   flight; ``ClientError/Code/server`` with ``ClientError/serverCode`` `unknown_model` (404) or
@@ -66,6 +66,7 @@ public struct AIClient: Sendable {
         request.stream = nil
         request.streamOptions = nil
         let key = try idempotencyKey.map(Self.checked) ?? UUID().uuidString.lowercased()
+        let estimate = await resolvedEstimate(estimate, for: request)
         let body = try TallyJSON.encoder().encode(request)
         // One key and one request: a double tap shares the call (one request, one estimate shown).
         let shared = "ai " + IdempotencyKey.derive(method: "POST", path: AIGatewayProtocol.chatCompletionsPath, body: body, intent: key)
@@ -89,7 +90,7 @@ public struct AIClient: Sendable {
     /// }
     /// ```
     ///
-    /// - Parameter estimate: wallet tokens to show held while the answer streams (see ``AIClient``); nil shows none.
+    /// - Parameter estimate: wallet tokens to show held while the answer streams; nil: the server's hold (``hold(for:)``).
     public func stream(_ request: ChatCompletionRequest, estimate: Int64? = nil) -> AIStream {
         AIStream(client: client, request: request, estimate: estimate)
     }
@@ -98,6 +99,35 @@ public struct AIClient: Sendable {
     /// - Parameter maxTokens: the most tokens the answer may have (the server caps it at the model's own limit).
     public func stream(model: String, messages: [ChatMessage], maxTokens: Int? = nil, estimate: Int64? = nil) -> AIStream {
         stream(ChatCompletionRequest(model: model, messages: messages, maxTokens: maxTokens), estimate: estimate)
+    }
+
+    /// The models the gateway offers with their prices (`GET /v1/ai/models`), cached for an hour.
+    public var modelsQuery: Query<AIModelList> {
+        Query(key: "ai.models", path: "/v1/ai/models", operation: "GET /v1/ai/models", staleAfter: 3600, maxAge: 7 * 86_400)
+    }
+
+    /// What the server will hold for `request`: the most it can cost, computed as the gateway computes it
+    /// (``AIModelSpec/hold(for:)``) from the listed model — to show a price before sending.
+    ///
+    /// ```swift
+    /// let most = try await tally.ai.hold(for: ChatCompletionRequest(model: "chat", messages: conversation))
+    /// priceLabel = "up to \(most) tokens"
+    /// ```
+    /// - Throws: ``ClientError`` from fetching the list; ``ClientError/Code/invalidInput`` for a model it does not list.
+    public func hold(for request: ChatCompletionRequest) async throws -> Int64 {
+        var models = client.value(modelsQuery)
+        if models == nil { models = try await client.revalidate(modelsQuery) }
+        guard let models else { throw ClientError(.offline) }
+        guard let model = models.items.first(where: { $0.name == request.model }) else {
+            throw ClientError(.invalidInput, message: "the server offers no model named \(request.model)")
+        }
+        return model.hold(for: request)
+    }
+
+    /// The hold to show: the caller's estimate, else the computed hold when the price list can be had.
+    func resolvedEstimate(_ given: Int64?, for request: ChatCompletionRequest) async -> Int64? {
+        if let given { return given }
+        return try? await hold(for: request)
     }
 
     // MARK: Internals

@@ -100,7 +100,8 @@ public struct AIStream: AsyncSequence, Sendable {
         /// Shows the hold and opens the request; a refusal settles the hold and is thrown.
         private mutating func open() async throws {
             phase = .ended  // until the head has come
-            let hold = AIWalletHold.begin(client: stream.client, estimate: stream.estimate)
+            let estimate = await stream.client.ai.resolvedEstimate(stream.estimate, for: stream.request)
+            let hold = AIWalletHold.begin(client: stream.client, estimate: estimate)
             self.hold = hold
             do {
                 var request = stream.request

@@ -1,0 +1,161 @@
+import Foundation
+#if canImport(FoundationNetworking)
+import FoundationNetworking
+#endif
+import Logging
+import ServiceLifecycle
+import TallyAPI
+import TallyClient
+import TallyDevLLM
+@testable import TallyServer
+import TallyStore
+import TallyTestSupport
+import Testing
+
+/// `client.ai` against a real server whose gateway calls a real local model (`tally dev-llm`) over loopback.
+@Suite("SDK AI gateway (real server, dev-llm upstream)", .timeLimit(.minutes(2)))
+struct AIGatewayClientTests {
+    static let key = "sk-client-test-0123456789"
+    static let model = AIModelSpec(name: "chat", upstreamModel: "dev", promptTokensPerCredit: 10, completionTokensPerCredit: 5, maxCompletionTokens: 40)
+    static let catalog = try! Catalog(signupGrant: 0, quotas: [], actions: [ActionSpec(name: "ai.daily", tokens: 3)])
+
+    /// A server on `kind` with the gateway in front of an in-process dev-llm, and that model's control URL.
+    static func with<T: Sendable>(
+        _ kind: StoreKind, tokenInterval: Duration = .zero, _ body: @Sendable (TallyTestServer, DevModel) async throws -> T
+    ) async throws -> T {
+        var devConfiguration = DevLLMConfiguration()
+        devConfiguration.port = 0
+        devConfiguration.apiKey = key
+        devConfiguration.tokenInterval = tokenInterval
+        let (ports, continuation) = AsyncStream.makeStream(of: Int.self)
+        let devLLM = buildDevLLM(configuration: devConfiguration, logger: Logger(label: "dev-llm")) { continuation.yield($0) }
+        return try await withThrowingTaskGroup(of: Void.self) { group in
+            let services = ServiceGroup(configuration: .init(services: [devLLM], logger: Logger(label: "dev-llm")))
+            group.addTask { try await services.run() }
+            var iterator = ports.makeAsyncIterator()
+            guard let port = await iterator.next() else { throw CancellationError() }
+            defer { Task { await services.triggerGracefulShutdown() } }
+            let spec = try DailyGenerationSpec(
+                name: "todays_prediction", model: model, prompt: PromptTemplate("A prediction for {{date}}.", params: [], hasProfile: false, place: "test"),
+                action: catalog.action(named: "ai.daily")!, quotaLimit: nil, params: [], profileDocument: nil)
+            return try await TallyTestServer.with(kind, catalog: catalog, configure: { configuration in
+                configuration.ai = AIConfiguration(
+                    upstream: AIUpstream(baseURL: "http://127.0.0.1:\(port)/v1", apiKey: key), models: [model], dailyGenerations: [spec])
+            }) { server in try await body(server, DevModel(port: port)) }
+        }
+    }
+
+    static func ask(_ text: String, maxTokens: Int? = nil) -> ChatCompletionRequest {
+        ChatCompletionRequest(model: "chat", messages: [ChatMessage(role: "user", content: text)], maxTokens: maxTokens)
+    }
+
+    @Test("chat returns the answer; the hold the SDK computes is the server's, and the charge settles the cached wallet", arguments: StoreKind.allCases)
+    func chat(_ kind: StoreKind) async throws {
+        try await Self.with(kind) { server, model in
+            let (client, _) = try await server.readyClient(tokens: 500)
+            let request = Self.ask("What do the stars say?")
+            let computed = try await client.ai.hold(for: request)
+            let reply = try await client.ai.reply(to: request)
+            let charge = try #require(reply.charge)
+            #expect(!reply.text.isEmpty && !reply.isReplay)
+            #expect(charge.held == computed && charge.charged <= computed && charge.charged > 0)
+            #expect(client.value(client.walletQuery) == charge.wallet && charge.wallet.balance == 500 - charge.charged)
+            let again = try await client.ai.reply(to: request, idempotencyKey: "message-1")
+            let replay = try await client.ai.reply(to: request, idempotencyKey: "message-1")
+            #expect(replay.isReplay && replay.completion == again.completion)
+            #expect(try await model.stats().completions == 2)
+        }
+    }
+
+    @Test("A stream yields deltas while the model is still writing, shows the hold at once, then the real charge", arguments: StoreKind.allCases)
+    func streams(_ kind: StoreKind) async throws {
+        try await Self.with(kind) { server, model in
+            let (client, _) = try await server.readyClient(tokens: 500)
+            let request = Self.ask("Tell me a story", maxTokens: 12)
+            let hold = try await client.ai.hold(for: request)
+            try await model.script(#"{"behaviours":[{"pauseAfterChunks":3}]}"#)
+            var iterator = client.ai.stream(request).makeAsyncIterator()
+            var text = ""
+            var events = 0
+            while events < 3, let event = try await iterator.next() {
+                text += event.content
+                if !event.content.isEmpty { events += 1 }
+            }
+            // The model is paused after three tokens: what arrived was not buffered, and the wallet shows the hold.
+            #expect(try await model.stats().pausedStreams == 1)
+            #expect(client.value(client.walletQuery)?.available == 500 - hold)
+            try await model.release()
+            var charge: AICharge?
+            while let event = try await iterator.next() {
+                text += event.content
+                if let reported = event.charge { charge = reported }
+            }
+            let report = try #require(charge)
+            #expect(text.split(separator: " ").count == 12 && report.completionTokens == 12)
+            #expect(client.value(client.walletQuery) == report.wallet && report.wallet.held == 0)
+        }
+    }
+
+    @Test("Cancelling the task that reads a stream ends the call; the server charges at most what was generated")
+    func cancellation() async throws {
+        // A token every 5 ms, 40 of them: the server must stop the model well before its end.
+        try await Self.with(.sqlite, tokenInterval: .milliseconds(5)) { server, model in
+            let (client, _) = try await server.readyClient(tokens: 500)
+            let request = Self.ask("A very long story", maxTokens: 40)
+            let hold = try await client.ai.hold(for: request)
+            try await model.script(#"{"behaviours":[{"pauseAfterChunks":4,"answerTokens":40}]}"#)
+            let reader = Task {
+                var deltas = 0
+                for try await event in client.ai.stream(request) where !event.content.isEmpty {
+                    deltas += 1
+                    if deltas == 3 { return deltas }
+                }
+                return deltas
+            }
+            #expect(try await reader.value == 3)
+            try await model.release()
+            // The server settles once it notices: poll its wallet (through the SDK, which refetches).
+            var wallet = try await client.fetch(client.walletQuery, forceRefresh: true)
+            for _ in 0..<400 where wallet.held != 0 {
+                try await Task.sleep(for: .milliseconds(10))
+                wallet = try await client.fetch(client.walletQuery, forceRefresh: true)
+            }
+            let generated = try await model.stats().contentChunks
+            #expect(wallet.held == 0 && generated < 30, "\(generated) of 40 generated")
+            let charged = 500 - wallet.balance
+            let prompt = try JSONValue.parse(Array(try JSONEncoder().encode(request))).objectValue ?? [:]
+            #expect(charged > 0 && charged <= hold)
+            #expect(charged <= Self.model.cost(promptTokens: PromptBound.tokens(request: prompt), completionTokens: generated))
+        }
+    }
+
+    @Test("daily answers from the cache until the user's local midnight: one model call, one charge", arguments: StoreKind.allCases)
+    func daily(_ kind: StoreKind) async throws {
+        try await Self.with(kind) { server, model in
+            let (client, transport) = try await server.readyClient(tokens: 10)
+            let first = try await client.ai.daily("todays_prediction")
+            let requests = transport.count(path: "/v1/ai/daily/todays_prediction")
+            let second = try await client.ai.daily("todays_prediction")
+            #expect(first == second && transport.count(path: "/v1/ai/daily/todays_prediction") == requests)
+            #expect(try await model.stats().completions == 1)
+            #expect(try await client.fetch(client.walletQuery, forceRefresh: true).balance == 7)
+        }
+    }
+}
+
+/// The local model's controls over loopback.
+struct DevModel: Sendable {
+    let port: Int
+
+    private func call(_ method: String, _ path: String, body: String? = nil) async throws -> Data {
+        var request = URLRequest(url: URL(string: "http://127.0.0.1:\(port)\(path)")!)
+        request.httpMethod = method
+        request.httpBody = body.map { Data($0.utf8) }
+        request.setValue("application/json", forHTTPHeaderField: "Content-Type")
+        return try await URLSession.shared.data(for: request).0
+    }
+
+    func script(_ json: String) async throws { _ = try await call("POST", "/dev/script", body: json) }
+    func release() async throws { _ = try await call("POST", "/dev/release") }
+    func stats() async throws -> DevStats { try JSONDecoder().decode(DevStats.self, from: try await call("GET", "/dev/stats")) }
+}
