@@ -108,4 +108,23 @@ struct AIConfigurationTests {
         #expect(counted.promptTokens == english.promptBound && counted.completionTokens == 7 && counted.amount > 0 && !counted.fromUsage)
         #expect(ChatCharge.of(english, usage: ChatUsage(promptTokens: 1_000_000, completionTokens: 1_000_000), chunks: 0).amount == english.maxCost)
     }
+
+    @Test("The relay's scan finds content, usage and errors as a parse would, usage:null and quoted words included")
+    func chunkScan() {
+        let cases: [(String, content: Bool, parse: Bool)] = [
+            (#"{"choices":[{"delta":{"content":"Light"},"index":0}],"usage":null}"#, true, false),
+            (#"{"choices":[{"delta":{"content":""},"index":0}]}"#, false, false),
+            (#"{"choices":[{"delta":{"role":"assistant","content": "a"}}]}"#, true, false),
+            (#"{"choices":[{"delta":{"content":"the \"error\" and \"usage\": {x}"}}]}"#, true, false),
+            (#"{"choices":[],"usage":{"prompt_tokens":3,"completion_tokens":4}}"#, false, true),
+            (#"{"choices":[], "usage": {"prompt_tokens":3}}"#, false, true),
+            (#"{"error":{"message":"boom"}}"#, false, true),
+            (#"{"choices":[{"delta":{},"finish_reason":"stop"}],"usage":null}"#, false, false),
+        ]
+        for (chunk, content, parse) in cases {
+            let bytes = Array(chunk.utf8)
+            #expect(ChunkScan.mayCarryUsageOrError(bytes) == parse, "\(chunk)")
+            if !parse { #expect(ChunkScan.hasContent(bytes) == content, "\(chunk)") }
+        }
+    }
 }

@@ -11,6 +11,8 @@ import Testing
 @Suite("AI gateway", .timeLimit(.minutes(3)))
 struct AIGatewayTests {
     static let model = AIModelSpec(name: "chat", upstreamModel: "dev", promptTokensPerCredit: 10, completionTokensPerCredit: 5, maxCompletionTokens: 40)
+    /// A model that may write long answers: a stream the gateway must cut short.
+    static let longModel = AIModelSpec(name: "long", upstreamModel: "dev", promptTokensPerCredit: 10, completionTokensPerCredit: 5, maxCompletionTokens: 400)
 
     /// A server on `kind` whose gateway calls `upstream` (the dev model wants ``DevLLMTests/key``).
     static func with<T: Sendable>(
@@ -24,21 +26,22 @@ struct AIGatewayTests {
                 configuration.backlog = max(configuration.backlog, connectionsPerIP)
                 configuration.ai = AIConfiguration(
                     upstream: AIUpstream(baseURL: "http://127.0.0.1:\(upstream.port)/v1", apiKey: apiKey),
-                    models: [Self.model], maxConcurrentPerUser: maxConcurrent, dailyGenerations: daily)
+                    models: [Self.model, Self.longModel], maxConcurrentPerUser: maxConcurrent, dailyGenerations: daily)
             }) { server in try await body(server, upstream) }
         }
     }
 
-    static func chat(_ text: String, stream: Bool = false, maxTokens: Int? = nil, usage: Bool = false) -> ChatCompletionRequest {
+    static func chat(_ text: String, stream: Bool = false, maxTokens: Int? = nil, usage: Bool = false, model: String = "chat") -> ChatCompletionRequest {
         ChatCompletionRequest(
-            model: "chat", messages: [ChatMessage(role: "user", content: text)], stream: stream ? true : nil,
+            model: model, messages: [ChatMessage(role: "user", content: text)], stream: stream ? true : nil,
             streamOptions: usage ? ChatStreamOptions(includeUsage: true) : nil, maxTokens: maxTokens)
     }
 
     /// The most a request of `text` can cost (what the gateway holds).
-    static func bound(_ text: String, maxTokens: Int? = nil) throws -> ChatRequest {
-        let body = try JSONValue.parse(Array(try JSONEncoder().encode(chat(text, maxTokens: maxTokens))))
-        return try ChatRequest.parse(body, configuration: AIConfiguration(upstream: AIUpstream(baseURL: "http://x/v1", apiKey: nil), models: [model]))
+    static func bound(_ text: String, maxTokens: Int? = nil, model: String = "chat") throws -> ChatRequest {
+        let body = try JSONValue.parse(Array(try JSONEncoder().encode(chat(text, maxTokens: maxTokens, model: model))))
+        return try ChatRequest.parse(
+            body, configuration: AIConfiguration(upstream: AIUpstream(baseURL: "http://x/v1", apiKey: nil), models: [Self.model, Self.longModel]))
     }
 
     @Test("A streamed answer is relayed chunk by chunk while the model is still generating, then charged its real usage", arguments: StoreKind.allCases)
@@ -108,32 +111,32 @@ struct AIGatewayTests {
 
     @Test("A client that leaves after N chunks is charged at most what was generated, never more than the hold", arguments: StoreKind.allCases)
     func clientLeavesMidStream(_ kind: StoreKind) async throws {
-        // A token every 5 ms, 40 of them: the gateway must stop the model well before its end.
-        try await Self.with(kind, tokenInterval: .milliseconds(5)) { server, upstream in
+        // 300 tokens 20 ms apart (6 s): the gateway must stop the model long before its end, even on a loaded machine.
+        try await Self.with(kind, tokenInterval: .milliseconds(20)) { server, upstream in
             let api = server.connection()
             let user = try await api.newGuest()
             try await api.grant(1_000, to: user)
-            try await upstream.script([DevBehaviour(pauseAfterChunks: 5, answerTokens: 40)])
+            try await upstream.script([DevBehaviour(pauseAfterChunks: 5, answerTokens: 300)])
             let (stream, _) = try await EventStreamClient.open(
                 port: server.port, token: user.accessToken, path: "/v1/ai/chat/completions",
-                json: Array(try JSONEncoder().encode(Self.chat("A long story please", stream: true))))
+                json: Array(try JSONEncoder().encode(Self.chat("A long story please", stream: true, model: "long"))))
             var seen = 0
             while seen < 6 { if case .event = try await stream.nextEvent() { seen += 1 } }
             await stream.close()
             #expect(try await upstream.release() == 1)
             // The gateway notices at its next write, stops the model and settles: wait for the hold to close.
             var wallet = try await api.wallet(user)
-            for _ in 0..<400 where wallet.held != 0 {
+            for _ in 0..<800 where wallet.held != 0 {
                 try await Task.sleep(for: .milliseconds(10))
                 wallet = try await api.wallet(user)
             }
             #expect(wallet.held == 0)
-            let request = try Self.bound("A long story please")
+            let request = try Self.bound("A long story please", model: "long")
             let generated = try await upstream.stats().contentChunks
             let charged = 1_000 - wallet.balance
             #expect(charged > 0 && charged <= request.maxCost)
-            #expect(charged <= Self.model.cost(promptTokens: request.promptBound, completionTokens: generated), "generated \(generated)")
-            #expect(request.completionLimit == 40 && generated < 30, "the model was stopped well before its end (\(generated) of 40)")
+            #expect(charged <= Self.longModel.cost(promptTokens: request.promptBound, completionTokens: generated), "generated \(generated)")
+            #expect(request.completionLimit == 400 && generated < 250, "the model was stopped long before its end (\(generated) of 300)")
             try await api.expectBooksBalance(user)
         }
     }

@@ -47,8 +47,11 @@ struct StreamRelay: Sendable {
         var tally = Tally()
         var parser = UpstreamEvents()
         let deadline = controller.services.clock.now.addingTimeInterval(TimeInterval(controller.ai.configuration.upstream.timeout.components.seconds))
+        // Dropping the iterator cancels the upstream request (the provider stops generating): done at once when the
+        // client is gone or the stream failed, after reading to the end when it completed (the connection is reused).
+        var upstream: HTTPClientResponse.Body.AsyncIterator? = response.body.makeAsyncIterator()
         do {
-            reading: for try await piece in response.body {
+            reading: while let piece = try await upstream?.next() {
                 var out: [UInt8] = []
                 for data in parser.feed(piece.readableBytesView) {
                     if relay(data, into: &out, tally: &tally) { break }
@@ -71,6 +74,7 @@ struct StreamRelay: Sendable {
         } catch {
             if !tally.clientGone { tally.failure = "The model's stream failed." }
         }
+        if !tally.done { upstream = nil }
         // Settle before the last events: a client that hangs up at [DONE] is charged all the same. An upstream that
         // failed before generating anything is released whole, as a failure before the answer is.
         let failedEmpty = tally.failure != nil && tally.contentChunks == 0 && tally.usage == nil && !tally.clientGone
@@ -85,6 +89,8 @@ struct StreamRelay: Sendable {
         if let report { tail += ServerSentEvents.event(AIGatewayProtocol.chargeEvent, data: Self.json(report)) }
         try? await writer.write(ByteBuffer(bytes: tail))
         try? await writer.finish(nil)
+        // Read the upstream's answer to its end (it ends right after [DONE]), so its connection goes back to the pool.
+        if tally.done { while (try? await upstream?.next()) != nil {} }
     }
 
     /// Adds the event whose data is `data` to `out` unless it is the usage chunk the client did not ask for, and
@@ -94,6 +100,12 @@ struct StreamRelay: Sendable {
             tally.done = true
             out += Array("data: [DONE]\n\n".utf8)
             return true
+        }
+        // Most chunks carry a delta and nothing else: found by a scan, without building the JSON.
+        if !ChunkScan.mayCarryUsageOrError(data) {
+            if ChunkScan.hasContent(data) { tally.contentChunks += 1 }
+            out += Self.dataPrefix + data + Self.eventEnd
+            return false
         }
         guard let chunk = try? JSONValue.parse(data) else {
             tally.failure = "The model sent an event that is not JSON."
@@ -112,11 +124,13 @@ struct StreamRelay: Sendable {
         if choices.contains(where: { ($0["delta"]?["content"]?.stringValue ?? "").isEmpty == false }) {
             tally.contentChunks += 1
         }
-        out += Array("data: ".utf8) + data + Array("\n\n".utf8)
+        out += Self.dataPrefix + data + Self.eventEnd
         return false
     }
 
     static let done = Array("[DONE]".utf8)
+    static let dataPrefix = Array("data: ".utf8)
+    static let eventEnd = Array("\n\n".utf8)
 
     /// `value` as compact JSON.
     static func json(_ value: some Encodable) -> [UInt8] { ServerSentEvents.json(value) }
@@ -157,4 +171,47 @@ struct UpstreamEvents {
     }
 
     private static let dataField = Array("data:".utf8)
+}
+
+/// What a chunk's bytes say without parsing them (OpenAI and compatible servers write compact or lightly spaced JSON).
+enum ChunkScan {
+    /// Whether the chunk may carry a usage object or an error: those are parsed. (A `"usage":null` in every
+    /// chunk, as OpenAI sends with `include_usage`, is not one.)
+    static func mayCarryUsageOrError(_ bytes: [UInt8]) -> Bool {
+        if find(errorKey, in: bytes) != nil { return true }
+        var from = 0
+        while let at = find(usageKey, in: bytes, from: from) {
+            var index = at + usageKey.count
+            while index < bytes.count, bytes[index] == UInt8(ascii: " ") || bytes[index] == UInt8(ascii: ":") { index += 1 }
+            if index < bytes.count, bytes[index] != UInt8(ascii: "n") { return true }
+            from = index
+        }
+        return false
+    }
+
+    /// Whether the chunk has a non-empty `"content"` string.
+    static func hasContent(_ bytes: [UInt8]) -> Bool {
+        var from = 0
+        while let at = find(contentKey, in: bytes, from: from) {
+            var index = at + contentKey.count
+            while index < bytes.count, bytes[index] == UInt8(ascii: " ") || bytes[index] == UInt8(ascii: ":") { index += 1 }
+            if index + 1 < bytes.count, bytes[index] == UInt8(ascii: "\""), bytes[index + 1] != UInt8(ascii: "\"") { return true }
+            from = index
+        }
+        return false
+    }
+
+    private static let usageKey = Array("\"usage\"".utf8)
+    private static let errorKey = Array("\"error\"".utf8)
+    private static let contentKey = Array("\"content\"".utf8)
+
+    private static func find(_ needle: [UInt8], in haystack: [UInt8], from start: Int = 0) -> Int? {
+        guard needle.count <= haystack.count else { return nil }
+        var index = start
+        while index + needle.count <= haystack.count {
+            if haystack[index] == needle[0], haystack[index..<(index + needle.count)].elementsEqual(needle) { return index }
+            index += 1
+        }
+        return nil
+    }
 }

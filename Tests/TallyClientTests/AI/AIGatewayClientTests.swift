@@ -17,6 +17,7 @@ import Testing
 struct AIGatewayClientTests {
     static let key = "sk-client-test-0123456789"
     static let model = AIModelSpec(name: "chat", upstreamModel: "dev", promptTokensPerCredit: 10, completionTokensPerCredit: 5, maxCompletionTokens: 40)
+    static let longModel = AIModelSpec(name: "long", upstreamModel: "dev", promptTokensPerCredit: 10, completionTokensPerCredit: 5, maxCompletionTokens: 400)
     static let catalog = try! Catalog(signupGrant: 0, quotas: [], actions: [ActionSpec(name: "ai.daily", tokens: 3)])
 
     /// A server on `kind` with the gateway in front of an in-process dev-llm, and that model's control URL.
@@ -40,13 +41,13 @@ struct AIGatewayClientTests {
                 action: catalog.action(named: "ai.daily")!, quotaLimit: nil, params: [], profileDocument: nil)
             return try await TallyTestServer.with(kind, catalog: catalog, configure: { configuration in
                 configuration.ai = AIConfiguration(
-                    upstream: AIUpstream(baseURL: "http://127.0.0.1:\(port)/v1", apiKey: key), models: [model], dailyGenerations: [spec])
+                    upstream: AIUpstream(baseURL: "http://127.0.0.1:\(port)/v1", apiKey: key), models: [model, longModel], dailyGenerations: [spec])
             }) { server in try await body(server, DevModel(port: port)) }
         }
     }
 
-    static func ask(_ text: String, maxTokens: Int? = nil) -> ChatCompletionRequest {
-        ChatCompletionRequest(model: "chat", messages: [ChatMessage(role: "user", content: text)], maxTokens: maxTokens)
+    static func ask(_ text: String, maxTokens: Int? = nil, model: String = "chat") -> ChatCompletionRequest {
+        ChatCompletionRequest(model: model, messages: [ChatMessage(role: "user", content: text)], maxTokens: maxTokens)
     }
 
     @Test("chat returns the answer; the hold the SDK computes is the server's, and the charge settles the cached wallet", arguments: StoreKind.allCases)
@@ -98,12 +99,12 @@ struct AIGatewayClientTests {
 
     @Test("Cancelling the task that reads a stream ends the call; the server charges at most what was generated")
     func cancellation() async throws {
-        // A token every 5 ms, 40 of them: the server must stop the model well before its end.
-        try await Self.with(.sqlite, tokenInterval: .milliseconds(5)) { server, model in
+        // 300 tokens 20 ms apart (6 s): the server must stop the model long before its end.
+        try await Self.with(.sqlite, tokenInterval: .milliseconds(20)) { server, model in
             let (client, _) = try await server.readyClient(tokens: 500)
-            let request = Self.ask("A very long story", maxTokens: 40)
+            let request = Self.ask("A very long story", model: "long")
             let hold = try await client.ai.hold(for: request)
-            try await model.script(#"{"behaviours":[{"pauseAfterChunks":4,"answerTokens":40}]}"#)
+            try await model.script(#"{"behaviours":[{"pauseAfterChunks":4,"answerTokens":300}]}"#)
             let reader = Task {
                 var deltas = 0
                 for try await event in client.ai.stream(request) where !event.content.isEmpty {
@@ -113,19 +114,21 @@ struct AIGatewayClientTests {
                 return deltas
             }
             #expect(try await reader.value == 3)
+            // Release the model only once it is paused (a release before the pause would be lost).
+            for _ in 0..<500 where try await model.stats().pausedStreams == 0 { try await Task.sleep(for: .milliseconds(10)) }
             try await model.release()
             // The server settles once it notices: poll its wallet (through the SDK, which refetches).
             var wallet = try await client.fetch(client.walletQuery, forceRefresh: true)
-            for _ in 0..<400 where wallet.held != 0 {
+            for _ in 0..<800 where wallet.held != 0 {
                 try await Task.sleep(for: .milliseconds(10))
                 wallet = try await client.fetch(client.walletQuery, forceRefresh: true)
             }
             let generated = try await model.stats().contentChunks
-            #expect(wallet.held == 0 && generated < 30, "\(generated) of 40 generated")
+            #expect(wallet.held == 0 && generated < 250, "\(generated) of 300 generated")
             let charged = 500 - wallet.balance
             let prompt = try JSONValue.parse(Array(try JSONEncoder().encode(request))).objectValue ?? [:]
             #expect(charged > 0 && charged <= hold)
-            #expect(charged <= Self.model.cost(promptTokens: PromptBound.tokens(request: prompt), completionTokens: generated))
+            #expect(charged <= Self.longModel.cost(promptTokens: PromptBound.tokens(request: prompt), completionTokens: generated))
         }
     }
 

@@ -23,6 +23,16 @@ enum AIDocSamples {
         return (answer, spent)
     }
 
+    /// README.md's AI sample.
+    static func readme(tally: Client, conversation: [ChatMessage]) async throws -> (String, DailyGeneration) {
+        var answer = ""
+        for try await event in tally.ai.stream(model: "chat", messages: conversation) {
+            answer += event.content                                      // as the model writes it
+        }
+        let prediction = try await tally.ai.daily("todays_prediction", parameters: ["sign": "leo"])  // once a day, cached
+        return (answer, prediction)
+    }
+
     /// `AIClient.hold(for:)`: a price before sending.
     static func price(tally: Client, conversation: [ChatMessage]) async throws -> String {
         var priceLabel = ""

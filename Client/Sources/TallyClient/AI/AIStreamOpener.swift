@@ -9,7 +9,6 @@ struct AIStreamOpener {
     /// The route template metrics record.
     static let operation = "POST /v1/ai/chat/completions"
     /// The most of an error body read to report it.
-    private static let errorBodyLimit = 65_536
 
     let client: Client
 
@@ -42,7 +41,7 @@ struct AIStreamOpener {
                     attempt -= 1
                     continue
                 }
-                (failure, refusal) = try await Self.refusal(response)
+                (failure, refusal) = try await response.refusal()
             } catch let error as TransportError {
                 client.metrics.recordRequest(operation: Self.operation, status: nil, duration: RequestExecutor.seconds(since: started))
                 // A transport may report its cancelled request as a lost connection: the caller left, it is not offline.
@@ -58,17 +57,4 @@ struct AIStreamOpener {
         }
     }
 
-    /// A status other than 200 as the retry policy sees it, and as the error reporting it (with the server's
-    /// error body: a 402 carries the wallet and quotas).
-    private static func refusal(_ response: StreamingResponse) async throws -> (AttemptFailure, ClientError) {
-        var body = Data()
-        for try await chunk in response.body {
-            body += chunk
-            if body.count >= errorBodyLimit { break }
-        }
-        let detail = try? TallyJSON.decoder().decode(ErrorResponse.self, from: body)
-        let retryAfter = response.header("Retry-After").flatMap(TimeInterval.init)
-        let failure = AttemptFailure.status(response.status, code: detail?.error.code.rawValue, retryAfter: retryAfter)
-        return (failure, RequestExecutor.error(status: response.status, detail: detail, retryAfter: retryAfter))
-    }
 }

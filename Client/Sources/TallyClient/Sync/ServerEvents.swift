@@ -27,7 +27,6 @@ struct ServerEventStream: Sendable {
     /// The longest silence before a connection counts as dropped: three of the server's 15 s heartbeats.
     static let idleTimeout: TimeInterval = 45
     /// The most of an error body read to report it.
-    private static let errorBodyLimit = 65_536
 
     let transport: any EventStreamTransport
     let clock: any ClientClock
@@ -88,7 +87,7 @@ struct ServerEventStream: Sendable {
                     }
                     failure = .transport(.connectionLost)
                 } else {
-                    (failure, refusal) = try await Self.refusal(response)
+                    (failure, refusal) = try await response.refusal()
                 }
             } catch let error as TransportError {
                 failure = .transport(error)
@@ -128,16 +127,4 @@ struct ServerEventStream: Sendable {
         }
     }
 
-    /// A status other than 200 as the retry policy sees it, and as the error reporting it (with the server's error body).
-    private static func refusal(_ response: StreamingResponse) async throws -> (AttemptFailure, ClientError) {
-        var body = Data()
-        for try await chunk in response.body {
-            body += chunk
-            if body.count >= errorBodyLimit { break }
-        }
-        let detail = try? TallyJSON.decoder().decode(ErrorResponse.self, from: body)
-        let retryAfter = response.header("Retry-After").flatMap(TimeInterval.init)
-        let failure = AttemptFailure.status(response.status, code: detail?.error.code.rawValue, retryAfter: retryAfter)
-        return (failure, RequestExecutor.error(status: response.status, detail: detail, retryAfter: retryAfter))
-    }
 }

@@ -116,3 +116,22 @@ private final class EventStreamSessionDelegate: NSObject, URLSessionDataDelegate
         if let failure { stream.body.finish(throwing: failure) } else { stream.body.finish() }
     }
 }
+
+extension StreamingResponse {
+    /// The most of an error body read.
+    static let errorBodyLimit = 65_536
+
+    /// A status other than 200 as the retry policy sees it, and as the error reporting it, with the server's error
+    /// body (a 402 carries the wallet and quotas): what the event stream and the AI stream do with a refusal.
+    func refusal() async throws -> (AttemptFailure, ClientError) {
+        var data = Data()
+        for try await chunk in body {
+            data += chunk
+            if data.count >= Self.errorBodyLimit { break }
+        }
+        let detail = try? TallyJSON.decoder().decode(ErrorResponse.self, from: data)
+        let retryAfter = header("Retry-After").flatMap(TimeInterval.init)
+        let failure = AttemptFailure.status(status, code: detail?.error.code.rawValue, retryAfter: retryAfter)
+        return (failure, RequestExecutor.error(status: status, detail: detail, retryAfter: retryAfter))
+    }
+}
