@@ -43,9 +43,10 @@ struct AIConfigurationTests {
         ("unknown keys in ai.models: price", "ai: {upstream: {baseURL: 'http://x/v1'}, models: [{name: a, price: 1, promptTokensPerCredit: 1, completionTokensPerCredit: 1, maxCompletionTokens: 1}]}", [:]),
         ("baseURL must be an http(s) URL", "ai: {upstream: {baseURL: 'ftp://x'}, models: [{name: a, promptTokensPerCredit: 1, completionTokensPerCredit: 1, maxCompletionTokens: 1}]}", [:]),
         ("declare at least one model", "ai: {upstream: {baseURL: 'http://x/v1'}, models: []}", [:]),
-        ("unknown placeholder {{nope}}", "ai: {upstream: {baseURL: 'http://x/v1'}, models: [{name: a, promptTokensPerCredit: 1, completionTokensPerCredit: 1, maxCompletionTokens: 1}], dailyGenerations: [{name: d, model: a, prompt: '{{nope}}'}]}", [:]),
+        ("unknown placeholder {{nope}}", "ai: {upstream: {baseURL: 'http://x/v1'}, models: [{name: a, promptTokensPerCredit: 1, completionTokensPerCredit: 1, maxCompletionTokens: 1}], dailyGenerations: [{name: d, model: a, prompt: '{{nope}}', quota: readings}]}", [:]),
         ("not both", "ai: {upstream: {baseURL: 'http://x/v1'}, models: [{name: a, promptTokensPerCredit: 1, completionTokensPerCredit: 1, maxCompletionTokens: 1}], dailyGenerations: [{name: d, model: a, prompt: x, action: ai.daily, quota: readings}]}", [:]),
-        ("no model named 'b'", "ai: {upstream: {baseURL: 'http://x/v1'}, models: [{name: a, promptTokensPerCredit: 1, completionTokensPerCredit: 1, maxCompletionTokens: 1}], dailyGenerations: [{name: d, model: b, prompt: x}]}", [:]),
+        ("give an action or a quota", "ai: {upstream: {baseURL: 'http://x/v1'}, models: [{name: a, promptTokensPerCredit: 1, completionTokensPerCredit: 1, maxCompletionTokens: 1}], dailyGenerations: [{name: d, model: a, prompt: x}]}", [:]),
+        ("no model named 'b'", "ai: {upstream: {baseURL: 'http://x/v1'}, models: [{name: a, promptTokensPerCredit: 1, completionTokensPerCredit: 1, maxCompletionTokens: 1}], dailyGenerations: [{name: d, model: b, prompt: x, quota: readings}]}", [:]),
         ("capField must be", "ai: {upstream: {baseURL: 'http://x/v1', capField: max}, models: [{name: a, promptTokensPerCredit: 1, completionTokensPerCredit: 1, maxCompletionTokens: 1}]}", [:]),
     ])
     func refused(_ expected: String, _ yaml: String, _ environment: [String: String]) {

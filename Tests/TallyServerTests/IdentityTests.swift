@@ -1,6 +1,8 @@
 import Foundation
 import HTTPTypes
 import TallyAPI
+@testable import TallyServer
+import TallyStore
 import Testing
 
 @Suite("Identity and sessions")
@@ -91,7 +93,17 @@ struct IdentityTests {
 
     @Test("No endpoint reaches another user's data", arguments: StoreKind.allCases)
     func crossUser(kind: StoreKind) async throws {
-        try await SyncFixture.server(kind) { server in
+        // The AI routes too, with a real local model as their upstream and a daily generation named like the action.
+        let daily = DailyGenerationSpec(
+            name: "ai.query", model: AIGatewayTests.model,
+            prompt: try PromptTemplate("A prediction for {{date}}.", params: [], hasProfile: false, place: "test"),
+            action: SyncFixture.catalog.action(named: "ai.query")!, quotaLimit: nil, params: [], profileDocument: nil)
+        try await DevLLMTests.with { upstream in try await LiveServer.with(kind, catalog: SyncFixture.catalog, configure: { configuration in
+            configuration.sync = SyncFixture.sync
+            configuration.ai = AIConfiguration(
+                upstream: AIUpstream(baseURL: "http://127.0.0.1:\(upstream.port)/v1", apiKey: DevLLMTests.key),
+                models: [AIGatewayTests.model], dailyGenerations: [daily])
+        }) { server in
             let api = server.connection()
             let alice = try await api.newGuest()
             let bob = try await api.newGuest()
@@ -110,7 +122,7 @@ struct IdentityTests {
             #expect(try await api.wallet(alice).held == 10)
             try await Self.everyRouteKeepsToItsUser(api, alice: alice, holdId: holdId)
             await api.close()
-        }
+        } }
     }
 }
 
@@ -171,6 +183,8 @@ extension IdentityTests {
             }
             return texts
         }
+        // Alice's generation of the day exists before the routes are called: her own GET of it later is a replay.
+        #expect(try await api.send(.get, "/v1/ai/daily/ai.query", token: alice.accessToken).status == .ok)
         var before = try await aliceReads()
 
         let routes = try OpenAPITests.routerRoutes()
@@ -202,6 +216,7 @@ extension IdentityTests {
                 "PUT /v1/collections/{collection}/docs/{docId}": PutDocumentRequest(data: .object(["note": .string("bob's")])),
                 "PATCH /v1/collections/{collection}/docs/{docId}": JSONValue.object(["note": .string("bob's")]),
                 // Alice's client id: refused (403), and nothing of hers deleted.
+                "POST /v1/ai/chat/completions": ChatCompletionRequest(model: "chat", messages: [ChatMessage(role: "user", content: "hello")]),
                 "POST /v1/sync/push": SyncPushRequest(
                     clientId: clientId, mutations: [SyncMutation(id: 2, op: .delete, collection: "profile", docId: "alice-doc")]),
             ]

@@ -11,8 +11,8 @@ public struct DailyGenerationSpec: Sendable {
     public var model: AIModelSpec
     /// The prompt, with its placeholders.
     public var prompt: PromptTemplate
-    /// What one generation costs: a catalog action (its quota first, then its tokens), a quota-only action on a
-    /// catalog quota, or nothing.
+    /// What one generation costs: a catalog action (its quota first, then its tokens), or a quota-only action on a
+    /// catalog quota.
     public var action: ActionSpec
     /// The daily limit of the action's quota, if it has one.
     public var quotaLimit: Int?
@@ -75,7 +75,7 @@ public struct DailyGenerationSpec: Sendable {
                 action.quota = quota
                 quotaLimit = limit
             case (nil, nil):
-                break
+                throw ConfigurationError("\(place): give an action or a quota (each generation is a model call the app pays for)")
             case (_?, _?):
                 throw ConfigurationError("\(place): give an action or a quota, not both (an action has its own quota)")
             }
