@@ -134,15 +134,16 @@ let package = Package(
             ],
             swiftSettings: swiftSettings
         ),
-        // What the test targets share: `StoreKind`, the PostgreSQL rule (`postgresURL()`: skipped with a warning without
+        // What the test targets share: `StoreKind`, `LocalModel` (dev-llm in-process), the PostgreSQL rule (`postgresURL()`: skipped with a warning without
         // a database, failed under TALLY_REQUIRE_POSTGRES=1), `ScratchDatabase`, `TallyBinary`, `LedgerInvariants`,
         // `SplitMix64` (the load harness's seeded generator).
         .target(
             name: "TallyTestSupport",
             dependencies: [
-                tallyAPI, "TallyStore", "TallyPostgres", "TallyLoad",
+                tallyAPI, "TallyStore", "TallyPostgres", "TallyLoad", "TallyDevLLM",
                 .product(name: "PostgresNIO", package: "postgres-nio"),
                 .product(name: "Logging", package: "swift-log"),
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
             ],
             path: "Tests/TallyTestSupport",
             swiftSettings: testSwiftSettings
@@ -158,7 +159,7 @@ let package = Package(
             name: "TallyClientTests",
             dependencies: [
                 tallyClient, tallyAPI, "TallyServer", "TallyStore", "TallyLoad", "TallyTestSupport",
-                // The AI client's tests run the local model in-process as their upstream.
+                // The AI client's tests script the local model (`DevStats`).
                 "TallyDevLLM",
                 .product(name: "GRDB", package: "GRDB.swift"),
                 // The push crash tests' proxy (CrashingProxy).

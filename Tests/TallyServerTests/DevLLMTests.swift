@@ -21,20 +21,7 @@ struct DevLLMTests {
     static func with<T: Sendable>(
         tokenInterval: Duration = .zero, _ body: @Sendable (DevLLMClient) async throws -> T
     ) async throws -> T {
-        var configuration = DevLLMConfiguration()
-        configuration.port = 0
-        configuration.apiKey = key
-        configuration.tokenInterval = tokenInterval
-        let (ports, continuation) = AsyncStream.makeStream(of: Int.self)
-        let app = buildDevLLM(configuration: configuration, logger: Logger(label: "dev-llm-test")) { continuation.yield($0) }
-        return try await withThrowingTaskGroup(of: Void.self) { group in
-            let services = ServiceGroup(configuration: .init(services: [app], logger: Logger(label: "dev-llm-test")))
-            group.addTask { try await services.run() }
-            var iterator = ports.makeAsyncIterator()
-            guard let port = await iterator.next() else { throw CancellationError() }
-            defer { Task { await services.triggerGracefulShutdown() } }
-            return try await body(DevLLMClient(port: port))
-        }
+        try await LocalModel.with(apiKey: key, tokenInterval: tokenInterval) { port in try await body(DevLLMClient(port: port)) }
     }
 
     static func request(_ text: String, stream: Bool = false, usage: Bool = false, maxTokens: Int? = nil) -> ChatCompletionRequest {

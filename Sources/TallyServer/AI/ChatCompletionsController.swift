@@ -56,22 +56,34 @@ struct ChatCompletionsController {
             } ?? 0
             // Without usage, the answer's UTF-8 bytes bound its tokens (never zero for an answer that came).
             let charge = ChatCharge.of(chat, usage: Self.usage(parsed["usage"]), chunks: content)
+            // Stored as `{"charge":…,"completion":…}` in canonical JSON, so a replay answers byte for byte what this one does.
+            let completion = parsed.bytes
+            let chargeText = Mutex("")
             let execution = try await capture(call, charge: charge, idempotency: key) { report in
-                let chargeBytes = StreamRelay.json(report)
-                return StoredResponse(status: 200, body: Array("{\"charge\":".utf8) + chargeBytes + Array(",\"completion\":".utf8) + bytes + [UInt8(ascii: "}")])
+                let canonical = (try? JSONValue.parse(ServerSentEvents.json(report)))?.text ?? "{}"
+                chargeText.withLock { $0 = canonical }
+                return StoredResponse(
+                    status: 200, body: Array("{\"charge\":\(canonical),\"completion\":".utf8) + completion + [UInt8(ascii: "}")])
             }
-            return try Self.replay(execution.response, replayed: execution.isReplay)
+            // Another process captured under the key first: its stored answer.
+            if execution.isReplay { return try Self.replay(execution.response) }
+            return Self.answer(completion: completion, charge: chargeText.withLock { $0 }, replayed: false)
         }
     }
 
+    /// A non-streamed answer: the completion, its charge in `Tally-Charge`.
+    static func answer(completion: [UInt8], charge: String, replayed: Bool) -> Response {
+        var headers: HTTPFields = [.contentType: "application/json", .tallyCharge: charge]
+        if replayed { headers[.idempotentReplayed] = "true" }
+        return Response(status: .ok, headers: headers, body: ResponseBody(byteBuffer: ByteBuffer(bytes: completion)))
+    }
+
     /// The answer stored by a capture: the completion as the upstream sent it, the charge in `Tally-Charge`.
-    static func replay(_ stored: StoredResponse, replayed: Bool = true) throws -> Response {
+    static func replay(_ stored: StoredResponse) throws -> Response {
         guard let value = try? JSONValue.parse(stored.body), let completion = value["completion"], let charge = value["charge"] else {
             throw APIError(.internalError, "Internal error.")
         }
-        var headers: HTTPFields = [.contentType: "application/json", .tallyCharge: charge.text]
-        if replayed { headers[.idempotentReplayed] = "true" }
-        return Response(status: .ok, headers: headers, body: ResponseBody(byteBuffer: ByteBuffer(bytes: completion.bytes)))
+        return answer(completion: completion.bytes, charge: charge.text, replayed: true)
     }
 
     // MARK: The hold and its settlement
@@ -131,7 +143,7 @@ struct ChatCompletionsController {
     }
 
     /// Captures `charge`, or releases the hold when it is nil; returns the report (`nil` when the store failed:
-    /// that is logged and left to the hold's expiry, which releases it whole). Runs unstructured.
+    /// that is logged and left to the hold's expiry, which releases it whole). The store call runs unstructured.
     @discardableResult
     func settle(_ call: HeldCall, charge: ChatCharge?, why: String = "") async -> AICharge? {
         let services = self.services
@@ -141,22 +153,22 @@ struct ChatCompletionsController {
             report.withLock { $0 = charge }
             return StoredResponse(status: 200, body: [])
         }
-        await Task {
-            do {
-                if let charge {
-                    _ = try await capture(call, charge: charge, idempotency: nil, render: render)
-                } else {
-                    let command = Command.releaseHold(userId: call.userId, holdId: call.holdId, note: "ai \(call.chat.model.name) \(why)")
-                    _ = try await services.store.execute(command, idempotency: nil, now: services.clock.now) { outcome in
+        do {
+            if let charge {
+                _ = try await capture(call, charge: charge, idempotency: nil, render: render)
+            } else {
+                let command = Command.releaseHold(userId: call.userId, holdId: call.holdId, note: "ai \(call.chat.model.name) \(why)")
+                _ = try await Task {
+                    try await services.store.execute(command, idempotency: nil, now: services.clock.now) { outcome in
                         render(AICharge(charged: 0, held: held, promptTokens: 0, completionTokens: 0, wallet: Wallet(outcome.state.wallet)))
                     }
-                    services.notifier.walletChanged(userId: call.userId)
-                }
-            } catch {
-                Logger(label: "tally.ai").error(
-                    "could not settle an AI call's hold; it expires unsettled", metadata: ["hold": "\(call.holdId)", "error": "\(error)"])
+                }.value
+                services.notifier.walletChanged(userId: call.userId)
             }
-        }.value
+        } catch {
+            Logger(label: "tally.ai").error(
+                "could not settle an AI call's hold; it expires unsettled", metadata: ["hold": "\(call.holdId)", "error": "\(error)"])
+        }
         return report.withLock { $0 }
     }
 

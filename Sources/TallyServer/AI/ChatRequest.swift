@@ -17,8 +17,11 @@ struct ChatRequest: Sendable {
     let promptBound: Int
     /// The body sent upstream.
     let upstreamBody: [UInt8]
-    /// The client's body in canonical form, for the `Idempotency-Key` fingerprint.
-    let canonicalBody: [UInt8]
+    /// The client's body as sent.
+    let clientBody: [String: JSONValue]
+
+    /// The client's body in canonical form, for the `Idempotency-Key` fingerprint (non-streamed calls only).
+    var canonicalBody: [UInt8] { JSONValue.object(clientBody).bytes }
 
     /// The most the call can cost: what is held before the upstream is called.
     var maxCost: Int64 { model.cost(promptTokens: promptBound, completionTokens: completionLimit) }
@@ -65,7 +68,7 @@ struct ChatRequest: Sendable {
         // Every byte of each message (role, name, text, tool calls, JSON punctuation) bounds its tokens.
         let promptBound = PromptBound.tokens(request: object)
 
-        let canonical = JSONValue.object(object).bytes
+        let clientBody = object
         object["model"] = .string(model.upstreamModel)
         object["max_tokens"] = nil
         object["max_completion_tokens"] = nil
@@ -76,7 +79,7 @@ struct ChatRequest: Sendable {
         }
         let request = ChatRequest(
             model: model, stream: stream, clientWantsUsage: clientWantsUsage, completionLimit: limit, promptBound: promptBound,
-            upstreamBody: JSONValue.object(object).bytes, canonicalBody: canonical)
+            upstreamBody: JSONValue.object(object).bytes, clientBody: clientBody)
         guard request.maxCost <= Limits.maxAmount else { throw APIError(.invalidField, "The request is too large to hold for.") }
         return request
     }

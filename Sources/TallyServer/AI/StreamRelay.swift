@@ -84,9 +84,9 @@ struct StreamRelay: Sendable {
         var tail: [UInt8] = []
         if let failure = tally.failure {
             let error = ChatErrorBody(message: failure, type: "upstream_error", code: ErrorCode.upstreamFailed.rawValue)
-            tail += Array("data: ".utf8) + Self.json(error) + Array("\n\n".utf8)
+            tail += Array("data: ".utf8) + ServerSentEvents.json(error) + Array("\n\n".utf8)
         }
-        if let report { tail += ServerSentEvents.event(AIGatewayProtocol.chargeEvent, data: Self.json(report)) }
+        if let report { tail += ServerSentEvents.event(AIGatewayProtocol.chargeEvent, data: ServerSentEvents.json(report)) }
         try? await writer.write(ByteBuffer(bytes: tail))
         try? await writer.finish(nil)
         // Read the upstream's answer to its end (it ends right after [DONE]), so its connection goes back to the pool.
@@ -131,9 +131,6 @@ struct StreamRelay: Sendable {
     static let done = Array("[DONE]".utf8)
     static let dataPrefix = Array("data: ".utf8)
     static let eventEnd = Array("\n\n".utf8)
-
-    /// `value` as compact JSON.
-    static func json(_ value: some Encodable) -> [UInt8] { ServerSentEvents.json(value) }
 }
 
 /// The `data` of each event of an upstream's `text/event-stream`, as its bytes arrive (events end at a blank

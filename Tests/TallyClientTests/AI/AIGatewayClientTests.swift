@@ -24,18 +24,7 @@ struct AIGatewayClientTests {
     static func with<T: Sendable>(
         _ kind: StoreKind, tokenInterval: Duration = .zero, _ body: @Sendable (TallyTestServer, DevModel) async throws -> T
     ) async throws -> T {
-        var devConfiguration = DevLLMConfiguration()
-        devConfiguration.port = 0
-        devConfiguration.apiKey = key
-        devConfiguration.tokenInterval = tokenInterval
-        let (ports, continuation) = AsyncStream.makeStream(of: Int.self)
-        let devLLM = buildDevLLM(configuration: devConfiguration, logger: Logger(label: "dev-llm")) { continuation.yield($0) }
-        return try await withThrowingTaskGroup(of: Void.self) { group in
-            let services = ServiceGroup(configuration: .init(services: [devLLM], logger: Logger(label: "dev-llm")))
-            group.addTask { try await services.run() }
-            var iterator = ports.makeAsyncIterator()
-            guard let port = await iterator.next() else { throw CancellationError() }
-            defer { Task { await services.triggerGracefulShutdown() } }
+        try await LocalModel.with(apiKey: key, tokenInterval: tokenInterval) { port in
             let spec = try DailyGenerationSpec(
                 name: "todays_prediction", model: model, prompt: PromptTemplate("A prediction for {{date}}.", params: [], hasProfile: false, place: "test"),
                 action: catalog.action(named: "ai.daily")!, quotaLimit: nil, params: [], profileDocument: nil)
