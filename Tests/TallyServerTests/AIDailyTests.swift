@@ -103,16 +103,9 @@ struct AIDailyTests {
                     let api = pair.connection(0)
                     let user = try await api.newGuest()
                     try await api.grant(20, to: user)
-                    let bodies = try await withThrowingTaskGroup(of: String.self) { group in
-                        for index in 0..<1_000 {
-                            group.addTask {
-                                let connection = pair.connection(index % 2)
-                                let response = try await connection.send(.get, Self.path, token: user.accessToken)
-                                await connection.close()
-                                return "\(response.status.code) \(response.text)"
-                            }
-                        }
-                        return try await group.reduce(into: []) { $0.append($1) }
+                    let bodies = try await concurrently(1_000, connect: { pair.connection($0 % 2) }) { _, connection in
+                        let response = try await connection.send(.get, Self.path, token: user.accessToken)
+                        return "\(response.status.code) \(response.text)"
                     }
                     #expect(Set(bodies).count == 1 && bodies[0].hasPrefix("200 "), "\(Set(bodies).prefix(3))")
                     #expect(try await upstream.stats().completions == 1)

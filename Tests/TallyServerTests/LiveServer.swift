@@ -251,26 +251,54 @@ extension APIConnection {
     }
 }
 
-/// Runs `count` copies of `body` concurrently, each on its own connection.
+/// Runs `body` `count` times at once, each on a connection of its own to `server`.
 func concurrently<T: Sendable>(
     _ count: Int, server: LiveServer, _ body: @escaping @Sendable (Int, APIConnection) async throws -> T
 ) async throws -> [T] {
-    try await withThrowingTaskGroup(of: T.self) { group in
-        for index in 0..<count {
-            group.addTask {
-                let connection = server.connection()
-                do {
-                    let value = try await body(index, connection)
-                    await connection.close()
-                    return value
-                } catch {
-                    await connection.close()
-                    throw error
+    try await concurrently(count, connect: { _ in server.connection() }, body)
+}
+
+/// Runs `body` `count` times at once, the `index`th on `connect(index)`. The connections are opened first, at
+/// most 100 at a time (a thousand connects at once can outlast the test client's 5 s connect timeout on a
+/// loaded machine), then every `body` starts together, so the requests, not the connects, are concurrent.
+func concurrently<T: Sendable>(
+    _ count: Int, connect: @escaping @Sendable (Int) -> APIConnection,
+    _ body: @escaping @Sendable (Int, APIConnection) async throws -> T
+) async throws -> [T] {
+    var connections: [APIConnection] = []
+    connections.reserveCapacity(count)
+    do {
+        for batch in stride(from: 0, to: count, by: 100) {
+            let opened = (batch..<min(batch + 100, count)).map(connect)
+            connections += opened
+            try await withThrowingTaskGroup(of: Void.self) { group in
+                for connection in opened {
+                    group.addTask {
+                        let ready = try await connection.send(.get, "/ready")
+                        guard ready.status == .ok else { throw ConnectFailure(status: ready.status.code) }
+                    }
                 }
+                try await group.waitForAll()
             }
         }
-        return try await group.reduce(into: []) { $0.append($1) }
+        let opened = connections
+        let values = try await withThrowingTaskGroup(of: (Int, T).self) { group in
+            for (index, connection) in opened.enumerated() {
+                group.addTask { (index, try await body(index, connection)) }
+            }
+            return try await group.reduce(into: [(Int, T)]()) { $0.append($1) }
+        }
+        for connection in connections { await connection.close() }
+        return values.sorted { $0.0 < $1.0 }.map(\.1)
+    } catch {
+        for connection in connections { await connection.close() }
+        throw error
     }
+}
+
+/// A connection of ``concurrently(_:connect:_:)`` whose `GET /ready` was not 200.
+struct ConnectFailure: Error {
+    let status: Int
 }
 
 extension HTTPField.Name {
