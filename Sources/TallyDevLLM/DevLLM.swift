@@ -73,6 +73,7 @@ struct DevCompletions: Sendable {
         }
         let streaming = chat.stream == true
         let behaviour = state.nextBehaviour(streaming: streaming)
+        if behaviour.pauseBeforeHead == true { await state.pause() }
         if let status = behaviour.status {
             let type = status >= 500 ? "server_error" : "invalid_request_error"
             return DevJSON.error(HTTPResponse.Status(code: status), "The dev model was told to fail with \(status).", type: type)

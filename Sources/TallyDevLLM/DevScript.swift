@@ -11,13 +11,19 @@ public struct DevBehaviour: Codable, Hashable, Sendable {
     public var pauseAfterChunks: Int?
     /// The answer's length in tokens (before `max_tokens` cuts it), instead of the prompt's hash.
     public var answerTokens: Int?
+    /// Wait for `POST /dev/release` before answering at all (before the response's head).
+    public var pauseBeforeHead: Bool?
 
     /// Creates a behaviour; every field nil is the default answer.
-    public init(status: Int? = nil, failAfterChunks: Int? = nil, pauseAfterChunks: Int? = nil, answerTokens: Int? = nil) {
+    public init(
+        status: Int? = nil, failAfterChunks: Int? = nil, pauseAfterChunks: Int? = nil, answerTokens: Int? = nil,
+        pauseBeforeHead: Bool? = nil
+    ) {
         self.status = status
         self.failAfterChunks = failAfterChunks
         self.pauseAfterChunks = pauseAfterChunks
         self.answerTokens = answerTokens
+        self.pauseBeforeHead = pauseBeforeHead
     }
 }
 

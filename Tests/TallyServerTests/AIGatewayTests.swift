@@ -141,6 +141,41 @@ struct AIGatewayTests {
         }
     }
 
+    @Test("A client that hangs up before the stream's head is written leaves no hold open", arguments: StoreKind.allCases)
+    func clientLeavesBeforeTheHead(_ kind: StoreKind) async throws {
+        try await Self.with(kind) { server, upstream in
+            let api = server.connection()
+            let user = try await api.newGuest()
+            try await api.grant(1_000, to: user)
+            try await upstream.script([DevBehaviour(pauseBeforeHead: true)])
+            let body = String(decoding: try JSONEncoder().encode(Self.chat("count the stars", stream: true)), as: UTF8.self)
+            let raw = try await RawConnection.open(port: server.port)
+            try await raw.send(
+                "POST /v1/ai/chat/completions HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer \(user.accessToken)\r\n"
+                    + "Content-Type: application/json\r\nContent-Length: \(body.utf8.count)\r\n\r\n\(body)")
+            // The hold is open and the model has not answered: the client leaves now.
+            var (held, paused) = (0 as Int64, 0)
+            for _ in 0..<500 where held == 0 || paused == 0 {
+                try await Task.sleep(for: .milliseconds(10))
+                (held, paused) = (try await api.wallet(user).held, try await upstream.stats().pausedStreams)
+            }
+            #expect(held > 0 && paused == 1)
+            await raw.close()
+            try await Task.sleep(for: .milliseconds(200))
+            #expect(try await upstream.release() == 1)
+            // No clock advance: the hold must not wait for its expiry. (The client's close is a half-close to the
+            // server, so the stream's body still runs; its writes then fail, and the relay settles what was generated.)
+            var wallet = try await api.wallet(user)
+            for _ in 0..<500 where wallet.held != 0 {
+                try await Task.sleep(for: .milliseconds(10))
+                wallet = try await api.wallet(user)
+            }
+            let hold = try Self.bound("count the stars").maxCost
+            #expect(wallet.held == 0 && wallet.balance >= 1_000 - hold)
+            try await api.expectBooksBalance(user)
+        }
+    }
+
     @Test("50 concurrent calls by one user never overdraw the wallet", arguments: StoreKind.allCases)
     func concurrentCallsNeverOverdraw(_ kind: StoreKind) async throws {
         try await Self.with(kind) { server, upstream in
