@@ -44,6 +44,16 @@ struct AIGatewayTests {
             body, configuration: AIConfiguration(upstream: AIUpstream(baseURL: "http://x/v1", apiKey: nil), models: [Self.model, Self.longModel]))
     }
 
+    /// `user`'s wallet once nothing is held (or after 8 s): a call settles after its response ended.
+    static func settled(_ api: APIConnection, _ user: TestUser) async throws -> Wallet {
+        var wallet = try await api.wallet(user)
+        for _ in 0..<800 where wallet.held != 0 {
+            try await Task.sleep(for: .milliseconds(10))
+            wallet = try await api.wallet(user)
+        }
+        return wallet
+    }
+
     @Test("A streamed answer is relayed chunk by chunk while the model is still generating, then charged its real usage", arguments: StoreKind.allCases)
     func streamedAndCharged(_ kind: StoreKind) async throws {
         try await Self.with(kind) { server, upstream in
@@ -125,11 +135,7 @@ struct AIGatewayTests {
             await stream.close()
             #expect(try await upstream.release() == 1)
             // The gateway notices at its next write, stops the model and settles: wait for the hold to close.
-            var wallet = try await api.wallet(user)
-            for _ in 0..<800 where wallet.held != 0 {
-                try await Task.sleep(for: .milliseconds(10))
-                wallet = try await api.wallet(user)
-            }
+            let wallet = try await Self.settled(api, user)
             #expect(wallet.held == 0)
             let request = try Self.bound("A long story please", model: "long")
             let generated = try await upstream.stats().contentChunks
@@ -165,11 +171,7 @@ struct AIGatewayTests {
             #expect(try await upstream.release() == 1)
             // No clock advance: the hold must not wait for its expiry. (The client's close is a half-close to the
             // server, so the stream's body still runs; its writes then fail, and the relay settles what was generated.)
-            var wallet = try await api.wallet(user)
-            for _ in 0..<500 where wallet.held != 0 {
-                try await Task.sleep(for: .milliseconds(10))
-                wallet = try await api.wallet(user)
-            }
+            let wallet = try await Self.settled(api, user)
             let hold = try Self.bound("count the stars").maxCost
             #expect(wallet.held == 0 && wallet.balance >= 1_000 - hold)
             try await api.expectBooksBalance(user)
