@@ -26,8 +26,7 @@ struct AIDailyTests {
     func thousandFirstCalls(_ kind: StoreKind) async throws {
         try await AIGatewayTests.with(kind, catalog: Self.catalog, daily: [try Self.spec()], connectionsPerIP: 2_000) { server, upstream in
             let api = server.connection()
-            let user = try await api.newGuest()
-            try await api.grant(20, to: user)
+            let user = try await api.newGuest(granted: 20)
             let bodies = try await concurrently(1_000, server: server) { _, connection in
                 let response = try await connection.send(.get, Self.path, token: user.accessToken)
                 return "\(response.status.code) \(response.text)"
@@ -44,8 +43,7 @@ struct AIDailyTests {
     func replacedAfterLocalMidnight(_ kind: StoreKind) async throws {
         try await AIGatewayTests.with(kind, catalog: Self.catalog, daily: [try Self.spec()]) { server, upstream in
             let api = server.connection()
-            let user = try await api.newGuest()
-            try await api.grant(20, to: user)
+            let user = try await api.newGuest(granted: 20)
             // 2027-01-15T08:00Z is 17:00 in Tokyo: the local day ends at 15:00Z.
             #expect(try await api.send(.patch, "/v1/me", token: user.accessToken, json: UpdateMeRequest(timezone: "Asia/Tokyo")).status == .ok)
             let first: DailyGeneration = try await api.send(.get, Self.path, token: user.accessToken).decode()
@@ -71,8 +69,7 @@ struct AIDailyTests {
             #expect(refused.status.code == 402 && refused.text.contains("\"wallet\""), "\(refused.text)")
             #expect(try await upstream.stats().completions == 0)
 
-            let user = try await api.newGuest()
-            try await api.grant(20, to: user)
+            let user = try await api.newGuest(granted: 20)
             try await upstream.script([DevBehaviour(status: 500)])
             #expect(try await api.send(.get, Self.path, token: user.accessToken).status == .badGateway)
             #expect(try await api.wallet(user).balance == 20)
@@ -101,8 +98,7 @@ struct AIDailyTests {
                     arguments: ["--max-connections-per-ip", "2000", "--backlog", "2000"]
                 ) { pair in
                     let api = pair.connection(0)
-                    let user = try await api.newGuest()
-                    try await api.grant(20, to: user)
+                    let user = try await api.newGuest(granted: 20)
                     let bodies = try await concurrently(1_000, connect: { pair.connection($0 % 2) }) { _, connection in
                         let response = try await connection.send(.get, Self.path, token: user.accessToken)
                         return "\(response.status.code) \(response.text)"

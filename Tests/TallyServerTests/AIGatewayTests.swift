@@ -58,8 +58,7 @@ struct AIGatewayTests {
     func streamedAndCharged(_ kind: StoreKind) async throws {
         try await Self.with(kind) { server, upstream in
             let api = server.connection()
-            let user = try await api.newGuest()
-            try await api.grant(1_000, to: user)
+            let user = try await api.newGuest(granted: 1_000)
             try await upstream.script([DevBehaviour(pauseAfterChunks: 3)])
             let (stream, head) = try await EventStreamClient.open(
                 port: server.port, token: user.accessToken, path: "/v1/ai/chat/completions",
@@ -105,8 +104,7 @@ struct AIGatewayTests {
     func upstreamFailureChargesNothing(_ kind: StoreKind) async throws {
         try await Self.with(kind) { server, upstream in
             let api = server.connection()
-            let user = try await api.newGuest()
-            try await api.grant(100, to: user)
+            let user = try await api.newGuest(granted: 100)
             try await upstream.script([DevBehaviour(status: 500), DevBehaviour(status: 500)])
             for stream in [false, true] {
                 let response = try await api.send(.post, "/v1/ai/chat/completions", token: user.accessToken, json: Self.chat("hi", stream: stream))
@@ -124,8 +122,7 @@ struct AIGatewayTests {
         // 300 tokens 20 ms apart (6 s): the gateway must stop the model long before its end, even on a loaded machine.
         try await Self.with(kind, tokenInterval: .milliseconds(20)) { server, upstream in
             let api = server.connection()
-            let user = try await api.newGuest()
-            try await api.grant(1_000, to: user)
+            let user = try await api.newGuest(granted: 1_000)
             try await upstream.script([DevBehaviour(pauseAfterChunks: 5, answerTokens: 300)])
             let (stream, _) = try await EventStreamClient.open(
                 port: server.port, token: user.accessToken, path: "/v1/ai/chat/completions",
@@ -151,8 +148,7 @@ struct AIGatewayTests {
     func clientLeavesBeforeTheHead(_ kind: StoreKind) async throws {
         try await Self.with(kind) { server, upstream in
             let api = server.connection()
-            let user = try await api.newGuest()
-            try await api.grant(1_000, to: user)
+            let user = try await api.newGuest(granted: 1_000)
             try await upstream.script([DevBehaviour(pauseBeforeHead: true)])
             let body = String(decoding: try JSONEncoder().encode(Self.chat("count the stars", stream: true)), as: UTF8.self)
             let raw = try await RawConnection.open(port: server.port)
@@ -204,8 +200,7 @@ struct AIGatewayTests {
     func idempotentRetry(_ kind: StoreKind) async throws {
         try await Self.with(kind) { server, upstream in
             let api = server.connection()
-            let user = try await api.newGuest()
-            try await api.grant(100, to: user)
+            let user = try await api.newGuest(granted: 100)
             let headers: HTTPFields = [.idempotencyKey: "ask-1"]
             let first = try await api.send(.post, "/v1/ai/chat/completions", token: user.accessToken, json: Self.chat("hello"), headers: headers)
             let second = try await api.send(.post, "/v1/ai/chat/completions", token: user.accessToken, json: Self.chat("hello"), headers: headers)
@@ -225,8 +220,7 @@ struct AIGatewayTests {
     func concurrencyLimit(_ kind: StoreKind) async throws {
         try await Self.with(kind, maxConcurrent: 1) { server, upstream in
             let api = server.connection()
-            let user = try await api.newGuest()
-            try await api.grant(100, to: user)
+            let user = try await api.newGuest(granted: 100)
             try await upstream.script([DevBehaviour(pauseAfterChunks: 1)])
             let (stream, _) = try await EventStreamClient.open(
                 port: server.port, token: user.accessToken, path: "/v1/ai/chat/completions",
@@ -248,8 +242,7 @@ struct AIGatewayTests {
         let wrongKey = "sk-wrong-key-abcdef0123456789"
         try await Self.with(.sqlite, apiKey: wrongKey, logs: logs) { server, upstream in
             let api = server.connection()
-            let user = try await api.newGuest()
-            try await api.grant(100, to: user)
+            let user = try await api.newGuest(granted: 100)
             let response = try await api.send(.post, "/v1/ai/chat/completions", token: user.accessToken, json: Self.chat("hi"))
             #expect(response.status == .badGateway)
             #expect(!response.text.contains(wrongKey) && !response.text.contains("abcdef"))
@@ -264,8 +257,7 @@ struct AIGatewayTests {
     func badRequests() async throws {
         try await Self.with(.sqlite) { server, upstream in
             let api = server.connection()
-            let user = try await api.newGuest()
-            try await api.grant(100, to: user)
+            let user = try await api.newGuest(granted: 100)
             let bodies = [
                 #"{"model":"nope","messages":[{"role":"user","content":"x"}]}"#, #"{"model":"chat","messages":[]}"#,
                 #"{"model":"chat","n":2,"messages":[{"role":"user","content":"x"}]}"#,

@@ -10,8 +10,7 @@ import Testing
         let lines = CapturedLines()
         let (user, holdId, adminKey) = try await LiveServer.with(.sqlite, logger: lines.logger(level: .info)) { server in
             let api = server.connection()
-            let user = try await api.newGuest()
-            try await api.grant(20, to: user)
+            let user = try await api.newGuest(granted: 20)
             let hold = try await api.send(.post, "/v1/wallet/holds", token: user.accessToken, json: CreateHoldRequest(amount: 5, ttlSeconds: 60))
             let holdId = try hold.decode(Hold.self).holdId
             #expect(try await api.send(.get, "/v1/wallet/holds/\(holdId)?note=query-secret", token: user.accessToken).status == .ok)

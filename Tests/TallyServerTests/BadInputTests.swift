@@ -72,8 +72,7 @@ struct BadInputTests {
     func rejected(kind: StoreKind, _ testCase: Case) async throws {
         try await LiveServer.with(kind) { server in
             let api = server.connection()
-            let user = try await api.newGuest()
-            try await api.grant(50, to: user)
+            let user = try await api.newGuest(granted: 50)
             // A profile unlike the defaults, so a bad PATCH that wrote either value it names would show.
             let profile = try await api.send(.patch, "/v1/me", token: user.accessToken, json: UpdateMeRequest(timezone: "Asia/Tokyo", language: "fr"))
             #expect(profile.status == .ok, "\(profile.text)")
@@ -216,8 +215,7 @@ extension BadInputTests {
     func syncRejected(kind: StoreKind, _ testCase: Case) async throws {
         try await SyncFixture.server(kind) { server in
             let api = server.connection()
-            let user = try await api.newGuest()
-            try await api.grant(10, to: user)
+            let user = try await api.newGuest(granted: 10)
             #expect(try await api.putDocument(user, "habit_logs", "h1", jsonValue(#"{"date":"2027-01-15"}"#)).status == .created)
             for id in ["p1", "p2", "p3"] {  // profile is full (maxDocuments: 3)
                 #expect(try await api.putDocument(user, "profile", id, jsonValue(#"{"name":"x"}"#)).status == .created)

@@ -234,8 +234,7 @@ struct CollectionsTests {
     func meteredCollection(kind: StoreKind) async throws {
         try await SyncFixture.server(kind) { server in
             let api = server.connection()
-            let user = try await api.newGuest()
-            try await api.grant(5, to: user)
+            let user = try await api.newGuest(granted: 5)
             func message(_ index: Int, _ text: String = "hello") -> JSONValue {
                 .object(["sentAt": .string("2027-01-15T08:00:0\(index)Z"), "text": .string(text)])
             }

@@ -37,8 +37,7 @@ struct DatabaseOutageTests {
             configuration.databaseURL = url.string
         }) { server in
             let api = server.connection()
-            let user = try await api.newGuest()
-            try await api.grant(100, to: user)
+            let user = try await api.newGuest(granted: 100)
             let before = try await api.send(.post, "/v1/actions/ai.query", token: user.accessToken, headers: [.idempotencyKey: "before"])
             #expect(before.status == .ok, "\(before.text)")
 

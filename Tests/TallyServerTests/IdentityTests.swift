@@ -201,8 +201,7 @@ extension IdentityTests {
                 }
                 path = path.replacingOccurrences(of: "{\(name)}", with: value)
             }
-            let bob = try await api.newGuest()
-            try await api.grant(20, to: bob)
+            let bob = try await api.newGuest(granted: 20)
             let bodies: [String: any Encodable & Sendable] = [
                 "POST /v1/auth/guest": GuestSignInRequest(deviceId: "device-" + UUID().uuidString),
                 "POST /v1/auth/refresh": RefreshRequest(refreshToken: bob.refreshToken),

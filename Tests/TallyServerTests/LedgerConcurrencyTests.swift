@@ -13,8 +13,7 @@ struct LedgerConcurrencyTests {
     func concurrentDebits(kind: StoreKind) async throws {
         try await LiveServer.with(kind, catalog: Self.catalog) { server in
             let admin = server.connection()
-            let user = try await admin.newGuest()
-            try await admin.grant(100, to: user)
+            let user = try await admin.newGuest(granted: 100)
             let statuses = try await concurrently(200, server: server) { index, connection in
                 try await connection.send(
                     .post, "/v1/actions/debit1", token: user.accessToken, headers: [.idempotencyKey: "debit-\(index)"]
@@ -33,8 +32,7 @@ struct LedgerConcurrencyTests {
     func concurrentRetries(kind: StoreKind) async throws {
         try await LiveServer.with(kind, catalog: Self.catalog) { server in
             let admin = server.connection()
-            let user = try await admin.newGuest()
-            try await admin.grant(10, to: user)
+            let user = try await admin.newGuest(granted: 10)
             let responses = try await concurrently(50, server: server) { _, connection in
                 try await connection.send(.post, "/v1/actions/debit1", token: user.accessToken, headers: [.idempotencyKey: "one-intent"])
             }
@@ -73,8 +71,7 @@ struct LedgerConcurrencyTests {
     func holdsRacingDebits(kind: StoreKind) async throws {
         try await LiveServer.with(kind, catalog: Self.catalog) { server in
             let admin = server.connection()
-            let user = try await admin.newGuest()
-            try await admin.grant(500, to: user)
+            let user = try await admin.newGuest(granted: 500)
             _ = try await concurrently(60, server: server) { index, connection in
                 switch index % 3 {
                 case 0:

@@ -218,6 +218,13 @@ extension APIConnection {
         return TestUser(userId: tokens.userId, accessToken: tokens.accessToken, refreshToken: tokens.refreshToken)
     }
 
+    /// Signs in a new guest and grants it `tokens` through the admin API.
+    func newGuest(granted tokens: Int64) async throws -> TestUser {
+        let user = try await newGuest()
+        try await grant(tokens, to: user)
+        return user
+    }
+
     /// Grants tokens through the admin API.
     func grant(_ amount: Int64, to user: TestUser) async throws {
         let response = try await send(.post, "/admin/v1/users/\(user.userId)/grants", admin: true, json: GrantRequest(amount: amount, reason: "test"))

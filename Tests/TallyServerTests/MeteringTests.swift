@@ -80,8 +80,7 @@ struct MeteringTests {
     func premium(kind: StoreKind) async throws {
         try await LiveServer.with(kind, catalog: Self.catalog) { server in
             let api = server.connection()
-            let user = try await api.newGuest()
-            try await api.grant(3, to: user)
+            let user = try await api.newGuest(granted: 3)
             let until = Date(timeIntervalSince1970: 1_800_000_000 + 86_400)
             let set = try await api.send(.put, "/admin/v1/users/\(user.userId)/premium", admin: true, json: PremiumRequest(until: until))
             #expect(set.status == .ok)
@@ -101,8 +100,7 @@ struct MeteringTests {
     func holds(kind: StoreKind) async throws {
         try await LiveServer.with(kind, catalog: Self.catalog) { server in
             let api = server.connection()
-            let user = try await api.newGuest()
-            try await api.grant(100, to: user)
+            let user = try await api.newGuest(granted: 100)
             let created = try await api.send(.post, "/v1/wallet/holds", token: user.accessToken, json: CreateHoldRequest(amount: 60, ttlSeconds: 30))
             #expect(created.status == .created)
             let hold = try created.decode(Hold.self)

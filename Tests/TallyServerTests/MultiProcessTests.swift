@@ -21,8 +21,7 @@ struct MultiProcessTests {
     private func twoProcesses(_ pair: ServerPair) async throws {
         let (ports, adminKey) = (pair.ports, pair.adminKey)
         let setup = APIConnection(port: ports[0].api, adminPort: ports[0].admin, adminKey: adminKey)
-        let user = try await setup.newGuest()
-        try await setup.grant(100, to: user)
+        let user = try await setup.newGuest(granted: 100)
         let statuses = try await withThrowingTaskGroup(of: UInt16.self) { group in
             for index in 0..<200 {
                 group.addTask {

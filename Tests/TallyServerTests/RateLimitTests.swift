@@ -295,8 +295,7 @@ struct RateLimitTests {
             for index in 0..<20 {
                 _ = try await api.send(.get, "/admin/v1/users/\(UUID().uuidString)", token: "wrong-admin-key-\(index)", headers: Self.from(attacker))
             }
-            let user = try await api.newGuest()
-            try await api.grant(42, to: user)
+            let user = try await api.newGuest(granted: 42)
 
             #expect(logs.lines("sign-in locked for an address").count == 1)
             #expect(logs.lines("sign-in refused by the lockout").count == 1, "15 refusals, one line")

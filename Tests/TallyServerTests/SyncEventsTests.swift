@@ -52,8 +52,7 @@ struct SyncEventsTests {
         try await LiveServer.with(kind) { server in
             let api = server.connection()
             defer { Task { await api.close() } }
-            let user = try await api.newGuest()
-            try await api.grant(10, to: user)
+            let user = try await api.newGuest(granted: 10)
             #expect(
                 try await api.send(.post, "/v1/wallet/holds", token: user.accessToken, json: CreateHoldRequest(amount: 10, ttlSeconds: 60))
                     .status == .created)

@@ -109,8 +109,7 @@ struct SyncProtocolTests {
     func concurrentIdenticalPushes(kind: StoreKind) async throws {
         try await SyncFixture.server(kind) { server in
             let setup = server.connection()
-            let user = try await setup.newGuest()
-            try await setup.grant(100, to: user)
+            let user = try await setup.newGuest(granted: 100)
             let batch = Self.mixedBatch(prefix: "c")
             let answers = try await concurrently(20, server: server) { _, api in
                 try await api.push(user, clientId: Self.client, batch)
@@ -137,8 +136,7 @@ struct SyncProtocolTests {
 
     private static func samePush(_ pair: ServerPair) async throws {
         let setup = pair.connection(0)
-        let user = try await setup.newGuest()
-        try await setup.grant(100, to: user)
+        let user = try await setup.newGuest(granted: 100)
         let batch = Self.mixedBatch(prefix: "p")
         let answers = try await withThrowingTaskGroup(of: APIResponse.self) { group in
             for index in 0..<20 {
@@ -281,8 +279,7 @@ struct SyncProtocolTests {
     func writesAnnounceChanges(kind: StoreKind) async throws {
         try await SyncFixture.server(kind) { server in
             let api = server.connection()
-            let user = try await api.newGuest()
-            try await api.grant(5, to: user)
+            let user = try await api.newGuest(granted: 5)
             let stream = try await SyncEventsTests.openStream(server, user)
             defer { Task { await stream.close() } }
             #expect(try await SyncEventsTests.walletEvent(stream).wallet.balance == 5)
