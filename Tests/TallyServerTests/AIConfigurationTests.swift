@@ -110,7 +110,7 @@ struct AIConfigurationTests {
         #expect(ChatCharge.of(english, usage: ChatUsage(promptTokens: 1_000_000, completionTokens: 1_000_000), chunks: 0).amount == english.maxCost)
     }
 
-    @Test("The relay's scan finds content, usage and errors as a parse would, usage:null and quoted words included")
+    @Test("The relay's scan finds generated text (content, tool calls, reasoning), usage and errors as a parse would, usage:null and quoted words included")
     func chunkScan() {
         let cases: [(String, content: Bool, parse: Bool)] = [
             (#"{"choices":[{"delta":{"content":"Light"},"index":0}],"usage":null}"#, true, false),
@@ -121,11 +121,18 @@ struct AIConfigurationTests {
             (#"{"choices":[], "usage": {"prompt_tokens":3}}"#, false, true),
             (#"{"error":{"message":"boom"}}"#, false, true),
             (#"{"choices":[{"delta":{},"finish_reason":"stop"}],"usage":null}"#, false, false),
+            // Tool calls, refusals and streamed reasoning are generated tokens too (counted when no usage comes).
+            (#"{"choices":[{"delta":{"tool_calls":[{"index":0,"id":"c1","type":"function","function":{"name":"lookup","arguments":""}}]}}]}"#, true, false),
+            (#"{"choices":[{"delta":{"tool_calls":[{"index":0,"function":{"arguments":"{\"city\":"}}]}}]}"#, true, false),
+            (#"{"choices":[{"delta":{"tool_calls":[{"index":0,"function":{"arguments":""}}]}}]}"#, false, false),
+            (#"{"choices":[{"delta":{"content":null,"reasoning_content":"Let me think"}}]}"#, true, false),
+            (#"{"choices":[{"delta":{"reasoning":"so"}}]}"#, true, false),
+            (#"{"choices":[{"delta":{"refusal":"I can't"}}]}"#, true, false),
         ]
         for (chunk, content, parse) in cases {
             let bytes = Array(chunk.utf8)
             #expect(ChunkScan.mayCarryUsageOrError(bytes) == parse, "\(chunk)")
-            if !parse { #expect(ChunkScan.hasContent(bytes) == content, "\(chunk)") }
+            if !parse { #expect(ChunkScan.carriesGeneratedText(bytes) == content, "\(chunk)") }
         }
     }
 }

@@ -36,7 +36,7 @@ struct StreamRelay: Sendable {
     /// What the relay saw of the upstream's stream.
     struct Tally {
         var usage: ChatUsage?
-        var contentChunks = 0
+        var generatedChunks = 0
         var done = false
         var failure: String?
         var clientGone = false
@@ -77,8 +77,8 @@ struct StreamRelay: Sendable {
         if !tally.done { upstream = nil }
         // Settle before the last events: a client that hangs up at [DONE] is charged all the same. An upstream that
         // failed before generating anything is released whole, as a failure before the answer is.
-        let failedEmpty = tally.failure != nil && tally.contentChunks == 0 && tally.usage == nil && !tally.clientGone
-        let charge = failedEmpty ? nil : ChatCharge.of(call.chat, usage: tally.usage, chunks: tally.contentChunks)
+        let failedEmpty = tally.failure != nil && tally.generatedChunks == 0 && tally.usage == nil && !tally.clientGone
+        let charge = failedEmpty ? nil : ChatCharge.of(call.chat, usage: tally.usage, chunks: tally.generatedChunks)
         let report = await controller.settle(call, charge: charge, why: "upstream failed before answering")
         guard !tally.clientGone else { return }
         var tail: [UInt8] = []
@@ -103,7 +103,7 @@ struct StreamRelay: Sendable {
         }
         // Most chunks carry a delta and nothing else: found by a scan, without building the JSON.
         if !ChunkScan.mayCarryUsageOrError(data) {
-            if ChunkScan.hasContent(data) { tally.contentChunks += 1 }
+            if ChunkScan.carriesGeneratedText(data) { tally.generatedChunks += 1 }
             out += Self.dataPrefix + data + Self.eventEnd
             return false
         }
@@ -121,9 +121,7 @@ struct StreamRelay: Sendable {
             tally.usage = usage
             if choices.isEmpty && !call.chat.clientWantsUsage { return false }
         }
-        if choices.contains(where: { ($0["delta"]?["content"]?.stringValue ?? "").isEmpty == false }) {
-            tally.contentChunks += 1
-        }
+        if !choices.isEmpty, ChunkScan.carriesGeneratedText(data) { tally.generatedChunks += 1 }
         out += Self.dataPrefix + data + Self.eventEnd
         return false
     }
@@ -186,21 +184,25 @@ enum ChunkScan {
         return false
     }
 
-    /// Whether the chunk has a non-empty `"content"` string.
-    static func hasContent(_ bytes: [UInt8]) -> Bool {
-        var from = 0
-        while let at = find(contentKey, in: bytes, from: from) {
-            var index = at + contentKey.count
-            while index < bytes.count, bytes[index] == UInt8(ascii: " ") || bytes[index] == UInt8(ascii: ":") { index += 1 }
-            if index + 1 < bytes.count, bytes[index] == UInt8(ascii: "\""), bytes[index + 1] != UInt8(ascii: "\"") { return true }
-            from = index
+    /// Whether the chunk carries text the model generated: a non-empty `"content"`, a tool call's `"name"` or
+    /// `"arguments"`, a `"refusal"`, or the `"reasoning_content"` / `"reasoning"` some backends stream. Each such
+    /// chunk counts as a completion token when no usage comes (a client gone mid-stream).
+    static func carriesGeneratedText(_ bytes: [UInt8]) -> Bool {
+        generatedKeys.contains { key in
+            var from = 0
+            while let at = find(key, in: bytes, from: from) {
+                var index = at + key.count
+                while index < bytes.count, bytes[index] == UInt8(ascii: " ") || bytes[index] == UInt8(ascii: ":") { index += 1 }
+                if index + 1 < bytes.count, bytes[index] == UInt8(ascii: "\""), bytes[index + 1] != UInt8(ascii: "\"") { return true }
+                from = index
+            }
+            return false
         }
-        return false
     }
 
     private static let usageKey = Array("\"usage\"".utf8)
     private static let errorKey = Array("\"error\"".utf8)
-    private static let contentKey = Array("\"content\"".utf8)
+    private static let generatedKeys = ["content", "arguments", "name", "refusal", "reasoning_content", "reasoning"].map { Array("\"\($0)\"".utf8) }
 
     private static func find(_ needle: [UInt8], in haystack: [UInt8], from start: Int = 0) -> Int? {
         guard needle.count <= haystack.count else { return nil }
