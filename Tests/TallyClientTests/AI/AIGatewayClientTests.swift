@@ -121,16 +121,25 @@ struct AIGatewayClientTests {
         }
     }
 
-    @Test("daily answers from the cache until the user's local midnight: one model call, one charge", arguments: StoreKind.allCases)
+    @Test("daily answers from the cache until the user's local midnight: one model call, one charge; observers go by that midnight too", arguments: StoreKind.allCases)
     func daily(_ kind: StoreKind) async throws {
         try await Self.with(kind) { server, model in
-            let (client, transport) = try await server.readyClient(tokens: 10)
+            let clock = TestClock()
+            let (client, transport) = try await server.readyClient(tokens: 10, clock: clock)
             let first = try await client.ai.daily("todays_prediction")
             let requests = transport.count(path: "/v1/ai/daily/todays_prediction")
             let second = try await client.ai.daily("todays_prediction")
             #expect(first == second && transport.count(path: "/v1/ai/daily/todays_prediction") == requests)
             #expect(try await model.stats().completions == 1)
             #expect(try await client.fetch(client.walletQuery, forceRefresh: true).balance == 7)
+            // The observed query is fresh until the generation's expiresAt (hours away here), then stale, whatever its age.
+            let query = client.ai.dailyQuery("todays_prediction")
+            let untilMidnight = first.expiresAt.timeIntervalSince(clock.now)
+            try #require(untilMidnight > 2 * 3600, "the test clock starts early in the server's day")
+            clock.advance(by: untilMidnight - 1)
+            #expect(!client.state(query).isStale)
+            clock.advance(by: 1)
+            #expect(client.state(query).isStale)
         }
     }
 }

@@ -43,10 +43,10 @@ extension AIClient {
 
     /// The cached daily generation `name`, to observe (`client.observe`, `ObservedQuery`) rather than call
     /// ``daily(_:parameters:)``. Its key is the name (the server makes one generation per name and day, whatever
-    /// the parameters). A query's freshness is a fixed age, not the value's ``DailyGeneration/expiresAt``: an
-    /// observer refetches it once it is an hour old, when it starts and when the app returns to the foreground
-    /// (the server answers from what it stored, never charging twice in a day), so an app brought back after
-    /// midnight shows the new day's. ``daily(_:parameters:)`` itself goes by `expiresAt`.
+    /// the parameters). It is fresh until the generation's ``DailyGeneration/expiresAt``, the user's next local
+    /// midnight: an observer that starts, or an app that returns to the foreground, after that refetches it (the
+    /// server answers from what it stored, never charging twice in a day), so an app brought back after midnight
+    /// shows the new day's, and one brought back the same evening makes no request.
     public func dailyQuery(_ name: String, parameters: [String: String] = [:]) -> Query<DailyGeneration> {
         let escaped = name.addingPercentEncoding(withAllowedCharacters: .urlPathAllowed.subtracting(["/"])) ?? ""
         var path = "/v1/ai/daily/\(escaped)"
@@ -54,7 +54,8 @@ extension AIClient {
             path += "?" + parameters.sorted { $0.key < $1.key }.map { "\(Self.queryEscaped($0.key))=\(Self.queryEscaped($0.value))" }
                 .joined(separator: "&")
         }
-        return Query(key: "ai.daily/\(name)", path: path, operation: "GET /v1/ai/daily/{name}", staleAfter: 3600, maxAge: 2 * 86_400)
+        return Query(key: "ai.daily/\(name)", path: path, operation: "GET /v1/ai/daily/{name}", staleAfter: 86_400,
+            maxAge: 2 * 86_400, freshUntil: { $0.expiresAt })
     }
 
     /// `text` with everything but unreserved characters (RFC 3986) percent-encoded.

@@ -11,6 +11,9 @@ public struct Query<Value: Codable & Sendable>: Sendable {
     public var operation: String
     /// Seconds after confirmation during which the value is fresh (served without a request).
     public var staleAfter: TimeInterval
+    /// The end of a value's freshness that the value itself states, if sooner than `staleAfter` (a daily
+    /// generation's ``DailyGeneration/expiresAt``, the user's next local midnight); `nil` for none.
+    public var freshUntil: (@Sendable (Value) -> Date?)?
     /// Seconds after which a stale value is no longer served while revalidating: `fetch` waits for the server.
     /// Observers and synchronous reads still show it (marked stale), so no network still shows the last known value.
     public var maxAge: TimeInterval
@@ -23,12 +26,14 @@ public struct Query<Value: Codable & Sendable>: Sendable {
     /// Creates a query.
     public init(
         key: String, path: String, operation: String? = nil, staleAfter: TimeInterval = 0, maxAge: TimeInterval = 86_400,
-        isUserData: Bool = true, supersedes: @escaping @Sendable (_ new: Value, _ current: Value) -> Bool = { _, _ in true }
+        isUserData: Bool = true, supersedes: @escaping @Sendable (_ new: Value, _ current: Value) -> Bool = { _, _ in true },
+        freshUntil: (@Sendable (Value) -> Date?)? = nil
     ) {
         self.key = key
         self.path = path
         self.operation = operation ?? "GET \(path)"
         self.staleAfter = staleAfter
+        self.freshUntil = freshUntil
         self.maxAge = maxAge
         self.isUserData = isUserData
         self.supersedes = supersedes

@@ -82,16 +82,19 @@ final class QueryCache: Sendable {
     @usableFromInline
     struct Definition: Sendable {
         var staleAfter: TimeInterval
+        /// The end of freshness a value states (`Query.freshUntil`), `nil` when the query has none.
+        var freshUntil: (@Sendable (any Sendable) -> Date?)?
         var isUserData: Bool
         var decode: @Sendable (Data) throws -> any Sendable
         var supersedes: @Sendable (any Sendable, any Sendable) -> Bool
 
         @usableFromInline
         init(
-            staleAfter: TimeInterval, isUserData: Bool, decode: @escaping @Sendable (Data) throws -> any Sendable,
-            supersedes: @escaping @Sendable (any Sendable, any Sendable) -> Bool
+            staleAfter: TimeInterval, freshUntil: (@Sendable (any Sendable) -> Date?)?, isUserData: Bool,
+            decode: @escaping @Sendable (Data) throws -> any Sendable, supersedes: @escaping @Sendable (any Sendable, any Sendable) -> Bool
         ) {
             self.staleAfter = staleAfter
+            self.freshUntil = freshUntil
             self.isUserData = isUserData
             self.decode = decode
             self.supersedes = supersedes
@@ -211,7 +214,10 @@ final class QueryCache: Sendable {
             value = slot.layers.reduce(base) { $1.apply($0) }
         }
         let staleAfter = slot.definition?.staleAfter ?? 0
-        let isStale = confirmed.map { $0.fromDisk || now.timeIntervalSince($0.confirmedAt) >= staleAfter } ?? true
+        var isStale = confirmed.map { $0.fromDisk || now.timeIntervalSince($0.confirmedAt) >= staleAfter } ?? true
+        if !isStale, let freshUntil = slot.definition?.freshUntil, let base = confirmed?.value, let end = freshUntil(base), now >= end {
+            isStale = true
+        }
         return Snapshot(
             value: value, isStale: isStale || slot.invalidated, isFetching: slot.isFetching, error: slot.error,
             confirmedAt: confirmed?.confirmedAt, pending: slot.layers.count)

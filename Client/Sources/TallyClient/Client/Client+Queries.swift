@@ -172,7 +172,9 @@ extension Client {
     @usableFromInline
     static func definition<Value>(_ query: Query<Value>) -> QueryCache.Definition {
         QueryCache.Definition(
-            staleAfter: query.staleAfter, isUserData: query.isUserData,
+            staleAfter: query.staleAfter,
+            freshUntil: query.freshUntil.map { freshUntil in { @Sendable value in (value as? Value).flatMap(freshUntil) } },
+            isUserData: query.isUserData,
             decode: { try TallyJSON.decoder().decode(Value.self, from: $0) },
             supersedes: { new, current in
                 guard let new = new as? Value, let current = current as? Value else { return true }
