@@ -125,8 +125,9 @@ let package = Package(
             dependencies: [
                 tallyAPI, tallyClient, "TallyLoad", "TallyServer", "TallyStore", "TallySQLite", "TallyPostgres", "TallyDevLLM",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
-                // bench-ai's streams.
+                // bench-ai's streams, each worker on an event loop of its own.
                 .product(name: "AsyncHTTPClient", package: "async-http-client"),
+                .product(name: "NIOPosix", package: "swift-nio"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
                 .product(name: "UnixSignals", package: "swift-service-lifecycle"),
                 .product(name: "Hummingbird", package: "hummingbird"),

@@ -30,7 +30,7 @@ public func buildDevLLM(
     configuration: DevLLMConfiguration, logger: Logger, onServerRunning: @escaping @Sendable (_ port: Int) async -> Void = { _ in }
 ) -> some ApplicationProtocol {
     let state = DevState()
-    let router = Router()
+    let router = Router(context: DevRequestContext.self)
     let completions = DevCompletions(configuration: configuration, state: state)
     router.post("v1/chat/completions", use: completions.respond)
     router.get("v1/models") { _, _ in DevJSON.response(DevModels()) }
@@ -59,7 +59,7 @@ struct DevCompletions: Sendable {
     let configuration: DevLLMConfiguration
     let state: DevState
 
-    @Sendable func respond(_ request: Request, context: BasicRequestContext) async throws -> Response {
+    @Sendable func respond(_ request: Request, context: DevRequestContext) async throws -> Response {
         if let key = configuration.apiKey, request.headers[.authorization] != "Bearer \(key)" {
             state.unauthorized()
             return DevJSON.error(.unauthorized, "Incorrect API key provided.", type: "invalid_request_error", code: "invalid_api_key")
@@ -99,7 +99,21 @@ struct DevCompletions: Sendable {
         var headers = HTTPFields()
         headers[.contentType] = "text/event-stream"
         headers[.cacheControl] = "no-cache"
-        return Response(status: .ok, headers: headers, body: ResponseBody { writer in try await stream.run(&writer) })
+        let executor = EventLoopExecutor(context.eventLoop)
+        return Response(status: .ok, headers: headers, body: ResponseBody { writer in
+            try await withTaskExecutorPreference(executor) { try await stream.run(&writer, pace: executor) }
+        })
+    }
+}
+
+/// Hummingbird's basic context, plus the event loop of the request's connection.
+struct DevRequestContext: RequestContext {
+    var coreContext: CoreRequestContextStorage
+    let eventLoop: any EventLoop
+
+    init(source: ApplicationRequestContextSource) {
+        coreContext = .init(source: source)
+        eventLoop = source.channel.eventLoop
     }
 }
 
@@ -118,16 +132,16 @@ struct DevStream: Sendable {
     /// The connection is cut on purpose (``DevBehaviour/failAfterChunks``).
     struct Cut: Error {}
 
-    func run(_ writer: inout any ResponseBodyWriter) async throws {
+    func run(_ writer: inout any ResponseBodyWriter, pace: EventLoopExecutor) async throws {
         state.streamOpened()
         defer { state.streamClosed() }
         try await writer.write(event(chunk([.init(index: 0, delta: .init(role: "assistant", content: ""), finishReason: nil)], nil)))
-        try await Task.sleep(for: configuration.firstTokenDelay)
+        try await pace.sleep(for: configuration.firstTokenDelay)
         let token = try TokenEvent(chunk([.init(index: 0, delta: .init(content: TokenEvent.marker), finishReason: nil)], nil))
         for (index, word) in words.enumerated() {
             if index == behaviour.failAfterChunks { throw Cut() }
             if index == behaviour.pauseAfterChunks { await state.pause() }
-            if index > 0 { try await Task.sleep(for: configuration.tokenInterval) }
+            if index > 0 { try await pace.sleep(for: configuration.tokenInterval) }
             try await writer.write(token.event(word))
             state.chunkWritten()
         }
