@@ -142,6 +142,35 @@ struct AIGatewayClientTests {
             #expect(client.state(query).isStale)
         }
     }
+
+    @Test("An observer left open over the user's local midnight shows the new day's generation, with no call from the app", arguments: StoreKind.allCases)
+    func dailyObserverCrossesMidnight(_ kind: StoreKind) async throws {
+        try await Self.with(kind) { server, model in
+            let clock = TestClock()
+            let (client, transport) = try await server.readyClient(tokens: 10, clock: clock)
+            let sleepersBefore = clock.sleeperCount
+            var states = client.observe(client.ai.dailyQuery("todays_prediction")).makeAsyncIterator()
+            var shown: DailyGeneration?
+            while shown == nil, let state = await states.next() { shown = state.value }
+            let today = try #require(shown)
+            // The observation now sleeps until that midnight on the client's clock, and asks nothing meanwhile.
+            await clock.waitForSleepers(sleepersBefore + 1)
+            let requests = transport.count(path: "/v1/ai/daily/todays_prediction")
+            clock.advance(by: today.expiresAt.timeIntervalSince(clock.now) - 60)
+            #expect(transport.count(path: "/v1/ai/daily/todays_prediction") == requests)
+            // Midnight passes on both sides: the observer shows the next day's generation.
+            server.serverClock.advance(by: today.expiresAt.timeIntervalSince(server.serverClock.now) + 1)
+            clock.advance(by: 61)
+            var tomorrow: DailyGeneration?
+            while tomorrow == nil, let state = await states.next() {
+                if let value = state.value, value.day != today.day { tomorrow = value }
+            }
+            #expect(tomorrow?.expiresAt ?? .distantPast > today.expiresAt)
+            #expect(transport.count(path: "/v1/ai/daily/todays_prediction") == requests + 1)
+            #expect(try await model.stats().completions == 2)
+            #expect(try await client.fetch(client.walletQuery, forceRefresh: true).balance == 4)
+        }
+    }
 }
 
 /// The local model's controls over loopback.

@@ -44,9 +44,10 @@ extension AIClient {
     /// The cached daily generation `name`, to observe (`client.observe`, `ObservedQuery`) rather than call
     /// ``daily(_:parameters:)``. Its key is the name (the server makes one generation per name and day, whatever
     /// the parameters). It is fresh until the generation's ``DailyGeneration/expiresAt``, the user's next local
-    /// midnight: an observer that starts, or an app that returns to the foreground, after that refetches it (the
-    /// server answers from what it stored, never charging twice in a day), so an app brought back after midnight
-    /// shows the new day's, and one brought back the same evening makes no request.
+    /// midnight: an observer open at that moment refetches it then, and one that starts, or an app that returns to
+    /// the foreground, after it refetches it (the server answers from what it stored, never charging twice in a
+    /// day). So a screen left open over midnight, or brought back the next morning, shows the new day's, and one
+    /// brought back the same evening makes no request.
     public func dailyQuery(_ name: String, parameters: [String: String] = [:]) -> Query<DailyGeneration> {
         let escaped = name.addingPercentEncoding(withAllowedCharacters: .urlPathAllowed.subtracting(["/"])) ?? ""
         var path = "/v1/ai/daily/\(escaped)"

@@ -49,11 +49,51 @@ extension Client {
         define(query)
         let (stream, continuation) = AsyncStream.makeStream(of: Element.self, bufferingPolicy: .bufferingNewest(64))
         let id = cache.watch(query.key) { continuation.yield(element($0, $1)) }
-        let cache = self.cache
-        continuation.onTermination = { _ in cache.unwatch(query.key, id: id) }
+        let (cache, background) = (self.cache, self.background)
+        // A value that says when it stops being fresh (a daily generation: the user's next local midnight) is
+        // refetched then, so a screen left open over midnight shows the new day's without the app doing anything.
+        let refetcher = query.freshUntil.map { freshUntil in
+            background.start(isUserData: query.isUserData) { [self] in await refetchWhenFreshnessEnds(query, freshUntil) }
+        }
+        continuation.onTermination = { _ in
+            cache.unwatch(query.key, id: id)
+            if let refetcher { background.cancel(refetcher) }
+        }
         if state(query).isStale { revalidateInBackground(query) }
         return stream
     }
+
+    /// Sleeps on the client's clock until the freshness `freshUntil` gives the shown value ends, then refetches;
+    /// until cancelled (the observation ended). No request is made while there is no value (the observation's own
+    /// fetch brings it) or while the value is fresh. When the server's answer still ends in the past (its clock or
+    /// day behind the phone's) or the fetch fails, it asks again after a pause that doubles from a minute to an hour.
+    func refetchWhenFreshnessEnds<Value>(_ query: Query<Value>, _ freshUntil: @escaping @Sendable (Value) -> Date?) async {
+        let clock = configuration.clock
+        var pause = Self.freshnessRetry.lowerBound
+        do {
+            while !Task.isCancelled {
+                guard let end = state(query).value.flatMap(freshUntil) else {
+                    try await clock.sleep(for: Self.freshnessRetry.lowerBound)
+                    continue
+                }
+                let wait = end.timeIntervalSince(clock.now)
+                if wait > 0 {
+                    pause = Self.freshnessRetry.lowerBound
+                    try await clock.sleep(for: wait)
+                    continue
+                }
+                _ = try? await revalidate(query)
+                if let next = state(query).value.flatMap(freshUntil), next > clock.now { continue }
+                try await clock.sleep(for: pause)
+                pause = min(pause * 2, Self.freshnessRetry.upperBound)
+            }
+        } catch {
+            // Cancelled: the observation ended, or the user signed out.
+        }
+    }
+
+    /// The pause before asking again for a value whose freshness the server's answer left in the past, in seconds.
+    static let freshnessRetry: ClosedRange<TimeInterval> = 60...3600
 
     /// Writes `value` as `query`'s cached value, confirmed now (fresh, persisted), as if the server had just sent
     /// it: for a value the app learned elsewhere, such as its own backend's answer after a purchase. It replaces

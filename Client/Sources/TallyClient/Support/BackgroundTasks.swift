@@ -20,8 +20,9 @@ final class BackgroundTasks: Sendable {
     /// How many tasks have not ended (tests use it).
     var count: Int { state.withLock { $0.running.count } }
 
-    /// Runs `operation` in a task of its own, kept until it ends.
-    func start(isUserData: Bool, _ operation: @escaping @Sendable () async -> Void) {
+    /// Runs `operation` in a task of its own, kept until it ends; returns its id, for ``cancel(_:)``.
+    @discardableResult
+    func start(isUserData: Bool, _ operation: @escaping @Sendable () async -> Void) -> UInt64 {
         state.withLock { state in
             state.nextId += 1
             let id = state.nextId
@@ -31,7 +32,13 @@ final class BackgroundTasks: Sendable {
                 self.state.withLock { _ = $0.running.removeValue(forKey: id) }
             }
             state.running[id] = Running(task: task, isUserData: isUserData)
+            return id
         }
+    }
+
+    /// Cancels the task `id` if it is still running.
+    func cancel(_ id: UInt64) {
+        state.withLock { $0.running.removeValue(forKey: id) }?.task.cancel()
     }
 
     /// Cancels every task working for the signed-in user (sign-out, another user); work for data of no user goes on.
