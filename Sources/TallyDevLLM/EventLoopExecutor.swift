@@ -23,8 +23,7 @@ public final class EventLoopExecutor: TaskExecutor {
     /// Waits `duration` on the loop's own timer (cancellable), instead of a timer thread that would wake the loop.
     public func sleep(for duration: Duration) async throws {
         guard duration > .zero else { return }
-        let (seconds, attoseconds) = duration.components
-        let scheduled = eventLoop.scheduleTask(in: .nanoseconds(seconds * 1_000_000_000 + attoseconds / 1_000_000_000)) {}
+        let scheduled = eventLoop.scheduleTask(in: TimeAmount(duration)) {}
         try await withTaskCancellationHandler {
             try await scheduled.futureResult.get()
         } onCancel: {

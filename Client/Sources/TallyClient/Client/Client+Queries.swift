@@ -52,8 +52,8 @@ extension Client {
         let (cache, background) = (self.cache, self.background)
         // A value that says when it stops being fresh (a daily generation: the user's next local midnight) is
         // refetched then, so a screen left open over midnight shows the new day's without the app doing anything.
-        let refetcher = query.freshUntil.map { freshUntil in
-            background.start(isUserData: query.isUserData) { [self] in await refetchWhenFreshnessEnds(query, freshUntil) }
+        let refetcher = query.freshUntil == nil ? nil : background.start(isUserData: query.isUserData) { [self] in
+            await refetchWhenFreshnessEnds(query)
         }
         continuation.onTermination = { _ in
             cache.unwatch(query.key, id: id)
@@ -63,11 +63,12 @@ extension Client {
         return stream
     }
 
-    /// Sleeps on the client's clock until the freshness `freshUntil` gives the shown value ends, then refetches;
+    /// Sleeps on the client's clock until the shown value's freshness (``Query/freshUntil``) ends, then refetches;
     /// until cancelled (the observation ended). No request is made while there is no value (the observation's own
     /// fetch brings it) or while the value is fresh. When the server's answer still ends in the past (its clock or
     /// day behind the phone's) or the fetch fails, it asks again after a pause that doubles from a minute to an hour.
-    func refetchWhenFreshnessEnds<Value>(_ query: Query<Value>, _ freshUntil: @escaping @Sendable (Value) -> Date?) async {
+    func refetchWhenFreshnessEnds<Value>(_ query: Query<Value>) async {
+        guard let freshUntil = query.freshUntil else { return }
         let clock = configuration.clock
         var pause = Self.freshnessRetry.lowerBound
         do {
