@@ -65,6 +65,18 @@ struct DevLLMTests {
         }
     }
 
+    @Test("The local model counts about as GPT-4's tokenizer: a token per 8 letters, 3 digits or 2 symbols of a run, per other scalar; spaces free")
+    func countRule() {
+        #expect(DevAnswer.count(text: "Tell me about the stars") == 5)
+        #expect(DevAnswer.count(text: "internationalization") == 3)
+        #expect(DevAnswer.count(text: "1234567") == 3)
+        #expect(DevAnswer.count(text: "x += 10;") == 4)
+        #expect(DevAnswer.count(text: "今日は晴れ") == 5)
+        #expect(DevAnswer.count(text: "café au lait") == 4)
+        #expect(DevAnswer.count(text: " \n\t\u{3000}") == 0)
+        #expect(DevAnswer.promptTokens([ChatMessage(role: "user", content: "Hello there")]) == 7)
+    }
+
     @Test("max_tokens cuts the answer and says so (finish_reason length)")
     func maxTokens() async throws {
         try await Self.with { model in
