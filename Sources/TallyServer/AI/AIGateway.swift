@@ -17,6 +17,8 @@ struct AIGateway: Sendable {
     let generations = GenerationCache()
     /// This process's name as a lease holder.
     let holder = UUID().uuidString
+    /// Each model's prompt estimate for calls whose usage never came, learned from the completed ones.
+    let prompts = PromptEstimates()
 
     init(configuration: AIConfiguration) {
         self.configuration = configuration

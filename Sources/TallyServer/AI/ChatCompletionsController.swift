@@ -55,7 +55,7 @@ struct ChatCompletionsController {
                 return list.reduce(0) { $0 + ($1["message"]?["content"]?.stringValue?.utf8.count ?? 0) }
             } ?? 0
             // Without usage, the answer's UTF-8 bytes bound its tokens (never zero for an answer that came).
-            let charge = ChatCharge.of(chat, usage: Self.usage(parsed["usage"]), chunks: content)
+            let charge = self.charge(call, usage: Self.usage(parsed["usage"]), chunks: content)
             // Stored as `{"charge":…,"completion":…}` in canonical JSON, so a replay answers byte for byte what this one does.
             let completion = parsed.bytes
             let chargeText = Mutex("")
@@ -117,15 +117,23 @@ struct ChatCompletionsController {
         return response
     }
 
+    /// What `call` is charged given the upstream's usage, if any, and the content chunks relayed: without usage, the
+    /// prompt as this process estimates it from the model's completed calls (``PromptEstimates``).
+    func charge(_ call: HeldCall, usage: ChatUsage?, chunks: Int) -> ChatCharge {
+        ChatCharge.of(call.chat, usage: usage, chunks: chunks, estimatedPrompt: usage == nil ? ai.prompts.estimate(call.chat) : nil)
+    }
+
     /// Captures `charge` under `idempotency` (the stored response `render` makes), or releases the hold when
-    /// another request under the key captured first. Runs unstructured, so a client leaving cannot cancel it.
+    /// another request under the key captured first. Runs unstructured, so a client leaving cannot cancel it. A
+    /// charge from the provider's usage teaches the model's prompt estimate.
     func capture(
         _ call: HeldCall, charge: ChatCharge, idempotency: IdempotencyKey?,
         render: @escaping @Sendable (AICharge) -> StoredResponse
     ) async throws -> Execution {
         let services = self.services
+        if charge.fromUsage { ai.prompts.learn(call.chat, promptTokens: charge.promptTokens) }
         let note = "ai \(call.chat.model.name) prompt=\(charge.promptTokens) completion=\(charge.completionTokens)"
-            + (charge.fromUsage ? "" : " (counted)")
+            + (charge.fromUsage ? "" : " (estimated)")
         let command = Command.captureHold(userId: call.userId, holdId: call.holdId, amount: charge.amount, note: note)
         let held = call.chat.maxCost
         let execution = try await Task {

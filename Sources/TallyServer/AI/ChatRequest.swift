@@ -103,8 +103,9 @@ struct ChatRequest: Sendable {
     }
 }
 
-/// What a finished call is charged: the upstream's `usage` when it came, else the prompt's bound and the content
-/// chunks generated (a missing usage is never taken as zero); never more than was held.
+/// What a finished call is charged: the upstream's `usage` when it came, else the prompt as estimated
+/// (``PromptEstimator``; its byte bound when no estimate is given) and the content chunks generated (a missing usage is
+/// never taken as zero); never more than was held.
 struct ChatCharge: Sendable, Hashable {
     /// Prompt tokens charged.
     var promptTokens: Int
@@ -115,10 +116,11 @@ struct ChatCharge: Sendable, Hashable {
     /// Whether the counts are the provider's.
     var fromUsage: Bool
 
-    /// The charge of `request` given the upstream's usage, if any, and the content chunks relayed.
-    static func of(_ request: ChatRequest, usage: ChatUsage?, chunks: Int) -> ChatCharge {
+    /// The charge of `request` given the upstream's usage, if any, and the content chunks relayed; without usage the
+    /// prompt is `estimatedPrompt` (within the bound), else the bound.
+    static func of(_ request: ChatRequest, usage: ChatUsage?, chunks: Int, estimatedPrompt: Int? = nil) -> ChatCharge {
         let (prompt, completion, fromUsage) = usage.map { ($0.promptTokens, $0.completionTokens, true) }
-            ?? (request.promptBound, min(chunks, request.completionLimit), false)
+            ?? (min(estimatedPrompt ?? request.promptBound, request.promptBound), min(chunks, request.completionLimit), false)
         let amount = min(request.model.cost(promptTokens: prompt, completionTokens: completion), request.maxCost)
         return ChatCharge(promptTokens: prompt, completionTokens: completion, amount: amount, fromUsage: fromUsage)
     }

@@ -78,7 +78,7 @@ struct StreamRelay: Sendable {
         // Settle before the last events: a client that hangs up at [DONE] is charged all the same. An upstream that
         // failed before generating anything is released whole, as a failure before the answer is.
         let failedEmpty = tally.failure != nil && tally.generatedChunks == 0 && tally.usage == nil && !tally.clientGone
-        let charge = failedEmpty ? nil : ChatCharge.of(call.chat, usage: tally.usage, chunks: tally.generatedChunks)
+        let charge = failedEmpty ? nil : controller.charge(call, usage: tally.usage, chunks: tally.generatedChunks)
         let report = await controller.settle(call, charge: charge, why: "upstream failed before answering")
         guard !tally.clientGone else { return }
         var tail: [UInt8] = []

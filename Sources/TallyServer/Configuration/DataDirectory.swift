@@ -1,4 +1,9 @@
 import Foundation
+#if canImport(CDispatch)
+// `stat` comes from whichever C module the compiler met it in first; in some orders of this module's files that is
+// CDispatch (through NIO), and MemberImportVisibility then wants it imported here.
+import CDispatch
+#endif
 
 /// The data directory holds the embedded database (sessions, ledger), the admin key and the signing keys:
 /// only the server's own user may read it. The directory is 0700 and Tally's files in it 0600, whatever
