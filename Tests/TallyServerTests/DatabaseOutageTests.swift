@@ -1,7 +1,8 @@
 import Foundation
 import HTTPTypes
 import TallyAPI
-import TallyServer
+import TallyDevLLM
+@testable import TallyServer
 import Testing
 
 /// A PostgreSQL outage under a live server, made by cutting a TCP proxy between the two (the real
@@ -15,12 +16,17 @@ struct DatabaseOutageTests {
 
     @Test("Requests answer 503 + Retry-After within 1 s during an outage, and everything recovers after it", .timeLimit(.minutes(2)))
     func outageFailsFastAndRecovers() async throws {
+        try await Self.withProxy { proxy in try await run(through: proxy) }
+    }
+
+    /// Runs `body` with a proxy in front of the test PostgreSQL, stopped after.
+    private static func withProxy(_ body: (DatabaseProxy) async throws -> Void) async throws {
         let base = try postgresURL()
         let components = try #require(URLComponents(string: base), "TALLY_TEST_DATABASE_URL is not a URL")
         let host = try #require(components.host, "the proxy needs a TCP database URL, not \(base)")
         let proxy = try await DatabaseProxy(targetHost: host, targetPort: components.port ?? 5432)
         do {
-            try await run(through: proxy)
+            try await body(proxy)
             await proxy.stop()
         } catch {
             await proxy.stop()
@@ -28,14 +34,102 @@ struct DatabaseOutageTests {
         }
     }
 
+    /// `configuration`'s database reached through `proxy`.
+    private static func through(_ proxy: DatabaseProxy, _ configuration: inout TallyConfiguration) throws {
+        let database = try #require(configuration.databaseURL)
+        var url = try #require(URLComponents(string: database))
+        url.host = "127.0.0.1"
+        url.port = proxy.port
+        configuration.databaseURL = url.string
+    }
+
+    @Test("A stream that finishes during an outage is charged after it, once: when the database returns before its hold expires, and after housekeeping released the expired hold whole", .timeLimit(.minutes(3)))
+    func streamFinishedDuringAnOutageIsChargedAfterIt() async throws {
+        try await Self.withProxy { proxy in
+            try await DevLLMTests.with { upstream in
+                try await LiveServer.with(.postgres, configure: { configuration in
+                    try Self.through(proxy, &configuration)
+                    configuration.ai = AIConfiguration(
+                        upstream: AIUpstream(baseURL: "http://127.0.0.1:\(upstream.port)/v1", apiKey: DevLLMTests.key), models: [AIGatewayTests.model])
+                }) { server in
+                    let api = server.connection()
+                    let user = try await api.newGuest(granted: 1_000)
+                    var charged: Int64 = 0
+                    for (text, expires) in [("Tell me about the stars", false), ("What will the weather be like tomorrow?", true)] {
+                        charged += try await Self.streamThroughAnOutage(text, holdExpires: expires, api: api, user: user, server: server, upstream: upstream, proxy: proxy)
+                        let wallet = try await api.wallet(user)
+                        #expect(wallet.balance == 1_000 - charged && wallet.held == 0, "\(wallet)")
+                    }
+                    try await api.expectBooksBalance(user)
+                    await api.close()
+                }
+            }
+        }
+    }
+
+    /// Streams `text` and cuts the database while the model is paused mid-answer; the answer ends during the outage.
+    /// Then the database returns (after the hold's expiry and a housekeeping sweep when `holdExpires`), and the call
+    /// must be charged its real usage exactly once. Returns what it cost.
+    private static func streamThroughAnOutage(
+        _ text: String, holdExpires: Bool, api: APIConnection, user: TestUser, server: LiveServer, upstream: DevLLMClient,
+        proxy: DatabaseProxy
+    ) async throws -> Int64 {
+        let words = 6
+        try await upstream.script([DevBehaviour(pauseAfterChunks: 2, answerTokens: words)])
+        let (stream, head) = try await EventStreamClient.open(
+            port: server.port, token: user.accessToken, path: "/v1/ai/chat/completions",
+            json: Array(try JSONEncoder().encode(AIGatewayTests.chat(text, stream: true))))
+        #expect(head.status == 200)
+        var seen = 0
+        while seen < 3 { if case .event = try await stream.nextEvent() { seen += 1 } }
+        let hold = try #require(try await api.allEntries(user).first { $0.kind == "hold" }?.reason?.split(separator: " ").first.map(String.init))
+
+        await proxy.cut()
+        #expect(try await upstream.release() == 1)
+        // The answer reaches the client whole; its charge cannot be written now.
+        var done = false
+        while case .event(_, _, let data) = try await stream.nextEvent() { if data == "[DONE]" { done = true } }
+        await stream.close()
+        #expect(done)
+
+        if holdExpires {
+            // Longer than the hold lives: it expires while the database is away.
+            server.clock.advance(by: try #require(server.services.ai).holdTTL + 1)
+        }
+        try await proxy.restore()
+        if holdExpires {
+            // Housekeeping finds the expired hold first and releases it whole.
+            var swept = false
+            for _ in 0..<200 where !swept {
+                swept = (try? await server.sweep()) != nil
+                if !swept { try await Task.sleep(for: .milliseconds(50)) }
+            }
+            #expect(swept, "the sweep ran once the database returned")
+        }
+        // Time passes on the server's clock (retries back off on it): the charge lands, within the hold's life when
+        // it had not expired.
+        let cost = AIGatewayTests.model.cost(
+            promptTokens: DevAnswer.promptTokens([ChatMessage(role: "user", content: text)]), completionTokens: words)
+        var charges: [LedgerEntry] = []
+        for _ in 0..<60 {
+            server.clock.advance(by: 2)
+            try await Task.sleep(for: .milliseconds(100))
+            guard let entries = try? await api.allEntries(user) else { continue }
+            charges = entries.filter { ($0.kind == "capture" || $0.kind == "debit") && $0.reason?.hasPrefix(hold) == true }
+            if !charges.isEmpty { break }
+        }
+        #expect(charges.count == 1 && charges.first?.amount == -cost, "\(holdExpires ? "after the hold expired" : "before it expired"): \(charges)")
+        // Once: nothing more lands however long the retries would have run.
+        server.clock.advance(by: 120)
+        try await Task.sleep(for: .milliseconds(300))
+        let entries = try await api.allEntries(user).filter { $0.reason?.hasPrefix(hold) == true }
+        #expect(entries.filter { $0.kind == "capture" || $0.kind == "debit" }.count == 1, "\(entries)")
+        #expect(entries.map(\.kind).sorted() == (holdExpires ? ["debit", "expire", "hold"] : ["capture", "hold"]), "\(entries)")
+        return cost
+    }
+
     private func run(through proxy: DatabaseProxy) async throws {
-        try await LiveServer.with(.postgres, configure: { configuration in
-            let database = try #require(configuration.databaseURL)
-            var url = try #require(URLComponents(string: database))
-            url.host = "127.0.0.1"
-            url.port = proxy.port
-            configuration.databaseURL = url.string
-        }) { server in
+        try await LiveServer.with(.postgres, configure: { configuration in try Self.through(proxy, &configuration) }) { server in
             let api = server.connection()
             let user = try await api.newGuest(granted: 100)
             let before = try await api.send(.post, "/v1/actions/ai.query", token: user.accessToken, headers: [.idempotencyKey: "before"])

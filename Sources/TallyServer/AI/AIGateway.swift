@@ -5,8 +5,8 @@ import Synchronization
 import TallyAPI
 import TallyStore
 
-/// The AI gateway's shared parts: the configuration, the upstream connection, each user's calls in flight and
-/// the daily generations being computed in this process. Its routes: ``addRoutes(to:services:)``.
+/// The AI gateway's shared parts: the configuration, the upstream connection, each user's calls in flight, the
+/// prompt estimates, the settlements waiting for the database and the daily generations being computed in this process. Its routes: ``addRoutes(to:services:)``.
 struct AIGateway: Sendable {
     let configuration: AIConfiguration
     let upstream: UpstreamClient
@@ -19,9 +19,12 @@ struct AIGateway: Sendable {
     let holder = UUID().uuidString
     /// Each model's prompt estimate for calls whose usage never came, learned from the completed ones.
     let prompts = PromptEstimates()
+    /// Settlements the database could not take, retried until it answers (a service).
+    let settlements: PendingSettlements
 
-    init(configuration: AIConfiguration) {
+    init(configuration: AIConfiguration, settlements: PendingSettlements) {
         self.configuration = configuration
+        self.settlements = settlements
         self.upstream = UpstreamClient(upstream: configuration.upstream)
         self.calls = CallLimiter(limit: configuration.maxConcurrentPerUser)
         self.daily = SingleFlight()

@@ -132,9 +132,7 @@ struct ChatCompletionsController {
     ) async throws -> Execution {
         let services = self.services
         if charge.fromUsage { ai.prompts.learn(call.chat, promptTokens: charge.promptTokens) }
-        let note = "ai \(call.chat.model.name) prompt=\(charge.promptTokens) completion=\(charge.completionTokens)"
-            + (charge.fromUsage ? "" : " (estimated)")
-        let command = Command.captureHold(userId: call.userId, holdId: call.holdId, amount: charge.amount, note: note)
+        let command = Settlement(call, charge: charge).command
         let held = call.chat.maxCost
         let execution = try await Task {
             try await storeCall {
@@ -150,8 +148,10 @@ struct ChatCompletionsController {
         return execution
     }
 
-    /// Captures `charge`, or releases the hold when it is nil; returns the report (`nil` when the store failed:
-    /// that is logged and left to the hold's expiry, which releases it whole). The store call runs unstructured.
+    /// Captures `charge`, or releases the hold when it is nil; returns the report (`nil` when the store failed). The
+    /// store call runs unstructured. A database that is unavailable leaves the settlement to ``PendingSettlements``,
+    /// which tries it again until the database answers; any other failure is logged and left to the hold's expiry,
+    /// which releases it whole.
     @discardableResult
     func settle(_ call: HeldCall, charge: ChatCharge?, why: String = "") async -> AICharge? {
         let services = self.services
@@ -165,7 +165,7 @@ struct ChatCompletionsController {
             if let charge {
                 _ = try await capture(call, charge: charge, idempotency: nil, render: render)
             } else {
-                let command = Command.releaseHold(userId: call.userId, holdId: call.holdId, note: "ai \(call.chat.model.name) \(why)")
+                let command = Settlement(call, charge: nil, why: why).command
                 _ = try await Task {
                     try await services.store.execute(command, idempotency: nil, now: services.clock.now) { outcome in
                         render(AICharge(charged: 0, held: held, promptTokens: 0, completionTokens: 0, wallet: Wallet(outcome.state.wallet)))
@@ -173,11 +173,18 @@ struct ChatCompletionsController {
                 }.value
                 services.notifier.walletChanged(userId: call.userId)
             }
+        } catch where Self.databaseUnavailable(error) {
+            ai.settlements.add(Settlement(call, charge: charge, why: why))
         } catch {
             Logger(label: "tally.ai").error(
                 "could not settle an AI call's hold; it expires unsettled", metadata: ["hold": "\(call.holdId)", "error": "\(error)"])
         }
         return report.withLock { $0 }
+    }
+
+    /// Whether `error` says the database could not be reached (as the store reports it, or as an API error).
+    static func databaseUnavailable(_ error: any Error) -> Bool {
+        (error as? StoreError)?.code == .unavailable || (error as? APIError)?.body.error.code == .unavailable
     }
 
     /// Runs a store call, turning its refusals into API errors (402 with the wallet and quotas).

@@ -64,7 +64,7 @@ public func buildApplication(
     }
     let tally = TallyServices(
         store: store, clock: clock, configuration: configuration, metrics: metrics, events: events, relay: relay)
-    if let ai = tally.ai { services.append(ai.upstream) }
+    if let ai = tally.ai { services += [ai.upstream, ai.settlements] }
     let router = buildRouter(services: tally)
     configureRouter(router, tally)
     let ready = StartupGate()

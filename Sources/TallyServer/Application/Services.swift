@@ -52,7 +52,9 @@ public struct TallyServices: Sendable {
         self.events = events
         self.notifier = notifier
         self.collections = DeclaredCollections(configuration.sync.collections)
-        self.ai = configuration.ai.map(AIGateway.init(configuration:))
+        self.ai = configuration.ai.map {
+            AIGateway(configuration: $0, settlements: PendingSettlements(store: store, clock: clock, notifier: notifier))
+        }
     }
 
     /// Installs the token signing keys and loads the IP-hash key shared through the database; run before serving.
