@@ -16,6 +16,19 @@ extension PostgresStore {
             StoredResponse(status: Int(status), body: Array(body.readableBytesView)), storedFingerprint: fingerprint)
     }
 
+    /// The responses stored in `scope` under keys beginning with `keyPrefix`, newest first (within the scope's range of
+    /// the primary key).
+    public func storedResponses(scope: String, keyPrefix: String, limit: Int) async throws -> [StoredResponse] {
+        try await rows("""
+            SELECT status, body FROM idempotency_keys WHERE scope = \(scope) AND starts_with(key, \(keyPrefix))
+            ORDER BY created_at DESC, key DESC LIMIT \(limit)
+            """).map { row in
+            let columns = row.makeRandomAccess()
+            let body = try columns["body"].decode(ByteBuffer.self)
+            return StoredResponse(status: Int(try columns["status"].decode(Int64.self)), body: Array(body.readableBytesView))
+        }
+    }
+
     /// Takes the lease unless another holder's runs past `now`: one statement, so two processes cannot both take it.
     public func takeLease(_ name: String, holder: String, until: Date, now: Date) async throws -> Bool {
         let taken = try await rows("""

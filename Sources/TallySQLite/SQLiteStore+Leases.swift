@@ -17,6 +17,24 @@ extension SQLiteStore: LeaseStore {
         return try key.replay(stored.response, storedFingerprint: stored.fingerprint)
     }
 
+    /// The responses stored in `scope` under keys beginning with `keyPrefix`, newest first (within the scope's range
+    /// of the primary key).
+    public func storedResponses(scope: String, keyPrefix: String, limit: Int) async throws -> [StoredResponse] {
+        try await read { db in
+            try Row.fetchAll(
+                db,
+                sql: """
+                    SELECT status, body FROM idempotency_keys WHERE scope = ? AND substr(key, 1, length(?)) = ?
+                    ORDER BY created_at DESC, key DESC LIMIT ?
+                    """,
+                arguments: [scope, keyPrefix, keyPrefix, limit]
+            ).map { row in
+                let body: Data = row["body"]
+                return StoredResponse(status: row["status"], body: Array(body))
+            }
+        }
+    }
+
     /// Takes the lease unless another holder's runs past `now`.
     public func takeLease(_ name: String, holder: String, until: Date, now: Date) async throws -> Bool {
         try await write { db in

@@ -116,6 +116,11 @@ public protocol LeaseStore: Sendable {
     /// fingerprint) is refused (`.idempotencyMismatch`).
     func storedResponse(for key: IdempotencyKey) async throws -> StoredResponse?
 
+    /// The responses stored in `scope` under keys that begin with `keyPrefix`, newest first, at most `limit`: the
+    /// latest of a series of keys the server names itself (a daily generation's windows), found without knowing the
+    /// last key.
+    func storedResponses(scope: String, keyPrefix: String, limit: Int) async throws -> [StoredResponse]
+
     /// Takes the lease `name` for `holder` until `until`, unless another holder's lease runs past `now`;
     /// whether `holder` holds it now.
     func takeLease(_ name: String, holder: String, until: Date, now: Date) async throws -> Bool

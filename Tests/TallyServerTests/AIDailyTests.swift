@@ -110,4 +110,96 @@ struct AIDailyTests {
             }
         }
     }
+
+    @Test("Parameters are part of a generation's key: sign=virgo after sign=leo is its own generation, charged apart", arguments: StoreKind.allCases)
+    func parametersAreTheKey(_ kind: StoreKind) async throws {
+        try await AIGatewayTests.with(kind, catalog: Self.catalog, daily: [try Self.spec()]) { server, upstream in
+            let api = server.connection()
+            let user = try await api.newGuest(granted: 20)
+            let virgoPath = "/v1/ai/daily/todays_prediction?sign=virgo"
+            let leo: DailyGeneration = try await api.send(.get, Self.path, token: user.accessToken).decode()
+            let virgo: DailyGeneration = try await api.send(.get, virgoPath, token: user.accessToken).decode()
+            #expect(virgo.content != leo.content, "virgo got leo's: \(virgo.content)")
+            #expect(virgo.day == leo.day && virgo.expiresAt == leo.expiresAt)
+            // Each again: the stored one, no model call, no charge.
+            #expect(try await api.send(.get, Self.path, token: user.accessToken).decode(DailyGeneration.self) == leo)
+            #expect(try await api.send(.get, virgoPath, token: user.accessToken).decode(DailyGeneration.self) == virgo)
+            #expect(try await upstream.stats().completions == 2)
+            let debits = try await api.allEntries(user).filter { $0.kind == "debit" }
+            #expect(debits.map(\.amount) == [-5, -5])
+            try await api.expectBooksBalance(user)
+        }
+    }
+
+    @Test("A time-zone hop across two processes on one PostgreSQL gets the stored generation, charged once; the next starts when it ended")
+    func timeZoneHopAcrossProcesses() async throws {
+        let url = try postgresURL()
+        try await DevLLMTests.with { upstream in
+            try await ScratchDatabase.with(baseURL: url) { database in
+                try await Self.server(database, upstream) { first in
+                    try await Self.server(database, upstream) { second in
+                        try await Self.hop(first, second, upstream)
+                    }
+                }
+            }
+        }
+    }
+
+    /// A server on `database` whose gateway calls `upstream` and offers ``spec()``.
+    static func server<T: Sendable>(_ database: String, _ upstream: DevLLMClient, _ body: @Sendable (LiveServer) async throws -> T) async throws -> T {
+        try await LiveServer.with(.postgres, catalog: Self.catalog, configure: { configuration in
+            configuration.databaseURL = database
+            // Processes that share a database share their signing key (README): a token of one works on the other.
+            configuration.signingKeys = try SigningKeys(parsing: String(repeating: "k", count: 43))
+            configuration.ai = AIConfiguration(
+                upstream: AIUpstream(baseURL: "http://127.0.0.1:\(upstream.port)/v1", apiKey: DevLLMTests.key),
+                models: [AIGatewayTests.model], dailyGenerations: [try Self.spec()])
+        }, body)
+    }
+
+    /// Kiritimati (UTC+14) to Pago Pago (UTC-11), 25 hours back, the hop of the second attack run.
+    private static func hop(_ first: LiveServer, _ second: LiveServer, _ upstream: DevLLMClient) async throws {
+        let (a, b) = (first.connection(), second.connection())
+        let user = try await a.newGuest(granted: 20)
+        func generation(_ api: APIConnection) async throws -> DailyGeneration {
+            let response = try await api.send(.get, Self.path, token: user.accessToken)
+            #expect(response.status == .ok, "\(response.text)")
+            return try response.decode()
+        }
+        func advance(_ seconds: TimeInterval) {
+            first.clock.advance(by: seconds)
+            second.clock.advance(by: seconds)
+        }
+        let start = first.clock.now  // 2027-01-15T08:00Z: 22:00 in Kiritimati, 21:00 the day before in Pago Pago
+        #expect(try await a.send(.patch, "/v1/me", token: user.accessToken, json: UpdateMeRequest(timezone: "Pacific/Kiritimati")).status == .ok)
+        let kiritimati = try await generation(a)
+        #expect(kiritimati.day == "2027-01-15" && kiritimati.expiresAt == start.addingTimeInterval(2 * 3600))
+        #expect(try await b.send(.patch, "/v1/me", token: user.accessToken, json: UpdateMeRequest(timezone: "Pacific/Pago_Pago")).status == .ok)
+        // The other process has never served this user: it finds the open window in the database.
+        #expect(try await generation(b) == kiritimati, "a second generation for Pago Pago's yesterday")
+        #expect(try await generation(a) == kiritimati)
+        #expect(try await upstream.stats().completions == 1)
+        #expect(try await a.allEntries(user).filter { $0.kind == "debit" }.count == 1)
+
+        // 10:30Z, 23:30 in Pago Pago: the next window starts when Kiritimati's ended (10:00Z) and runs to the first
+        // Pago Pago midnight at least 24 hours later, 2027-01-16T11:00Z: never earlier than staying put would give.
+        advance(2.5 * 3600)
+        let pagoPago = try await generation(b)
+        // Its day is the one it ends with: Pago Pago's 2027-01-15, as Kiritimati's was (the same prompt, so the same words).
+        #expect(pagoPago.day == "2027-01-15" && pagoPago.expiresAt == start.addingTimeInterval(27 * 3600) && pagoPago.generatedAt > kiritimati.generatedAt)
+        #expect(try await generation(a) == pagoPago)
+        advance(24.5 * 3600 - 1)
+        #expect(try await generation(a) == pagoPago)
+        #expect(try await generation(b) == pagoPago)
+        #expect(try await upstream.stats().completions == 2)
+        advance(1)
+        let next = try await generation(a)
+        #expect(next.day == "2027-01-16" && next.expiresAt == start.addingTimeInterval(51 * 3600))
+        #expect(try await generation(b) == next)
+        #expect(try await upstream.stats().completions == 3)
+        #expect(try await a.allEntries(user).filter { $0.kind == "debit" }.count == 3)
+        try await a.expectBooksBalance(user)
+        await a.close()
+        await b.close()
+    }
 }

@@ -48,13 +48,14 @@ public struct AICharge: Codable, Hashable, Sendable {
 public struct DailyGeneration: Codable, Hashable, Sendable {
     /// The configured generation's name.
     public var name: String
-    /// The user's local day it belongs to, `YYYY-MM-DD`.
+    /// The user's local day it belongs to, `YYYY-MM-DD`: the one its window ends with.
     public var day: String
     /// The generated text.
     public var content: String
     /// When it was generated.
     public var generatedAt: Date
-    /// The user's next local midnight, when the next call makes a new one: cache it until then.
+    /// The end of its window, a local midnight of the user (changing time zone does not move it), when the next call
+    /// makes a new one: cache it until then.
     public var expiresAt: Date
 
     /// Creates a daily generation.

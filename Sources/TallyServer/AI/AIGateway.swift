@@ -12,7 +12,7 @@ struct AIGateway: Sendable {
     let upstream: UpstreamClient
     let calls: CallLimiter
     /// Daily generations being made in this process, by user and key.
-    let daily: SingleFlight<[UInt8]>
+    let daily: SingleFlight<DailyGenerationsController.Stored>
     /// Daily generations this process served, until their expiry.
     let generations = GenerationCache()
     /// This process's name as a lease holder.

@@ -6,15 +6,18 @@ import Synchronization
 import TallyAPI
 import TallyStore
 
-/// `GET /v1/ai/daily/{name}`: the user's generation for their local day, computed at most once per user and day.
+/// `GET /v1/ai/daily/{name}`: the user's generation for their day, computed at most once per user, parameters and
+/// day.
 ///
-/// The generation is stored as the response of its charge: the action runs under the idempotency key
-/// `tally.daily/<name>/<day>` of the user, so it is charged once and stored in the same transaction (it survives
-/// a restart and is the same from every device). Concurrent first calls share one computation: in this process
-/// through ``SingleFlight``, across processes through a lease in the database (the others read the stored
-/// response once it is there). A failed generation charges nothing and stores nothing: the next call tries again.
-/// Once made, a generation lasts until the local midnight in effect when it was made (changing time zone does
-/// not make a new one early, as with quota windows).
+/// The generation is stored as the response of its charge: the action runs under an idempotency key of the user that
+/// names the generation's series (its name and parameters, ``DailySeries``) and its window's end, so it is charged
+/// once and stored in the same transaction (it survives a restart and is the same from every device and process).
+/// A generation's window follows the quota windows' rule (``QuotaWindow``), decided from the series' latest stored
+/// generation, so every process decides alike: an open window keeps its end whatever the user's time zone became,
+/// and a new one starts no earlier than the last one ended and lasts at least 23 hours. Concurrent first calls
+/// share one computation: in this process through ``SingleFlight``, across processes through a lease on the series
+/// in the database (the others read the stored response once it is there). A failed generation charges nothing
+/// and stores nothing: the next call tries again.
 struct DailyGenerationsController {
     let services: TallyServices
     let ai: AIGateway
@@ -39,40 +42,40 @@ struct DailyGenerationsController {
             else { throw APIError(.invalidQuery, "'\(param)' is required: 1 to 200 characters, no control characters.") }
             parameters[param] = value
         }
-        if let cached = ai.generations.get(userId: userId, name: name, now: now) { return Self.response(cached) }
+        let series = DailySeries(name: name, parameters: parameters)
+        if let cached = ai.generations.get(userId: userId, series: series.prefix, now: now) { return Self.response(cached) }
         guard let user = try await chat.storeCall({ try await services.store.user(id: userId) }) else {
             throw APIError(.unauthorized, "A valid access token is required.")
         }
-        let timeZone = TimeZone(identifier: user.timezone) ?? .gmt
-        let day = Self.dayString(now, in: timeZone)
-        let expiresAt = QuotaWindow.firstMidnight(atOrAfter: now.addingTimeInterval(1), in: timeZone)
-        let key = IdempotencyKey(
-            scope: userId, key: "tally.daily/\(name)/\(day)", fingerprint: Secrets.sha256("GET daily \(name) \(day)"))
-        let arguments = parameters
-        let bytes = try await ai.daily.run(userId + "\u{0}" + key.key) {
-            try await produce(spec, user: user, day: day, expiresAt: expiresAt, key: key, parameters: arguments)
+        let generation = try await ai.daily.run(userId + "\u{0}" + series.prefix) {
+            try await produce(spec, user: user, series: series)
         }
-        let stored = (try? JSONResponse.decoder.decode(DailyGeneration.self, from: Data(bytes)))?.expiresAt ?? expiresAt
-        ai.generations.put(userId: userId, name: name, bytes: bytes, until: stored)
-        return Self.response(bytes)
+        ai.generations.put(userId: userId, series: series.prefix, bytes: generation.bytes, until: generation.expiresAt)
+        return Self.response(generation.bytes)
     }
 
-    /// The stored generation, or a new one made under the lease; waits for another process's when it holds the lease.
-    private func produce(
-        _ spec: DailyGenerationSpec, user: UserRecord, day: String, expiresAt: Date, key: IdempotencyKey, parameters: [String: String]
-    ) async throws -> [UInt8] {
+    /// A stored generation: its bytes, and the end of its window.
+    struct Stored: Sendable {
+        var bytes: [UInt8]
+        var expiresAt: Date
+    }
+
+    /// The series' generation whose window is open, or a new one made under the lease; waits for another process's
+    /// while it holds the lease.
+    private func produce(_ spec: DailyGenerationSpec, user: UserRecord, series: DailySeries) async throws -> Stored {
         let store = services.store
-        let lease = "daily/" + user.id + "/" + key.key
+        let lease = "daily/" + user.id + "/" + series.prefix
         let started = services.clock.now
         while true {
-            if let stored = try await chat.storeCall({ try await store.storedResponse(for: key) }) { return stored.body }
             let now = services.clock.now
+            let latest = try await latest(series, user: user, now: now)
+            if let latest, latest.expiresAt > now { return latest }
             let until = now.addingTimeInterval(TimeInterval(ai.configuration.upstream.timeout.components.seconds) + 10)
             if try await chat.storeCall({ try await store.takeLease(lease, holder: ai.holder, until: until, now: now) }) {
                 do {
-                    let bytes = try await generate(spec, user: user, day: day, expiresAt: expiresAt, key: key, parameters: parameters)
+                    let made = try await generate(spec, user: user, series: series)
                     try? await store.releaseLease(lease, holder: ai.holder)
-                    return bytes
+                    return made
                 } catch {
                     try? await store.releaseLease(lease, holder: ai.holder)
                     throw error
@@ -85,13 +88,51 @@ struct DailyGenerationsController {
         }
     }
 
+    /// The series' latest stored generation (its window open or not), as the database holds it.
+    private func latest(_ series: DailySeries, user: UserRecord, now: Date) async throws -> Stored? {
+        let stored = try await chat.storeCall {
+            try await services.store.storedResponses(scope: user.id, keyPrefix: series.prefix, limit: 4)
+        }
+        var generations = stored.compactMap { Self.decode($0.body) }
+        // A generation stored before parameters and windows were part of its key (under `tally.daily/<name>/<day>`):
+        // still the day's for a series without parameters until it expires, so a deployment charges no one twice.
+        if series.parameters.isEmpty {
+            let day = Self.dayString(now, in: TimeZone(identifier: user.timezone) ?? .gmt)
+            let legacy = IdempotencyKey(
+                scope: user.id, key: "tally.daily/\(series.name)/\(day)", fingerprint: Secrets.sha256("GET daily \(series.name) \(day)"))
+            if let old = try await chat.storeCall({ try await services.store.storedResponse(for: legacy) }), let generation = Self.decode(old.body) {
+                generations.append(generation)
+            }
+        }
+        return generations.max { $0.expiresAt < $1.expiresAt }
+    }
+
+    /// A stored body as a generation, if it is one.
+    private static func decode(_ bytes: [UInt8]) -> Stored? {
+        (try? JSONResponse.decoder.decode(DailyGeneration.self, from: Data(bytes))).map { Stored(bytes: bytes, expiresAt: $0.expiresAt) }
+    }
+
+    /// Makes the series' generation for the window that follows its latest (read again under the lease: another
+    /// process may have made it meanwhile), charged under the window's key with the generation as the stored response.
+    private func generate(_ spec: DailyGenerationSpec, user: UserRecord, series: DailySeries) async throws -> Stored {
+        let now = services.clock.now
+        let latest = try await latest(series, user: user, now: now)
+        if let latest, latest.expiresAt > now { return latest }
+        let timeZone = TimeZone(identifier: user.timezone) ?? .gmt
+        let window = QuotaWindow.current(latest.map { QuotaCounter(used: 1, windowEnd: $0.expiresAt) }, now: now, timeZone: timeZone)
+        let key = series.key(windowEnd: window.windowEnd, scope: user.id)
+        // The day a window belongs to is the local day it ends with: the one it covers whole (a window that starts
+        // late in a day, after a time-zone change, also covers the rest of that one).
+        let day = Self.dayString(window.windowEnd.addingTimeInterval(-1), in: timeZone)
+        let bytes = try await make(spec, user: user, day: day, expiresAt: window.windowEnd, key: key, parameters: series.parameters)
+        return Stored(bytes: bytes, expiresAt: Self.decode(bytes)?.expiresAt ?? window.windowEnd)
+    }
+
     /// Checks the charge would pass, calls the model, and charges under `key` with the generation as the stored response.
-    private func generate(
+    private func make(
         _ spec: DailyGenerationSpec, user: UserRecord, day: String, expiresAt: Date, key: IdempotencyKey, parameters: [String: String]
     ) async throws -> [UInt8] {
         let store = services.store
-        // Someone finished while this process waited for the lease.
-        if let stored = try await chat.storeCall({ try await store.storedResponse(for: key) }) { return stored.body }
         try await checkAffordable(spec, userId: user.id)
         var profile: JSONValue?
         if let document = spec.profileDocument, spec.prompt.readsProfile {
@@ -167,25 +208,48 @@ struct DailyGenerationsController {
     }
 }
 
-/// Generations this process has served, until their expiry: a repeated call answers from memory. A stored
-/// generation never changes, so a copy cannot be stale before it expires.
+/// A daily generation's series: its name and the parameters the request gave, which name its stored generations
+/// (`tally.daily <name>/<window end>`, with a hash of the parameters after the name when it has some). The space
+/// keeps these keys apart from every client's (`Idempotency-Key` is printable ASCII without spaces).
+struct DailySeries: Sendable, Hashable {
+    /// The generation's name.
+    let name: String
+    /// The request's parameters.
+    let parameters: [String: String]
+
+    /// What every key of the series begins with.
+    var prefix: String {
+        guard !parameters.isEmpty else { return "tally.daily \(name)/" }
+        let canonical = JSONValue.object(parameters.mapValues { .string($0) }).bytes
+        return "tally.daily \(name)?\(Secrets.sha256(String(decoding: canonical, as: UTF8.self)))/"
+    }
+
+    /// The key of the generation whose window ends at `windowEnd`.
+    func key(windowEnd: Date, scope: String) -> IdempotencyKey {
+        let key = prefix + String(windowEnd.millis)
+        return IdempotencyKey(scope: scope, key: key, fingerprint: Secrets.sha256("GET daily " + key))
+    }
+}
+
+/// Generations this process has served, by user and series, until their expiry: a repeated call answers from memory.
+/// A stored generation never changes and its window keeps its end, so a copy cannot be stale before it expires.
 final class GenerationCache: Sendable {
     private struct Entry { var bytes: [UInt8]; var until: Date }
     private let entries = Mutex<[String: Entry]>([:])
     /// Entries kept before the cache starts over.
     static let capacity = 100_000
 
-    func get(userId: String, name: String, now: Date) -> [UInt8]? {
+    func get(userId: String, series: String, now: Date) -> [UInt8]? {
         entries.withLock { entries in
-            guard let entry = entries[userId + "\u{0}" + name], entry.until > now else { return nil }
+            guard let entry = entries[userId + "\u{0}" + series], entry.until > now else { return nil }
             return entry.bytes
         }
     }
 
-    func put(userId: String, name: String, bytes: [UInt8], until: Date) {
+    func put(userId: String, series: String, bytes: [UInt8], until: Date) {
         entries.withLock { entries in
             if entries.count >= Self.capacity { entries.removeAll(keepingCapacity: true) }
-            entries[userId + "\u{0}" + name] = Entry(bytes: bytes, until: until)
+            entries[userId + "\u{0}" + series] = Entry(bytes: bytes, until: until)
         }
     }
 }

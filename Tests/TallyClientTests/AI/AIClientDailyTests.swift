@@ -64,12 +64,31 @@ struct AIClientDailyTests {
         await #expect(throws: ClientError.self) { try await client.ai.daily("") }
     }
 
-    @Test("The name and parameters are escaped; parameters go in a stable order; the key is the name")
+    @Test("The name and parameters are escaped; parameters go in a stable order; the key is the name and the parameters")
     func paths() {
         let ai = Client(configuration: ClientConfiguration(baseURL: URL(string: "http://127.0.0.1:9")!, secureStore: MemorySecureStore())).ai
         let query = ai.dailyQuery("a/b c", parameters: ["sign": "leo & co", "lang": "é"])
         #expect(query.path == "/v1/ai/daily/a%2Fb%20c?lang=%C3%A9&sign=leo%20%26%20co")
-        #expect(query.key == "ai.daily/a/b c" && query.operation == "GET /v1/ai/daily/{name}")
+        #expect(query.key == "ai.daily/a/b c?lang=%C3%A9&sign=leo%20%26%20co" && query.operation == "GET /v1/ai/daily/{name}")
+        #expect(ai.dailyQuery("a/b c", parameters: ["lang": "é", "sign": "leo & co"]).key == query.key)
         #expect(ai.dailyQuery("todays_prediction").path == "/v1/ai/daily/todays_prediction")
+        #expect(ai.dailyQuery("todays_prediction").key == "ai.daily/todays_prediction")
+    }
+
+    @Test("Other parameters are another generation: sign=virgo after sign=leo asks the server, and each is kept apart")
+    func parametersAreTheKey() async throws {
+        let clock = TestClock()
+        let (client, server, _) = try await AIStubs.client(clock: clock)
+        let until = clock.now.addingTimeInterval(3 * 3600)
+        let leo = Self.generation(day: "2027-01-15", content: "Leo: the stars align.", now: clock.now, expiresAt: until)
+        let virgo = Self.generation(day: "2027-01-15", content: "Virgo: a quiet day.", now: clock.now, expiresAt: until)
+        server.onDaily { request in try AIStubServer.json(request.path.hasSuffix("sign=virgo") ? virgo : leo) }
+        #expect(try await client.ai.daily("todays_prediction", parameters: ["sign": "leo"]) == leo)
+        #expect(try await client.ai.daily("todays_prediction", parameters: ["sign": "virgo"]) == virgo)
+        #expect(try await client.ai.daily("todays_prediction", parameters: ["sign": "leo"]) == leo)
+        #expect(try await client.ai.daily("todays_prediction", parameters: ["sign": "virgo"]) == virgo)
+        #expect(server.requests(to: "/v1/ai/daily/").map(\.path) == [
+            "/v1/ai/daily/todays_prediction?sign=leo", "/v1/ai/daily/todays_prediction?sign=virgo",
+        ])
     }
 }

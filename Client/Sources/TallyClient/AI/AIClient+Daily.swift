@@ -16,7 +16,7 @@ extension AIClient {
     /// the day is charged).
     ///
     /// - Parameter parameters: the values the generation's prompt asks for (the server's `params`), sent as the
-    ///   query; the first call of the day decides the generation, so later values do not change it.
+    ///   query; each set of values has its own generation of the day (and its own charge), cached apart.
     /// - Throws: a ``ClientError``: ``ClientError/Code/insufficientTokens`` or ``ClientError/Code/quotaExhausted``
     ///   with the server's wallet and quotas (confirmed in the cache); ``ClientError/Code/server`` with the status
     ///   404 for a generation the server does not declare, or `upstream_failed` (502: the model failed, nothing
@@ -41,21 +41,18 @@ extension AIClient {
         }
     }
 
-    /// The cached daily generation `name`, to observe (`client.observe`, `ObservedQuery`) rather than call
-    /// ``daily(_:parameters:)``. Its key is the name (the server makes one generation per name and day, whatever
-    /// the parameters). It is fresh until the generation's ``DailyGeneration/expiresAt``, the user's next local
+    /// The cached daily generation `name` for `parameters`, to observe (`client.observe`, `ObservedQuery`) rather than
+    /// call ``daily(_:parameters:)``. Its key is the name and the parameters (the server makes one generation per name,
+    /// parameters and day). It is fresh until the generation's ``DailyGeneration/expiresAt``, the user's next local
     /// midnight: an observer open at that moment refetches it then, and one that starts, or an app that returns to
     /// the foreground, after it refetches it (the server answers from what it stored, never charging twice in a
     /// day). So a screen left open over midnight, or brought back the next morning, shows the new day's, and one
     /// brought back the same evening makes no request.
     public func dailyQuery(_ name: String, parameters: [String: String] = [:]) -> Query<DailyGeneration> {
         let escaped = name.addingPercentEncoding(withAllowedCharacters: .urlPathAllowed.subtracting(["/"])) ?? ""
-        var path = "/v1/ai/daily/\(escaped)"
-        if !parameters.isEmpty {
-            path += "?" + parameters.sorted { $0.key < $1.key }.map { "\(Self.queryEscaped($0.key))=\(Self.queryEscaped($0.value))" }
-                .joined(separator: "&")
-        }
-        return Query(key: "ai.daily/\(name)", path: path, operation: "GET /v1/ai/daily/{name}", staleAfter: 86_400,
+        let query = parameters.isEmpty ? "" : "?" + parameters.sorted { $0.key < $1.key }
+            .map { "\(Self.queryEscaped($0.key))=\(Self.queryEscaped($0.value))" }.joined(separator: "&")
+        return Query(key: "ai.daily/\(name)\(query)", path: "/v1/ai/daily/\(escaped)\(query)", operation: "GET /v1/ai/daily/{name}", staleAfter: 86_400,
             maxAge: 2 * 86_400, freshUntil: { $0.expiresAt })
     }
 
