@@ -121,8 +121,9 @@ final class PendingSettlements: Service, Sendable {
             return true
         } catch let error as StoreError where error.code == .unavailable {
             return false
-        } catch let error as StoreError where error.code == .holdNotOpen && settlement.charge != nil {
-            return await chargeExpired(settlement)
+        } catch let error as StoreError where error.code == .holdNotOpen {
+            // A release finds the hold settled (an earlier attempt) or expired (released whole): done either way.
+            return settlement.charge == nil ? true : await chargeExpired(settlement)
         } catch {
             logger.error("could not settle an AI call's hold; it expires unsettled", metadata: ["hold": "\(settlement.holdId)", "error": "\(error)"])
             return true
