@@ -6,12 +6,13 @@ import TallyAPI
 import TallyStore
 
 /// The AI gateway's shared parts: the configuration, the upstream connection, each user's calls in flight, the
-/// prompt estimates, the settlements waiting for the database and the daily generations being computed in this process. Its routes: ``addRoutes(to:services:)``.
+/// prompt estimates, the settlements waiting for the database and the daily generations being computed in this
+/// process. Its routes: ``addRoutes(to:services:)``.
 struct AIGateway: Sendable {
     let configuration: AIConfiguration
     let upstream: UpstreamClient
     let calls: CallLimiter
-    /// Daily generations being made in this process, by user and key.
+    /// Daily generations being made in this process, by user and series.
     let daily: SingleFlight<DailyGenerationsController.Stored>
     /// Daily generations this process served, until their expiry.
     let generations = GenerationCache()

@@ -52,8 +52,9 @@ extension AIClient {
         let escaped = name.addingPercentEncoding(withAllowedCharacters: .urlPathAllowed.subtracting(["/"])) ?? ""
         let query = parameters.isEmpty ? "" : "?" + parameters.sorted { $0.key < $1.key }
             .map { "\(Self.queryEscaped($0.key))=\(Self.queryEscaped($0.value))" }.joined(separator: "&")
-        return Query(key: "ai.daily/\(name)\(query)", path: "/v1/ai/daily/\(escaped)\(query)", operation: "GET /v1/ai/daily/{name}", staleAfter: 86_400,
-            maxAge: 2 * 86_400, freshUntil: { $0.expiresAt })
+        return Query(
+            key: "ai.daily/\(name)\(query)", path: "/v1/ai/daily/\(escaped)\(query)", operation: "GET /v1/ai/daily/{name}",
+            staleAfter: 86_400, maxAge: 2 * 86_400, freshUntil: { $0.expiresAt })
     }
 
     /// `text` with everything but unreserved characters (RFC 3986) percent-encoded.
