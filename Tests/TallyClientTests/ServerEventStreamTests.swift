@@ -156,7 +156,7 @@ struct ServerEventStreamTests {
             guard case .wallet = await events.next() else { throw TestFailure("no wallet event after connecting") }
 
             var parser = EventStreamParser()
-            _ = parser.feed(harness.transport.received)
+            _ = try parser.feed(harness.transport.received)
             let serverRetry = try #require(parser.reconnectionDelay)
             harness.transport.dropConnections()
             #expect(await events.next() == .disconnected)

@@ -3,9 +3,10 @@ import NIOCore
 import NIOHTTP1
 import NIOPosix
 import Synchronization
+import TallyAPI
 
-/// A Server-Sent Events client for `GET /v1/sync/events`: one HTTP/1.1 connection whose response body is
-/// parsed, as it arrives, into events, comments and `retry` fields (WHATWG HTML, "Server-sent events").
+/// A Server-Sent Events client for `GET /v1/sync/events` (and AI streams): one HTTP/1.1 connection whose response
+/// body is parsed, as it arrives, into events, comments and `retry` fields by TallyAPI's `EventStreamParser`.
 final class EventStreamClient: Sendable {
     /// One thing the stream sent.
     enum Item: Sendable, Equatable, CustomStringConvertible {
@@ -38,8 +39,7 @@ final class EventStreamClient: Sendable {
         var items: [Item] = []
         var itemWaiter: CheckedContinuation<Item, any Error>?
         var body: [UInt8] = []
-        var line: [UInt8] = []
-        var event = (name: "", id: String?.none, data: [String]())
+        var parser = EventStreamParser()
         var ended = false
     }
 
@@ -179,7 +179,7 @@ final class EventStreamClient: Sendable {
                 shared.state.withLock { state in defer { state.headWaiter = nil }; state.head = parsed; return state.headWaiter }?
                     .resume(returning: parsed)
             case .body(let buffer):
-                feed(Array(buffer.readableBytesView))
+                feed(Array(buffer.readableBytesView), context: context)
             case .end:
                 finish()
             }
@@ -194,50 +194,30 @@ final class EventStreamClient: Sendable {
 
         func errorCaught(context: ChannelHandlerContext, error: any Error) { context.close(promise: nil) }
 
-        /// Splits the bytes into lines and the lines into items, handing each to a waiter or the queue.
-        private func feed(_ bytes: [UInt8]) {
-            let (waiter, item) = shared.state.withLock { state -> (CheckedContinuation<Item, any Error>?, Item?) in
+        /// Parses the bytes into items (TallyAPI's `EventStreamParser`, the one the SDK and the relay use), handing
+        /// each to a waiter or the queue; a line beyond the parser's bound closes the connection.
+        private func feed(_ bytes: [UInt8], context: ChannelHandlerContext) {
+            let (waiter, item, tooLarge) = shared.state.withLock { state -> (CheckedContinuation<Item, any Error>?, Item?, Bool) in
                 state.body += bytes
-                for byte in bytes {
-                    if byte == 0x0A {
-                        Self.line(String(decoding: state.line, as: UTF8.self), into: &state)
-                        state.line.removeAll()
-                    } else if byte != 0x0D {
-                        state.line.append(byte)
+                var tooLarge = false
+                do {
+                    try state.parser.feed(bytes) { item in
+                        switch item {
+                        case .event(let event):
+                            state.items.append(.event(name: event.type, id: event.id, data: String(decoding: event.data, as: UTF8.self)))
+                        case .comment(let text): state.items.append(.comment(text))
+                        case .retry(let millis): state.items.append(.retry(millis))
+                        }
                     }
+                } catch {
+                    tooLarge = true
                 }
-                guard let waiter = state.itemWaiter, !state.items.isEmpty else { return (nil, nil) }
+                guard let waiter = state.itemWaiter, !state.items.isEmpty else { return (nil, nil, tooLarge) }
                 state.itemWaiter = nil
-                return (waiter, state.items.removeFirst())
+                return (waiter, state.items.removeFirst(), tooLarge)
             }
             if let waiter, let item { waiter.resume(returning: item) }
-        }
-
-        private static func line(_ line: String, into state: inout State) {
-            if line.isEmpty {
-                if !state.event.data.isEmpty || !state.event.name.isEmpty {
-                    state.items.append(
-                        .event(name: state.event.name.isEmpty ? "message" : state.event.name, id: state.event.id,
-                               data: state.event.data.joined(separator: "\n")))
-                }
-                state.event = ("", nil, [])
-                return
-            }
-            if line.hasPrefix(":") {
-                state.items.append(.comment(line.dropFirst().trimmingCharacters(in: .whitespaces)))
-                return
-            }
-            let parts = line.split(separator: ":", maxSplits: 1, omittingEmptySubsequences: false)
-            let field = String(parts[0])
-            var value = parts.count > 1 ? String(parts[1]) : ""
-            if value.hasPrefix(" ") { value.removeFirst() }
-            switch field {
-            case "event": state.event.name = value
-            case "id": state.event.id = value
-            case "data": state.event.data.append(value)
-            case "retry": if let millis = Int(value) { state.items.append(.retry(millis)) }
-            default: break
-            }
+            if tooLarge { context.close(promise: nil) }
         }
 
         private func finish() {

@@ -12,6 +12,9 @@ public enum AIGatewayProtocol {
     public static let chargeHeader = "Tally-Charge"
     /// The `event:` name of the SSE event carrying ``AICharge`` after a stream's `[DONE]` (or its error event).
     public static let chargeEvent = "tally.charge"
+    /// The most bytes the gateway buffers of one event of the provider's stream (a line, or an event's data): a
+    /// longer one ends the stream with an error event and the charge (1 MiB; a chunk is a few hundred bytes).
+    public static let maxUpstreamEventBytes = EventStreamParser.defaultLimit
 }
 
 /// What a call was charged and the wallet after it, so an app reconciles its optimistic balance without another request.

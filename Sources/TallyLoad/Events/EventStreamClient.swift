@@ -69,7 +69,11 @@ private final class EventStreamHandler: ChannelInboundHandler {
                 context.close(promise: nil)
             }
         case .body(let buffer):
-            for event in parser.feed(buffer.readableBytesView) { onEvent(event) }
+            do {
+                for event in try parser.feed(buffer.readableBytesView) { onEvent(event) }
+            } catch {
+                context.close(promise: nil)  // an event beyond the parser's bound: the stream is broken
+            }
         case .end:
             context.close(promise: nil)
         }

@@ -65,7 +65,9 @@ public struct AIStream: AsyncSequence, Sendable {
         private var phase = Phase.idle
         private var hold: AIWalletHold?
         private var body: AsyncThrowingStream<Data, any Error>.AsyncIterator?
-        private var parser = EventStreamParser()
+        /// The gateway relays events of at most ``AIGatewayProtocol/maxUpstreamEventBytes``, re-framed (a space after
+        /// each `data:`): twice that is room enough.
+        private var parser = EventStreamParser(limit: 2 * AIGatewayProtocol.maxUpstreamEventBytes)
         private var interpreter = AIStreamInterpreter()
         private var pending: [ServerSentEvent] = []
 
@@ -86,13 +88,14 @@ public struct AIStream: AsyncSequence, Sendable {
                         return event
                     }
                     guard let chunk = try await body?.next() else { return try finish() }
-                    pending = parser.feed(chunk)
+                    pending = try parser.feed(chunk)
                 }
             } catch {
                 end()
                 hold?.settle(.unknown)
                 if Task.isCancelled { throw CancellationError() }
                 if let error = error as? TransportError { throw ClientError(error == .timedOut ? .timedOut : .offline) }
+                if let error = error as? EventStreamParser.TooLarge { throw ClientError(.invalidResponse, message: "the gateway's stream: \(error)") }
                 throw error
             }
         }

@@ -79,7 +79,9 @@ struct ServerEventStream: Sendable {
                     online = true
                     await onEvent(.connected)
                     for try await chunk in response.body {
-                        for event in parser.feed(chunk) {
+                        // An event beyond the parser's bound is a broken stream: dropped, as a lost connection is.
+                        guard let events = try? parser.feed(chunk) else { break }
+                        for event in events {
                             guard let event = Self.decode(event) else { continue }
                             failures = 0  // a connection that delivers starts the backoff over, however it ends
                             await onEvent(event)
