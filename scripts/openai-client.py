@@ -75,6 +75,13 @@ try:
 except openai.AuthenticationError:
     check(True, "a wrong key raises AuthenticationError")
 
+# A field that could cost more than the hold (here priority processing) is refused by name, nothing held.
+try:
+    client.chat.completions.create(model="chat", messages=messages, service_tier="priority")
+    check(False, "a field the gateway does not take raises BadRequestError")
+except openai.BadRequestError as error:
+    check("'service_tier'" in str(error.body), f"a field the gateway does not take raises BadRequestError naming it ({error.body})")
+
 # A stream that fails after its 200 raises in the loop (the gateway's OpenAI-shaped error event), not a silent end.
 script = json.dumps({"behaviours": [{"failAfterChunks": 3}]}).encode()
 urllib.request.urlopen(urllib.request.Request(

@@ -24,7 +24,9 @@ public struct DevLLMConfiguration: Sendable {
 /// The local model for development and tests: an OpenAI-compatible `POST /v1/chat/completions` that answers
 /// deterministically (``DevAnswer``), streams real Server-Sent Events chunk by chunk, reports `usage`, and takes
 /// a script of failures, stalls and lengths from `POST /dev/script` (``DevBehaviour``). `GET /dev/stats`
-/// counts what it was asked; `POST /dev/release` lets paused streams go on; `POST /dev/reset` forgets both.
+/// counts what it was asked; `GET /dev/last-request` is the last request's body as received (what a gateway
+/// forwarded); `POST /dev/release` lets paused streams go on; `POST /dev/reset` forgets the script, the counts
+/// and the last request.
 /// It is a stand-in for a provider Tally cannot reach here, never part of the server.
 public func buildDevLLM(
     configuration: DevLLMConfiguration, logger: Logger, onServerRunning: @escaping @Sendable (_ port: Int) async -> Void = { _ in }
@@ -41,6 +43,10 @@ public func buildDevLLM(
         return HTTPResponse.Status.noContent
     }
     router.post("dev/release") { _, _ in DevJSON.response(["released": state.releaseAll()]) }
+    router.get("dev/last-request") { _, _ -> Response in
+        guard let body = state.lastRequest else { return DevJSON.error(.notFound, "no request yet", type: "invalid_request_error") }
+        return Response(status: .ok, headers: [.contentType: "application/json"], body: ResponseBody(byteBuffer: ByteBuffer(bytes: body)))
+    }
     router.post("dev/script") { request, context -> Response in
         let body = try await request.body.collect(upTo: 1 << 20)
         guard let script = try? JSONDecoder().decode(DevScriptRequest.self, from: Data(body.readableBytesView)) else {
@@ -65,6 +71,7 @@ struct DevCompletions: Sendable {
             return DevJSON.error(.unauthorized, "Incorrect API key provided.", type: "invalid_request_error", code: "invalid_api_key")
         }
         let body = try await request.body.collect(upTo: 4 << 20)
+        state.lastRequest = Array(body.readableBytesView)
         let chat: ChatCompletionRequest
         do {
             chat = try JSONDecoder().decode(ChatCompletionRequest.self, from: Data(body.readableBytesView))
@@ -74,25 +81,35 @@ struct DevCompletions: Sendable {
         let streaming = chat.stream == true
         let behaviour = state.nextBehaviour(streaming: streaming)
         if behaviour.pauseBeforeHead == true { await state.pause() }
+        let quoted = behaviour.echoAuthorization == true ? " Your request's Authorization header: \(request.headers[.authorization] ?? "none")." : ""
         if let status = behaviour.status {
             let type = status >= 500 ? "server_error" : "invalid_request_error"
-            return DevJSON.error(HTTPResponse.Status(code: status), "The dev model was told to fail with \(status).", type: type)
+            return DevJSON.error(HTTPResponse.Status(code: status), "The dev model was told to fail with \(status).\(quoted)", type: type)
         }
         let (words, truncated) = DevAnswer.words(for: chat.messages, length: behaviour.answerTokens, limit: chat.completionLimit)
-        let usage = ChatUsage(promptTokens: DevAnswer.promptTokens(chat.messages), completionTokens: words.count)
+        let huge = behaviour.hugeTokenBytes.map { HugeToken(bytes: $0) }
+        let usage = ChatUsage(promptTokens: DevAnswer.promptTokens(chat.messages), completionTokens: words.count + (huge == nil ? 0 : 1))
         let id = "chatcmpl-dev-\(UInt64.random(in: 0...UInt64.max))"
         let created = Int(Date().timeIntervalSince1970)
         let finish = truncated ? "length" : "stop"
         guard streaming else {
             try await Task.sleep(for: configuration.firstTokenDelay + configuration.tokenInterval * max(words.count - 1, 0))
+            let content = huge == nil ? words.joined() : (words.first ?? "") + DevStream.TokenEvent.marker + words.dropFirst().joined()
             let answer = ChatCompletion(
                 id: id, created: created, model: chat.model,
-                choices: [.init(index: 0, message: ChatMessage(role: "assistant", content: words.joined()), finishReason: finish)],
+                choices: [.init(index: 0, message: ChatMessage(role: "assistant", content: content), finishReason: finish)],
                 usage: usage)
-            return DevJSON.response(answer)
+            guard let huge else { return DevJSON.response(answer) }
+            // The marker's place in the encoded answer becomes the huge token, written piece by piece.
+            let around = try HugeToken.Around(answer, prefix: [], suffix: [])
+            return Response(status: .ok, headers: [.contentType: "application/json"], body: ResponseBody { writer in
+                try await huge.write(around, to: &writer)
+                try await writer.finish(nil)
+            })
         }
         let stream = DevStream(
-            configuration: configuration, state: state, behaviour: behaviour, words: words, usage: usage, finish: finish,
+            configuration: configuration, state: state, behaviour: behaviour, words: words, usage: usage, finish: finish, huge: huge,
+            authorization: request.headers[.authorization],
             includeUsage: chat.streamOptions?.includeUsage == true, chunk: { choices, usage in
                 ChatCompletionChunk(id: id, created: created, model: chat.model, choices: choices, usage: usage)
             })
@@ -126,6 +143,8 @@ struct DevStream: Sendable {
     let words: [String]
     let usage: ChatUsage
     let finish: String
+    let huge: HugeToken?
+    let authorization: String?
     let includeUsage: Bool
     let chunk: @Sendable ([ChatCompletionChunk.Choice], ChatUsage?) -> ChatCompletionChunk
 
@@ -137,19 +156,39 @@ struct DevStream: Sendable {
         defer { state.streamClosed() }
         try await writer.write(event(chunk([.init(index: 0, delta: .init(role: "assistant", content: ""), finishReason: nil)], nil)))
         try await pace.sleep(for: configuration.firstTokenDelay)
-        let token = try TokenEvent(chunk([.init(index: 0, delta: .init(content: TokenEvent.marker), finishReason: nil)], nil))
+        let marked = chunk([.init(index: 0, delta: .init(content: TokenEvent.marker), finishReason: nil)], nil)
+        let token = try TokenEvent(marked)
         for (index, word) in words.enumerated() {
-            if index == behaviour.failAfterChunks { throw Cut() }
+            if index == behaviour.failAfterChunks { try await fail(&writer) }
             if index == behaviour.pauseAfterChunks { await state.pause() }
             if index > 0 { try await pace.sleep(for: configuration.tokenInterval) }
             try await writer.write(token.event(word))
             state.chunkWritten()
+            if index == 0, let huge {
+                try await huge.write(try HugeToken.Around(marked, prefix: Array("data: ".utf8), suffix: Array("\n\n".utf8)), to: &writer)
+                state.chunkWritten()
+            }
         }
-        if behaviour.failAfterChunks == words.count { throw Cut() }
+        if behaviour.failAfterChunks == words.count { try await fail(&writer) }
         try await writer.write(event(chunk([.init(index: 0, delta: .init(), finishReason: finish)], nil)))
         if includeUsage { try await writer.write(event(chunk([], usage))) }
         try await writer.write(ByteBuffer(string: "data: [DONE]\n\n"))
         try await writer.finish(nil)
+    }
+
+    /// Where ``DevBehaviour/failAfterChunks`` says: the connection is cut, or an error event quotes the request's
+    /// `Authorization` header (``DevBehaviour/echoAuthorization``) and the stream ends.
+    private func fail(_ writer: inout any ResponseBodyWriter) async throws -> Never {
+        if behaviour.echoAuthorization == true {
+            let error = ChatErrorBody(
+                message: "The dev model failed mid-stream. Your request's Authorization header: \(authorization ?? "none").", type: "server_error")
+            var buffer = ByteBuffer(string: "data: ")
+            buffer.writeBytes(try DevJSON.encoder.encode(error))
+            buffer.writeString("\n\n")
+            try await writer.write(buffer)
+            try await writer.finish(nil)
+        }
+        throw Cut()
     }
 
     private func event(_ chunk: ChatCompletionChunk) throws -> ByteBuffer {
@@ -186,6 +225,37 @@ struct DevStream: Sendable {
             bytes += tail
             return ByteBuffer(bytes: bytes)
         }
+    }
+}
+
+/// One token of many bytes (``DevBehaviour/hugeTokenBytes``): `x`s written in 64 KiB pieces inside an encoded
+/// chunk or answer, in place of ``DevStream/TokenEvent/marker``.
+struct HugeToken: Sendable {
+    let bytes: Int
+
+    /// An encoded value split at the marker (inside a JSON string: the `x`s need no escaping).
+    struct Around {
+        let head: [UInt8]
+        let tail: [UInt8]
+
+        init(_ value: some Encodable, prefix: [UInt8], suffix: [UInt8]) throws {
+            let encoded = Array(try DevJSON.encoder.encode(value))
+            let marker = Array(DevStream.TokenEvent.marker.utf8)
+            guard let at = encoded.indices.first(where: { encoded[$0...].starts(with: marker) }) else { throw DevStream.TokenEvent.NoMarker() }
+            head = prefix + encoded[..<at]
+            tail = Array(encoded[(at + marker.count)...]) + suffix
+        }
+    }
+
+    func write(_ around: Around, to writer: inout any ResponseBodyWriter) async throws {
+        try await writer.write(ByteBuffer(bytes: around.head))
+        let piece = ByteBuffer(repeating: UInt8(ascii: "x"), count: 64 << 10)
+        var left = bytes
+        while left > 0 {
+            try await writer.write(left >= piece.readableBytes ? piece : piece.getSlice(at: 0, length: left)!)
+            left -= piece.readableBytes
+        }
+        try await writer.write(ByteBuffer(bytes: around.tail))
     }
 }
 

@@ -13,17 +13,26 @@ public struct DevBehaviour: Codable, Hashable, Sendable {
     public var answerTokens: Int?
     /// Wait for `POST /dev/release` before answering at all (before the response's head).
     public var pauseBeforeHead: Bool?
+    /// After the first token, one token of this many bytes (`x`s): in a stream one `data:` line that long, in a whole
+    /// answer a body that much longer; counted as one completion token. Written in 64 KiB pieces, so the local model
+    /// holds none of it: a provider gone wrong, for the gateway's bounds.
+    public var hugeTokenBytes: Int?
+    /// The error of ``status`` (or, with ``failAfterChunks``, an error event in place of the cut) quotes the request's
+    /// `Authorization` header, as a careless provider might: the gateway must not pass the key on.
+    public var echoAuthorization: Bool?
 
     /// Creates a behaviour; every field nil is the default answer.
     public init(
         status: Int? = nil, failAfterChunks: Int? = nil, pauseAfterChunks: Int? = nil, answerTokens: Int? = nil,
-        pauseBeforeHead: Bool? = nil
+        pauseBeforeHead: Bool? = nil, hugeTokenBytes: Int? = nil, echoAuthorization: Bool? = nil
     ) {
         self.status = status
         self.failAfterChunks = failAfterChunks
         self.pauseAfterChunks = pauseAfterChunks
         self.answerTokens = answerTokens
         self.pauseBeforeHead = pauseBeforeHead
+        self.hugeTokenBytes = hugeTokenBytes
+        self.echoAuthorization = echoAuthorization
     }
 }
 
@@ -62,6 +71,7 @@ final class DevState: Sendable {
     private struct Inner {
         var script: [DevBehaviour] = []
         var stats = DevStats()
+        var lastRequest: [UInt8]?
         var paused: [Int: CheckedContinuation<Void, Never>] = [:]
         var nextWaiter = 0
     }
@@ -78,6 +88,11 @@ final class DevState: Sendable {
     }
 
     func append(_ behaviours: [DevBehaviour]) { inner.withLock { $0.script += behaviours } }
+    /// The body of the last completion request that passed the key check, as received (`GET /dev/last-request`).
+    var lastRequest: [UInt8]? {
+        get { inner.withLock { $0.lastRequest } }
+        set { inner.withLock { $0.lastRequest = newValue } }
+    }
     func unauthorized() { inner.withLock { $0.stats.unauthorized += 1 } }
     func streamOpened() { inner.withLock { $0.stats.openStreams += 1 } }
     func streamClosed() { inner.withLock { $0.stats.openStreams -= 1 } }
@@ -88,6 +103,7 @@ final class DevState: Sendable {
     func reset() {
         inner.withLock { inner in
             inner.script = []
+            inner.lastRequest = nil
             let (open, paused) = (inner.stats.openStreams, inner.stats.pausedStreams)
             inner.stats = DevStats()
             (inner.stats.openStreams, inner.stats.pausedStreams) = (open, paused)

@@ -62,7 +62,7 @@ struct AIConfigurationTests {
         models: [AIModelSpec(name: "chat", upstreamModel: "gpt-x", promptTokensPerCredit: 100, completionTokensPerCredit: 10, maxCompletionTokens: 300)])
 
     static func parse(_ json: String) throws -> ChatRequest {
-        try ChatRequest.parse(try JSONValue.parse(json), configuration: gateway)
+        try ChatRequest.parse(try JSONValue.parse(json), user: "user-1", configuration: gateway)
     }
 
     @Test("The upstream body names the upstream model, caps the completion in the configured field, always asks a stream for usage, and keeps the rest")
@@ -90,7 +90,7 @@ struct AIConfigurationTests {
             }
             let cap = generator.next() % 3 == 0 ? nil : Int(generator.next() % 500 + 1)
             let request = ChatCompletionRequest(model: "chat", messages: messages, maxTokens: cap)
-            let held = try ChatRequest.parse(try JSONValue.parse(Array(try JSONEncoder().encode(request))), configuration: Self.gateway).maxCost
+            let held = try ChatRequest.parse(try JSONValue.parse(Array(try JSONEncoder().encode(request))), user: "user-1", configuration: Self.gateway).maxCost
             #expect(model.hold(for: request) == held, "\(request)")
         }
     }

@@ -41,7 +41,7 @@ struct AIGatewayTests {
     static func bound(_ text: String, maxTokens: Int? = nil, model: String = "chat") throws -> ChatRequest {
         let body = try JSONValue.parse(Array(try JSONEncoder().encode(chat(text, maxTokens: maxTokens, model: model))))
         return try ChatRequest.parse(
-            body, configuration: AIConfiguration(upstream: AIUpstream(baseURL: "http://x/v1", apiKey: nil), models: [Self.model, Self.longModel]))
+            body, user: "user-1", configuration: AIConfiguration(upstream: AIUpstream(baseURL: "http://x/v1", apiKey: nil), models: [Self.model, Self.longModel]))
     }
 
     /// `user`'s wallet once nothing is held (or after 8 s): a call settles after its response ended.
@@ -270,6 +270,111 @@ struct AIGatewayTests {
             }
             #expect(try await api.allEntries(user).allSatisfy { $0.kind == "grant" })
             #expect(try await upstream.stats().completions == 0)
+        }
+    }
+
+    @Test("Only the fields a hold accounts for reach the provider, with the server's `user`; a field that could cost more is refused by name", arguments: [false, true])
+    func onlyAllowedFieldsForwarded(_ stream: Bool) async throws {
+        try await Self.with(.sqlite) { server, upstream in
+            let api = server.connection()
+            let user = try await api.newGuest(granted: 1_000)
+            // Every field the gateway takes, with a value a client may send, and a `user` the client chose.
+            let body = """
+                {"model":"chat","messages":[{"role":"user","content":"hi"}],"stream":\(stream),"stream_options":{"include_usage":true,"include_obfuscation":false},
+                "max_tokens":10,"max_completion_tokens":12,"n":1,"user":"someone@example.com","temperature":0.5,"top_p":0.9,
+                "frequency_penalty":0,"presence_penalty":0,"stop":["\\n\\n"],"seed":7,"logprobs":false,"top_logprobs":null,
+                "tools":[{"type":"function","function":{"name":"f","parameters":{"type":"object"}}}],"tool_choice":"none",
+                "parallel_tool_calls":false,"response_format":{"type":"text"},"functions":null,"function_call":null}
+                """
+            let response = try await api.send(.post, "/v1/ai/chat/completions", token: user.accessToken, raw: body)
+            #expect(response.status == .ok, "\(response.text)")
+            let forwarded = try #require(try await upstream.lastRequest()?.objectValue, "the provider got no request")
+            #expect(Set(forwarded.keys).isSubset(of: ChatRequestFields.all.keys), "\(forwarded.keys.sorted())")
+            #expect(forwarded["user"] == .string(user.userId), "the server's user, never the client's: \(String(describing: forwarded["user"]))")
+            #expect(forwarded["stream_options"] == (stream ? .object(["include_usage": .bool(true)]) : nil))
+            #expect(forwarded["max_completion_tokens"] == .int(10) && forwarded["max_tokens"] == nil && forwarded["model"] == .string("dev"))
+            for (field, kind) in ChatRequestFields.all where kind != .gateway {
+                #expect(forwarded[field] != nil, "\(field) is taken and forwarded")
+            }
+            try await upstream.reset()
+
+            // Fields that raise the provider's bill past the hold, or choose who the provider bills for: refused by name.
+            let refused = [
+                "service_tier": #""priority""#, "modalities": #"["text","audio"]"#, "audio": #"{"voice":"alloy","format":"mp3"}"#,
+                "web_search_options": "{}", "prediction": #"{"type":"content","content":"a long predicted text"}"#,
+                "reasoning_effort": #""high""#, "logit_bias": #"{"50256":-100}"#, "store": "true", "metadata": #"{"a":"b"}"#,
+                "safety_identifier": #""someone""#, "prompt_cache_key": #""k""#, "verbosity": #""high""#, "made_up": "null",
+            ]
+            for (field, value) in refused {
+                let body = #"{"model":"chat","messages":[{"role":"user","content":"hi"}],"stream":\#(stream),"\#(field)":\#(value)}"#
+                let response = try await api.send(.post, "/v1/ai/chat/completions", token: user.accessToken, raw: body)
+                #expect(response.status == .badRequest && response.errorCode == "invalid_field" && response.text.contains("'\(field)'"), "\(field): \(response.text)")
+            }
+            let audio = #"{"model":"chat","messages":[{"role":"assistant","content":null,"audio":{"id":"audio_1"}},{"role":"user","content":"hi"}]}"#
+            #expect(try await api.send(.post, "/v1/ai/chat/completions", token: user.accessToken, raw: audio).errorCode == "invalid_field")
+            #expect(try await upstream.stats().completions == 0, "a refused request never reaches the provider")
+            #expect(try await api.allEntries(user).filter { $0.kind == "hold" }.count == 1, "and holds nothing")
+            try await api.expectBooksBalance(user)
+        }
+    }
+
+    @Test("A provider's error that quotes its Authorization header never hands the key on: 400, 422, a stream's error event; nor in the logs")
+    func keyRedactedFromForwardedMessages() async throws {
+        let logs = LogCapture(level: .trace)
+        try await Self.with(.sqlite, logs: logs) { server, upstream in
+            let api = server.connection()
+            let user = try await api.newGuest(granted: 1_000)
+            try await upstream.script([
+                DevBehaviour(status: 400, echoAuthorization: true), DevBehaviour(status: 422, echoAuthorization: true),
+                DevBehaviour(failAfterChunks: 2, echoAuthorization: true),
+            ])
+            var forwarded: [String] = []
+            for stream in [false, true] {
+                let response = try await api.send(.post, "/v1/ai/chat/completions", token: user.accessToken, json: Self.chat("hi", stream: stream))
+                #expect(response.status == .badRequest, "\(response.text)")
+                forwarded.append(response.text)
+            }
+            let (stream, _) = try await EventStreamClient.open(
+                port: server.port, token: user.accessToken, path: "/v1/ai/chat/completions",
+                json: Array(try JSONEncoder().encode(Self.chat("hi", stream: true))))
+            while try await stream.nextEvent() != .end {}
+            forwarded.append(stream.body)
+            await stream.close()
+            // The provider's message is still passed on, its key taken out.
+            #expect(forwarded[0].contains("The dev model was told to fail with 400") && forwarded[0].contains("Bearer [redacted]"), "\(forwarded[0])")
+            #expect(forwarded[2].contains("The model failed: The dev model failed mid-stream") && forwarded[2].contains("Bearer [redacted]"), "\(forwarded[2])")
+            for text in forwarded {
+                #expect(!text.contains(DevLLMTests.key) && !text.contains("0123456789"), "\(text)")
+            }
+            #expect(try await Self.settled(api, user).held == 0)
+            try await api.expectBooksBalance(user)
+        }
+        #expect(!logs.lines.isEmpty && !logs.lines.contains { $0.text.contains(DevLLMTests.key) })
+    }
+
+    @Test("A non-streamed answer over 16 MiB is charged its real usage (read in passing) and answered 502 saying so; a retry under its key gets the same, charged once", arguments: StoreKind.allCases)
+    func oversizedAnswerCharged(_ kind: StoreKind) async throws {
+        try await Self.with(kind) { server, upstream in
+            let api = server.connection()
+            let user = try await api.newGuest(granted: 1_000)
+            try await upstream.script([DevBehaviour(answerTokens: 5, hugeTokenBytes: 17 << 20)])
+            let headers: HTTPFields = [.idempotencyKey: "huge-1"]
+            let first = try await api.send(.post, "/v1/ai/chat/completions", token: user.accessToken, json: Self.chat("A long one"), headers: headers)
+            #expect(first.status == .badGateway && first.errorCode == "answer_too_large", "\(first.status) \(first.text.prefix(300))")
+            let report = try JSONDecoder.tallyAPI.decode(AICharge.self, from: Data((first.headers[.tallyCharge] ?? "").utf8))
+            // The provider's usage: the prompt as it counts it, five words and the huge one.
+            let prompt = DevAnswer.promptTokens([ChatMessage(role: "user", content: "A long one")])
+            #expect(report.promptTokens == prompt && report.completionTokens == 6, "\(report)")
+            #expect(report.charged == Self.model.cost(promptTokens: prompt, completionTokens: 6) && report.charged > 0)
+            #expect(first.text.contains("what it generated was charged: \(report.charged) tokens"))
+            let again = try await api.send(.post, "/v1/ai/chat/completions", token: user.accessToken, json: Self.chat("A long one"), headers: headers)
+            #expect(again.status == .badGateway && again.body == first.body && again.headers[.idempotentReplayed] == "true")
+            #expect(again.headers[.tallyCharge] == first.headers[.tallyCharge])
+            #expect(try await upstream.stats().completions == 1)
+            let captures = try await api.allEntries(user).filter { $0.kind == "capture" }
+            #expect(captures.count == 1 && captures[0].reason?.hasSuffix("ai chat prompt=\(prompt) completion=6") == true, "\(captures)")
+            #expect(try await api.wallet(user) == report.wallet && report.wallet.balance == 1_000 - report.charged)
+            try await api.expectBooksBalance(user)
         }
     }
 }

@@ -167,6 +167,35 @@ struct DevLLMTests {
         }
     }
 
+    @Test("Scripted misbehaviour: a huge token (one long line in a stream, a long body otherwise), an error that quotes the Authorization header; the last request as received")
+    func misbehaviour() async throws {
+        try await Self.with { model in
+            try await model.script([
+                DevBehaviour(answerTokens: 3, hugeTokenBytes: 200_000), DevBehaviour(answerTokens: 3, hugeTokenBytes: 200_000),
+                DevBehaviour(status: 400, echoAuthorization: true), DevBehaviour(failAfterChunks: 1, echoAuthorization: true),
+            ])
+            let whole = try JSONDecoder().decode(ChatCompletion.self, from: try await model.complete(Self.request("big")).body)
+            let content = try #require(whole.choices.first?.message.content)
+            #expect(content.utf8.count > 200_000 && content.contains(String(repeating: "x", count: 200_000)) && whole.usage?.completionTokens == 4)
+            let stream = try await model.stream(Self.request("big", stream: true))
+            var lines: [Int] = []
+            while case .event(_, _, let data) = try await stream.nextEvent() { lines.append(data.utf8.count) }
+            await stream.close()
+            #expect(lines.count == 7 && lines[2] > 200_000, "role, a word, the huge token, two words, finish, [DONE]: \(lines)")
+            let refused = try await model.complete(Self.request("x"))
+            #expect(refused.status == 400 && String(decoding: refused.body, as: UTF8.self).contains("Bearer \(Self.key)"))
+            let failing = try await model.stream(Self.request("x", stream: true))
+            var data: [String] = []
+            while case .event(_, _, let text) = try await failing.nextEvent() { data.append(text) }
+            await failing.close()
+            #expect(data.count == 3 && data[2].contains("\"error\"") && data[2].contains("Bearer \(Self.key)"), "\(data)")
+            let last = try #require(try await model.lastRequest())
+            #expect(last["stream"] == .bool(true) && String(decoding: last.bytes, as: UTF8.self).contains(#"{"content":"x","role":"user"}"#))
+            try await model.reset()
+            #expect(try await model.lastRequest() == nil)
+        }
+    }
+
     @Test("tally dev-llm runs as its own process and answers with the key from the environment variable it names")
     func asAProcess() async throws {
         let output = FileManager.default.temporaryDirectory.appendingPathComponent("dev-llm-\(UUID().uuidString).out")
@@ -238,5 +267,16 @@ struct DevLLMClient: Sendable {
     func release() async throws -> Int {
         let body = try await send("POST", "/dev/release", body: nil, key: nil).body
         return try JSONDecoder().decode([String: Int].self, from: body)["released"] ?? -1
+    }
+
+    /// The body of the last completion request the model received (what the gateway forwarded), if any.
+    func lastRequest() async throws -> JSONValue? {
+        let answer = try await send("GET", "/dev/last-request", body: nil, key: nil)
+        return answer.status == 200 ? try JSONValue.parse(Array(answer.body)) : nil
+    }
+
+    /// Forgets the script, the counts and the last request.
+    func reset() async throws {
+        _ = try await send("POST", "/dev/reset", body: nil, key: nil)
     }
 }

@@ -50,4 +50,19 @@ struct AIPricingTests {
         #expect(bound > japanese.count * 2, "chars/4 would say \(japanese.count / 4)")
         #expect(PromptBound.tokens(messageBytes: []) == PromptBound.replyTokens)
     }
+
+    @Test("The bound and the gateway's allow-list are one list: every field taken as prompt adds its bytes to the bound, every other field adds nothing")
+    func boundFollowsTheAllowList() throws {
+        let base: [String: JSONValue] = ["model": .string("chat"), "messages": .array([.object(["role": .string("user"), "content": .string("hi")])])]
+        let without = PromptBound.tokens(request: base)
+        #expect(ChatRequestFields.all.values.contains(.prompt) && ChatRequestFields.all["messages"] == .prompt)
+        for (field, kind) in ChatRequestFields.all where field != "messages" {
+            let value = JSONValue.object(["text": .string(String(repeating: "今", count: 50))])
+            var request = base
+            request[field] = value
+            let added = PromptBound.tokens(request: request) - without
+            #expect(added == (kind == .prompt ? value.bytes.count : 0), "\(field) (\(kind)) added \(added)")
+        }
+        #expect(Set(PromptBound.promptFields) == Set(ChatRequestFields.all.filter { $0.value == .prompt }.keys).subtracting(["messages"]))
+    }
 }

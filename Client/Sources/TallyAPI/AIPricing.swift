@@ -94,8 +94,9 @@ public enum PromptBound {
         bytes.reduce(replyTokens) { $0 + tokensPerMessage + $1 }
     }
 
-    /// Request fields whose text reaches the model as prompt besides the messages (tool definitions, forced formats).
-    public static let promptFields = ["tools", "functions", "tool_choice", "function_call", "response_format"]
+    /// Request fields whose text reaches the model as prompt besides the messages (tool definitions, forced formats):
+    /// the ``ChatRequestFields/Kind/prompt`` fields of ``ChatRequestFields/all`` but `messages`.
+    public static let promptFields = ChatRequestFields.all.filter { $0.value == .prompt && $0.key != "messages" }.keys.sorted()
 
     /// The bound of a Chat Completions request body: every byte of each message's canonical JSON (role, name, text,
     /// tool calls, punctuation), the per-message framing, and the bytes of ``promptFields``. The gateway holds by
@@ -104,4 +105,35 @@ public enum PromptBound {
         guard case .array(let messages)? = body["messages"] else { return replyTokens }
         return tokens(messageBytes: messages.map { $0.bytes.count }) + promptFields.reduce(0) { $0 + (body[$1]?.bytes.count ?? 0) }
     }
+}
+
+/// The Chat Completions request fields the AI gateway takes, each with how the hold accounts for it: one list, so
+/// what ``PromptBound`` counts and what reaches the provider cannot drift apart. The gateway refuses any other
+/// field (400 `invalid_field` naming it): an allow-list, because the fields a provider adds tend to cost more —
+/// `service_tier` (priority processing), `modalities`/`audio` (audio tokens), `web_search_options` (searches),
+/// `prediction` (predicted tokens, billed and not in the prompt), `reasoning_effort`, `logit_bias`, `store`,
+/// `metadata` — and a hold must bound every one.
+public enum ChatRequestFields {
+    /// How the hold accounts for a field.
+    public enum Kind: Sendable, Hashable {
+        /// Its text reaches the model as prompt: every byte of it is counted by ``PromptBound``.
+        case prompt
+        /// It shapes the answer within the completion cap the gateway sends (sampling, stop sequences, log
+        /// probabilities): forwarded as sent.
+        case answer
+        /// The gateway reads it and rewrites it: the model's upstream name, the completion cap (`max_tokens`,
+        /// `max_completion_tokens`), `stream` and `stream_options` (the gateway asks for the usage), `n` (1 only),
+        /// `user` (set by the server to the Tally user's id, whatever the client sent).
+        case gateway
+    }
+
+    /// Every field the gateway takes.
+    public static let all: [String: Kind] = [
+        "messages": .prompt, "tools": .prompt, "functions": .prompt, "tool_choice": .prompt, "function_call": .prompt,
+        "response_format": .prompt,
+        "temperature": .answer, "top_p": .answer, "frequency_penalty": .answer, "presence_penalty": .answer, "stop": .answer,
+        "seed": .answer, "parallel_tool_calls": .answer, "logprobs": .answer, "top_logprobs": .answer,
+        "model": .gateway, "stream": .gateway, "stream_options": .gateway, "max_tokens": .gateway, "max_completion_tokens": .gateway,
+        "n": .gateway, "user": .gateway,
+    ]
 }

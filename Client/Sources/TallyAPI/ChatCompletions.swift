@@ -2,8 +2,8 @@ import Foundation
 
 // The OpenAI Chat Completions wire format (`POST /v1/chat/completions`), as far as Tally reads and writes it:
 // the request's model, messages, streaming and length fields; the answer, its streamed chunks and `usage`.
-// Keys are snake_case on the wire. Fields Tally does not model are not dropped by the gateway, which forwards
-// request bodies as JSON; these types are for the SDK, the local model (`tally dev-llm`) and reading answers.
+// Keys are snake_case on the wire. The gateway takes more fields than these types model (``ChatRequestFields``
+// lists them: any other is refused); these types are for the SDK, the local model (`tally dev-llm`) and reading answers.
 
 /// One message of a conversation.
 public struct ChatMessage: Codable, Hashable, Sendable {
@@ -67,7 +67,8 @@ public struct ChatCompletionRequest: Codable, Hashable, Sendable {
     public var maxCompletionTokens: Int?
     /// Sampling temperature.
     public var temperature: Double?
-    /// Who the end user is, for the provider's abuse monitoring.
+    /// Who the end user is, for the provider's abuse monitoring. Tally's gateway replaces it with the signed-in
+    /// user's id (so it need not be set).
     public var user: String?
 
     /// Creates a request.

@@ -73,6 +73,9 @@ extension ErrorCode {
     public static let unknownModel = ErrorCode(rawValue: "unknown_model")
     /// The AI gateway's upstream (the model provider) failed or could not be reached; nothing was charged.
     public static let upstreamFailed = ErrorCode(rawValue: "upstream_failed")
+    /// The AI gateway's upstream answered (not streamed) beyond what the gateway returns (16 MiB): what it generated
+    /// was charged (`Tally-Charge`), the answer is not returned. Stream such calls.
+    public static let answerTooLarge = ErrorCode(rawValue: "answer_too_large")
     /// The database is unreachable.
     public static let unavailable = ErrorCode(rawValue: "unavailable")
     /// A fault inside the server; details are in its logs, never in the response.

@@ -31,6 +31,15 @@ public enum ProcFS {
         return pages * pageSize
     }
 
+    /// The peak resident bytes (`VmHWM`, the high-water mark) from the text of `/proc/<pid>/status`: a peak, so no
+    /// spike between two reads escapes it.
+    public static func peakResidentBytes(status: String) -> Int? {
+        guard let line = status.split(separator: "\n").first(where: { $0.hasPrefix("VmHWM:") }) else { return nil }
+        let fields = line.split { $0 == " " || $0 == "\t" }
+        guard fields.count == 3, fields[2] == "kB", let kibibytes = Int(fields[1]) else { return nil }
+        return kibibytes * 1024
+    }
+
     static func read(_ path: String) -> String? { try? String(contentsOfFile: path, encoding: .utf8) }
 }
 

@@ -12,6 +12,8 @@ struct AIGateway: Sendable {
     let configuration: AIConfiguration
     let upstream: UpstreamClient
     let calls: CallLimiter
+    /// Takes the upstream's key out of the provider's messages the gateway forwards.
+    let redaction: KeyRedaction
     /// Daily generations being made in this process, by user and series.
     let daily: SingleFlight<DailyGenerationsController.Stored>
     /// Daily generations this process served, until their expiry.
@@ -28,6 +30,7 @@ struct AIGateway: Sendable {
         self.settlements = settlements
         self.upstream = UpstreamClient(upstream: configuration.upstream)
         self.calls = CallLimiter(limit: configuration.maxConcurrentPerUser)
+        self.redaction = KeyRedaction(key: configuration.upstream.apiKey)
         self.daily = SingleFlight()
     }
 

@@ -19,7 +19,7 @@ struct ChatCompletionsController {
     @Sendable func complete(_ request: Request, context: AuthenticatedContext) async throws -> Response {
         let userId = context.identity.userId
         let chat = try ChatRequest.parse(
-            try await RequestBody.json(request, upTo: ChatRequest.maxBodyBytes), configuration: ai.configuration)
+            try await RequestBody.json(request, upTo: ChatRequest.maxBodyBytes), user: userId, configuration: ai.configuration)
         guard ai.calls.acquire(userId) else {
             throw APIError(
                 .rateLimited, "This user already has \(ai.calls.limit) AI calls in flight; retry when one ends.",
@@ -38,14 +38,21 @@ struct ChatCompletionsController {
             }
             let call = try await hold(userId, chat)
             let response = try await callUpstream(call)
-            let answer: ByteBuffer
+            let read: UpstreamAnswer
             do {
-                answer = try await response.body.collect(upTo: 16 << 20)
+                read = try await UpstreamAnswer.read(response.body)
             } catch {
                 await settle(call, charge: nil, why: "upstream answer unreadable")
                 throw APIError(.upstreamFailed, "The model's answer could not be read; nothing was charged.")
             }
-            let bytes = Array(answer.readableBytesView)
+            let bytes: [UInt8]
+            switch read {
+            case .whole(let whole): bytes = whole
+            case .tooLarge(let usage, let length):
+                // Generated and billed by the provider: charged (its usage; without one, the answer's bytes bound its
+                // tokens), not returned.
+                return try await tooLarge(call, charge: charge(call, usage: usage, chunks: length), idempotency: key)
+            }
             guard let parsed = try? JSONValue.parse(bytes), parsed["choices"] != nil else {
                 await settle(call, charge: nil, why: "upstream answer not JSON")
                 throw APIError(.upstreamFailed, "The model's answer was not a chat completion; nothing was charged.")
@@ -78,12 +85,39 @@ struct ChatCompletionsController {
         return Response(status: .ok, headers: headers, body: ResponseBody(byteBuffer: ByteBuffer(bytes: completion)))
     }
 
-    /// The answer stored by a capture: the completion as the upstream sent it, the charge in `Tally-Charge`.
+    /// The answer stored by a capture: the completion as the upstream sent it, the charge in `Tally-Charge` (or
+    /// the error of an answer too large to return, with its charge).
     static func replay(_ stored: StoredResponse) throws -> Response {
-        guard let value = try? JSONValue.parse(stored.body), let completion = value["completion"], let charge = value["charge"] else {
-            throw APIError(.internalError, "Internal error.")
-        }
+        guard let value = try? JSONValue.parse(stored.body), let charge = value["charge"] else { throw APIError(.internalError, "Internal error.") }
+        if let error = value["error"] { return tooLargeAnswer(error: error, charge: charge.text, replayed: true) }
+        guard let completion = value["completion"] else { throw APIError(.internalError, "Internal error.") }
         return answer(completion: completion.bytes, charge: charge.text, replayed: true)
+    }
+
+    /// An answer longer than ``UpstreamAnswer/maxBytes``: `charge` captured (under the key, with the error as the
+    /// stored response, so a retry gets the same error and no second call), and 502 `answer_too_large` saying so.
+    func tooLarge(_ call: HeldCall, charge: ChatCharge, idempotency: IdempotencyKey?) async throws -> Response {
+        let stored = Mutex<(error: JSONValue, charge: String)?>(nil)
+        let execution = try await capture(call, charge: charge, idempotency: idempotency) { report in
+            let canonical = (try? JSONValue.parse(ServerSentEvents.json(report)))?.text ?? "{}"
+            let message = "The model's answer is longer than the gateway returns unstreamed (\(UpstreamAnswer.maxBytes >> 20) MiB); "
+                + "what it generated was charged: \(report.charged) tokens (prompt \(report.promptTokens), completion \(report.completionTokens)). "
+                + "Stream the call for long answers."
+            let error = JSONValue.object(["code": .string(ErrorCode.answerTooLarge.rawValue), "message": .string(message)])
+            stored.withLock { $0 = (error, canonical) }
+            return StoredResponse(status: 502, body: JSONValue.object(["charge": (try? JSONValue.parse(Array(canonical.utf8))) ?? .null, "error": error]).bytes)
+        }
+        if execution.isReplay { return try Self.replay(execution.response) }
+        guard let (error, charge) = stored.withLock({ $0 }) else { throw APIError(.internalError, "Internal error.") }
+        return Self.tooLargeAnswer(error: error, charge: charge, replayed: false)
+    }
+
+    /// The 502 of an answer too large to return, its charge in `Tally-Charge`.
+    static func tooLargeAnswer(error: JSONValue, charge: String, replayed: Bool) -> Response {
+        var headers: HTTPFields = [.contentType: "application/json", .tallyCharge: charge]
+        if replayed { headers[.idempotentReplayed] = "true" }
+        let body = JSONValue.object(["error": error]).bytes
+        return Response(status: .badGateway, headers: headers, body: ResponseBody(byteBuffer: ByteBuffer(bytes: body)))
     }
 
     // MARK: The hold and its settlement
@@ -112,7 +146,8 @@ struct ChatCompletionsController {
         guard response.status == .ok else {
             let body = try? await response.body.collect(upTo: 64 << 10)
             await settle(call, charge: nil, why: "upstream \(response.status.code)")
-            throw Self.upstreamError(status: Int(response.status.code), body: body.map { Array($0.readableBytesView) } ?? [])
+            throw Self.upstreamError(
+                status: Int(response.status.code), body: body.map { Array($0.readableBytesView) } ?? [], redaction: ai.redaction)
         }
         return response
     }
@@ -205,11 +240,11 @@ struct ChatCompletionsController {
         return ChatUsage(promptTokens: promptTokens, completionTokens: completionTokens)
     }
 
-    /// The client's error for an upstream refusal: the request's own fault (400, 404, 422) with the provider's
-    /// message; the provider refusing the server's key, limiting it, or failing: 502/429 without its message,
-    /// which may quote the key.
-    static func upstreamError(status: Int, body: [UInt8]) -> APIError {
-        let message = (try? JSONValue.parse(body))?["error"]?["message"]?.stringValue.map { String($0.prefix(500)) }
+    /// The client's error for an upstream refusal: the request's own fault (400, 404, 413, 422) with the provider's
+    /// message, keys taken out (`redaction`); the provider refusing the server's key, limiting it, or failing:
+    /// 502/429 without its message.
+    static func upstreamError(status: Int, body: [UInt8], redaction: KeyRedaction) -> APIError {
+        let message = (try? JSONValue.parse(body))?["error"]?["message"]?.stringValue.map { String(redaction.redact($0).prefix(500)) }
         switch status {
         case 400, 404, 413, 422:
             return APIError(.invalidField, "The model refused the request: \(message ?? "status \(status)")", status: .badRequest)

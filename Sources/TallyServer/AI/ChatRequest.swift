@@ -29,9 +29,18 @@ struct ChatRequest: Sendable {
     /// The biggest body the gateway takes.
     static let maxBodyBytes = 1 << 20
 
-    /// Checks `body` against the configuration and builds the upstream request.
-    static func parse(_ body: JSONValue, configuration: AIConfiguration) throws(APIError) -> ChatRequest {
+    /// Checks `body` against the configuration and builds the upstream request of `user` (a Tally user id, sent
+    /// upstream as `user` for the provider's abuse monitoring).
+    static func parse(_ body: JSONValue, user: String, configuration: AIConfiguration) throws(APIError) -> ChatRequest {
         guard var object = body.objectValue else { throw APIError(.invalidJSON, "The body must be a JSON object.") }
+        // Only fields a hold accounts for reach the provider (ChatRequestFields): a clear refusal, not a silent drop,
+        // since a field a client sends changes what it gets.
+        if let field = object.keys.filter({ ChatRequestFields.all[$0] == nil }).min() {
+            throw APIError(
+                .invalidField,
+                "The gateway does not take '\(field.prefix(64))': only fields whose cost a hold bounds are forwarded ("
+                    + ChatRequestFields.all.keys.sorted().joined(separator: ", ") + ").")
+        }
         guard case .string(let name)? = object["model"] else { throw APIError(.invalidField, "'model' must be a string.") }
         guard let model = configuration.model(named: name) else {
             throw APIError(
@@ -44,6 +53,9 @@ struct ChatRequest: Sendable {
             guard let fields = message.objectValue, case .string? = fields["role"] else {
                 throw APIError(.invalidField, "Each message must be an object with a string 'role'.")
             }
+            if let audio = fields["audio"], audio != .null {
+                throw APIError(.invalidField, "A message's 'audio' is not supported: audio is billed by its length, which a hold cannot bound.")
+            }
             switch fields["content"] {
             case .string?, .null?, nil: break
             case .array(let parts)?:
@@ -54,7 +66,7 @@ struct ChatRequest: Sendable {
             }
         }
         let stream = try flag(object["stream"], "stream") ?? false
-        var streamOptions = object["stream_options"]?.objectValue ?? [:]
+        let streamOptions = object["stream_options"]?.objectValue ?? [:]
         if object["stream_options"] != nil, object["stream_options"]?.objectValue == nil {
             throw APIError(.invalidField, "'stream_options' must be an object.")
         }
@@ -73,10 +85,9 @@ struct ChatRequest: Sendable {
         object["max_tokens"] = nil
         object["max_completion_tokens"] = nil
         object[configuration.upstream.capField.rawValue] = .int(limit)
-        if stream {
-            streamOptions["include_usage"] = .bool(true)
-            object["stream_options"] = .object(streamOptions)
-        }
+        // The stream's options are the gateway's: the usage (the charge), nothing else; without a stream, none.
+        object["stream_options"] = stream ? .object(["include_usage": .bool(true)]) : nil
+        object["user"] = .string(user)
         let request = ChatRequest(
             model: model, stream: stream, clientWantsUsage: clientWantsUsage, completionLimit: limit, promptBound: promptBound,
             upstreamBody: JSONValue.object(object).bytes, clientBody: clientBody)

@@ -187,7 +187,7 @@ struct DailyGenerationsController {
         let answer = try? await response.body.collect(upTo: 16 << 20)
         guard response.status == .ok else {
             throw ChatCompletionsController.upstreamError(
-                status: Int(response.status.code), body: answer.map { Array($0.readableBytesView) } ?? [])
+                status: Int(response.status.code), body: answer.map { Array($0.readableBytesView) } ?? [], redaction: ai.redaction)
         }
         guard let answer, let value = try? JSONValue.parse(answer.readableBytesView),
             case .array(let choices)? = value["choices"], let text = choices.first?["message"]?["content"]?.stringValue

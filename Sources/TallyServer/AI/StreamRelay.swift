@@ -45,20 +45,21 @@ struct StreamRelay: Sendable {
     func run(_ writer: inout any ResponseBodyWriter) async throws {
         defer { slot.end() }
         var tally = Tally()
-        var parser = UpstreamEvents()
+        var parser = EventStreamParser(limit: AIGatewayProtocol.maxUpstreamEventBytes)
         let deadline = controller.services.clock.now.addingTimeInterval(TimeInterval(controller.ai.configuration.upstream.timeout.components.seconds))
         // Dropping the iterator cancels the upstream request (the provider stops generating): done at once when the
         // client is gone or the stream failed, after reading to the end when it completed (the connection is reused).
         var upstream: HTTPClientResponse.Body.AsyncIterator? = response.body.makeAsyncIterator()
         do {
             reading: while let piece = try await upstream?.next() {
-                var out: [UInt8] = []
-                for data in parser.feed(piece.readableBytesView) {
-                    if relay(data, into: &out, tally: &tally) { break }
-                }
-                if !out.isEmpty {
+                // Re-framed events are at most the piece's bytes plus a space after each `data:`: one allocation.
+                var out = ByteBufferAllocator().buffer(capacity: piece.readableBytes + 64)
+                Self.relay(
+                    piece.readableBytesView, parser: &parser, clientWantsUsage: call.chat.clientWantsUsage,
+                    redaction: controller.ai.redaction, tally: &tally, into: &out)
+                if out.readableBytes > 0 {
                     do {
-                        try await writer.write(ByteBuffer(bytes: out))
+                        try await writer.write(out)
                     } catch {
                         tally.clientGone = true
                         break reading
@@ -93,79 +94,74 @@ struct StreamRelay: Sendable {
         if tally.done { while (try? await upstream?.next()) != nil {} }
     }
 
-    /// Adds the event whose data is `data` to `out` unless it is the usage chunk the client did not ask for, and
-    /// notes what it says; `true` once the stream is over (`[DONE]` or an error from the upstream).
-    func relay(_ data: [UInt8], into out: inout [UInt8], tally: inout Tally) -> Bool {
+    /// Relays one piece of the upstream's body: the events it completes (``EventStreamParser``, bounded at
+    /// ``AIGatewayProtocol/maxUpstreamEventBytes``) added to `out` re-framed, what they say noted in `tally`. Nothing
+    /// after `[DONE]` or a failure; an event beyond the parser's bound is a failure.
+    static func relay(
+        _ piece: some Sequence<UInt8>, parser: inout EventStreamParser, clientWantsUsage: Bool, redaction: KeyRedaction,
+        tally: inout Tally, into out: inout ByteBuffer
+    ) {
+        do {
+            try parser.feed(piece) { item in
+                guard case .event(let event) = item, !tally.done, tally.failure == nil else { return }
+                relay(event, clientWantsUsage: clientWantsUsage, redaction: redaction, tally: &tally, into: &out)
+            }
+        } catch {
+            if !tally.done { tally.failure = "The model sent an event longer than the gateway relays (\(error.limit >> 20) MiB)." }
+        }
+    }
+
+    /// Adds `event` to `out` unless it is the usage chunk the client did not ask for, and notes what it says in
+    /// `tally` (`done` at `[DONE]`, a `failure` at an error from the upstream, its message's keys taken out).
+    static func relay(
+        _ event: EventStreamParser.Event, clientWantsUsage: Bool, redaction: KeyRedaction, tally: inout Tally, into out: inout ByteBuffer
+    ) {
+        let data = event.data
         if data == Self.done {
             tally.done = true
-            out += Array("data: [DONE]\n\n".utf8)
-            return true
+            out.writeStaticString("data: [DONE]\n\n")
+            return
         }
         // Most chunks carry a delta and nothing else: found by a scan, without building the JSON.
         if !ChunkScan.mayCarryUsageOrError(data) {
             if ChunkScan.carriesGeneratedText(data) { tally.generatedChunks += 1 }
-            out += Self.dataPrefix + data + Self.eventEnd
-            return false
+            write(event, to: &out)
+            return
         }
         guard let chunk = try? JSONValue.parse(data) else {
             tally.failure = "The model sent an event that is not JSON."
-            return true
+            return
         }
         if let error = chunk["error"], error != .null {
-            tally.failure = "The model failed: " + (error["message"]?.stringValue.map { String($0.prefix(300)) } ?? "no message")
-            return true
+            let message = error["message"]?.stringValue.map { String(redaction.redact($0).prefix(300)) }
+            tally.failure = "The model failed: " + (message ?? "no message")
+            return
         }
         let choices: [JSONValue]
         if case .array(let list)? = chunk["choices"] { choices = list } else { choices = [] }
         if let usage = ChatCompletionsController.usage(chunk["usage"]) {
             tally.usage = usage
-            if choices.isEmpty && !call.chat.clientWantsUsage { return false }
+            if choices.isEmpty && !clientWantsUsage { return }
         }
         if !choices.isEmpty, ChunkScan.carriesGeneratedText(data) { tally.generatedChunks += 1 }
-        out += Self.dataPrefix + data + Self.eventEnd
-        return false
+        write(event, to: &out)
+    }
+
+    /// `event`'s data as one `data:` line per line of it, then the blank line that ends the event.
+    static func write(_ event: EventStreamParser.Event, to out: inout ByteBuffer) {
+        out.writeStaticString("data: ")
+        if event.dataLines == 1 {
+            out.writeBytes(event.data)
+        } else {
+            for (index, line) in event.data.split(separator: UInt8(ascii: "\n"), omittingEmptySubsequences: false).enumerated() {
+                if index > 0 { out.writeStaticString("\ndata: ") }
+                out.writeBytes(line)
+            }
+        }
+        out.writeStaticString("\n\n")
     }
 
     static let done = Array("[DONE]".utf8)
-    static let dataPrefix = Array("data: ".utf8)
-    static let eventEnd = Array("\n\n".utf8)
-}
-
-/// The `data` of each event of an upstream's `text/event-stream`, as its bytes arrive (events end at a blank
-/// line; `data:` lines of one event are joined by newlines; comments and other fields are skipped).
-struct UpstreamEvents {
-    private var line: [UInt8] = []
-    private var data: [UInt8]?
-    private var lastWasCR = false
-
-    /// The complete events `bytes` ends.
-    mutating func feed(_ bytes: some Sequence<UInt8>) -> [[UInt8]] {
-        var events: [[UInt8]] = []
-        for byte in bytes {
-            if byte == UInt8(ascii: "\n") && lastWasCR {
-                lastWasCR = false
-                continue
-            }
-            lastWasCR = byte == UInt8(ascii: "\r")
-            guard byte == UInt8(ascii: "\n") || byte == UInt8(ascii: "\r") else {
-                line.append(byte)
-                continue
-            }
-            if line.isEmpty {
-                if let event = data { events.append(event) }
-                data = nil
-            } else if line.starts(with: Self.dataField) {
-                var value = line[Self.dataField.count...]
-                if value.first == UInt8(ascii: " ") { value = value.dropFirst() }
-                if data != nil { data!.append(UInt8(ascii: "\n")) }
-                data = (data ?? []) + value
-            }
-            line.removeAll(keepingCapacity: true)
-        }
-        return events
-    }
-
-    private static let dataField = Array("data:".utf8)
 }
 
 /// What a chunk's bytes say without parsing them (OpenAI and compatible servers write compact or lightly spaced JSON).
