@@ -58,7 +58,7 @@ struct JSONValueTests {
             }
         }
         func object(_ depth: Int) -> JSONValue {
-            var fields: [String: JSONValue] = [:]
+            var fields: [JSONKey: JSONValue] = [:]
             for _ in 0..<Int(random.next() % 5) { fields[["k1", "k2", "k3", "k4"][Int(random.next() % 4)]] = value(depth) }
             return .object(fields)
         }
@@ -78,5 +78,29 @@ struct JSONValueTests {
         let encoder = JSONEncoder()
         encoder.outputFormatting = [.sortedKeys]
         #expect(try JSONValue.parse(encoder.encode(decoded)) == decoded)
+    }
+
+    @Test("Keys spelt differently but canonically equivalent are two keys: parsed, in canonical bytes, merged, diffed and compared apart")
+    func canonicallyEquivalentKeys() throws {
+        let (nfc, nfd) = ("caf\u{E9}", "cafe\u{301}")
+        #expect(nfc == nfd, "Swift's String takes them as one")
+        let value = try JSONValue.parse(#"{"\#(nfc)":1,"\#(nfd)":2}"#)
+        #expect(value.objectValue?.count == 2 && value[nfc] == .int(1) && value[nfd] == .int(2))
+        // Canonical bytes: both, sorted by UTF-8 ("cafe" + U+0301 before "caf" + U+00E9), and read back equal.
+        #expect(value.text == #"{"\#(nfd)":2,"\#(nfc)":1}"#)
+        #expect(try JSONValue.parse(value.bytes) == value)
+        // A merge patch with one spelling leaves the other.
+        let patched = value.merging(try JSONValue.parse(#"{"\#(nfd)":null}"#))
+        #expect(patched == .object([JSONKey(nfc): .int(1)]) && patched != .object([JSONKey(nfd): .int(1)]))
+        #expect(value.merging(try JSONValue.parse(#"{"\#(nfd)":3}"#))[nfc] == .int(1))
+        #expect(JSONValue.mergePatch(from: .object([JSONKey(nfc): .int(1)]), to: .object([JSONKey(nfd): .int(1)])).text == #"{"\#(nfd)":1,"\#(nfc)":null}"#)
+        // The same spelling twice is one key twice.
+        #expect(throws: JSONParseError.self) { try JSONValue.parse(#"{"\#(nfc)":1,"caf\u00e9":2}"#) }
+        // Strings too compare by code points, so equal values have equal bytes.
+        #expect(JSONValue.string(nfc) != .string(nfd) && Set([JSONValue.string(nfc), .string(nfd)]).count == 2)
+        #expect(Set([JSONKey(nfc), JSONKey(nfd)]).count == 2 && JSONKey(nfc) == JSONKey("caf\u{E9}"))
+        // A request body for the server keeps both too.
+        let push = SyncPushRequest(clientId: "c", mutations: [SyncMutation(id: 1, op: .put, collection: "n", docId: "d", data: value)])
+        #expect(try JSONValue.parse(push.exactBody)["mutations"].flatMap { if case .array(let m) = $0 { m.first?["data"] } else { nil } } == value)
     }
 }

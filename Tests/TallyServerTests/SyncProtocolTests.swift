@@ -399,7 +399,7 @@ extension SyncProtocolTests {
     /// Random document data: a date for habit logs (the range key), and a few fields, some nested, some null
     /// (which a patch uses to remove a field); now and then too large for the profile collection.
     static func randomData(_ random: inout SplitMix64, collection: String) -> JSONValue {
-        var fields: [String: JSONValue] = [:]
+        var fields: [JSONKey: JSONValue] = [:]
         if collection == "habit_logs" || random.next() % 4 == 0 { fields["date"] = .string("2027-01-\(10 + random.next() % 20)") }
         for name in ["a", "b", "c"] where random.next() % 2 == 0 {
             switch random.next() % 4 {

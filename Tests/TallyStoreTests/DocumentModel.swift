@@ -160,7 +160,7 @@ struct RandomWrites {
     }
 
     private mutating func randomData(_ collection: CollectionSpec) -> JSONValue {
-        var fields: [String: JSONValue] = [:]
+        var fields: [JSONKey: JSONValue] = [:]
         for name in ["a", "b", "c"] where random.unit() < 0.6 { fields[name] = randomValue() }
         if collection.rangeKey != nil, random.unit() < 0.9 { fields["date"] = .string("2027-03-1\(Int.random(in: 0..<5, using: &random))") }
         if collection.maxDocumentBytes < 100, random.unit() < 0.2 { fields["big"] = .string(String(repeating: "x", count: 60)) }
@@ -168,7 +168,7 @@ struct RandomWrites {
     }
 
     private mutating func randomPatch(_ collection: CollectionSpec) -> JSONValue {
-        var fields: [String: JSONValue] = [:]
+        var fields: [JSONKey: JSONValue] = [:]
         for name in ["a", "b", "c"] where random.unit() < 0.5 { fields[name] = random.unit() < 0.3 ? .null : randomValue() }
         if collection.rangeKey != nil, random.unit() < 0.3 {
             fields["date"] = random.unit() < 0.2 ? .null : .string("2027-03-1\(Int.random(in: 0..<5, using: &random))")

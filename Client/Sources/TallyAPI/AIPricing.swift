@@ -101,7 +101,7 @@ public enum PromptBound {
     /// The bound of a Chat Completions request body: every byte of each message's canonical JSON (role, name, text,
     /// tool calls, punctuation), the per-message framing, and the bytes of ``promptFields``. The gateway holds by
     /// this; an app computes the same number from the same request.
-    public static func tokens(request body: [String: JSONValue]) -> Int {
+    public static func tokens(request body: [JSONKey: JSONValue]) -> Int {
         guard case .array(let messages)? = body["messages"] else { return replyTokens }
         return tokens(messageBytes: messages.map { $0.bytes.count }) + promptFields.reduce(0) { $0 + (body[$1]?.bytes.count ?? 0) }
     }

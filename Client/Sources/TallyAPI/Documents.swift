@@ -125,6 +125,33 @@ public struct SyncPushRequest: Codable, Hashable, Sendable {
         self.clientId = clientId
         self.mutations = mutations
     }
+
+    /// The request's JSON, each mutation's `data` exactly as it is (object keys apart code point by code point,
+    /// numbers as written): a `JSONEncoder` would merge keys that are canonically equivalent and round numbers
+    /// through `Double`.
+    public var exactBody: [UInt8] {
+        let mutations = mutations.map { mutation -> JSONValue in
+            var fields: [JSONKey: JSONValue] = [
+                "id": .int(mutation.id), "op": .string(mutation.op.rawValue), "collection": .string(mutation.collection),
+                "docId": .string(mutation.docId),
+            ]
+            fields["data"] = mutation.data
+            fields["ifVersion"] = mutation.ifVersion.map { .int($0) }
+            return .object(fields)
+        }
+        return JSONValue.object(["clientId": .string(clientId), "mutations": .array(mutations)]).bytes
+    }
+}
+
+extension JSONValue {
+    /// The `data` of the documents of an answer parsed exactly (``parse(_:)``), to put in place of what a
+    /// `JSONDecoder` decoded (it merges object keys that are canonically equivalent and rounds numbers through
+    /// `Double`): for each element of the array `self`, the `data` of the element, or of its field `document`
+    /// when given (a push result's `current`); nil where there is none, or when `self` is not an array of `count`.
+    public func documentsData(count: Int, in document: String? = nil) -> [JSONValue?] {
+        guard case .array(let items) = self, items.count == count else { return Array(repeating: nil, count: count) }
+        return items.map { item in (document.map { item[$0] } ?? item)?["data"] }
+    }
 }
 
 /// How the server took one pushed mutation.

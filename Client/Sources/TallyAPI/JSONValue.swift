@@ -1,9 +1,51 @@
+/// An object key of a ``JSONValue``: a string compared and hashed by its Unicode code points, as RFC 8259 and
+/// RFC 7386 compare member names — not by canonical equivalence, as Swift's `String` is. So `"é"` (U+00E9) and
+/// `"e\u{301}"` (e, combining acute) are two keys, as every other JSON implementation sees them.
+///
+/// A string literal is a key (`object["model"]`, `["role": .string("user")]`), and an object's dictionary
+/// takes `String` subscripts too.
+public struct JSONKey: Hashable, Comparable, Sendable, ExpressibleByStringInterpolation, CustomStringConvertible {
+    /// The key's text.
+    public let string: String
+
+    /// The key `string`, exactly as its code points are.
+    public init(_ string: String) { self.string = string }
+
+    /// A key written as a literal.
+    public init(stringLiteral value: String) { string = value }
+
+    /// Equal when their code points are (their UTF-8 bytes).
+    public static func == (lhs: JSONKey, rhs: JSONKey) -> Bool { lhs.string.utf8.elementsEqual(rhs.string.utf8) }
+
+    /// Hashes the UTF-8 bytes.
+    public func hash(into hasher: inout Hasher) {
+        var text = string
+        text.withUTF8 { hasher.combine(bytes: UnsafeRawBufferPointer($0)) }
+        hasher.combine(0xFF as UInt8)  // no UTF-8 byte: ends the key, so ("ab", "c") and ("a", "bc") hash apart
+    }
+
+    /// In the order of their UTF-8 bytes (= of their code points): the order of keys in canonical bytes.
+    public static func < (lhs: JSONKey, rhs: JSONKey) -> Bool { lhs.string.utf8.lexicographicallyPrecedes(rhs.string.utf8) }
+
+    /// The text.
+    public var description: String { string }
+}
+
+extension Dictionary where Key == JSONKey {
+    /// The value of the key spelt exactly `key` (code point by code point).
+    public subscript(key: String) -> Value? {
+        get { self[JSONKey(key)] }
+        set { self[JSONKey(key)] = newValue }
+    }
+}
+
 /// Any JSON value: what a synced document's `data` holds.
 ///
 /// Numbers keep their literal text, so a 64-bit id or an exact decimal survives a round trip unchanged.
 /// ``parse(_:)`` is strict (RFC 8259, no duplicate keys, bounded nesting) and ``bytes`` is canonical
 /// (compact, object keys sorted by their UTF-8 bytes): two equal values have the same bytes, which is what
-/// the server stores and what a document's size is measured on.
+/// the server stores and what a document's size is measured on. Strings and object keys (``JSONKey``) compare
+/// by their code points, as JSON does, not by canonical equivalence as Swift's `String` does.
 public enum JSONValue: Sendable, Hashable {
     /// `null`.
     case null
@@ -16,7 +58,7 @@ public enum JSONValue: Sendable, Hashable {
     /// An array.
     case array([JSONValue])
     /// An object.
-    case object([String: JSONValue])
+    case object([JSONKey: JSONValue])
 
     /// The deepest nesting of arrays and objects ``parse(_:)`` accepts.
     public static let maxDepth = 64
@@ -25,7 +67,7 @@ public enum JSONValue: Sendable, Hashable {
     public static func int(_ value: some BinaryInteger) -> JSONValue { .number(String(value)) }
 
     /// The object's fields, or `nil` when the value is not an object.
-    public var objectValue: [String: JSONValue]? {
+    public var objectValue: [JSONKey: JSONValue]? {
         if case .object(let fields) = self { return fields }
         return nil
     }
@@ -37,7 +79,33 @@ public enum JSONValue: Sendable, Hashable {
     }
 
     /// The value of a field of an object; `nil` when absent or when the value is not an object.
-    public subscript(key: String) -> JSONValue? { objectValue?[key] }
+    public subscript(key: String) -> JSONValue? { objectValue?[JSONKey(key)] }
+
+    /// Equal when of the same kind with equal contents; strings by their code points (so equal values have equal
+    /// ``bytes``), numbers by their literal.
+    public static func == (lhs: JSONValue, rhs: JSONValue) -> Bool {
+        switch (lhs, rhs) {
+        case (.null, .null): true
+        case (.bool(let a), .bool(let b)): a == b
+        case (.number(let a), .number(let b)): a.utf8.elementsEqual(b.utf8)
+        case (.string(let a), .string(let b)): a.utf8.elementsEqual(b.utf8)
+        case (.array(let a), .array(let b)): a == b
+        case (.object(let a), .object(let b)): a == b
+        default: false
+        }
+    }
+
+    /// Hashes what ``==`` compares.
+    public func hash(into hasher: inout Hasher) {
+        switch self {
+        case .null: hasher.combine(0 as UInt8)
+        case .bool(let value): hasher.combine(1 as UInt8); hasher.combine(value)
+        case .number(let literal): hasher.combine(2 as UInt8); hasher.combine(JSONKey(literal))
+        case .string(let text): hasher.combine(3 as UInt8); hasher.combine(JSONKey(text))
+        case .array(let items): hasher.combine(4 as UInt8); hasher.combine(items)
+        case .object(let fields): hasher.combine(5 as UInt8); hasher.combine(fields)
+        }
+    }
 
     /// RFC 7386 JSON Merge Patch: `patch` applied to this value. An object patch sets its fields
     /// recursively and removes those it sets to `null`; any other patch replaces the value.
@@ -59,7 +127,7 @@ public enum JSONValue: Sendable, Hashable {
     /// field to `null`); such fields are left out.
     public static func mergePatch(from old: JSONValue, to new: JSONValue) -> JSONValue {
         guard case .object(let before) = old, case .object(let after) = new else { return new }
-        var patch: [String: JSONValue] = [:]
+        var patch: [JSONKey: JSONValue] = [:]
         for (key, value) in after where before[key] != value && value != .null {
             patch[key] = before[key].map { mergePatch(from: $0, to: value) } ?? value.removingNullFields
         }
@@ -152,7 +220,7 @@ private struct JSONParser {
     mutating func object() throws(JSONParseError) -> JSONValue {
         try enter()
         index += 1
-        var fields: [String: JSONValue] = [:]
+        var fields: [JSONKey: JSONValue] = [:]
         skipWhitespace()
         if index < bytes.count, bytes[index] == UInt8(ascii: "}") {
             index += 1
@@ -162,7 +230,7 @@ private struct JSONParser {
         while true {
             skipWhitespace()
             guard index < bytes.count, bytes[index] == UInt8(ascii: "\"") else { throw fail("expected a key") }
-            let key = try string()
+            let key = JSONKey(try string())
             skipWhitespace()
             guard index < bytes.count, bytes[index] == UInt8(ascii: ":") else { throw fail("expected ':'") }
             index += 1
@@ -354,9 +422,9 @@ extension JSONValue {
             out.append(UInt8(ascii: "]"))
         case .object(let fields):
             out.append(UInt8(ascii: "{"))
-            for (offset, key) in fields.keys.sorted(by: { $0.utf8.lexicographicallyPrecedes($1.utf8) }).enumerated() {
+            for (offset, key) in fields.keys.sorted().enumerated() {
                 if offset > 0 { out.append(UInt8(ascii: ",")) }
-                Self.writeString(key, to: &out)
+                Self.writeString(key.string, to: &out)
                 out.append(UInt8(ascii: ":"))
                 fields[key]!.write(to: &out)
             }
@@ -406,12 +474,22 @@ extension JSONValue: Codable {
         } else if let value = try? container.decode([JSONValue].self) {
             self = .array(value)
         } else {
-            self = .object(try container.decode([String: JSONValue].self))
+            // A decoder's keyed container may already have merged keys that are canonically equivalent
+            // (Foundation's does): a value that must keep them apart is parsed from its bytes (``parse(_:)``).
+            let object = try decoder.container(keyedBy: AnyJSONKey.self)
+            var fields: [JSONKey: JSONValue] = [:]
+            for key in object.allKeys { fields[JSONKey(key.stringValue)] = try object.decode(JSONValue.self, forKey: key) }
+            self = .object(fields)
         }
     }
 
     /// Encodes the value; numbers as integers when their literal is one, else as `Double`.
     public func encode(to encoder: any Encoder) throws {
+        if case .object(let fields) = self {
+            var object = encoder.container(keyedBy: AnyJSONKey.self)
+            for (key, value) in fields { try object.encode(value, forKey: AnyJSONKey(stringValue: key.string)) }
+            return
+        }
         var container = encoder.singleValueContainer()
         switch self {
         case .null: try container.encodeNil()
@@ -424,7 +502,15 @@ extension JSONValue: Codable {
             }
         case .string(let value): try container.encode(value)
         case .array(let items): try container.encode(items)
-        case .object(let fields): try container.encode(fields)
+        case .object: break  // above
         }
     }
+}
+
+/// Any object key, for the keyed containers of ``JSONValue``'s `Codable` form.
+private struct AnyJSONKey: CodingKey {
+    var stringValue: String
+    var intValue: Int? { nil }
+    init(stringValue: String) { self.stringValue = stringValue }
+    init?(intValue: Int) { return nil }
 }

@@ -98,7 +98,7 @@ public enum EventFanoutBenchmark {
                     while index < total {
                         let user = index % options.users
                         try? await Task.sleep(until: start + interval * index, clock: .continuous)
-                        var fields: [String: JSONValue] = ["n": .int(index)]
+                        var fields: [JSONKey: JSONValue] = ["n": .int(index)]
                         if let rangeKey = options.rangeKey { fields[rangeKey] = .string("2026-11-\(10 + index % 18)") }
                         let body = JSONValue.object(["data": .object(fields)]).bytes
                         let sent = ContinuousClock.now

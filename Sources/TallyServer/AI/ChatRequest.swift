@@ -18,7 +18,7 @@ struct ChatRequest: Sendable {
     /// The body sent upstream.
     let upstreamBody: [UInt8]
     /// The client's body as sent.
-    let clientBody: [String: JSONValue]
+    let clientBody: [JSONKey: JSONValue]
 
     /// The client's body in canonical form, for the `Idempotency-Key` fingerprint (non-streamed calls only).
     var canonicalBody: [UInt8] { JSONValue.object(clientBody).bytes }

@@ -173,7 +173,7 @@ struct DailyGenerationsController {
 
     /// The model's answer to `prompt` (one user message), through the same upstream as chat calls.
     private func complete(_ prompt: String, model: AIModelSpec) async throws -> String {
-        var body: [String: JSONValue] = [
+        var body: [JSONKey: JSONValue] = [
             "model": .string(model.upstreamModel),
             "messages": .array([.object(["role": .string("user"), "content": .string(prompt)])]),
         ]

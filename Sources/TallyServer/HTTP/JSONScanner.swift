@@ -1,11 +1,15 @@
+import TallyAPI
+
 /// One pass over a request body, before `JSONDecoder` reads it, for what the decoder would let through:
 /// text RFC 8259 refuses (the decoder takes a trailing comma), an object that repeats a key (the decoder
 /// keeps the first, another parser may keep the last: a parser differential), and integer fields written
 /// as `5.0`, `1e3` or beyond 64 bits (the decoder takes any number whose value is whole).
 ///
 /// Linear in the body's length, without recursion: a stack of the open containers and one set of the keys
-/// seen. Keys compare as the decoder reads them: after unescaping (`"a"` and `"\u0061"` are one key), as
-/// Swift strings (canonically equivalent spellings are one key). UTF-8 validity is left to the decoder.
+/// seen. Keys compare after unescaping (`"a"` and `"\u0061"` are one key), code point by code point, as RFC 8259
+/// compares names (``JSONKey``): canonically equivalent spellings (`"é"` and `"e\u0301"`) are two keys. The
+/// decoder would take such a pair as one name; it only matters for a field whose name has another spelling, and
+/// the request bodies' field names are ASCII letters, none of which has one. UTF-8 validity is left to the decoder.
 struct JSONScanner {
     /// The first thing wrong with a body.
     enum Problem: Error, Equatable {
@@ -40,7 +44,7 @@ struct JSONScanner {
     /// A key of one object.
     private struct ObjectKey: Hashable {
         let object: Int
-        let key: String
+        let key: JSONKey
     }
 
     private let bytes: UnsafeRawBufferPointer
@@ -129,7 +133,7 @@ struct JSONScanner {
         skipWhitespace()
         guard try next() == UInt8(ascii: "\"") else { throw .malformed }
         let key = try scanString(keeping: true)
-        guard keys.insert(ObjectKey(object: object, key: key)).inserted else { throw .duplicateKey(key) }
+        guard keys.insert(ObjectKey(object: object, key: JSONKey(key))).inserted else { throw .duplicateKey(key) }
         if open.count == 1 { topLevelKey = key }
         skipWhitespace()
         guard try next() == UInt8(ascii: ":") else { throw .malformed }

@@ -110,13 +110,13 @@ struct CollectionsController {
         return JSONResponse.make(status: .ok, bytes: json.bytes)
     }
 
-    /// `fields=a,b`: the top-level fields of `data` to return (at most 100 names).
-    static func fields(_ list: String) throws -> Set<String> {
+    /// `fields=a,b`: the top-level fields of `data` to return (at most 100 names, each matched code point by code point).
+    static func fields(_ list: String) throws -> Set<JSONKey> {
         let names = list.split(separator: ",", omittingEmptySubsequences: false).map(String.init)
         guard (1...100).contains(names.count), names.allSatisfy({ !$0.isEmpty }) else {
             throw APIError(.invalidQuery, "'fields' must be 1 to 100 comma-separated top-level field names, none empty.")
         }
-        return Set(names)
+        return Set(names.map { JSONKey($0) })
     }
 
     /// The collection and document id a route's path names: 404 `unknown_collection`, 400 `invalid_field` for a bad id.

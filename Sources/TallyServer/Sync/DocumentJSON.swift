@@ -73,7 +73,7 @@ extension Document {
 struct DocumentPageBody: JSONWritable {
     let records: ArraySlice<DocumentRecord>
     let nextCursor: String?
-    let fields: Set<String>?
+    let fields: Set<JSONKey>?
 
     func write(to json: inout JSONWriter) {
         json.raw(#"{"items":["#)
@@ -90,7 +90,7 @@ struct DocumentPageBody: JSONWritable {
     }
 
     /// The canonical bytes of `data` with only the top-level `fields`.
-    static func project(_ data: [UInt8], to fields: Set<String>) -> [UInt8] {
+    static func project(_ data: [UInt8], to fields: Set<JSONKey>) -> [UInt8] {
         guard case .object(let all)? = try? JSONValue.parse(data) else { return data }
         return JSONValue.object(all.filter { fields.contains($0.key) }).bytes
     }

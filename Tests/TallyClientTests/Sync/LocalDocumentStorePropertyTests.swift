@@ -62,7 +62,7 @@ struct LocalDocumentStorePropertyTests {
     static let keys: [DocumentKey] = (0..<4).map { LocalStoreFixture.log("d\($0)") } + (0..<3).map { DocumentKey(collection: "notes", id: "n\($0)") }
 
     static func randomData(_ key: DocumentKey, _ random: inout SplitMix64, patch: Bool = false) -> JSONValue {
-        var fields: [String: JSONValue] = [:]
+        var fields: [JSONKey: JSONValue] = [:]
         if key.collection == "habit_logs", !patch || random.next() % 3 == 0 {
             fields["date"] = .string("2026-11-0\(random.next() % 9 + 1)")
         }

@@ -43,6 +43,32 @@ struct SyncedDevicesTests {
         }
     }
 
+    @Test("Keys spelt in NFC and in NFD stay two keys from one device through the server to the other, and a patch of one leaves the other", arguments: StoreKind.allCases)
+    func unicodeKeysAcrossDevices(kind: StoreKind) async throws {
+        try await TallyTestServer.withSync(kind) { server in
+            let (phoneDirectory, tabletDirectory) = (SyncedClientFixture.directory(), SyncedClientFixture.directory())
+            defer { for directory in [phoneDirectory, tabletDirectory] { try? FileManager.default.removeItem(at: directory) } }
+            let secureStore = MemorySecureStore()
+            let (phone, _, _) = server.syncedClient(directory: phoneDirectory, secureStore: secureStore)
+            let (tablet, _, _) = server.syncedClient(directory: tabletDirectory, secureStore: secureStore)
+            #expect(try await phone.signInAsGuest().userId == tablet.signInAsGuest().userId)
+            try await phone.waitUntilSynced()
+            try await tablet.waitUntilSynced()
+            let (nfc, nfd) = (JSONKey("caf\u{E9}"), JSONKey("cafe\u{301}"))
+            let onPhone = phone.collection("notes", of: JSONValue.self)
+            let onTablet = tablet.collection("notes", of: JSONValue.self)
+            let original = JSONValue.object(["date": .string("2027-01-01"), nfc: .int(1), nfd: .int(2)])
+            try onPhone.put(id: "u1", original)
+            _ = try await onTablet.observe(id: "u1").firstValue { $0 == original }
+            let patched = JSONValue.object(["date": .string("2027-01-01"), nfc: .int(1), nfd: .int(3)])
+            try onTablet.patch(id: "u1", patched)  // pushes the merge patch of the change: `nfd` alone
+            _ = try await onPhone.observe(id: "u1").firstValue { $0 == patched }
+            try await phone.waitUntilSynced()
+            let state = try await server.serverState(of: phone)
+            #expect(state.changes.first?.data == patched, "\(String(describing: state.changes.first?.data))")
+        }
+    }
+
     @Test("A wallet change made through one device shows in the other's cached wallet, from the event stream alone", arguments: StoreKind.allCases)
     func walletEventUpdatesTheOtherDevice(kind: StoreKind) async throws {
         try await TallyTestServer.withSync(kind) { server in

@@ -5,12 +5,19 @@ extension Client {
     /// `POST /v1/sync/push`: the outbox's next mutations, one attempt (the sync engine paces its retries: a push whose
     /// answer was lost is sent again unchanged, and the server applies each mutation id of a client once).
     func push(clientId: String, mutations: [SyncMutation]) async throws -> SyncPushResponse {
-        let body = try TallyJSON.encoder().encode(SyncPushRequest(clientId: clientId, mutations: mutations))
+        let body = Data(SyncPushRequest(clientId: clientId, mutations: mutations).exactBody)
         let response = try await executor.send(
             Endpoint(method: "POST", path: "/v1/sync/push", operation: "POST /v1/sync/push", kind: .write), body: body,
             auth: session)
-        return try decodeAnswer(SyncPushResponse.self, response.body)
+        var answer = try decodeAnswer(SyncPushResponse.self, response.body)
+        let data = Self.exact(response.body)?["results"]?.documentsData(count: answer.results.count, in: "current") ?? []
+        for (index, data) in zip(answer.results.indices, data) where data != nil { answer.results[index].current?.data = data! }
+        return answer
     }
+
+    /// An answer parsed exactly (object keys apart code point by code point, numbers as written), to take the
+    /// documents' data from (``JSONValue/documentsData(count:in:)``); nil if it does not parse.
+    static func exact(_ body: Data) -> JSONValue? { try? JSONValue.parse(body) }
 
     /// `GET /v1/sync/pull`: the changes after `cursor` (nil: the whole live state), at most `limit` of them.
     func pull(cursor: String?, limit: Int) async throws -> SyncPullResponse {
@@ -18,7 +25,10 @@ extension Client {
         if let cursor { path += "&cursor=\(try Self.queryValue(cursor, name: "cursor"))" }
         let response = try await executor.send(
             Endpoint(method: "GET", path: path, operation: "GET /v1/sync/pull", kind: .read), auth: session)
-        return try decodeAnswer(SyncPullResponse.self, response.body)
+        var answer = try decodeAnswer(SyncPullResponse.self, response.body)
+        let data = Self.exact(response.body)?["changes"]?.documentsData(count: answer.changes.count) ?? []
+        for (index, data) in zip(answer.changes.indices, data) where data != nil { answer.changes[index].data = data! }
+        return answer
     }
 
     /// One page of `GET /v1/collections/{c}/docs`.
@@ -31,7 +41,10 @@ extension Client {
         if let cursor { path += "&cursor=\(try Self.queryValue(cursor, name: "cursor"))" }
         let response = try await executor.send(
             Endpoint(method: "GET", path: path, operation: "GET /v1/collections/{collection}/docs", kind: .read), auth: session)
-        return try decodeAnswer(DocumentPage.self, response.body)
+        var page = try decodeAnswer(DocumentPage.self, response.body)
+        let data = Self.exact(response.body)?["items"]?.documentsData(count: page.items.count) ?? []
+        for (index, data) in zip(page.items.indices, data) where data != nil { page.items[index].data = data! }
+        return page
     }
 
     /// `value` percent-encoded for a query string (everything but letters, digits and `-._~`).

@@ -147,6 +147,9 @@ public struct SyncedCollection<Value: Codable & Sendable>: Sendable {
     private func key(_ id: String) -> DocumentKey { DocumentKey(collection: name, id: id) }
 
     static func encode(_ value: Value) throws -> JSONValue {
+        // A collection of JSON values keeps them exactly: a `JSONEncoder` merges object keys that are canonically
+        // equivalent and rounds numbers through `Double`.
+        if let value = value as? JSONValue { return value }
         do {
             return try JSONValue.parse(TallyJSON.encoder().encode(value))
         } catch {
@@ -157,7 +160,7 @@ public struct SyncedCollection<Value: Codable & Sendable>: Sendable {
     static func decode(_ document: LocalDocument) throws -> SyncedDocument<Value> {
         let value: Value
         do {
-            value = try TallyJSON.decoder().decode(Value.self, from: Data(document.data.bytes))
+            value = try (document.data as? Value) ?? TallyJSON.decoder().decode(Value.self, from: Data(document.data.bytes))
         } catch {
             throw ClientError(.invalidResponse, message: "\(document.key) does not decode as \(Value.self): \(error)")
         }
