@@ -17,21 +17,25 @@ struct DocumentAddress: Hashable {
 /// - **lock** (``open(_:userId:clientId:reading:now:on:)``): the user's `sync_state` row, created on the first
 ///   write; every writer of the user, in any process, queues here, so each plans from the documents and the
 ///   version the previous one committed, and versions commit in order;
-/// - **read**, one statement after the lock: the user's version, the sync client (claimed for the user when
-///   new) and every document the mutations address;
+/// - **read**, one statement after the lock: the user's version and what their documents take of their
+///   ``SyncBudget``, the sync client (claimed for the user when new, within the budget's client ids) and every
+///   document the mutations address;
 /// - **take** each mutation (``take(_:)``): ``DocumentPlanner`` plans it from the documents as this transaction
 ///   left them (live documents are counted only for a create, once per collection); a create in a metered
 ///   collection performs the collection's action first, on the ledger's locking path (the wallet locked after
 ///   the sync state, as everywhere), and nothing is kept of a mutation it refuses;
 /// - **finish** (``finish(lastMutationId:)``): one statement writes every document's final state, the user's
-///   new version and the client's last mutation id.
+///   new version and usage, and the client's last mutation id.
 struct DocumentWriter {
     let store: PostgresStore
     let connection: PooledConnection
     let userId: String
+    let budget: SyncBudget
     let now: Date
     /// The user's version before this transaction.
     private let base: Int64
+    /// What the user's documents take of the budget, as the mutations taken left them.
+    private var usage: SyncUsage
     /// The last version given out.
     private var version: Int64
     /// The documents read (a tombstone included; `nil`: never written), as the mutations taken left them.
@@ -52,10 +56,11 @@ struct DocumentWriter {
     private(set) var charged: AccountState?
 
     /// Locks the user's sync state and reads what the mutations to `addresses` plan from. With a `clientId`,
-    /// claims it for the user if it is new; another user's throws `.clientIdInUse`. Throws `.userNotFound`.
+    /// claims it for the user if it is new; another user's throws `.clientIdInUse`, one more than
+    /// `budget.clientIds` throws `.storageFull`. Throws `.userNotFound`.
     static func open(
-        _ store: PostgresStore, userId: String, clientId: String?, reading addresses: [DocumentAddress], now: Date,
-        on connection: PooledConnection
+        _ store: PostgresStore, userId: String, clientId: String?, reading addresses: [DocumentAddress], budget: SyncBudget,
+        now: Date, on connection: PooledConnection
     ) async throws -> DocumentWriter {
         do {
             // `WHERE false` updates nothing, but the conflicting row is locked all the same.
@@ -75,11 +80,14 @@ struct DocumentWriter {
             WITH claimed AS (
               INSERT INTO sync_clients (client_id, user_id, last_mutation_id, updated_at)
               SELECT \(clientId ?? ""), user_id, 0, \(now.millis) FROM sync_state WHERE user_id = \(userId) AND \(clientId != nil)
+                AND (SELECT count(*) FROM sync_clients WHERE user_id = \(userId)) < \(Int64(budget.clientIds))
               ON CONFLICT (client_id) DO NOTHING
               RETURNING user_id, last_mutation_id
             )
             SELECT 0, NULL::TEXT, NULL::TEXT, NULL::TEXT, NULL::TEXT, version, NULL::BIGINT, NULL::BOOLEAN
             FROM sync_state WHERE user_id = \(userId)
+            UNION ALL
+            SELECT 3, NULL, NULL, NULL, NULL, stored_documents, stored_bytes, NULL FROM sync_state WHERE user_id = \(userId)
             UNION ALL
             SELECT 1, user_id, NULL, NULL, NULL, last_mutation_id, NULL, NULL FROM claimed
             UNION ALL
@@ -91,6 +99,7 @@ struct DocumentWriter {
             JOIN documents d ON d.user_id = \(userId) AND d.collection = k.collection AND d.id = k.id
             """, logger: store.logger)
         var version: Int64?
+        var usage = SyncUsage()
         var owner: (userId: String, lastMutationId: Int64)?
         var documents: [DocumentAddress: DocumentRecord] = [:]
         for row in rows {
@@ -103,6 +112,9 @@ struct DocumentWriter {
                 let user: String = try cells.next()
                 for _ in 0..<3 { _ = try cells.next(String?.self) }
                 owner = (user, try cells.next(Int64.self))
+            case 3:
+                for _ in 0..<4 { _ = try cells.next(String?.self) }
+                usage = SyncUsage(documents: try cells.next(), bytes: try cells.next())
             default:
                 let record = try DocumentRecord(&cells)
                 documents[DocumentAddress(record)] = record
@@ -112,24 +124,33 @@ struct DocumentWriter {
         guard let version else { throw StoreError(.userNotFound) }
         var client: (id: String, lastMutationId: Int64)?
         if let clientId {
-            // No row: another user's push claimed the id after this statement's snapshot was taken.
-            guard let owner else { throw RetryTransaction() }
+            // No row: the user has all the client ids the budget allows, or another user's push claimed the id
+            // after this statement's snapshot was taken.
+            guard let owner else {
+                let owned = try await connection.rows("SELECT count(*) FROM sync_clients WHERE user_id = \(userId)", logger: store.logger)
+                guard let row = owned.first else { throw PostgresFailure(kind: "no row from a count") }
+                var cells = Cells(row)
+                if try cells.next(Int64.self) >= Int64(budget.clientIds) { throw StoreError(.storageFull) }
+                throw RetryTransaction()
+            }
             guard owner.userId == userId else { throw StoreError(.clientIdInUse) }
             client = (clientId, owner.lastMutationId)
         }
-        return DocumentWriter(store: store, connection: connection, userId: userId, now: now, base: version, client: client,
-            documents: documents)
+        return DocumentWriter(store: store, connection: connection, userId: userId, budget: budget, now: now, base: version,
+            usage: usage, client: client, documents: documents)
     }
 
     private init(
-        store: PostgresStore, connection: PooledConnection, userId: String, now: Date, base: Int64,
-        client: (id: String, lastMutationId: Int64)?, documents: [DocumentAddress: DocumentRecord]
+        store: PostgresStore, connection: PooledConnection, userId: String, budget: SyncBudget, now: Date, base: Int64,
+        usage: SyncUsage, client: (id: String, lastMutationId: Int64)?, documents: [DocumentAddress: DocumentRecord]
     ) {
         self.store = store
         self.connection = connection
         self.userId = userId
+        self.budget = budget
         self.now = now
         self.base = base
+        self.usage = usage
         self.version = base
         self.client = client
         self.documents = documents
@@ -145,9 +166,10 @@ struct DocumentWriter {
         let existing = documents[address]
         let collection = mutation.collection.name
         // The count only matters to a create: plan without it first.
-        var plan = DocumentPlanner.plan(mutation, existing: existing, liveCount: 0)
+        var plan = DocumentPlanner.plan(mutation, existing: existing, liveCount: 0, usage: usage, budget: budget)
         if case .write(_, _, _, true, _) = plan {
-            plan = DocumentPlanner.plan(mutation, existing: existing, liveCount: try await liveCount(collection))
+            plan = DocumentPlanner.plan(
+                mutation, existing: existing, liveCount: try await liveCount(collection), usage: usage, budget: budget)
         }
         switch plan {
         case .conflict(let current):
@@ -166,6 +188,7 @@ struct DocumentWriter {
             let record = DocumentRecord(
                 collection: collection, id: mutation.docId, data: data, rangeValue: rangeValue, version: version,
                 updatedAt: Date(millis: now.millis), deleted: deleted)
+            usage = usage.writing(data, over: existing)
             documents[address] = record
             written[address] = record
             countChanges[collection, default: 0] += creates ? 1 : removes ? -1 : 0
@@ -239,7 +262,8 @@ struct DocumentWriter {
               WHERE d.version < excluded.version
               RETURNING 1
             ), counted AS (
-              UPDATE sync_state SET version = \(version) WHERE user_id = \(userId) AND version = \(base) RETURNING 1
+              UPDATE sync_state SET version = \(version), stored_documents = \(usage.documents), stored_bytes = \(usage.bytes)
+              WHERE user_id = \(userId) AND version = \(base) RETURNING 1
             ), client AS (
               UPDATE sync_clients SET last_mutation_id = \(lastMutationId), updated_at = \(now.millis)
               WHERE client_id = \(client?.id ?? "") AND user_id = \(userId) AND \(clientMoved)

@@ -23,7 +23,21 @@ enum PostgresSchema {
     static let migrations: [Migration] = [
         Migration(version: 1, statements: v1), Migration(version: 2, statements: v2), Migration(version: 3, statements: v3),
         Migration(version: 4, statements: v4), Migration(version: 5, statements: v5), Migration(version: 6, statements: v6),
-        Migration(version: 7, statements: v7),
+        Migration(version: 7, statements: v7), Migration(version: 8, statements: v8),
+    ]
+
+    /// Each user's sync budget (`SyncBudget`): what their documents take, counted in `sync_state` by every
+    /// document write and tombstone purge (documents, tombstones included, and the bytes of their data; counted
+    /// here once for the rows already stored), and an index for the purge of idle sync clients.
+    static let v8: [String] = [
+        "ALTER TABLE sync_state ADD COLUMN stored_documents BIGINT NOT NULL DEFAULT 0 CHECK (stored_documents >= 0)",
+        "ALTER TABLE sync_state ADD COLUMN stored_bytes BIGINT NOT NULL DEFAULT 0 CHECK (stored_bytes >= 0)",
+        """
+        UPDATE sync_state s SET stored_documents = d.documents, stored_bytes = d.bytes
+        FROM (SELECT user_id, count(*) AS documents, sum(octet_length(data)) AS bytes FROM documents GROUP BY user_id) d
+        WHERE s.user_id = d.user_id
+        """,
+        "CREATE INDEX sync_clients_idle ON sync_clients(updated_at)",
     ]
 
     /// Leases (`LeaseStore`): which process computes a thing computed once (a daily AI generation) until when.

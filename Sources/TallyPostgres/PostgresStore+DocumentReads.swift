@@ -22,7 +22,7 @@ extension PostgresStore {
     /// the statement names only the bounds the query has, so each is a bound of the index scan and a page
     /// costs its length wherever it starts. After a position without a range value (a collection without a
     /// range key, whose values are all NULL), the keyset is the id alone.
-    public func documents(userId: String, query: DocumentRangeQuery) async throws -> [DocumentRecord] {
+    public func documents(userId: String, query: DocumentRangeQuery) async throws -> RangePage {
         // The user's change counter (one statement with the other reads waiting): while it has not moved, a page
         // read after it was at that value is still the page (``DocumentPageCache``).
         let version = try await retrying {
@@ -38,8 +38,9 @@ extension PostgresStore {
         return page
     }
 
-    /// A keyset page of live documents, from the database.
-    private func readDocuments(userId: String, query: DocumentRangeQuery) async throws -> [DocumentRecord] {
+    /// A keyset page of live documents, from the database: the statement returns the rows the page takes and the
+    /// first it refuses (``byteBounded(_:order:maxBytes:)``), ``PageBound`` cuts them.
+    private func readDocuments(userId: String, query: DocumentRangeQuery) async throws -> RangePage {
         var binds = PostgresBindings(capacity: 7)
         func bind(_ value: some PostgresDynamicTypeEncodable) -> String {
             binds.append(value)
@@ -59,29 +60,59 @@ extension PostgresStore {
                 sql += " AND range_value IS NULL AND id \(beyond) \(bind(after.id))"
             }
         }
-        sql += " ORDER BY range_value \(order), id \(order) LIMIT \(bind(Int64(max(query.limit, 0))))"
-        return try await rows(PostgresQuery(unsafeSQL: sql, binds: binds)).map { row in
+        let ordering = "range_value \(order), id \(order)"
+        sql += " ORDER BY \(ordering) LIMIT \(bind(Int64(query.bound.limit + 1)))"
+        sql = Self.byteBounded(sql, order: ordering, maxBytes: bind(Int64(query.maxBytes)))
+        let records = try await rows(PostgresQuery(unsafeSQL: sql, binds: binds)).map { row in
             var cells = Cells(row)
             return try DocumentRecord(&cells)
         }
+        let (documents, hasMore) = query.bound.cut(records)
+        return RangePage(documents: documents, hasMore: hasMore)
+    }
+
+    /// `pageSQL` (documents' columns, `limit + 1` rows in `order`) less the rows a ``PageBound`` of `maxBytes` could
+    /// not reach: after the first two, a row is kept only while the data of the rows before it are at most
+    /// `maxBytes`. That keeps every row the bound takes and the first it refuses (which tells that more follow), and
+    /// leaves the rest, however large, in the database.
+    static func byteBounded(_ pageSQL: String, order: String, maxBytes: String) -> String {
+        """
+        SELECT collection, id, data, range_value, version, updated_at, deleted FROM (
+          SELECT p.*, row_number() OVER w AS page_row, sum(octet_length(p.data)) OVER w - octet_length(p.data) AS bytes_before
+          FROM (\(pageSQL)) p
+          WINDOW w AS (ORDER BY \(order) ROWS BETWEEN UNBOUNDED PRECEDING AND CURRENT ROW)
+        ) b
+        WHERE page_row <= 2 OR bytes_before <= \(maxBytes)
+        ORDER BY page_row
+        """
     }
 
     /// One statement, so one snapshot: the user's version and purge mark, their clients' last mutation ids,
-    /// and up to `limit` + 1 documents after `after` by version (the extra one says whether more are waiting).
-    /// A writer commits its documents and the version together, so the page never has a gap below the version.
-    public func changes(userId: String, after: Int64?, limit: Int) async throws -> ChangePage {
-        let limit = max(limit, 1)
-        let rows = try await rows(
+    /// and the documents after `after` by version that a ``PageBound`` takes, plus the first it refuses (which
+    /// says more are waiting). A writer commits its documents and the version together, so the page never has a
+    /// gap below the version.
+    public func changes(userId: String, after: Int64?, limit: Int, maxBytes: Int) async throws -> ChangePage {
+        let bound = PageBound(limit: limit, maxBytes: maxBytes)
+        let page = """
+            SELECT collection, id, data, range_value, version, updated_at, deleted FROM documents
+            WHERE user_id = $1 AND version > $2 AND ($3 OR NOT deleted) ORDER BY version LIMIT $4
             """
-            SELECT 0, NULL::TEXT, NULL::TEXT, NULL::TEXT, NULL::TEXT, version, purged_through, NULL::BOOLEAN
-            FROM sync_state WHERE user_id = \(userId)
-            UNION ALL
-            SELECT 1, NULL, client_id, NULL, NULL, last_mutation_id, NULL, NULL FROM sync_clients WHERE user_id = \(userId)
-            UNION ALL
-            (SELECT 2, collection, id, data, range_value, version, updated_at, deleted FROM documents
-             WHERE user_id = \(userId) AND version > \(after ?? 0) AND (\(after != nil) OR NOT deleted)
-             ORDER BY version LIMIT \(Int64(limit) + 1))
-            """)
+        var binds = PostgresBindings(capacity: 5)
+        binds.append(userId)
+        binds.append(after ?? 0)
+        binds.append(after != nil)
+        binds.append(Int64(bound.limit) + 1)
+        binds.append(Int64(bound.maxBytes))
+        let rows = try await rows(
+            PostgresQuery(
+                unsafeSQL: """
+                    SELECT 0, NULL::TEXT, NULL::TEXT, NULL::TEXT, NULL::TEXT, version, purged_through, NULL::BOOLEAN
+                    FROM sync_state WHERE user_id = $1
+                    UNION ALL
+                    SELECT 1, NULL, client_id, NULL, NULL, last_mutation_id, NULL, NULL FROM sync_clients WHERE user_id = $1
+                    UNION ALL
+                    SELECT 2, * FROM (\(Self.byteBounded(page, order: "version", maxBytes: "$5"))) c
+                    """, binds: binds))
         var (version, purgedThrough): (Int64, Int64) = (0, 0)
         var lastMutationIds: [String: Int64] = [:]
         var changes: [DocumentRecord] = []
@@ -102,8 +133,8 @@ extension PostgresStore {
         }
         if let after, after < purgedThrough || after > version { throw StoreError(.resyncRequired) }
         changes.sort { $0.version < $1.version }
-        let hasMore = changes.count > limit
-        if hasMore { changes.removeLast(changes.count - limit) }
+        let (taken, hasMore) = bound.cut(changes)
+        changes = taken
         return ChangePage(
             changes: changes, cursor: hasMore ? changes[changes.count - 1].version : version, hasMore: hasMore,
             lastMutationIds: lastMutationIds)
@@ -142,8 +173,9 @@ extension PostgresStore {
                   WHERE d.user_id = t.user_id AND d.collection = t.collection AND d.id = t.id
                   RETURNING d.user_id, d.version
                 ), marked AS (
-                  UPDATE sync_state s SET purged_through = GREATEST(s.purged_through, p.version)
-                  FROM (SELECT user_id, max(version) AS version FROM purged GROUP BY user_id) p
+                  UPDATE sync_state s
+                  SET purged_through = GREATEST(s.purged_through, p.version), stored_documents = s.stored_documents - p.count
+                  FROM (SELECT user_id, max(version) AS version, count(*) AS count FROM purged GROUP BY user_id) p
                   WHERE s.user_id = p.user_id
                 )
                 SELECT count(*) FROM purged
@@ -152,5 +184,27 @@ extension PostgresStore {
             var cells = Cells(row)
             return Int(try cells.next(Int64.self))
         }
+    }
+
+    /// Deletes up to `limit` sync clients idle since before `before`, in one statement under their users' sync
+    /// state locks (a push of one of them, which reads the client under that lock, waits or is waited for;
+    /// users whose writes hold the lock keep their clients until the next run).
+    public func purgeClients(before: Date, limit: Int) async throws -> Int {
+        let rows = try await rows(
+            """
+            WITH idle AS (
+              SELECT c.client_id FROM sync_clients c JOIN sync_state s ON s.user_id = c.user_id
+              WHERE c.updated_at < \(before.millis)
+              ORDER BY c.updated_at LIMIT \(Int64(max(limit, 0)))
+              FOR UPDATE OF s SKIP LOCKED
+            ), purged AS (
+              DELETE FROM sync_clients c USING idle WHERE c.client_id = idle.client_id AND c.updated_at < \(before.millis)
+              RETURNING 1
+            )
+            SELECT count(*) FROM purged
+            """)
+        guard let row = rows.first else { return 0 }
+        var cells = Cells(row)
+        return Int(try cells.next(Int64.self))
     }
 }

@@ -12,7 +12,7 @@ extension PostgresStore {
     /// collection's action for a create) and the response stored under the key. A refusal throws, and the
     /// transaction writes nothing.
     public func writeDocument(
-        _ mutation: DocumentMutation, userId: String, idempotency: IdempotencyKey?, now: Date,
+        _ mutation: DocumentMutation, userId: String, budget: SyncBudget, idempotency: IdempotencyKey?, now: Date,
         render: @escaping @Sendable (DocumentWriteOutcome) throws -> StoredResponse
     ) async throws -> Execution {
         try await transaction { connection in
@@ -22,7 +22,7 @@ extension PostgresStore {
                 return .replayed(response)
             }
             var writer = try await DocumentWriter.open(
-                self, userId: userId, clientId: nil, reading: [DocumentAddress(mutation)], now: now, on: connection)
+                self, userId: userId, clientId: nil, reading: [DocumentAddress(mutation)], budget: budget, now: now, on: connection)
             switch try await writer.take(mutation) {
             case .conflict(let current):
                 throw StoreError(.versionConflict, current: current)
@@ -46,11 +46,13 @@ extension PostgresStore {
     /// document read in one statement, the mutations above the client's last id taken in order (a conflict
     /// or a refusal is a result, and still counts as taken), then every write in one statement. A second push
     /// of the same mutations, from this process or another, waits on the lock and finds them taken.
-    public func push(userId: String, clientId: String, mutations: [ClientMutation], now: Date) async throws -> PushOutcome {
+    public func push(userId: String, clientId: String, mutations: [ClientMutation], budget: SyncBudget, now: Date) async throws
+        -> PushOutcome
+    {
         try await transaction { connection in
             var writer = try await DocumentWriter.open(
-                self, userId: userId, clientId: clientId, reading: mutations.map { DocumentAddress($0.mutation) }, now: now,
-                on: connection)
+                self, userId: userId, clientId: clientId, reading: mutations.map { DocumentAddress($0.mutation) }, budget: budget,
+                now: now, on: connection)
             var taking = PushTaking(after: writer.lastMutationId, count: mutations.count)
             for pushed in mutations where taking.isNew(pushed) {
                 taking.record(try await writer.take(pushed.mutation))

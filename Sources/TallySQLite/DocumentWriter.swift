@@ -7,12 +7,13 @@ import TallyStore
 /// Per mutation: the stored row, ``DocumentPlanner``'s plan, the collection's action when the plan creates a
 /// document (through the ledger code of ``SQLiteStore/perform(_:known:now:_:)``), then the row at the user's
 /// next version. What a push would otherwise read again per mutation stays in memory for the call: the user's
-/// version (stored once, by ``finish()``), each collection's live count (counted once, when a create needs
-/// it) and the account as the last charge left it.
+/// version and what their documents take of their ``SyncBudget`` (stored once, by ``finish()``), each
+/// collection's live count (counted once, when a create needs it) and the account as the last charge left it.
 struct DocumentWriter {
     private let store: SQLiteStore
     private let db: Database
     private let userId: String
+    private let budget: SyncBudget
     private let now: Date
     /// `now` as the row stores it (whole milliseconds), so a record returned equals the record read back.
     private let updatedAt: Date
@@ -20,6 +21,8 @@ struct DocumentWriter {
     private let storedVersion: Int64
     /// The user's version after this call's last write.
     private var version: Int64
+    /// What the user's documents take of the budget after this call's last write.
+    private var usage: SyncUsage
     /// Live documents per collection, for those a create needed counted.
     private var liveCounts: [String: Int] = [:]
     /// The account as this call's last charge (or refusal) found it.
@@ -27,20 +30,26 @@ struct DocumentWriter {
     /// The account after this call's last charge, if any.
     private(set) var charged: AccountState?
 
-    /// Begins the user's writes; throws `.userNotFound`.
-    init(store: SQLiteStore, userId: String, now: Date, _ db: Database) throws {
+    /// Begins the user's writes within `budget`; throws `.userNotFound`.
+    init(store: SQLiteStore, userId: String, budget: SyncBudget, now: Date, _ db: Database) throws {
         guard
-            let version = try db.fetchFirst(
-                sql: "SELECT s.version FROM users u LEFT JOIN sync_state s ON s.user_id = u.id WHERE u.id = ?", arguments: [userId],
-                { row in row[0] as Int64? ?? 0 })
+            let (version, usage) = try db.fetchFirst(
+                sql: """
+                    SELECT s.version, s.stored_documents, s.stored_bytes FROM users u LEFT JOIN sync_state s ON s.user_id = u.id
+                    WHERE u.id = ?
+                    """,
+                arguments: [userId],
+                { row in (row[0] as Int64? ?? 0, SyncUsage(documents: row[1] as Int64? ?? 0, bytes: row[2] as Int64? ?? 0)) })
         else { throw StoreError(.userNotFound) }
         self.store = store
         self.db = db
         self.userId = userId
+        self.budget = budget
         self.now = now
         updatedAt = Date(millis: now.millis)
         storedVersion = version
         self.version = version
+        self.usage = usage
         // Whatever this transaction writes of the user's documents, their cached range pages go when it commits.
         store.forgets.documents(userId)
     }
@@ -53,7 +62,7 @@ struct DocumentWriter {
             sql: DocumentRecord.selectOne, arguments: [userId, collection.name, mutation.docId], DocumentRecord.init(row:))
         // Only a create needs the count, and only a document that is not live can be created.
         let liveCount = try existing?.deleted == false ? 0 : count(collection.name)
-        switch DocumentPlanner.plan(mutation, existing: existing, liveCount: liveCount) {
+        switch DocumentPlanner.plan(mutation, existing: existing, liveCount: liveCount, usage: usage, budget: budget) {
         case .conflict(let current):
             return .conflict(current: current)
         case .refused(let code):
@@ -84,21 +93,23 @@ struct DocumentWriter {
                     userId, collection.name, mutation.docId, deleted ? nil : String(decoding: data, as: UTF8.self), rangeValue,
                     version, updatedAt.millis, deleted,
                 ])
+            usage = usage.writing(data, over: existing)
             if creates { liveCounts[collection.name]? += 1 }
             if removes { liveCounts[collection.name]? -= 1 }
             return .applied(record, created: creates)
         }
     }
 
-    /// Stores the user's version, if this call changed it.
+    /// Stores the user's version and usage, if this call changed them.
     func finish() throws {
         guard version != storedVersion else { return }
         try db.run(
             sql: """
-                INSERT INTO sync_state (user_id, version) VALUES (?, ?)
-                ON CONFLICT (user_id) DO UPDATE SET version = excluded.version
+                INSERT INTO sync_state (user_id, version, stored_documents, stored_bytes) VALUES (?, ?, ?, ?)
+                ON CONFLICT (user_id) DO UPDATE SET version = excluded.version, stored_documents = excluded.stored_documents,
+                  stored_bytes = excluded.stored_bytes
                 """,
-            arguments: [userId, version])
+            arguments: [userId, version, usage.documents, usage.bytes])
     }
 
     /// The live documents of the collection, counted the first time a create needs it.

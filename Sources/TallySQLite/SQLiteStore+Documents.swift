@@ -6,12 +6,12 @@ extension SQLiteStore: DocumentStore {
     /// One REST write in the writer's next batch (see ``DocumentStore/writeDocument(_:userId:idempotency:now:render:)``),
     /// with the idempotency of ``execute(_:idempotency:now:render:)``.
     public func writeDocument(
-        _ mutation: DocumentMutation, userId: String, idempotency: IdempotencyKey?, now: Date,
+        _ mutation: DocumentMutation, userId: String, budget: SyncBudget, idempotency: IdempotencyKey?, now: Date,
         render: @escaping @Sendable (DocumentWriteOutcome) throws -> StoredResponse
     ) async throws -> Execution {
         try await queued { db in
             try self.idempotent(idempotency, now: now, db) {
-                var writer = try DocumentWriter(store: self, userId: userId, now: now, db)
+                var writer = try DocumentWriter(store: self, userId: userId, budget: budget, now: now, db)
                 switch try writer.take(mutation) {
                 case .applied(let document, let created):
                     try writer.finish()
@@ -25,14 +25,20 @@ extension SQLiteStore: DocumentStore {
         }
     }
 
-    /// A push in one write transaction (see ``DocumentStore/push(userId:clientId:mutations:now:)``).
-    public func push(userId: String, clientId: String, mutations: [ClientMutation], now: Date) async throws -> PushOutcome {
+    /// A push in one write transaction (see ``DocumentStore/push(userId:clientId:mutations:budget:now:)``).
+    public func push(userId: String, clientId: String, mutations: [ClientMutation], budget: SyncBudget, now: Date) async throws
+        -> PushOutcome
+    {
         try await write { db in
             let client = try db.fetchFirst(
                 sql: "SELECT user_id, last_mutation_id FROM sync_clients WHERE client_id = ?", arguments: [clientId],
                 { row in (userId: row[0] as String, lastMutationId: row[1] as Int64) })
             if let client, client.userId != userId { throw StoreError(.clientIdInUse) }
-            var writer = try DocumentWriter(store: self, userId: userId, now: now, db)
+            var writer = try DocumentWriter(store: self, userId: userId, budget: budget, now: now, db)
+            if client == nil {
+                let owned = try db.fetchValue(Int.self, sql: "SELECT count(*) FROM sync_clients WHERE user_id = ?", arguments: [userId]) ?? 0
+                if owned >= budget.clientIds { throw StoreError(.storageFull) }
+            }
             let previous = client?.lastMutationId ?? 0
             var taking = PushTaking(after: previous, count: mutations.count)
             for pushed in mutations where taking.isNew(pushed) {
@@ -62,14 +68,13 @@ extension SQLiteStore: DocumentStore {
     /// A keyset page of live documents: from memory when this process read it since the user's last document
     /// write (``DocumentPageCache``), else one statement on a reader, on the calling thread (the statement for
     /// each shape of query is cached).
-    public func documents(userId: String, query: DocumentRangeQuery) async throws -> [DocumentRecord] {
+    public func documents(userId: String, query: DocumentRangeQuery) async throws -> RangePage {
         if let page = pages.page(userId: userId, query: query) { return page }
         let epoch = pages.epoch
         let page = try readStatement { db in
             let (sql, arguments) = Self.rangeStatement(userId: userId, query)
-            var documents: [DocumentRecord] = []
-            try db.forEachRow(sql: sql, arguments: arguments) { documents.append(try DocumentRecord(row: $0)) }
-            return documents
+            let (documents, hasMore) = try Self.page(query.bound, sql: sql, arguments: arguments, db)
+            return RangePage(documents: documents, hasMore: hasMore)
         }
         pages.store(page, userId: userId, query: query, readAt: epoch)
         return page
@@ -105,8 +110,28 @@ extension SQLiteStore: DocumentStore {
             arguments += [to]
         }
         sql += query.descending ? " ORDER BY range_value DESC, id DESC LIMIT ?" : " ORDER BY range_value, id LIMIT ?"
-        arguments += [max(query.limit, 0)]
+        arguments += [query.bound.limit + 1]
         return (sql, arguments)
+    }
+
+    /// The page `bound` takes of the rows of `sql` (which reads `limit + 1` rows in page order), and whether
+    /// more follow: rows are read one at a time and reading stops at the first the page cannot take, so a
+    /// page of large documents never loads more than one document past its bound.
+    static func page(_ bound: PageBound, sql: String, arguments: StatementArguments, _ db: Database) throws
+        -> (documents: [DocumentRecord], hasMore: Bool)
+    {
+        var page = bound.filling()
+        var documents: [DocumentRecord] = []
+        documents.reserveCapacity(min(bound.limit, 1_024))
+        let cursor = try Row.fetchCursor(db.cachedStatement(sql: sql), arguments: arguments)
+        return try withExtendedLifetime(cursor) {
+            while let row = try cursor.next() {
+                let record = try DocumentRecord(row: row)
+                guard page.take(record) else { return (documents, true) }
+                documents.append(record)
+            }
+            return (documents, false)
+        }
     }
 
     /// Live documents changed after a version, in version order (a pull without a cursor).
@@ -115,19 +140,16 @@ extension SQLiteStore: DocumentStore {
     /// Documents and tombstones changed after a version, in version order.
     static let changedAfter = "SELECT \(DocumentRecord.columns) FROM documents WHERE user_id = ? AND version > ? ORDER BY version LIMIT ?"
 
-    /// A page of changes read in one snapshot (see ``DocumentStore/changes(userId:after:limit:)``).
-    public func changes(userId: String, after: Int64?, limit: Int) async throws -> ChangePage {
-        let limit = max(limit, 1)
+    /// A page of changes read in one snapshot (see ``DocumentStore/changes(userId:after:limit:maxBytes:)``).
+    public func changes(userId: String, after: Int64?, limit: Int, maxBytes: Int) async throws -> ChangePage {
+        let bound = PageBound(limit: limit, maxBytes: maxBytes)
         return try await read { db in
             let (current, purgedThrough) = try db.fetchFirst(
                 sql: "SELECT version, purged_through FROM sync_state WHERE user_id = ?", arguments: [userId],
                 { row in (row[0] as Int64, row[1] as Int64) }) ?? (0, 0)
             if let after, after < purgedThrough || after > current { throw StoreError(.resyncRequired) }
-            var changes: [DocumentRecord] = []
-            changes.reserveCapacity(min(limit + 1, 1_024))
-            try db.forEachRow(sql: after == nil ? Self.liveAfter : Self.changedAfter, arguments: [userId, after ?? 0, limit + 1]) { changes.append(try DocumentRecord(row: $0)) }
-            let hasMore = changes.count > limit
-            if hasMore { changes.removeLast() }
+            let (changes, hasMore) = try Self.page(
+                bound, sql: after == nil ? Self.liveAfter : Self.changedAfter, arguments: [userId, after ?? 0, bound.limit + 1], db)
             var lastMutationIds: [String: Int64] = [:]
             try db.forEachRow(sql: "SELECT client_id, last_mutation_id FROM sync_clients WHERE user_id = ?", arguments: [userId]) { row in
                 lastMutationIds[row[0]] = row[1]
@@ -138,7 +160,7 @@ extension SQLiteStore: DocumentStore {
     }
 
     /// Deletes the oldest tombstones before `before` (up to `limit`) in one write transaction, raising each
-    /// owner's `purged_through` to the newest version it deleted.
+    /// owner's `purged_through` to the newest version it deleted and taking the rows off their stored documents.
     public func purgeTombstones(before: Date, limit: Int) async throws -> Int {
         try await write { db in
             let tombstones = try db.fetchRows(
@@ -147,16 +169,35 @@ extension SQLiteStore: DocumentStore {
                     WHERE deleted = 1 AND updated_at < ? ORDER BY updated_at LIMIT ?
                     """,
                 arguments: [before.millis, max(limit, 0)])
-            var newest: [String: Int64] = [:]
+            var purged: [String: (newest: Int64, count: Int)] = [:]
             for row in tombstones {
                 try db.run(sql: "DELETE FROM documents WHERE user_id = ? AND collection = ? AND id = ? AND deleted = 1",
                     arguments: [row[0] as String, row[1] as String, row[2] as String])
-                newest[row[0], default: 0] = max(newest[row[0], default: 0], row[3])
+                let user = purged[row[0], default: (0, 0)]
+                purged[row[0]] = (max(user.newest, row[3]), user.count + 1)
             }
-            for (userId, version) in newest {
-                try db.run(sql: "UPDATE sync_state SET purged_through = max(purged_through, ?) WHERE user_id = ?", arguments: [version, userId])
+            for (userId, (version, count)) in purged {
+                try db.run(
+                    sql: """
+                        UPDATE sync_state SET purged_through = max(purged_through, ?), stored_documents = stored_documents - ?
+                        WHERE user_id = ?
+                        """,
+                    arguments: [version, count, userId])
             }
             return tombstones.count
+        }
+    }
+
+    /// Deletes the sync clients idle longest before `before` (up to `limit`) in one write transaction.
+    public func purgeClients(before: Date, limit: Int) async throws -> Int {
+        try await write { db in
+            try db.run(
+                sql: """
+                    DELETE FROM sync_clients WHERE client_id IN (
+                      SELECT client_id FROM sync_clients WHERE updated_at < ? ORDER BY updated_at LIMIT ?)
+                    """,
+                arguments: [before.millis, max(limit, 0)])
+            return db.changesCount
         }
     }
 }

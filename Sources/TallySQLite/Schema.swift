@@ -25,6 +25,9 @@ enum Schema {
         migrator.registerMigration("v6") { db in
             try db.execute(sql: v6)
         }
+        migrator.registerMigration("v7") { db in
+            try db.execute(sql: v7)
+        }
         return migrator
     }
 
@@ -211,5 +214,17 @@ enum Schema {
           holder TEXT NOT NULL,
           expires_at INTEGER NOT NULL
         ) WITHOUT ROWID;
+        """
+
+    /// Each user's sync budget (`SyncBudget`): what their documents take, counted in `sync_state` by every
+    /// document write and tombstone purge (documents, tombstones included, and the bytes of their data; counted
+    /// here once for the rows already stored), and an index for the purge of idle sync clients.
+    static let v7 = """
+        ALTER TABLE sync_state ADD COLUMN stored_documents INTEGER NOT NULL DEFAULT 0 CHECK (stored_documents >= 0);
+        ALTER TABLE sync_state ADD COLUMN stored_bytes INTEGER NOT NULL DEFAULT 0 CHECK (stored_bytes >= 0);
+        UPDATE sync_state SET
+          stored_documents = (SELECT count(*) FROM documents d WHERE d.user_id = sync_state.user_id),
+          stored_bytes = (SELECT coalesce(sum(length(CAST(d.data AS BLOB))), 0) FROM documents d WHERE d.user_id = sync_state.user_id);
+        CREATE INDEX sync_clients_idle ON sync_clients(updated_at);
         """
 }

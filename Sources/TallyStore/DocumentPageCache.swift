@@ -14,7 +14,7 @@ import Synchronization
 public final class DocumentPageCache: Sendable {
     private struct UserPages {
         var stamp: Int64
-        var pages: [DocumentRangeQuery: [DocumentRecord]] = [:]
+        var pages: [DocumentRangeQuery: RangePage] = [:]
     }
 
     private struct State {
@@ -35,7 +35,7 @@ public final class DocumentPageCache: Sendable {
     }
 
     /// The page cached for the query at `stamp`, if any.
-    public func page(userId: String, query: DocumentRangeQuery, stamp: Int64 = 0) -> [DocumentRecord]? {
+    public func page(userId: String, query: DocumentRangeQuery, stamp: Int64 = 0) -> RangePage? {
         state.withLock { state in
             guard let user = state.users[userId], user.stamp == stamp else { return nil }
             return user.pages[query]
@@ -47,7 +47,7 @@ public final class DocumentPageCache: Sendable {
 
     /// Keeps the page a read found at `stamp` (replacing the user's pages of another stamp), unless `readAt` is
     /// given and a commit forgot something since then.
-    public func store(_ page: [DocumentRecord], userId: String, query: DocumentRangeQuery, stamp: Int64 = 0, readAt epoch: UInt64?) {
+    public func store(_ page: RangePage, userId: String, query: DocumentRangeQuery, stamp: Int64 = 0, readAt epoch: UInt64?) {
         let size = Self.size(page)
         guard size <= byteLimit / 16 else { return }
         state.withLock { state in
@@ -79,7 +79,7 @@ public final class DocumentPageCache: Sendable {
 
     private static func size(_ user: UserPages) -> Int { user.pages.values.reduce(0) { $0 + size($1) } }
 
-    private static func size(_ page: [DocumentRecord]) -> Int {
-        page.reduce(64) { $0 + $1.data.count + ($1.rangeValue?.utf8.count ?? 0) + $1.id.utf8.count + 96 }
+    private static func size(_ page: RangePage) -> Int {
+        page.documents.reduce(64) { $0 + $1.data.count + ($1.rangeValue?.utf8.count ?? 0) + $1.id.utf8.count + 96 }
     }
 }

@@ -128,7 +128,7 @@ public enum DocumentPlan: Sendable, Hashable {
     case write(data: [UInt8], rangeValue: String?, deleted: Bool, creates: Bool, removes: Bool)
     /// The precondition failed: the document as it is (`nil`: absent or deleted).
     case conflict(current: DocumentRecord?)
-    /// Refused: `.documentNotFound`, `.documentTooLarge`, `.collectionFull` or `.invalidDocument`.
+    /// Refused: `.documentNotFound`, `.documentTooLarge`, `.collectionFull`, `.storageFull` or `.invalidDocument`.
     case refused(StoreError.Code)
 }
 
@@ -136,8 +136,13 @@ public enum DocumentPlan: Sendable, Hashable {
 /// range key and collection limits.
 public enum DocumentPlanner {
     /// The plan for `mutation` on `existing` (its stored record, tombstone included; `nil` if never written)
-    /// when the user has `liveCount` live documents in the collection.
-    public static func plan(_ mutation: DocumentMutation, existing: DocumentRecord?, liveCount: Int) -> DocumentPlan {
+    /// when the user has `liveCount` live documents in the collection. With `usage` (what the user's documents
+    /// take, as this transaction left them), a write that would take them past `budget` is refused
+    /// `.storageFull`; without it (models of the other rules) no budget applies.
+    public static func plan(
+        _ mutation: DocumentMutation, existing: DocumentRecord?, liveCount: Int, usage: SyncUsage? = nil,
+        budget: SyncBudget = SyncBudget()
+    ) -> DocumentPlan {
         let collection = mutation.collection
         // What is wrong whatever the document's state is refused before the precondition is looked at: a
         // client told "conflict" would retry the same bad data.
@@ -174,6 +179,7 @@ public enum DocumentPlanner {
         }
         let creates = live == nil
         if creates, liveCount >= collection.maxDocuments { return .refused(.collectionFull) }
+        if let usage, !usage.admits(usage.writing(checked.bytes, over: existing), within: budget) { return .refused(.storageFull) }
         return .write(data: checked.bytes, rangeValue: checked.rangeValue, deleted: false, creates: creates, removes: false)
     }
 
@@ -279,10 +285,12 @@ public struct DocumentRangeQuery: Sendable, Hashable {
     public var after: (rangeValue: String?, id: String)?
     /// At most this many.
     public var limit: Int
+    /// At most this many bytes of `data` in a page of two or more (``PageBound``).
+    public var maxBytes: Int
 
     /// Creates a query.
     public init(collection: String, from: String? = nil, to: String? = nil, descending: Bool = false,
-        after: (rangeValue: String?, id: String)? = nil, limit: Int)
+        after: (rangeValue: String?, id: String)? = nil, limit: Int, maxBytes: Int = PageBound.defaultMaxBytes)
     {
         self.collection = collection
         self.from = from
@@ -290,12 +298,17 @@ public struct DocumentRangeQuery: Sendable, Hashable {
         self.descending = descending
         self.after = after
         self.limit = limit
+        self.maxBytes = maxBytes
     }
+
+    /// The bound of its page.
+    public var bound: PageBound { PageBound(limit: limit, maxBytes: maxBytes) }
 
     /// Equal when every field is.
     public static func == (lhs: Self, rhs: Self) -> Bool {
         lhs.collection == rhs.collection && lhs.from == rhs.from && lhs.to == rhs.to && lhs.descending == rhs.descending
             && lhs.after?.rangeValue == rhs.after?.rangeValue && lhs.after?.id == rhs.after?.id && lhs.limit == rhs.limit
+            && lhs.maxBytes == rhs.maxBytes
     }
 
     /// Hashes every field.
@@ -307,6 +320,21 @@ public struct DocumentRangeQuery: Sendable, Hashable {
         hasher.combine(after?.rangeValue)
         hasher.combine(after?.id)
         hasher.combine(limit)
+        hasher.combine(maxBytes)
+    }
+}
+
+/// A page of a range query: live documents in the query's order, within its ``PageBound``.
+public struct RangePage: Sendable, Hashable {
+    /// The documents.
+    public var documents: [DocumentRecord]
+    /// Whether more documents follow the last one.
+    public var hasMore: Bool
+
+    /// Creates a page.
+    public init(documents: [DocumentRecord], hasMore: Bool) {
+        self.documents = documents
+        self.hasMore = hasMore
     }
 }
 
@@ -343,32 +371,60 @@ public protocol DocumentStore: Sendable {
     /// the collection's action when it creates a document, writes the document at the user's next version
     /// and stores `render`'s response under the key. Throws a ``StoreError`` with nothing written:
     /// `.versionConflict` (with ``StoreError/current``), `.documentNotFound`, `.documentTooLarge`,
-    /// `.collectionFull`, `.invalidDocument`, `.insufficientTokens` / `.quotaExhausted` (with the state),
-    /// `.userNotFound`.
+    /// `.collectionFull`, `.storageFull` (past `budget`), `.invalidDocument`, `.insufficientTokens` /
+    /// `.quotaExhausted` (with the state), `.userNotFound`.
     func writeDocument(
-        _ mutation: DocumentMutation, userId: String, idempotency: IdempotencyKey?, now: Date,
+        _ mutation: DocumentMutation, userId: String, budget: SyncBudget, idempotency: IdempotencyKey?, now: Date,
         render: @escaping @Sendable (DocumentWriteOutcome) throws -> StoredResponse
     ) async throws -> Execution
 
     /// Applies a push in one transaction: each mutation whose id is above the client's last mutation id, in
     /// order, as ``writeDocument(_:userId:idempotency:now:render:)`` would (a conflict or a refusal is its
     /// result, writes nothing, and still counts as taken); then records the client's new last mutation id.
-    /// The first push of a `clientId` gives it to `userId`; another user's push with it throws `.clientIdInUse`.
-    func push(userId: String, clientId: String, mutations: [ClientMutation], now: Date) async throws -> PushOutcome
+    /// The first push of a `clientId` gives it to `userId`; another user's push with it throws `.clientIdInUse`,
+    /// and one that would take the user past `budget.clientIds` throws `.storageFull` (nothing applied). A
+    /// mutation that would take the user's documents past `budget` is rejected `.storageFull`.
+    func push(userId: String, clientId: String, mutations: [ClientMutation], budget: SyncBudget, now: Date) async throws
+        -> PushOutcome
 
     /// The stored record of a document (a tombstone included), or `nil`.
     func document(userId: String, collection: String, id: String) async throws -> DocumentRecord?
 
-    /// Live documents of a collection in the query's order.
-    func documents(userId: String, query: DocumentRangeQuery) async throws -> [DocumentRecord]
+    /// Live documents of a collection in the query's order, a page within ``DocumentRangeQuery/bound``.
+    func documents(userId: String, query: DocumentRangeQuery) async throws -> RangePage
 
-    /// Up to `limit` documents changed after version `after`, in version order, read in one snapshot; with
-    /// `after == nil`, the live documents only (the whole state, for a new device). When the last page is
-    /// reached, `cursor` is the user's current version. Throws `.resyncRequired` when `after` is below the
-    /// newest tombstone purged for the user, or above the user's current version.
-    func changes(userId: String, after: Int64?, limit: Int) async throws -> ChangePage
+    /// The documents changed after version `after`, in version order, read in one snapshot, a page within
+    /// `PageBound(limit: limit, maxBytes: maxBytes)`; with `after == nil`, the live documents only (the whole
+    /// state, for a new device). When the last page is reached, `cursor` is the user's current version. Throws
+    /// `.resyncRequired` when `after` is below the newest tombstone purged for the user, or above the user's
+    /// current version.
+    func changes(userId: String, after: Int64?, limit: Int, maxBytes: Int) async throws -> ChangePage
 
     /// Deletes up to `limit` tombstones older than `before`, remembering per user the newest version
     /// purged (so older cursors get `.resyncRequired`). Returns how many it deleted.
     func purgeTombstones(before: Date, limit: Int) async throws -> Int
+
+    /// Forgets up to `limit` sync clients none of whose mutations was taken since `before` (their last mutation
+    /// ids; a push with such a client id later starts it again from 0). Returns how many it forgot.
+    func purgeClients(before: Date, limit: Int) async throws -> Int
+}
+
+extension DocumentStore {
+    /// A REST write within the default ``SyncBudget``.
+    public func writeDocument(
+        _ mutation: DocumentMutation, userId: String, idempotency: IdempotencyKey?, now: Date,
+        render: @escaping @Sendable (DocumentWriteOutcome) throws -> StoredResponse
+    ) async throws -> Execution {
+        try await writeDocument(mutation, userId: userId, budget: SyncBudget(), idempotency: idempotency, now: now, render: render)
+    }
+
+    /// A push within the default ``SyncBudget``.
+    public func push(userId: String, clientId: String, mutations: [ClientMutation], now: Date) async throws -> PushOutcome {
+        try await push(userId: userId, clientId: clientId, mutations: mutations, budget: SyncBudget(), now: now)
+    }
+
+    /// A page of changes of at most ``PageBound/defaultMaxBytes``.
+    public func changes(userId: String, after: Int64?, limit: Int) async throws -> ChangePage {
+        try await changes(userId: userId, after: after, limit: limit, maxBytes: PageBound.defaultMaxBytes)
+    }
 }

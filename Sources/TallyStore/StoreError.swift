@@ -13,7 +13,7 @@ public struct StoreError: Error, Sendable, CustomStringConvertible {
             case credentialInUse, alreadyLinked, invalidRefreshToken, refreshTokenReused
             case rateLimited, idempotencyMismatch, idempotencyKeyInUse, invalidInput, unavailable
             case versionConflict, documentNotFound, documentTooLarge, collectionFull, invalidDocument
-            case clientIdInUse, resyncRequired
+            case clientIdInUse, resyncRequired, storageFull
         }
         fileprivate let base: Base
         /// The code's name.
@@ -61,6 +61,8 @@ public struct StoreError: Error, Sendable, CustomStringConvertible {
         public static let clientIdInUse = Code(base: .clientIdInUse)
         /// The pull cursor is older than the tombstones kept (or not one of this user's): pull without one.
         public static let resyncRequired = Code(base: .resyncRequired)
+        /// The write would take the user past their ``SyncBudget`` (documents and tombstones, bytes, client ids).
+        public static let storageFull = Code(base: .storageFull)
     }
 
     /// The kind of failure.

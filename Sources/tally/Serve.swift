@@ -72,7 +72,7 @@ struct ConnectionOptions: ParsableArguments {
     var idleTimeout: Double = 75
     @Option(name: .customLong("header-timeout"), help: "Seconds a request head may take (from the connection or its first byte).")
     var headerTimeout: Double = 10
-    @Option(name: .customLong("request-timeout"), help: "Seconds a request body may take after its head.")
+    @Option(name: .customLong("request-timeout"), help: "Seconds a request body may take after its head, and an answer may wait unread.")
     var requestTimeout: Double = 30
     @Option(name: .customLong("max-connections"), help: "Connections open at once (default: the open-file limit less a reserve).")
     var maxConnections: Int?

@@ -301,20 +301,35 @@ struct CollectionsTests {
         }
     }
 
-    @Test("Range cursors round-trip and anything else is refused")
+    @Test("Range cursors round-trip and anything else is refused: unsealed, edited, another user's or collection's")
     func rangeCursorEncoding() throws {
+        let keys = CursorKeys()
+        keys.install(try SigningKeys(parsing: Secrets.random(bytes: 32)))
         let record = DocumentRecord(
             collection: "c", id: "a_b-9", data: [], rangeValue: "2027-01-15T08:00:00Z:é", version: 4, updatedAt: Date(), deleted: false)
-        let cursor = RangeCursor.encode(after: record)
-        let decoded = try RangeCursor.decode(cursor, rangeKeyed: true)
+        let cursor = try RangeCursor.encode(after: record, userId: "u1", keys: keys)
+        func decode(_ cursor: String, collection: String = "c", rangeKeyed: Bool = true, userId: String = "u1") throws
+            -> (rangeValue: String?, id: String)
+        {
+            try RangeCursor.decode(cursor, collection: collection, rangeKeyed: rangeKeyed, userId: userId, keys: keys)
+        }
+        let decoded = try decode(cursor)
         #expect(decoded.rangeValue == "2027-01-15T08:00:00Z:é" && decoded.id == "a_b-9")
-        #expect(throws: APIError.self) { try RangeCursor.decode(cursor, rangeKeyed: false) }
+        #expect(throws: APIError.self) { try decode(cursor, rangeKeyed: false) }
+        #expect(throws: APIError.self) { try decode(cursor, userId: "u2") }
+        #expect(throws: APIError.self) { try decode(cursor, collection: "d") }
         var plain = record
         plain.rangeValue = nil
-        let decodedPlain = try RangeCursor.decode(RangeCursor.encode(after: plain), rangeKeyed: false)
+        let decodedPlain = try decode(try RangeCursor.encode(after: plain, userId: "u1", keys: keys), rangeKeyed: false)
         #expect(decodedPlain.rangeValue == nil && decodedPlain.id == "a_b-9")
-        for garbage in ["", "!!", Secrets.base64URL(Data("r99:ab".utf8)), Secrets.base64URL(Data("r1:a".utf8)), Secrets.base64URL(Data("nbad id".utf8)), Secrets.base64URL(Data("x12".utf8))] {
-            #expect(throws: APIError.self, "\(garbage)") { try RangeCursor.decode(garbage, rangeKeyed: true) }
+        // A position written by hand (what the cursor used to be: base64url of the position), or a sealed one edited.
+        var edited = try #require(Secrets.base64URLDecoded(cursor))
+        edited[edited.count - CursorKeys.tagBytes - 1] ^= 1
+        for garbage in [
+            "", "!!", Secrets.base64URL(Data("r99:ab".utf8)), Secrets.base64URL(Data("r1:a".utf8)), Secrets.base64URL(Data("nbad id".utf8)),
+            Secrets.base64URL(Data("x12".utf8)), Secrets.base64URL(Data("r4:2028a_b-9".utf8)), Secrets.base64URL(edited),
+        ] {
+            #expect(throws: APIError.self, "\(garbage)") { try decode(garbage) }
         }
     }
 }

@@ -119,6 +119,36 @@ import Testing
         #expect(channel.isActive)
     }
 
+    @Test func anAnswerLeftUnreadIsClosedAtTheRequestTimeoutFromWhenItStoppedBeingWritable() throws {
+        let channel = try Self.connection(limiter: Self.limiter())
+        try Self.send("GET /v1/sync/pull HTTP/1.1\r\nHost: t\r\n\r\n", to: channel)
+        try channel.writeOutbound(HTTPResponsePart.head(HTTPResponse(status: .ok, headerFields: [.contentLength: "1048576"])))
+        func writable(_ writable: Bool) {
+            channel.isWritable = writable
+            channel.pipeline.fireChannelWritabilityChanged()
+        }
+        channel.embeddedEventLoop.advanceTime(by: Self.body * 3)
+        #expect(channel.isActive, "an answer being written while the client reads has no deadline")
+        writable(false)  // the socket is full: the client stopped reading
+        channel.embeddedEventLoop.advanceTime(by: Self.body - .milliseconds(100))
+        writable(true)  // it read some: progress, the clock starts over at the next stall
+        channel.embeddedEventLoop.advanceTime(by: Self.body * 3)
+        #expect(channel.isActive)
+        writable(false)
+        Self.expectClosed(channel, after: Self.body)
+    }
+
+    @Test func anEventStreamThatStaysWritableIsNeverClosedByTheDeadlines() throws {
+        let channel = try Self.connection(limiter: Self.limiter())
+        try Self.send("GET /v1/sync/events HTTP/1.1\r\nHost: t\r\n\r\n", to: channel)
+        try channel.writeOutbound(HTTPResponsePart.head(HTTPResponse(status: .ok)))
+        for _ in 0..<10 {
+            channel.embeddedEventLoop.advanceTime(by: .seconds(15))
+            try channel.writeOutbound(HTTPResponsePart.body(ByteBuffer(string: ": heartbeat\n\n")))
+        }
+        #expect(channel.isActive)
+    }
+
     @Test func theStateMachineNamesTheDueInstant() {
         let start = NIODeadline.uptimeNanoseconds(1_000_000_000)
         var deadlines = RequestDeadlines(headerTimeout: .seconds(1), requestTimeout: .seconds(5))
@@ -138,6 +168,15 @@ import Testing
         deadlines.responseEnded()
         deadlines.bytesArrived(at: start + .seconds(9))
         #expect(deadlines.deadline == start + .seconds(10))
+        deadlines.writabilityChanged(isWritable: false, at: start + .milliseconds(9_500))
+        #expect(deadlines.deadline == start + .seconds(10), "the head's deadline is sooner")
+        deadlines.headReceived(at: start + .milliseconds(9_600))
+        deadlines.endReceived()
+        #expect(deadlines.deadline == start + .milliseconds(14_500), "unwritable since 9.5 s: the request timeout from then")
+        deadlines.writabilityChanged(isWritable: false, at: start + .seconds(12))
+        #expect(deadlines.deadline == start + .milliseconds(14_500), "still unwritable: the stall began at 9.5 s")
+        deadlines.writabilityChanged(isWritable: true, at: start + .seconds(13))
+        #expect(deadlines.deadline == nil)
     }
 
     // MARK: - Caps

@@ -158,11 +158,11 @@ struct SyncEventsTests {
             server.clock.advance(by: SyncEventsController.heartbeatInterval)
             #expect(try await stream.next() == .comment("heartbeat"))
             server.services.notifier.documentsChanged(userId: alice.userId, version: 2)
-            let cursor = SyncCursor.encode(version: 2, userId: alice.userId)
+            let cursor = try SyncCursor.encode(version: 2, userId: alice.userId, keys: server.services.cursors)
             #expect(try await stream.next() == .event(name: "changed", id: cursor, data: #"{"cursor":"\#(cursor)"}"#), "not Bob's 99")
 
             // Bob's cursor does not open Alice's stream, as Last-Event-ID or as ?cursor=.
-            let bobs = SyncCursor.encode(version: 1, userId: bob.userId)
+            let bobs = try SyncCursor.encode(version: 1, userId: bob.userId, keys: server.services.cursors)
             for (path, headers) in [("/v1/sync/events", [("Last-Event-ID", bobs)]), ("/v1/sync/events?cursor=\(bobs)", [])] {
                 let (refused, head) = try await EventStreamClient.open(port: server.port, token: alice.accessToken, path: path, headers: headers)
                 #expect(head.status == 400)

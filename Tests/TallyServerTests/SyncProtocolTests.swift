@@ -284,7 +284,7 @@ struct SyncProtocolTests {
             defer { Task { await stream.close() } }
             #expect(try await SyncEventsTests.walletEvent(stream).wallet.balance == 5)
             func expectChanged(_ version: Int64, _ what: String) async throws {
-                let cursor = SyncCursor.encode(version: version, userId: user.userId)
+                let cursor = try SyncCursor.encode(version: version, userId: user.userId, keys: server.services.cursors)
                 let event = try await stream.nextEvent(within: .seconds(10))
                 #expect(event == .event(name: "changed", id: cursor, data: #"{"cursor":"\#(cursor)"}"#), "\(what)")
             }
@@ -305,7 +305,7 @@ struct SyncProtocolTests {
                 let message = JSONValue.object(["sentAt": .string("2027-01-15T08:00:0\(index)Z")])
                 let created = try await api.putDocument(user, "chat_messages", "m\(index)", message).decode(Document.self)
                 let events = [try await stream.nextEvent(within: .seconds(10)), try await stream.nextEvent(within: .seconds(10))]
-                let cursor = SyncCursor.encode(version: created.version, userId: user.userId)
+                let cursor = try SyncCursor.encode(version: created.version, userId: user.userId, keys: server.services.cursors)
                 #expect(events.contains(.event(name: "changed", id: cursor, data: #"{"cursor":"\#(cursor)"}"#)), "\(events)")
                 let wallet = try events.compactMap { event -> SyncWalletEvent? in
                     guard case .event("wallet", _, let data) = event else { return nil }

@@ -264,9 +264,10 @@ struct DocumentConformanceTests {
                 var all: [DocumentRecord] = []
                 for _ in 0..<1_000 {
                     let page = try await f.store.documents(userId: user, query: range)
-                    #expect(page.count <= limit, "[\(kind)]")
-                    all += page
-                    guard page.count == limit, let last = page.last else { return all }
+                    #expect(page.documents.count <= limit, "[\(kind)]")
+                    #expect(!page.hasMore || page.documents.count == limit, "[\(kind)] a short page says more")
+                    all += page.documents
+                    guard page.hasMore, let last = page.documents.last else { return all }
                     range.after = (last.rangeValue, last.id)
                 }
                 throw HarnessError("[\(kind)] the pages never end")
@@ -283,14 +284,14 @@ struct DocumentConformanceTests {
             #expect(try await query(from: "2027-01-16") == expected.filter { $0.rangeValue! >= "2027-01-16" }, "[\(kind)]")
             #expect(try await query(to: "2027-01-11", descending: true) == [expected[0]], "[\(kind)]")
             #expect(try await query(from: "2027-01-13", to: "2027-01-13").isEmpty, "[\(kind)]")
-            #expect(try await f.store.documents(userId: user, query: DocumentRangeQuery(collection: logs.name, limit: 3)) == Array(expected.prefix(3)), "[\(kind)]")
+            #expect(try await f.store.documents(userId: user, query: DocumentRangeQuery(collection: logs.name, limit: 3)) == RangePage(documents: Array(expected.prefix(3)), hasMore: true), "[\(kind)]")
             // A position outside the bounds leaves the bounds in force.
             var outside = DocumentRangeQuery(collection: logs.name, from: "2027-01-13", limit: 100)
             outside.after = ("2027-01-10", "zzz")
-            #expect(try await f.store.documents(userId: user, query: outside) == expected.filter { $0.rangeValue! >= "2027-01-13" }, "[\(kind)]")
+            #expect(try await f.store.documents(userId: user, query: outside).documents == expected.filter { $0.rangeValue! >= "2027-01-13" }, "[\(kind)]")
             outside = DocumentRangeQuery(collection: logs.name, to: "2027-01-13", descending: true, limit: 100)
             outside.after = ("2027-01-19", "a")
-            #expect(try await f.store.documents(userId: user, query: outside) == expected.filter { $0.rangeValue! < "2027-01-13" }.reversed(), "[\(kind)]")
+            #expect(try await f.store.documents(userId: user, query: outside).documents == expected.filter { $0.rangeValue! < "2027-01-13" }.reversed(), "[\(kind)]")
 
             // Without a range key: by id.
             for id in ["b", "a", "d", "c", "e"] {
@@ -308,7 +309,7 @@ struct DocumentConformanceTests {
         try await withFixture(kind) { f in
             let user = try await f.newUser()
             let month = DocumentRangeQuery(collection: logs.name, from: "2027-01-01", to: "2027-02-01", limit: 20)
-            func ids() async throws -> [String] { try await f.store.documents(userId: user, query: month).map(\.id) }
+            func ids() async throws -> [String] { try await f.store.documents(userId: user, query: month).documents.map(\.id) }
             try await f.put(user, logs, "a", #"{"date":"2027-01-10"}"#)
             #expect(try await ids() == ["a"], "[\(kind)]")
             #expect(try await ids() == ["a"], "[\(kind)]")
@@ -326,7 +327,7 @@ struct DocumentConformanceTests {
             let other = try await f.newUser()
             try await f.put(other, logs, "z", #"{"date":"2027-01-02"}"#)
             #expect(try await ids() == ["c", "b"], "[\(kind)]")
-            #expect(try await f.store.documents(userId: other, query: month).map(\.id) == ["z"], "[\(kind)]")
+            #expect(try await f.store.documents(userId: other, query: month).documents.map(\.id) == ["z"], "[\(kind)]")
             #expect(try await f.store.deleteUser(id: user), "[\(kind)]")
             #expect(try await ids() == [], "[\(kind)] after the account's deletion")
         }
@@ -359,8 +360,8 @@ struct DocumentConformanceTests {
                 var query = DocumentRangeQuery(collection: logs.name, descending: descending, limit: 3)
                 for _ in 0..<1_000 {
                     let page = try await f.store.documents(userId: user, query: query)
-                    seen += page
-                    guard page.count == 3, let last = page.last else { break }
+                    seen += page.documents
+                    guard page.hasMore, let last = page.documents.last else { break }
                     query.after = (last.rangeValue, last.id)
                     await Task.yield()
                 }
@@ -391,7 +392,7 @@ struct DocumentConformanceTests {
 
             #expect(try await f.store.deleteUser(id: user), "[\(kind)]")
             #expect(try await f.store.document(userId: user, collection: "notes", id: "x") == nil, "[\(kind)]")
-            #expect(try await f.store.documents(userId: user, query: DocumentRangeQuery(collection: "notes", limit: 10)).isEmpty, "[\(kind)]")
+            #expect(try await f.store.documents(userId: user, query: DocumentRangeQuery(collection: "notes", limit: 10)).documents.isEmpty, "[\(kind)]")
             // The client id is free again, from mutation 1.
             let next = try await f.newUser()
             let reused = try await f.store.push(userId: next, clientId: client, mutations: [mutation(1, notes, "x", .put(try json("{}")))], now: f.now)

@@ -148,8 +148,9 @@ extension Fixture {
         var query = DocumentRangeQuery(collection: collection, descending: descending, limit: pageSize)
         for _ in 0..<10_000 {
             let page = try await store.documents(userId: userId, query: query)
-            documents += page
-            guard page.count == pageSize, let last = page.last else { return documents }
+            #expect(!page.hasMore || page.documents.count == pageSize, "[\(kind)] a short page says more")
+            documents += page.documents
+            guard page.hasMore, let last = page.documents.last else { return documents }
             query.after = (last.rangeValue, last.id)
         }
         throw HarnessError("[\(kind)] the pages never end")

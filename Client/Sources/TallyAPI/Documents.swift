@@ -253,6 +253,10 @@ extension ErrorCode {
     public static let documentTooLarge = ErrorCode(rawValue: "document_too_large")
     /// The user has the collection's `maxDocuments` live documents.
     public static let collectionFull = ErrorCode(rawValue: "collection_full")
+    /// The user's synced storage is full: the server's per-user budget of documents (tombstones included), bytes
+    /// or sync client ids. Deleting documents frees bytes; tombstones and idle client ids go after the server's
+    /// tombstone retention.
+    public static let storageFull = ErrorCode(rawValue: "storage_full")
     /// `If-Match`, `If-None-Match: *` or `ifVersion` did not hold; the error carries `current`.
     public static let versionConflict = ErrorCode(rawValue: "version_conflict")
     /// The cursor is older than the server's tombstone retention: pull again without one.

@@ -26,6 +26,12 @@ public struct TallyServices: Sendable {
     let events: EventHub
     /// The synced collections the configuration declares.
     let collections: DeclaredCollections
+    /// Seals the sync API's cursors with the signing keys.
+    let cursors = CursorKeys()
+    /// Each user's pulls in flight in this process (``SyncController/maxPullsPerUser``).
+    let pulls = CallLimiter(limit: SyncController.maxPullsPerUser)
+    /// Each user's pushes (``LimitsConfiguration/syncPushesPerUser``).
+    let pushes: Throttle
     /// The AI gateway, when the configuration has one.
     let ai: AIGateway?
 
@@ -52,14 +58,17 @@ public struct TallyServices: Sendable {
         self.events = events
         self.notifier = notifier
         self.collections = DeclaredCollections(configuration.sync.collections)
+        self.pushes = Throttle("sync push per user", configuration.limits.syncPushesPerUser)
         self.ai = configuration.ai.map {
             AIGateway(configuration: $0, settlements: PendingSettlements(store: store, clock: clock, notifier: notifier))
         }
     }
 
-    /// Installs the token signing keys and loads the IP-hash key shared through the database; run before serving.
+    /// Installs the token signing keys (which seal the sync cursors too) and loads the IP-hash key shared through
+    /// the database; run before serving.
     func loadSecrets(signing: SigningKeys) async throws {
         await tokens.install(signing)
+        cursors.install(signing)
         let ipKey = try await store.secret(named: "ip-hash") { Secrets.random(bytes: 32) }
         secrets.ipHashKey.withLock { $0 = ipKey }
     }

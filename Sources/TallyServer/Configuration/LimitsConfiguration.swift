@@ -29,6 +29,8 @@ public struct LimitsConfiguration: Sendable {
     public var adminFailuresPerAddress = RateLimit(10, per: 60)
     /// Live sessions per user; opening one more revokes the oldest.
     public var sessionsPerUser = 50
+    /// Sync pushes (`POST /v1/sync/push`, up to 100 mutations each) per user.
+    public var syncPushesPerUser = RateLimit(120, per: 60)
 
     /// The production defaults.
     public init() {}
@@ -69,10 +71,11 @@ public struct LimitsConfiguration: Sendable {
         var guestSignInsPerDevice: Rate?
         var adminFailuresPerAddress: Rate?
         var sessionsPerUser: Int?
+        var syncPushesPerUser: Rate?
 
         private enum CodingKeys: String, CodingKey, CaseIterable {
             case trustedProxies, signInPerAddress, signInLockout, linkPerUser, linkPerAddress, refreshPerSession
-            case refreshFailuresPerAddress, guestSignInsPerDevice, adminFailuresPerAddress, sessionsPerUser
+            case refreshFailuresPerAddress, guestSignInsPerDevice, adminFailuresPerAddress, sessionsPerUser, syncPushesPerUser
         }
 
         init(from decoder: any Decoder) throws {
@@ -88,6 +91,7 @@ public struct LimitsConfiguration: Sendable {
             guestSignInsPerDevice = try container.decodeIfPresent(Rate.self, forKey: .guestSignInsPerDevice)
             adminFailuresPerAddress = try container.decodeIfPresent(Rate.self, forKey: .adminFailuresPerAddress)
             sessionsPerUser = try container.decodeIfPresent(Int.self, forKey: .sessionsPerUser)
+            syncPushesPerUser = try container.decodeIfPresent(Rate.self, forKey: .syncPushesPerUser)
         }
 
         func apply(to limits: inout LimitsConfiguration) throws {
@@ -105,6 +109,7 @@ public struct LimitsConfiguration: Sendable {
                 ("refreshFailuresPerAddress", refreshFailuresPerAddress, \.refreshFailuresPerAddress),
                 ("guestSignInsPerDevice", guestSignInsPerDevice, \.guestSignInsPerDevice),
                 ("adminFailuresPerAddress", adminFailuresPerAddress, \.adminFailuresPerAddress),
+                ("syncPushesPerUser", syncPushesPerUser, \.syncPushesPerUser),
             ]
             for (name, rate, path) in rates {
                 guard let rate else { continue }

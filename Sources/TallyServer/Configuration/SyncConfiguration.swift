@@ -2,13 +2,16 @@ import Foundation
 import TallyStore
 import Yams
 
-/// Synced collections: the `collections:` and `tombstoneRetentionDays:` keys of the configuration file
-/// (`TALLY_CONFIG`). The default declares no collection.
+/// Synced collections: the `collections:`, `tombstoneRetentionDays:` and per-user budget keys of the configuration
+/// file (`TALLY_CONFIG`). The default declares no collection.
 public struct SyncConfiguration: Sendable {
     /// The declared collections, in file order, their actions resolved against the catalog.
     public var collections: [CollectionSpec] = []
     /// How long tombstones (deleted documents) are kept for pulls; an older pull cursor gets `410 resync_required`.
     public var tombstoneRetentionDays = 30
+    /// What one user may keep: documents (tombstones included), bytes of data and sync client ids
+    /// (`maxStoredDocumentsPerUser`, `maxStoredBytesPerUser`, `maxClientIdsPerUser`).
+    public var budget = SyncBudget()
 
     /// No collections, tombstones kept 30 days.
     public init() {}
@@ -23,11 +26,15 @@ public struct SyncConfiguration: Sendable {
     ///   - {name: chat_messages, rangeKey: sentAt, action: chat.message, maxDocumentBytes: 65536}
     ///   - {name: profile, maxDocuments: 1}
     /// tombstoneRetentionDays: 30
+    /// maxStoredDocumentsPerUser: 20000   # documents and tombstones, across collections
+    /// maxStoredBytesPerUser: 67108864    # bytes of their data
+    /// maxClientIdsPerUser: 5000
     /// ```
     public init(yaml text: String, catalog: Catalog) throws {
         struct File: Decodable {
             var collections: [Entry]?
             var tombstoneRetentionDays: Int?
+            var maxStoredDocumentsPerUser, maxStoredBytesPerUser, maxClientIdsPerUser: Int?
         }
         let file: File
         do {
@@ -45,6 +52,12 @@ public struct SyncConfiguration: Sendable {
         }
         tombstoneRetentionDays = file.tombstoneRetentionDays ?? 30
         guard tombstoneRetentionDays >= 1 else { throw ConfigurationError("tombstoneRetentionDays must be at least 1") }
+        budget = SyncBudget(
+            documents: file.maxStoredDocumentsPerUser ?? budget.documents, bytes: file.maxStoredBytesPerUser ?? budget.bytes,
+            clientIds: file.maxClientIdsPerUser ?? budget.clientIds)
+        guard budget.documents >= 1, budget.bytes >= 1, budget.clientIds >= 1 else {
+            throw ConfigurationError("maxStoredDocumentsPerUser, maxStoredBytesPerUser and maxClientIdsPerUser must be at least 1")
+        }
     }
 
     /// How long tombstones are kept, in seconds.

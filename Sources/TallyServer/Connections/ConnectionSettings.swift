@@ -10,7 +10,8 @@ public struct ConnectionSettings: Sendable, Hashable {
     /// opened, or after its first byte on a kept-alive connection: a slow trickle of header bytes
     /// (slowloris) is cut off here.
     public var headerTimeout: Duration = .seconds(10)
-    /// A request body must be complete this long after its head.
+    /// A request body must be complete this long after its head; and a connection whose answer waits unsent
+    /// (the client does not read it) for this long is closed, so a client cannot pin the answer's memory.
     public var requestTimeout: Duration = .seconds(30)
     /// Connections open at once on the public listener; beyond it new ones are refused with a 503.
     /// Nil: derived from the open-file limit (``ConnectionSettings/derivedMaximum(socketBudget:)``).

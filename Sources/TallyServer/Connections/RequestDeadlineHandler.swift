@@ -2,14 +2,17 @@ import HTTPTypes
 import NIOCore
 import NIOHTTPTypes
 
-/// When a connection's current request must have arrived by: a pure state machine fed with the
-/// connection's events and their times.
+/// When a connection's current request must have arrived by, or its answer must move on by: a pure state
+/// machine fed with the connection's events and their times.
 ///
 /// - A request head must be complete ``headerTimeout`` after the connection opened, or after the first
 ///   byte of a request on a kept-alive connection (idle time between requests is not counted here:
 ///   Hummingbird's idle timeout closes connections idle for longer than it).
 /// - A request body must be complete ``requestTimeout`` after its head.
-/// - While a request is being answered there is no deadline: handlers are not interrupted.
+/// - While a request is being answered there is no deadline of the request: handlers are not interrupted.
+/// - Whatever else goes on, an answer the client does not read must not hold the server's memory: when the
+///   connection stops being writable (more is waiting to be sent than its high-water mark, the socket full), it
+///   must become writable again within ``requestTimeout``.
 struct RequestDeadlines {
     /// How long a request head may take.
     let headerTimeout: TimeAmount
@@ -22,6 +25,8 @@ struct RequestDeadlines {
     private var bodySince: NIODeadline?
     /// Requests whose head arrived and whose response is not complete yet.
     private var answering = 0
+    /// When the connection stopped being writable; nil while it is writable.
+    private var stalledSince: NIODeadline?
 
     init(headerTimeout: TimeAmount, requestTimeout: TimeAmount) {
         self.headerTimeout = headerTimeout
@@ -56,14 +61,22 @@ struct RequestDeadlines {
         answering = max(0, answering - 1)
     }
 
-    /// The instant by which the current head or body must be complete; nil when nothing is due.
+    /// The connection became writable (what waited was sent down to its low-water mark), or stopped being.
+    mutating func writabilityChanged(isWritable: Bool, at now: NIODeadline) {
+        stalledSince = isWritable ? nil : stalledSince ?? now
+    }
+
+    /// The instant by which the current head or body must be complete, or the connection writable again; nil
+    /// when nothing is due.
     var deadline: NIODeadline? {
-        if let bodySince { return bodySince + requestTimeout }
-        return headSince.map { $0 + headerTimeout }
+        let request = bodySince.map { $0 + requestTimeout } ?? headSince.map { $0 + headerTimeout }
+        guard let stalledSince else { return request }
+        return min(request ?? .distantFuture, stalledSince + requestTimeout)
     }
 }
 
-/// Closes a connection whose request head or body does not arrive in time (``RequestDeadlines``).
+/// Closes a connection whose request head or body does not arrive in time, or whose answer the client does
+/// not read for the request timeout (``RequestDeadlines``).
 ///
 /// Sits after HTTP decoding (one of Hummingbird's `additionalChannelHandlers`); the connection's
 /// ``ConnectionGuardHandler`` tells it when raw bytes arrive. At most one timer is pending per connection:
@@ -104,6 +117,12 @@ final class RequestDeadlineHandler: ChannelDuplexHandler, RemovableChannelHandle
     func channelInactive(context: ChannelHandlerContext) {
         cancelTimer()
         context.fireChannelInactive()
+    }
+
+    func channelWritabilityChanged(context: ChannelHandlerContext) {
+        deadlines.writabilityChanged(isWritable: context.channel.isWritable, at: context.eventLoop.now)
+        armTimer(context: context)
+        context.fireChannelWritabilityChanged()
     }
 
     /// Raw bytes arrived (from the ``ConnectionGuardHandler`` in front of the HTTP decoder).

@@ -40,7 +40,7 @@ public struct APIError: Error, HTTPResponseError, CustomStringConvertible {
         case .versionConflict: return .preconditionFailed
         case .resyncRequired: return .gone
         case .documentTooLarge: return .contentTooLarge
-        case .collectionFull: return .conflict
+        case .collectionFull, .storageFull: return .conflict
         case .unsupportedMediaType: return .unsupportedMediaType
         case .methodNotAllowed: return .methodNotAllowed
         case .insufficientTokens, .quotaExhausted: return HTTPResponse.Status(code: 402, reasonPhrase: "Payment Required")
@@ -84,6 +84,11 @@ extension APIError {
         case .invalidDocument:
             self.init(.invalidDocument, "The document's data must be a JSON object, with the collection's rangeKey (if any) as a string field.")
         case .clientIdInUse: self.init(.clientIdInUse, "This clientId belongs to another user; generate a new one.")
+        case .storageFull:
+            self.init(
+                .storageFull,
+                "This user's synced storage is full (documents and tombstones, bytes, or sync client ids); delete documents "
+                    + "to free bytes; tombstones and idle client ids are purged after the tombstone retention.")
         case .resyncRequired:
             self.init(.resyncRequired, "The cursor is older than the tombstones the server keeps; pull again without a cursor.")
         case .rateLimited:

@@ -55,6 +55,12 @@ struct Housekeeping: Service {
             let purged = try await store.purgeTombstones(before: now.addingTimeInterval(-tombstoneRetention), limit: 500)
             if purged == 0 { break }
         }
+        // Sync clients idle as long: a device silent past the retention pulls from scratch anyway (its cursor is
+        // older than the tombstones purged), and its forgotten client id no longer counts in its user's budget.
+        for _ in 0..<20 {
+            let purged = try await store.purgeClients(before: now.addingTimeInterval(-tombstoneRetention), limit: 500)
+            if purged == 0 { break }
+        }
         return released
     }
 

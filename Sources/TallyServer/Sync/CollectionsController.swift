@@ -97,15 +97,17 @@ struct CollectionsController {
         if [from, to].contains(where: { $0?.utf8.contains(0) == true }) {
             throw APIError(.invalidQuery, "'from' and 'to' must not contain the NUL character.")
         }
-        let after = try parameters["cursor"].map { try RangeCursor.decode(String($0), rangeKeyed: collection.rangeKey != nil) }
+        let userId = context.identity.userId
+        let after = try parameters["cursor"].map {
+            try RangeCursor.decode(
+                String($0), collection: collection.name, rangeKeyed: collection.rangeKey != nil, userId: userId, keys: services.cursors)
+        }
         let fields = try parameters["fields"].map { try Self.fields(String($0)) }
-        let query = DocumentRangeQuery(
-            collection: collection.name, from: from, to: to, descending: descending, after: after, limit: limit + 1)
-        let records = try await services.storeCall { try await services.store.documents(userId: context.identity.userId, query: query) }
-        let page = records.prefix(limit)
-        let next = records.count > limit ? page.last.map(RangeCursor.encode(after:)) : nil
-        let body = DocumentPageBody(records: page, nextCursor: next, fields: fields)
-        var json = JSONWriter(capacity: page.reduce(64) { $0 + $1.data.count + 160 })
+        let query = DocumentRangeQuery(collection: collection.name, from: from, to: to, descending: descending, after: after, limit: limit)
+        let page = try await services.storeCall { try await services.store.documents(userId: userId, query: query) }
+        let next = try page.hasMore ? page.documents.last.map { try RangeCursor.encode(after: $0, userId: userId, keys: services.cursors) } : nil
+        let body = DocumentPageBody(records: page.documents[...], nextCursor: next, fields: fields)
+        var json = JSONWriter(capacity: page.documents.reduce(64) { $0 + $1.data.count + 160 })
         body.write(to: &json)
         return JSONResponse.make(status: .ok, bytes: json.bytes)
     }
@@ -139,7 +141,9 @@ struct CollectionsController {
             requestFingerprint: CommandRunner.fingerprint(request, canonicalBody: preconditions + "\n" + canonicalBody)
         ) { key in
             try await services.storeCall {
-                try await services.store.writeDocument(mutation, userId: userId, idempotency: key, now: services.clock.now) { outcome in
+                try await services.store.writeDocument(
+                    mutation, userId: userId, budget: services.configuration.sync.budget, idempotency: key, now: services.clock.now
+                ) { outcome in
                     written.value.withLock { $0 = outcome }
                     guard !isDelete else { return StoredResponse(status: 204, body: []) }
                     var json = JSONWriter(capacity: outcome.document.data.count + 160)

@@ -64,7 +64,8 @@ struct EventStream: Sendable {
         var bytes: [UInt8] = []
         let userId = identity.userId
         if let version = pending.version {
-            let cursor = SyncCursor.encode(version: version, userId: userId)
+            // Cannot fail: the keys are installed before the server serves.
+            let cursor = (try? SyncCursor.encode(version: version, userId: userId, keys: services.cursors)) ?? ""
             bytes += ServerSentEvents.event("changed", id: cursor, data: ServerSentEvents.json(SyncChangedEvent(cursor: cursor)))
         }
         if pending.wallet {

@@ -3,26 +3,34 @@ import TallyAPI
 import TallyStore
 
 /// The `cursor` of a range query (`GET /v1/collections/{collection}/docs`): the position of the last
-/// document of a page, (range value, id). Opaque on the wire: base64url of `n<id>` for a collection
-/// without a range key, `r<byte count>:<range value><id>` for one with. Anything else does not decode.
+/// document of a page, (range value, id), sealed for the user and the collection (``CursorKeys``). Its payload is
+/// `n<id>` for a collection without a range key, `r<byte count>:<range value><id>` for one with. Anything else,
+/// or another user's or collection's cursor, does not open.
 enum RangeCursor {
-    /// The cursor after `record`.
-    static func encode(after record: DocumentRecord) -> String {
-        guard let value = record.rangeValue else { return Secrets.base64URL(Data("n\(record.id)".utf8)) }
-        return Secrets.base64URL(Data("r\(value.utf8.count):\(value)\(record.id)".utf8))
+    /// The longest cursor: a range value of ``CollectionSpec/maxRangeValueBytes``, an id of 128 bytes and the tag.
+    static let maxLength = 2_048
+
+    /// The cursor after `record`, for `userId`.
+    static func encode(after record: DocumentRecord, userId: String, keys: CursorKeys) throws -> String {
+        let payload = record.rangeValue.map { "r\($0.utf8.count):\($0)\(record.id)" } ?? "n\(record.id)"
+        return try keys.seal(Array(payload.utf8), purpose: "range/\(record.collection)", userId: userId)
     }
 
-    /// The position a cursor names in a collection with (`rangeKeyed`) or without a range key; 400
-    /// `invalid_cursor` when this server did not issue it for such a collection.
-    static func decode(_ cursor: String, rangeKeyed: Bool) throws -> (rangeValue: String?, id: String) {
-        guard let position = position(cursor), (position.rangeValue != nil) == rangeKeyed else {
-            throw APIError(.invalidCursor, "'cursor' was not issued by this server for this collection.")
+    /// The position a cursor of `userId` names in `collection` (with a range key or without, `rangeKeyed`); 400
+    /// `invalid_cursor` when this server did not issue it to this user for this collection.
+    static func decode(_ cursor: String, collection: String, rangeKeyed: Bool, userId: String, keys: CursorKeys) throws
+        -> (rangeValue: String?, id: String)
+    {
+        guard let payload = keys.open(cursor, purpose: "range/\(collection)", userId: userId, maxLength: maxLength),
+            let position = position(payload), (position.rangeValue != nil) == rangeKeyed
+        else {
+            throw APIError(.invalidCursor, "'cursor' was not issued by this server to this user for this collection.")
         }
         return position
     }
 
-    private static func position(_ cursor: String) -> (rangeValue: String?, id: String)? {
-        guard let data = Secrets.base64URLDecoded(cursor), let kind = data.first else { return nil }
+    private static func position(_ data: [UInt8]) -> (rangeValue: String?, id: String)? {
+        guard let kind = data.first else { return nil }
         let rest = data.dropFirst()
         switch kind {
         case UInt8(ascii: "n"):

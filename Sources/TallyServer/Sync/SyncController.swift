@@ -1,13 +1,23 @@
 import Foundation
 import Hummingbird
+import NIOCore
 import TallyAPI
 import TallyStore
 
 /// `POST /v1/sync/push` and `GET /v1/sync/pull`: the sync protocol of docs/sync.md. A push applies each
-/// mutation above its client's `lastMutationId` exactly once; a pull returns the user's changes after a
-/// cursor, in version order.
+/// mutation above its client's `lastMutationId` exactly once, within the user's ``SyncBudget`` and push rate
+/// limit; a pull returns the user's changes after a cursor, in version order, a page of at most
+/// ``PageBound/defaultMaxBytes`` of data, at most ``maxPullsPerUser`` at once per user.
 struct SyncController {
     let services: TallyServices
+
+    /// Pulls one user may have in flight in this process, their answers being written included; one more is
+    /// refused with 429. A user's devices pull one page at a time each: this covers several devices syncing at
+    /// once, and bounds what one user's pulls hold in memory to this many pages.
+    static let maxPullsPerUser = 4
+    /// A pull's answer is written in pieces of this size, so a client that reads slowly holds the writer (and
+    /// its slot) until nearly all of it is sent, while the connection buffers little more than a piece.
+    static let writePiece = 64 << 10
 
     func addRoutes(to group: RouterGroup<AuthenticatedContext>) {
         group.post("sync/push", use: push)
@@ -15,11 +25,14 @@ struct SyncController {
     }
 
     @Sendable func push(_ request: Request, context: AuthenticatedContext) async throws -> Response {
+        let userId = context.identity.userId
+        try services.pushes.acquire(userId, Door(route: "POST /v1/sync/push", now: services.clock.now, logger: context.logger, services: services))
         let body = try await RequestBody.json(request, upTo: PushRequest.maxBodyBytes)
         let push = try PushRequest(body, collections: services.collections)
-        let userId = context.identity.userId
         let outcome = try await services.storeCall {
-            try await services.store.push(userId: userId, clientId: push.clientId, mutations: push.mutations, now: services.clock.now)
+            try await services.store.push(
+                userId: userId, clientId: push.clientId, mutations: push.mutations, budget: services.configuration.sync.budget,
+                now: services.clock.now)
         }
         let applied = outcome.results.compactMap { result -> Int64? in
             if case .applied(let record) = result { return record.version }
@@ -41,15 +54,39 @@ struct SyncController {
             limit = parsed
         }
         let after = try parameters["cursor"].map { cursor -> Int64 in
-            guard let version = SyncCursor.decode(String(cursor), userId: userId) else {
+            guard let version = SyncCursor.decode(String(cursor), userId: userId, keys: services.cursors) else {
                 throw APIError(.invalidCursor, "'cursor' was not issued by this server to this user.")
             }
             return version
         }
-        let page = try await services.storeCall { try await services.store.changes(userId: userId, after: after, limit: limit) }
-        let body = PullBody(page: page, cursor: SyncCursor.encode(version: page.cursor, userId: userId))
-        var json = JSONWriter(capacity: body.capacity)
-        body.write(to: &json)
-        return JSONResponse.make(status: .ok, bytes: json.bytes)
+        guard services.pulls.acquire(userId) else {
+            throw APIError(
+                .rateLimited, "This user already has \(Self.maxPullsPerUser) pulls in flight; retry when one ends.",
+                headers: [.retryAfter: "1"])
+        }
+        // Given back once the answer is written (or the connection is gone), not when the handler returns.
+        let slot = CallSlot(limiter: services.pulls, userId: userId)
+        let bytes: [UInt8]
+        do {
+            let page = try await services.storeCall { try await services.store.changes(userId: userId, after: after, limit: limit) }
+            let body = PullBody(page: page, cursor: try SyncCursor.encode(version: page.cursor, userId: userId, keys: services.cursors))
+            var json = JSONWriter(capacity: body.capacity)
+            body.write(to: &json)
+            bytes = json.bytes
+        } catch {
+            slot.end()
+            throw error
+        }
+        let body = ResponseBody(contentLength: bytes.count) { writer in
+            defer { slot.end() }
+            var offset = 0
+            while offset < bytes.count {
+                let end = min(offset + Self.writePiece, bytes.count)
+                try await writer.write(ByteBuffer(bytes: bytes[offset..<end]))
+                offset = end
+            }
+            try await writer.finish(nil)
+        }
+        return Response(status: .ok, headers: [.contentType: "application/json; charset=utf-8"], body: body)
     }
 }

@@ -28,7 +28,7 @@ struct SyncEventsController {
 
     @Sendable func events(_ request: Request, context: AuthenticatedContext) async throws -> Response {
         let identity = context.identity
-        let resumeFrom = try Self.resumeVersion(request, userId: identity.userId)
+        let resumeFrom = try Self.resumeVersion(request, userId: identity.userId, keys: services.cursors)
         // The stream outlives requests: it ends with the token's validity, so the token's expiry is needed.
         guard let token = request.headers[.authorization].flatMap(AuthMiddleware.bearer),
             let verified = await services.tokens.verify(token), verified.identity == identity
@@ -43,10 +43,10 @@ struct SyncEventsController {
     /// The version the client has everything up to: `Last-Event-ID` (what an SSE client sends when it
     /// reconnects: the `id` of the last `changed`), else `?cursor=`; nil when neither is given. A cursor this
     /// server did not issue to this user is 400 `invalid_cursor`.
-    static func resumeVersion(_ request: Request, userId: String) throws -> Int64? {
+    static func resumeVersion(_ request: Request, userId: String, keys: CursorKeys) throws -> Int64? {
         let header = request.headers[.lastEventID].flatMap { $0.isEmpty ? nil : $0 }
         guard let cursor = header ?? request.uri.queryParameters["cursor"].map(String.init) else { return nil }
-        guard let version = SyncCursor.decode(cursor, userId: userId) else {
+        guard let version = SyncCursor.decode(cursor, userId: userId, keys: keys) else {
             throw APIError(.invalidCursor, "The cursor (Last-Event-ID or 'cursor') was not issued to this user by this server.")
         }
         return version
