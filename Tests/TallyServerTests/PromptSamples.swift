@@ -74,7 +74,7 @@ enum PromptSamples {
     ]
 
     /// A Chat Completions body of `messages` for `model`, as a client sends it.
-    static func body(_ messages: [ChatMessage], model: String = "chat", stream: Bool = false) -> [String: JSONValue] {
+    static func body(_ messages: [ChatMessage], model: String = "chat", stream: Bool = false) -> [JSONKey: JSONValue] {
         let request = ChatCompletionRequest(model: model, messages: messages, stream: stream ? true : nil)
         return (try? JSONValue.parse(Array(JSONEncoder().encode(request))))?.objectValue ?? [:]
     }

@@ -18,7 +18,7 @@ struct UpstreamAnswerTests {
         case 3: return .null
         case 4: return .array((0..<Int(random.next() % 4)).map { _ in value(&random, depth: depth - 1) })
         default:
-            var object: [String: JSONValue] = [:]
+            var object: [JSONKey: JSONValue] = [:]
             for _ in 0..<Int(random.next() % 4) {
                 object[strings[Int(random.next() % UInt64(strings.count))]] = value(&random, depth: depth - 1)
             }
@@ -31,7 +31,7 @@ struct UpstreamAnswerTests {
         var random = SplitMix64(seed: 4_211)
         var found = 0
         for _ in 0..<2_000 {
-            var answer: [String: JSONValue] = ["choices": Self.value(&random, depth: 3), "id": Self.value(&random, depth: 2)]
+            var answer: [JSONKey: JSONValue] = ["choices": Self.value(&random, depth: 3), "id": Self.value(&random, depth: 2)]
             if random.next() % 3 != 0 {
                 let usage = ChatUsage(promptTokens: Int(random.next() % 10_000), completionTokens: Int(random.next() % 10_000))
                 answer["usage"] = try JSONValue.parse(Array(try JSONEncoder().encode(usage)))

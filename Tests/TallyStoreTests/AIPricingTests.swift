@@ -53,7 +53,7 @@ struct AIPricingTests {
 
     @Test("The bound and the gateway's allow-list are one list: every field taken as prompt adds its bytes to the bound, every other field adds nothing")
     func boundFollowsTheAllowList() throws {
-        let base: [String: JSONValue] = ["model": .string("chat"), "messages": .array([.object(["role": .string("user"), "content": .string("hi")])])]
+        let base: [JSONKey: JSONValue] = ["model": .string("chat"), "messages": .array([.object(["role": .string("user"), "content": .string("hi")])])]
         let without = PromptBound.tokens(request: base)
         #expect(ChatRequestFields.all.values.contains(.prompt) && ChatRequestFields.all["messages"] == .prompt)
         for (field, kind) in ChatRequestFields.all where field != "messages" {

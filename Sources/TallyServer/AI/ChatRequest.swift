@@ -35,10 +35,10 @@ struct ChatRequest: Sendable {
         guard var object = body.objectValue else { throw APIError(.invalidJSON, "The body must be a JSON object.") }
         // Only fields a hold accounts for reach the provider (ChatRequestFields): a clear refusal, not a silent drop,
         // since a field a client sends changes what it gets.
-        if let field = object.keys.filter({ ChatRequestFields.all[$0] == nil }).min() {
+        if let field = object.keys.filter({ ChatRequestFields.all[$0.string] == nil }).min() {
             throw APIError(
                 .invalidField,
-                "The gateway does not take '\(field.prefix(64))': only fields whose cost a hold bounds are forwarded ("
+                "The gateway does not take '\(field.string.prefix(64))': only fields whose cost a hold bounds are forwarded ("
                     + ChatRequestFields.all.keys.sorted().joined(separator: ", ") + ").")
         }
         guard case .string(let name)? = object["model"] else { throw APIError(.invalidField, "'model' must be a string.") }

@@ -220,7 +220,7 @@ struct DailySeries: Sendable, Hashable {
     /// What every key of the series begins with.
     var prefix: String {
         guard !parameters.isEmpty else { return "tally.daily \(name)/" }
-        let canonical = JSONValue.object(parameters.mapValues { .string($0) }).bytes
+        let canonical = JSONValue.object(Dictionary(uniqueKeysWithValues: parameters.map { (JSONKey($0.key), JSONValue.string($0.value)) })).bytes
         return "tally.daily \(name)?\(Secrets.sha256(String(decoding: canonical, as: UTF8.self)))/"
     }
 

@@ -46,7 +46,7 @@ struct PromptEstimator: Sendable {
         /// The features of a Chat Completions body: each message's role, name and text (a string or text parts),
         /// the JSON of its other fields (tool calls), and the JSON of ``PromptBound/promptFields`` (tools, formats);
         /// `bound` is the request's ``PromptBound`` (computed when not given).
-        init(request body: [String: JSONValue], bound: Int? = nil) {
+        init(request body: [JSONKey: JSONValue], bound: Int? = nil) {
             if case .array(let messages)? = body["messages"] {
                 for message in messages {
                     self.messages += 1
