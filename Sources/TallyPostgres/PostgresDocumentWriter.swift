@@ -165,9 +165,12 @@ struct DocumentWriter {
         let address = DocumentAddress(mutation)
         let existing = documents[address]
         let collection = mutation.collection.name
-        // The count only matters to a create: plan without it first.
+        // The count only matters to a create: plan without it first (and again with it for a create, or a write the
+        // budget refused that may be a create the collection's limit refuses first, as on SQLite).
         var plan = DocumentPlanner.plan(mutation, existing: existing, liveCount: 0, usage: usage, budget: budget)
-        if case .write(_, _, _, true, _) = plan {
+        var counts = plan == .refused(.storageFull) && existing?.deleted != false
+        if case .write(_, _, _, true, _) = plan { counts = true }
+        if counts {
             plan = DocumentPlanner.plan(
                 mutation, existing: existing, liveCount: try await liveCount(collection), usage: usage, budget: budget)
         }

@@ -38,6 +38,16 @@ struct SyncConfigurationTests {
         #expect(json.collections.map(\.name) == ["profile"] && json.tombstoneRetentionDays == 30)
     }
 
+    @Test("The per-user storage budget: 20,000 documents, 64 MiB, 5,000 client ids by default; each key set alone; below 1 refused")
+    func budget() throws {
+        #expect(SyncConfiguration().budget == SyncBudget(documents: 20_000, bytes: 64 << 20, clientIds: 5_000))
+        let set = try SyncConfiguration(yaml: "maxStoredDocumentsPerUser: 500\nmaxClientIdsPerUser: 3\n", catalog: Self.catalog)
+        #expect(set.budget == SyncBudget(documents: 500, bytes: 64 << 20, clientIds: 3))
+        for key in ["maxStoredDocumentsPerUser", "maxStoredBytesPerUser", "maxClientIdsPerUser"] {
+            #expect(throws: ConfigurationError.self, "\(key)") { try SyncConfiguration(yaml: "\(key): 0\n", catalog: Self.catalog) }
+        }
+    }
+
     @Test("Bad collections are refused with a message naming what to fix")
     func refuses() {
         let cases = [

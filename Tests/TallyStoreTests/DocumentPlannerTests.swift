@@ -21,6 +21,29 @@ struct DocumentPlannerTests {
             liveCount: count)
     }
 
+    @Test("The storage budget refuses a new row past its documents and growth past its bytes; deletes, revivals and shrinking pass")
+    func budget() throws {
+        let data = try JSONValue.parse(#"{"date":"2026-11-24"}"#)  // 21 bytes
+        let budget = SyncBudget(documents: 10, bytes: 100, clientIds: 1)
+        func planned(_ operation: DocumentMutation.Operation, on existing: DocumentRecord?, documents: Int64, bytes: Int64) -> DocumentPlan {
+            DocumentPlanner.plan(
+                DocumentMutation(collection: logs, docId: "d1", operation: operation), existing: existing, liveCount: 0,
+                usage: SyncUsage(documents: documents, bytes: bytes), budget: budget)
+        }
+        let full = DocumentPlan.refused(.storageFull)
+        #expect(planned(.put(data), on: nil, documents: 9, bytes: 0) != full, "the 10th row")
+        #expect(planned(.put(data), on: nil, documents: 10, bytes: 0) == full, "the 11th row")
+        #expect(planned(.put(data), on: record("", deleted: true), documents: 10, bytes: 0) != full, "a tombstone's own row")
+        #expect(planned(.put(data), on: nil, documents: 0, bytes: 79) != full, "79 + 21 = 100 bytes")
+        #expect(planned(.put(data), on: nil, documents: 0, bytes: 80) == full, "101 bytes")
+        let live = record(#"{"date":"2026-11-24","x":1234567890}"#)  // 35 bytes
+        #expect(planned(.put(data), on: live, documents: 20, bytes: 500) != full, "shrinking while over a lowered budget")
+        #expect(planned(.delete, on: live, documents: 20, bytes: 500) != full)
+        #expect(planned(.patch(try JSONValue.parse(#"{"y":"longer"}"#)), on: live, documents: 1, bytes: 99) == full, "growing past it")
+        // Without a usage (models of the other rules), no budget.
+        #expect(plan(.put(data), on: nil) != full)
+    }
+
     @Test("A put creates where nothing or a tombstone is, and replaces a live document")
     func put() throws {
         let data = try JSONValue.parse(#"{"date":"2026-11-24","done":true}"#)
