@@ -33,6 +33,8 @@ struct AIDailyTests {
             }
             #expect(Set(bodies).count == 1 && bodies[0].hasPrefix("200 "), "\(Set(bodies).prefix(3))")
             #expect(try await upstream.stats().completions == 1)
+            // The provider sees the Tally user's opaque id, as for chat calls.
+            #expect(try await upstream.lastRequest()?["user"] == .string(user.userId))
             let debits = try await api.allEntries(user).filter { $0.kind == "debit" }
             #expect(debits.count == 1 && debits.first?.amount == -5)
             try await api.expectBooksBalance(user)

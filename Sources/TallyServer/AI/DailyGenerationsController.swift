@@ -141,7 +141,7 @@ struct DailyGenerationsController {
             }.flatMap { $0.deleted ? nil : try? JSONValue.parse($0.data) }
         }
         let prompt = spec.prompt.render(day: day, user: user, parameters: parameters, profile: profile)
-        let content = try await complete(prompt, model: spec.model)
+        let content = try await complete(prompt, model: spec.model, userId: user.id)
         let generation = DailyGeneration(
             name: spec.name, day: day, content: content, generatedAt: services.clock.now, expiresAt: expiresAt)
         let body = try JSONResponse.bytes(generation)
@@ -171,11 +171,13 @@ struct DailyGenerationsController {
         }
     }
 
-    /// The model's answer to `prompt` (one user message), through the same upstream as chat calls.
-    private func complete(_ prompt: String, model: AIModelSpec) async throws -> String {
+    /// The model's answer to `prompt` (one user message), through the same upstream as chat calls; `user` is the
+    /// Tally user's id, as for chat calls (the provider's abuse signals see one opaque id per user).
+    private func complete(_ prompt: String, model: AIModelSpec, userId: String) async throws -> String {
         var body: [JSONKey: JSONValue] = [
             "model": .string(model.upstreamModel),
             "messages": .array([.object(["role": .string("user"), "content": .string(prompt)])]),
+            "user": .string(userId),
         ]
         body[ai.configuration.upstream.capField.rawValue] = .int(model.maxCompletionTokens)
         let response: HTTPClientResponse
