@@ -33,7 +33,7 @@ struct ChatCompletionsController {
         defer { slot.end() }
         let fingerprint = CommandRunner.fingerprint(request, canonicalBody: String(decoding: chat.canonicalBody, as: UTF8.self))
         return try await services.runner.withIdempotency(request: request, scope: userId, requestFingerprint: fingerprint) { key in
-            if let key, let stored = try await storeCall({ try await services.store.storedResponse(for: key) }) {
+            if let key, let stored = try await services.store.storedResponse(for: key) {
                 return try Self.replay(stored)
             }
             let call = try await hold(userId, chat)
@@ -129,7 +129,7 @@ struct ChatCompletionsController {
         let command = Command.createHold(
             userId: userId, holdId: call.holdId, amount: chat.maxCost, expiresAt: now.addingTimeInterval(ai.holdTTL),
             note: "ai \(chat.model.name) prompt<=\(chat.promptBound) completion<=\(chat.completionLimit)")
-        _ = try await storeCall { try await services.store.execute(command, idempotency: nil, now: now) { _ in StoredResponse(status: 201, body: []) } }
+        _ = try await services.store.execute(command, idempotency: nil, now: now) { _ in StoredResponse(status: 201, body: []) }
         services.notifier.walletChanged(userId: userId)
         return call
     }
@@ -170,12 +170,10 @@ struct ChatCompletionsController {
         let command = Settlement(call, charge: charge).command
         let held = call.chat.maxCost
         let execution = try await Task {
-            try await storeCall {
-                try await services.store.execute(command, idempotency: idempotency, now: services.clock.now) { outcome in
-                    render(AICharge(
-                        charged: charge.amount, held: held, promptTokens: charge.promptTokens,
-                        completionTokens: charge.completionTokens, wallet: Wallet(outcome.state.wallet)))
-                }
+            try await services.store.execute(command, idempotency: idempotency, now: services.clock.now) { outcome in
+                render(AICharge(
+                    charged: charge.amount, held: held, promptTokens: charge.promptTokens,
+                    completionTokens: charge.completionTokens, wallet: Wallet(outcome.state.wallet)))
             }
         }.value
         if execution.isReplay { await settle(call, charge: nil, why: "answered under the same key") }
@@ -220,15 +218,6 @@ struct ChatCompletionsController {
     /// Whether `error` says the database could not be reached (as the store reports it, or as an API error).
     static func databaseUnavailable(_ error: any Error) -> Bool {
         (error as? StoreError)?.code == .unavailable || (error as? APIError)?.body.error.code == .unavailable
-    }
-
-    /// Runs a store call, turning its refusals into API errors (402 with the wallet and quotas).
-    func storeCall<T>(_ work: () async throws -> T) async throws -> T {
-        do {
-            return try await work()
-        } catch let error as StoreError {
-            throw APIError(error, views: services.views)
-        }
     }
 
     /// The usage object of an answer or chunk, if it is one.

@@ -44,7 +44,7 @@ struct DailyGenerationsController {
         }
         let series = DailySeries(name: name, parameters: parameters)
         if let cached = ai.generations.get(userId: userId, series: series.prefix, now: now) { return Self.response(cached) }
-        guard let user = try await chat.storeCall({ try await services.store.user(id: userId) }) else {
+        guard let user = try await services.store.user(id: userId) else {
             throw APIError(.unauthorized, "A valid access token is required.")
         }
         let generation = try await ai.daily.run(userId + "\u{0}" + series.prefix) {
@@ -71,7 +71,7 @@ struct DailyGenerationsController {
             let latest = try await latest(series, user: user, now: now)
             if let latest, latest.expiresAt > now { return latest }
             let until = now.addingTimeInterval(TimeInterval(ai.configuration.upstream.timeout.components.seconds) + 10)
-            if try await chat.storeCall({ try await store.takeLease(lease, holder: ai.holder, until: until, now: now) }) {
+            if try await store.takeLease(lease, holder: ai.holder, until: until, now: now) {
                 do {
                     let made = try await generate(spec, user: user, series: series)
                     try? await store.releaseLease(lease, holder: ai.holder)
@@ -90,9 +90,7 @@ struct DailyGenerationsController {
 
     /// The series' latest stored generation (its window open or not), as the database holds it.
     private func latest(_ series: DailySeries, user: UserRecord, now: Date) async throws -> Stored? {
-        let stored = try await chat.storeCall {
-            try await services.store.storedResponses(scope: user.id, keyPrefix: series.prefix, limit: 4)
-        }
+        let stored = try await services.store.storedResponses(scope: user.id, keyPrefix: series.prefix, limit: 4)
         var generations = stored.compactMap { Self.decode($0.body) }
         // A generation stored before parameters and windows were part of its key (under `tally.daily/<name>/<day>`):
         // still the day's for a series without parameters until it expires, so a deployment charges no one twice.
@@ -100,7 +98,7 @@ struct DailyGenerationsController {
             let day = Self.dayString(now, in: TimeZone(identifier: user.timezone) ?? .gmt)
             let legacy = IdempotencyKey(
                 scope: user.id, key: "tally.daily/\(series.name)/\(day)", fingerprint: Secrets.sha256("GET daily \(series.name) \(day)"))
-            if let old = try await chat.storeCall({ try await services.store.storedResponse(for: legacy) }), let generation = Self.decode(old.body) {
+            if let old = try await services.store.storedResponse(for: legacy), let generation = Self.decode(old.body) {
                 generations.append(generation)
             }
         }
@@ -136,21 +134,18 @@ struct DailyGenerationsController {
         try await checkAffordable(spec, userId: user.id)
         var profile: JSONValue?
         if let document = spec.profileDocument, spec.prompt.readsProfile {
-            profile = try await chat.storeCall {
-                try await store.document(userId: user.id, collection: document.collection, id: document.id)
-            }.flatMap { $0.deleted ? nil : try? JSONValue.parse($0.data) }
+            profile = try await store.document(userId: user.id, collection: document.collection, id: document.id)
+                .flatMap { $0.deleted ? nil : try? JSONValue.parse($0.data) }
         }
         let prompt = spec.prompt.render(day: day, user: user, parameters: parameters, profile: profile)
         let content = try await complete(prompt, model: spec.model, userId: user.id)
         let generation = DailyGeneration(
             name: spec.name, day: day, content: content, generatedAt: services.clock.now, expiresAt: expiresAt)
         let body = try JSONResponse.bytes(generation)
-        let execution = try await chat.storeCall {
-            try await store.execute(
-                .performAction(userId: user.id, action: spec.action, quotaLimit: spec.quotaLimit), idempotency: key,
-                now: services.clock.now
-            ) { _ in StoredResponse(status: 200, body: body) }
-        }
+        let execution = try await store.execute(
+            .performAction(userId: user.id, action: spec.action, quotaLimit: spec.quotaLimit), idempotency: key,
+            now: services.clock.now
+        ) { _ in StoredResponse(status: 200, body: body) }
         if !execution.isReplay { services.notifier.walletChanged(userId: user.id) }
         return execution.response.body
     }
@@ -158,15 +153,15 @@ struct DailyGenerationsController {
     /// Refuses (402 with the wallet and quotas) a generation whose action would be refused now, before the model is paid.
     private func checkAffordable(_ spec: DailyGenerationSpec, userId: String) async throws {
         let now = services.clock.now
-        guard let state = try await chat.storeCall({ try await services.store.accountState(userId: userId, now: now) }) else {
+        guard let state = try await services.store.accountState(userId: userId, now: now) else {
             throw APIError(.unauthorized, "A valid access token is required.")
         }
         let remaining = spec.action.quota.flatMap { quota in services.views.quotas(for: state).first { $0.name == quota }?.remaining }
         switch ActionDecision.decide(
             action: spec.action, isPremium: state.user.isPremium(at: now), quotaRemaining: remaining, available: state.wallet.available)
         {
-        case .insufficientTokens: throw APIError(StoreError(.insufficientTokens, state: state), views: services.views)
-        case .quotaExhausted: throw APIError(StoreError(.quotaExhausted, state: state), views: services.views)
+        case .insufficientTokens: throw StoreError(.insufficientTokens, state: state)
+        case .quotaExhausted: throw StoreError(.quotaExhausted, state: state)
         case .useQuota, .premium, .charge: return
         }
     }

@@ -184,7 +184,7 @@ private func baseRouter(services: TallyServices) -> Router<TallyRequestContext> 
     let router = Router(context: TallyRequestContext.self)
     router.add(middleware: AccessLogMiddleware())
     router.add(middleware: RequestMetricsMiddleware(factory: services.metrics))
-    router.add(middleware: ErrorMiddleware())
+    router.add(middleware: ErrorMiddleware(views: services.views))
     OperationsController(services: services).addProbeRoutes(to: router)
     return router
 }

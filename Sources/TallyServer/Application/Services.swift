@@ -51,7 +51,7 @@ public struct TallyServices: Sendable {
         let events = events ?? EventHub(metrics: metrics)
         let notifier = EventNotifier(hub: events, relay: relay)
         self.runner = CommandRunner(
-            store: store, clock: clock, views: views, inFlight: InFlightKeys(), metrics: metrics, notifier: notifier)
+            store: store, clock: clock, inFlight: InFlightKeys(), metrics: metrics, notifier: notifier)
         self.secrets = RuntimeSecrets()
         self.sessions = SessionCache(clock: clock)
         self.metrics = metrics

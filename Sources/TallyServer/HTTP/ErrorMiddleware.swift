@@ -5,7 +5,14 @@ import TallyStore
 
 /// Turns every error into the API's JSON error shape. Expected failures keep their status; anything
 /// unexpected is logged (type only, no values) and becomes a 500 whose body reveals nothing.
+///
+/// The one place a store's refusal becomes an answer: a ``StoreError`` thrown by any route (an embedding
+/// app's too) is rendered here, a refusal with account state (`402 insufficient_tokens`, `quota_exhausted`)
+/// with the caller's `wallet` and `quotas`, so no route needs to catch it.
 struct ErrorMiddleware<Context: RequestContext>: RouterMiddleware {
+    /// Renders a refusal's quotas.
+    let views: QuotaViews
+
     func handle(_ request: Request, context: Context, next: (Request, Context) async throws -> Response) async throws -> Response {
         do {
             return try await next(request, context)
@@ -16,7 +23,7 @@ struct ErrorMiddleware<Context: RequestContext>: RouterMiddleware {
                 // Debug only: during an outage every request fails this way, and the store logs the outage once.
                 context.logger.debug("store unavailable", metadata: ["error": "\(error.underlying.map { "\($0)" } ?? "-")"])
             }
-            return try APIError(error).response(from: request, context: context)
+            return try APIError(error, views: views).response(from: request, context: context)
         } catch let error as HTTPError {
             return try Self.map(error).response(from: request, context: context)
         } catch {

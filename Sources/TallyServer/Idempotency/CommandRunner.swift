@@ -13,17 +13,16 @@ import TallyStore
 struct CommandRunner: Sendable {
     let store: any TallyStorage
     let clock: any WallClock
-    let views: QuotaViews
     let inFlight: InFlightKeys
     let counters: LedgerCounters
     /// Told of every command that changed an account (its wallet or quotas): the event streams' `wallet`.
     let notifier: any ChangeNotifier
 
     init(
-        store: any TallyStorage, clock: any WallClock, views: QuotaViews, inFlight: InFlightKeys, metrics: any MetricsFactory,
+        store: any TallyStorage, clock: any WallClock, inFlight: InFlightKeys, metrics: any MetricsFactory,
         notifier: any ChangeNotifier
     ) {
-        (self.store, self.clock, self.views, self.inFlight, self.notifier) = (store, clock, views, inFlight, notifier)
+        (self.store, self.clock, self.inFlight, self.notifier) = (store, clock, inFlight, notifier)
         self.counters = LedgerCounters(factory: metrics)
     }
 
@@ -47,7 +46,7 @@ struct CommandRunner: Sendable {
                 }
             } catch let error as StoreError {
                 count(command, result: "refused_\(error.code)")
-                throw APIError(error, views: views)
+                throw error
             }
         }
         count(command, result: execution.isReplay ? "replayed" : "executed")
@@ -68,7 +67,7 @@ struct CommandRunner: Sendable {
         }
         let claim = idempotency.map { "\($0.scope)\u{0}\($0.key)" }
         if let claim, !inFlight.claim(claim) {
-            throw APIError(StoreError(.idempotencyKeyInUse))
+            throw StoreError(.idempotencyKeyInUse)
         }
         defer { if let claim { inFlight.release(claim) } }
         return try await work(idempotency)

@@ -33,9 +33,7 @@ struct CollectionsController {
 
     @Sendable func get(_ request: Request, context: AuthenticatedContext) async throws -> Response {
         let (collection, docId) = try address(context)
-        let stored = try await services.storeCall {
-            try await services.store.document(userId: context.identity.userId, collection: collection.name, id: docId)
-        }
+        let stored = try await services.store.document(userId: context.identity.userId, collection: collection.name, id: docId)
         guard let record = stored, !record.deleted else { throw APIError(.notFound, "No such document.") }
         let etag = "\"\(record.version)\""
         let headers: HTTPFields = [.eTag: etag, .cacheControl: "private, no-cache"]
@@ -104,7 +102,7 @@ struct CollectionsController {
         }
         let fields = try parameters["fields"].map { try Self.fields(String($0)) }
         let query = DocumentRangeQuery(collection: collection.name, from: from, to: to, descending: descending, after: after, limit: limit)
-        let page = try await services.storeCall { try await services.store.documents(userId: userId, query: query) }
+        let page = try await services.store.documents(userId: userId, query: query)
         let next = try page.hasMore ? page.documents.last.map { try RangeCursor.encode(after: $0, userId: userId, keys: services.cursors) } : nil
         let body = DocumentPageBody(records: page.documents[...], nextCursor: next, fields: fields)
         var json = JSONWriter(capacity: page.documents.reduce(64) { $0 + $1.data.count + 160 })
@@ -140,16 +138,14 @@ struct CollectionsController {
             request: request, scope: userId,
             requestFingerprint: CommandRunner.fingerprint(request, canonicalBody: preconditions + "\n" + canonicalBody)
         ) { key in
-            try await services.storeCall {
-                try await services.store.writeDocument(
-                    mutation, userId: userId, budget: services.configuration.sync.budget, idempotency: key, now: services.clock.now
-                ) { outcome in
-                    written.value.withLock { $0 = outcome }
-                    guard !isDelete else { return StoredResponse(status: 204, body: []) }
-                    var json = JSONWriter(capacity: outcome.document.data.count + 160)
-                    json.document(outcome.document)
-                    return StoredResponse(status: outcome.created ? 201 : 200, body: json.bytes)
-                }
+            try await services.store.writeDocument(
+                mutation, userId: userId, budget: services.configuration.sync.budget, idempotency: key, now: services.clock.now
+            ) { outcome in
+                written.value.withLock { $0 = outcome }
+                guard !isDelete else { return StoredResponse(status: 204, body: []) }
+                var json = JSONWriter(capacity: outcome.document.data.count + 160)
+                json.document(outcome.document)
+                return StoredResponse(status: outcome.created ? 201 : 200, body: json.bytes)
             }
         }
         if case .executed = execution, let outcome = written.value.withLock({ $0 }) {

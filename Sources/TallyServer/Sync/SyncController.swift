@@ -29,11 +29,9 @@ struct SyncController {
         try services.pushes.acquire(userId, Door(route: "POST /v1/sync/push", now: services.clock.now, logger: context.logger, services: services))
         let body = try await RequestBody.json(request, upTo: PushRequest.maxBodyBytes)
         let push = try PushRequest(body, collections: services.collections)
-        let outcome = try await services.storeCall {
-            try await services.store.push(
-                userId: userId, clientId: push.clientId, mutations: push.mutations, budget: services.configuration.sync.budget,
-                now: services.clock.now)
-        }
+        let outcome = try await services.store.push(
+            userId: userId, clientId: push.clientId, mutations: push.mutations, budget: services.configuration.sync.budget,
+            now: services.clock.now)
         let applied = outcome.results.compactMap { result -> Int64? in
             if case .applied(let record) = result { return record.version }
             return nil
@@ -68,7 +66,7 @@ struct SyncController {
         let slot = CallSlot(limiter: services.pulls, userId: userId)
         let bytes: [UInt8]
         do {
-            let page = try await services.storeCall { try await services.store.changes(userId: userId, after: after, limit: limit) }
+            let page = try await services.store.changes(userId: userId, after: after, limit: limit)
             let body = PullBody(page: page, cursor: try SyncCursor.encode(version: page.cursor, userId: userId, keys: services.cursors))
             var json = JSONWriter(capacity: body.capacity)
             body.write(to: &json)

@@ -159,14 +159,3 @@ struct PushRequest {
         return text
     }
 }
-
-extension TallyServices {
-    /// Runs a store call, a refusal becoming its client-facing error (402 with the wallet and quotas).
-    func storeCall<T>(_ call: () async throws -> T) async throws -> T {
-        do {
-            return try await call()
-        } catch let error as StoreError {
-            throw APIError(error, views: views)
-        }
-    }
-}
