@@ -40,6 +40,24 @@ import Testing
         }
     }
 
+    @Test("A real tally serve: ten answered requests, then SIGTERM: all ten access-log lines are in its standard error")
+    func everyLineIsWrittenBeforeTheProcessExits() async throws {
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("tally-access-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let server = try ServerProcess(
+            name: "logged", directory: directory, environment: ["TALLY_ADMIN_KEY": "access-log-admin-key-0123", "LOG_LEVEL": "info"])
+        let ports = try await server.ports()
+        let api = APIConnection(port: ports.api, adminPort: ports.admin, adminKey: "access-log-admin-key-0123")
+        for index in 0..<10 {
+            #expect(try await api.send(.get, "/health?n=\(index)").status == .ok)
+        }
+        await api.close()
+        #expect(server.stop() == .exited(0))
+        let lines = server.log.split(separator: "\n").filter { $0.contains("request method=GET route=/health status=200") }
+        #expect(lines.count == 10, "\(server.log)")
+    }
+
     @Test func belowInfoNothingIsWritten() async throws {
         let lines = CapturedLines()
         try await LiveServer.with(.sqlite, logger: lines.logger(level: .warning)) { server in

@@ -1,6 +1,7 @@
 import Foundation
 import Logging
 import Synchronization
+import TallyStore
 import Testing
 
 @testable import TallyServer
@@ -20,7 +21,7 @@ import Testing
         -> (ours: Logger, theirs: Logger, ourLines: Lines, theirLines: Lines)
     {
         let (ourLines, theirLines) = (Lines(), Lines())
-        let sink = LogSink(batching: false, seconds: { second }) { ourLines.write(String(decoding: $0, as: UTF8.self)) }
+        let sink = LogSink(batching: false, milliseconds: { Int64(second) * 1000 }) { ourLines.write(String(decoding: $0, as: UTF8.self)) }
         let ours = Logger(label: label) { label in
             var handler = LazyMetadataLogHandler(label: label, sink: sink)
             handler.metadataProvider = provider
@@ -84,10 +85,10 @@ import Testing
         #expect(text.split(separator: "\n").count == 2)
     }
 
-    @Test func theSinkBatchesLinesBelowNoticeUntilFlushedANoticeLineOrTheNextSecond() {
+    @Test func theSinkBatchesLinesBelowNoticeUntilFlushedANoticeLineOrALineAHundredMillisecondsLater() {
         let written = Lines()
-        let second = Mutex(1_800_000_000)
-        let sink = LogSink(batching: true, seconds: { second.withLock { $0 } }) { written.write(String(decoding: $0, as: UTF8.self)) }
+        let now = Mutex<Int64>(1_800_000_000_000)
+        let sink = LogSink(batching: true, milliseconds: { now.withLock { $0 } }) { written.write(String(decoding: $0, as: UTF8.self)) }
         let logger = Logger(label: "tally.test") { LazyMetadataLogHandler(label: $0, sink: sink) }
         func messages() -> [String] {
             written.text.withLock { $0 }.split(separator: "\n").map { String($0.split(separator: "] ").last ?? "") }
@@ -101,9 +102,43 @@ import Testing
         sink.flush()
         #expect(messages().last == "fourth")
         logger.info("fifth")
-        second.withLock { $0 += 1 }
+        now.withLock { $0 += LogSink.maxDelay - 1 }
         logger.info("sixth")
-        #expect(messages().suffix(2) == ["fifth", "sixth"], "a line in a later second takes the waiting ones along")
+        #expect(messages().last == "fourth", "99 ms after the first waiting line, lines still wait")
+        now.withLock { $0 += 1 }
+        logger.info("seventh")
+        #expect(messages().suffix(3) == ["fifth", "sixth", "seventh"], "a line 100 ms after the first waiting one takes them along")
+    }
+
+    @Test("A line reaches the log within 100 ms of the injected clock, whenever it is written and whether or not others follow")
+    func aLineIsWrittenWithinAHundredMilliseconds() async throws {
+        let clock = ManualClock()
+        let written = Lines()
+        let sink = LogSink(batching: true, milliseconds: { clock.now.millis }) { written.write(String(decoding: $0, as: UTF8.self)) }
+        let logger = Logger(label: "tally.test") { LazyMetadataLogHandler(label: $0, sink: sink) }
+        let flusher = Task { try await LogFlusher(sink: sink, clock: clock).run() }
+        defer { flusher.cancel() }
+        try await clock.waitForSleepers()
+        var generator = SplitMix64(seed: 31)
+        var delays: [Int64] = []
+        for index in 0..<200 {
+            // Somewhere in the flusher's interval, in steps of a millisecond.
+            // (Set by whole milliseconds: adding 0.001 s to a `Date` this far from 1970 can round down to nothing.)
+            clock.set(Date(millis: clock.now.millis + Int64(generator.next() % 60)))
+            if clock.sleeperCount == 0 { try await clock.waitForSleepers() }
+            let loggedAt = clock.now.millis
+            logger.info("line \(index)")
+            while !written.text.withLock({ $0 }).contains("] line \(index)\n") {
+                #expect(clock.now.millis - loggedAt < LogSink.maxDelay, "line \(index) still waits")
+                guard clock.now.millis - loggedAt < 1000 else { return }
+                clock.set(Date(millis: clock.now.millis + 1))
+                // Woken: wait until it flushed and sleeps again.
+                if clock.sleeperCount == 0 { try await clock.waitForSleepers() }
+            }
+            delays.append(clock.now.millis - loggedAt)
+        }
+        #expect(delays.max() ?? 0 <= Int64(LogFlusher.interval * 1000), "the flusher alone writes each within its interval: \(delays.max() ?? 0) ms")
+        #expect(Set(delays).count > 10, "lines were written at many points of the interval")
     }
 
     struct TestError: Error, CustomStringConvertible {
