@@ -17,6 +17,10 @@ struct Serve: AsyncParsableCommand {
     @Option(name: .customLong("admin-port"), help: "Port of the admin listener (0 picks a free one).") var adminPort = 9090
     @OptionGroup var connections: ConnectionOptions
     @OptionGroup var store: StoreOptions
+    @Flag(
+        name: .customLong("check-config"),
+        help: "Check the configuration file, the options and the environment, print the effective configuration and exit (0: valid); nothing is started and the database is not contacted.")
+    var checkConfig = false
 
     /// How long in-flight requests get to finish after SIGTERM/SIGINT before they are cancelled, and how long
     /// cancellation may take before the process stops anyway.
@@ -24,19 +28,54 @@ struct Serve: AsyncParsableCommand {
     static let cancellationGrace: Duration = .seconds(5)
 
     func run() async throws {
-        // Every file the server creates (database, WAL, keys) is its user's alone.
-        umask(0o077)
-        var configuration = try store.configuration()
+        var problems: [String] = []
+        let configuration = configuration(problems: &problems)
+        if checkConfig { return try Self.report(configuration, problems: problems) }
+        guard problems.isEmpty else { throw ConfigurationError(problems.joined(separator: "\n")) }
+        try await serve(configuration)
+    }
+
+    /// The configuration from the options, the environment and `TALLY_CONFIG`; what is wrong is added to `problems`.
+    func configuration(problems: inout [String]) -> TallyConfiguration {
+        var configuration = store.configuration(environment: ProcessInfo.processInfo.environment, problems: &problems)
         configuration.host = host
         configuration.port = port
         configuration.backlog = backlog
         configuration.adminHost = adminHost
         configuration.adminPort = adminPort
-        configuration.connections = try connections.settings()
+        do { configuration.connections = try connections.settings() } catch { problems.append("\(error)") }
+        return configuration
+    }
+
+    /// `LOG_LEVEL`, `info` by default.
+    static var logLevel: Logger.Level {
+        ProcessInfo.processInfo.environment["LOG_LEVEL"].flatMap(Logger.Level.init(rawValue:)) ?? .info
+    }
+
+    /// `--check-config`: the effective configuration on standard output and exit 0, or the problems on standard
+    /// error and exit 1.
+    static func report(_ configuration: TallyConfiguration, problems: [String]) throws {
+        guard problems.isEmpty else {
+            FileHandle.standardError.write(Data("tally serve --check-config: the configuration is not valid:\n\(problems.joined(separator: "\n"))\n".utf8))
+            throw ExitCode.failure
+        }
+        let text = """
+            # tally serve --check-config: the configuration is valid (nothing was started).
+            # Log level (LOG_LEVEL): \(logLevel)
+            \(configuration.effectiveDescription)
+            """
+        FileHandle.standardOutput.write(Data(text.utf8))
+    }
+
+    /// Runs the server until SIGTERM or SIGINT.
+    func serve(_ configuration: TallyConfiguration) async throws {
+        // Every file the server creates (database, WAL, keys) is its user's alone.
+        umask(0o077)
+        var configuration = configuration
         let sink = LogSink.standardError
         defer { sink.flush() }
         var logger = Logger(label: "tally") { LazyMetadataLogHandler(label: $0, sink: sink) }
-        logger.logLevel = ProcessInfo.processInfo.environment["LOG_LEVEL"].flatMap(Logger.Level.init(rawValue:)) ?? .info
+        logger.logLevel = Self.logLevel
         let admin = try AdminKey.resolve(configured: configuration.adminKey, dataDirectory: configuration.dataDirectory)
         configuration.adminKey = admin.key
         if admin.generated {

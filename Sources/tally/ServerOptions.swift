@@ -8,28 +8,40 @@ struct StoreOptions: ParsableArguments {
     var dataDirectory = "tally-data"
 
     /// The configuration from these options and the environment
-    /// (`DATABASE_URL`, `TALLY_CONFIG`, `TALLY_ADMIN_KEY`, `TALLY_SIGNING_KEY`, `TALLY_POSTGRES_POOL`).
+    /// (`DATABASE_URL`, `TALLY_CONFIG`, `TALLY_ADMIN_KEY`, `TALLY_SIGNING_KEY`, `TALLY_POSTGRES_POOL`); the
+    /// problems found, all of them, in one error.
     func configuration(environment: [String: String] = ProcessInfo.processInfo.environment) throws -> TallyConfiguration {
+        var problems: [String] = []
+        let configuration = configuration(environment: environment, problems: &problems)
+        guard problems.isEmpty else { throw ConfigurationError(problems.joined(separator: "\n")) }
+        return configuration
+    }
+
+    /// The configuration from these options and the environment, as far as it can be read; what is wrong is
+    /// added to `problems` (each setting that cannot be read keeps its default).
+    func configuration(environment: [String: String], problems: inout [String]) -> TallyConfiguration {
         var configuration = TallyConfiguration()
+        if let path = environment["TALLY_CONFIG"], !path.isEmpty {
+            if let text = try? String(contentsOfFile: path, encoding: .utf8) {
+                do { configuration = try TallyConfiguration(file: text, environment: environment) } catch {
+                    problems.append("TALLY_CONFIG (\(path)):\n\(error)")
+                }
+            } else {
+                problems.append("TALLY_CONFIG: cannot read the file \(path)")
+            }
+        }
         configuration.dataDirectory = dataDirectory
         if let url = environment["DATABASE_URL"], !url.isEmpty { configuration.databaseURL = url }
         if let pool = environment["TALLY_POSTGRES_POOL"] {
-            guard let size = Int(pool), size >= 1 else { throw ValidationError("TALLY_POSTGRES_POOL must be a positive integer") }
-            configuration.postgresPoolSize = size
-        }
-        if let path = environment["TALLY_CONFIG"], !path.isEmpty {
-            guard let text = try? String(contentsOfFile: path, encoding: .utf8) else {
-                throw ValidationError("cannot read TALLY_CONFIG file \(path)")
+            if let size = Int(pool), size >= 1 { configuration.postgresPoolSize = size } else {
+                problems.append("TALLY_POSTGRES_POOL must be a positive integer")
             }
-            configuration.metering = try MeteringConfiguration(yaml: text)
-            configuration.limits = try LimitsConfiguration(yaml: text)
-            configuration.sync = try SyncConfiguration(yaml: text, catalog: configuration.metering.catalog)
-            configuration.ai = try AIConfiguration(yaml: text, catalog: configuration.metering.catalog, environment: environment)
         }
-        configuration.adminKey = environment["TALLY_ADMIN_KEY"]
+        configuration.adminKey = environment["TALLY_ADMIN_KEY"].flatMap { $0.isEmpty ? nil : $0 }
         if let keys = environment["TALLY_SIGNING_KEY"], !keys.isEmpty {
-            do { configuration.signingKeys = try SigningKeys(parsing: keys) } catch { throw ValidationError("TALLY_SIGNING_KEY: \(error)") }
+            do { configuration.signingKeys = try SigningKeys(parsing: keys) } catch { problems.append("TALLY_SIGNING_KEY: \(error)") }
         }
+        problems += configuration.environmentProblems
         return configuration
     }
 }

@@ -23,7 +23,7 @@ struct AIConfigurationTests {
 
     @Test("A full ai: section parses; the key comes from the environment and never shows in the description")
     func parses() throws {
-        let ai = try #require(try AIConfiguration(yaml: Self.yaml, catalog: Self.catalog, environment: ["PROVIDER_KEY": "sk-secret-1"]))
+        let ai = try #require(try TallyConfiguration(file: Self.yaml, catalog: Self.catalog, environment: ["PROVIDER_KEY": "sk-secret-1"]).ai)
         #expect(ai.upstream.baseURL == "https://api.example.com/v1" && ai.upstream.apiKey == "sk-secret-1")
         #expect(ai.upstream.capField == .maxTokens && !ai.upstream.description.contains("sk-secret-1"))
         #expect(ai.models.map(\.upstreamModel) == ["gpt-x"] && ai.maxConcurrentPerUser == 2)
@@ -35,12 +35,12 @@ struct AIConfigurationTests {
         #expect(daily[0].prompt.render(day: "2026-11-24", user: user, parameters: ["sign": "leo"], profile: .object(["name": .string("Aki")]))
             == "For leo on 2026-11-24 in ja: Aki")
         #expect(daily[1].prompt.render(day: "d", user: user, parameters: [:], profile: nil) == "A quote for Asia/Tokyo")
-        #expect(try AIConfiguration(yaml: "signupGrant: 0", catalog: Self.catalog, environment: [:]) == nil)
+        #expect(try TallyConfiguration(file: "signupGrant: 0", catalog: Self.catalog).ai == nil)
     }
 
     @Test("Mistakes are refused with a message naming them", arguments: [
         ("apiKeyEnv names PROVIDER_KEY", Self.yaml, [String: String]()),
-        ("unknown keys in ai.models: price", "ai: {upstream: {baseURL: 'http://x/v1'}, models: [{name: a, price: 1, promptTokensPerCredit: 1, completionTokensPerCredit: 1, maxCompletionTokens: 1}]}", [:]),
+        (#"unknown key "price" in ai.models[0]; known keys: name, upstreamModel, promptTokensPerCredit, completionTokensPerCredit, maxCompletionTokens"#, "ai: {upstream: {baseURL: 'http://x/v1'}, models: [{name: a, price: 1, promptTokensPerCredit: 1, completionTokensPerCredit: 1, maxCompletionTokens: 1}]}", [:]),
         ("baseURL must be an http(s) URL", "ai: {upstream: {baseURL: 'ftp://x'}, models: [{name: a, promptTokensPerCredit: 1, completionTokensPerCredit: 1, maxCompletionTokens: 1}]}", [:]),
         ("declare at least one model", "ai: {upstream: {baseURL: 'http://x/v1'}, models: []}", [:]),
         ("unknown placeholder {{nope}}", "ai: {upstream: {baseURL: 'http://x/v1'}, models: [{name: a, promptTokensPerCredit: 1, completionTokensPerCredit: 1, maxCompletionTokens: 1}], dailyGenerations: [{name: d, model: a, prompt: '{{nope}}', quota: readings}]}", [:]),
@@ -51,7 +51,7 @@ struct AIConfigurationTests {
     ])
     func refused(_ expected: String, _ yaml: String, _ environment: [String: String]) {
         #expect {
-            _ = try AIConfiguration(yaml: yaml, catalog: Self.catalog, environment: environment)
+            _ = try TallyConfiguration(file: yaml, catalog: Self.catalog, environment: environment)
         } throws: { error in
             "\(error)".contains(expected)
         }

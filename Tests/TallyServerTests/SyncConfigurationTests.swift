@@ -14,16 +14,17 @@ struct SyncConfigurationTests {
     func parses() throws {
         let defaults = SyncConfiguration()
         #expect(defaults.collections.isEmpty && defaults.tombstoneRetentionDays == 30)
-        #expect(try SyncConfiguration(yaml: "guestSignupsPerIPPerHour: 5\n", catalog: Self.catalog).collections.isEmpty)
-        let sync = try SyncConfiguration(
-            yaml: """
+        #expect(try TallyConfiguration(file: "guestSignupsPerIPPerHour: 5\n", catalog: Self.catalog).sync.collections.isEmpty)
+        let sync = try TallyConfiguration(
+            file: """
                 signupGrant: 0
                 collections:
                   - {name: habit_logs, rangeKey: date}
                   - {name: chat_messages, rangeKey: sentAt, action: chat.message, maxDocumentBytes: 262144}
                   - {name: answers, action: ai.query, maxDocuments: 1}
                 tombstoneRetentionDays: 7
-                """, catalog: Self.catalog)
+                """, catalog: Self.catalog
+        ).sync
         #expect(sync.tombstoneRetentionDays == 7)
         #expect(sync.collections == [
             CollectionSpec(name: "habit_logs", rangeKey: "date"),
@@ -34,17 +35,17 @@ struct SyncConfigurationTests {
         ])
         #expect(sync.collections[0].maxDocumentBytes == 16_384 && sync.collections[0].maxDocuments == 10_000)
         // JSON is YAML too.
-        let json = try SyncConfiguration(yaml: #"{"collections": [{"name": "profile"}]}"#, catalog: Self.catalog)
+        let json = try TallyConfiguration(file: #"{"collections": [{"name": "profile"}]}"#, catalog: Self.catalog).sync
         #expect(json.collections.map(\.name) == ["profile"] && json.tombstoneRetentionDays == 30)
     }
 
     @Test("The per-user storage budget: 20,000 documents, 64 MiB, 5,000 client ids by default; each key set alone; below 1 refused")
     func budget() throws {
         #expect(SyncConfiguration().budget == SyncBudget(documents: 20_000, bytes: 64 << 20, clientIds: 5_000))
-        let set = try SyncConfiguration(yaml: "maxStoredDocumentsPerUser: 500\nmaxClientIdsPerUser: 3\n", catalog: Self.catalog)
+        let set = try TallyConfiguration(file: "maxStoredDocumentsPerUser: 500\nmaxClientIdsPerUser: 3\n", catalog: Self.catalog).sync
         #expect(set.budget == SyncBudget(documents: 500, bytes: 64 << 20, clientIds: 3))
         for key in ["maxStoredDocumentsPerUser", "maxStoredBytesPerUser", "maxClientIdsPerUser"] {
-            #expect(throws: ConfigurationError.self, "\(key)") { try SyncConfiguration(yaml: "\(key): 0\n", catalog: Self.catalog) }
+            #expect(throws: ConfigurationError.self, "\(key)") { try TallyConfiguration(file: "\(key): 0\n", catalog: Self.catalog) }
         }
     }
 
@@ -60,15 +61,15 @@ struct SyncConfigurationTests {
             ("collections: [{name: notes, maxDocumentBytes: 0}]", "maxDocumentBytes"),
             ("collections: [{name: notes, maxDocuments: 0}]", "maxDocuments must be at least 1"),
             ("collections: [{name: notes, rangeKey: \"\"}]", "rangeKey"),
-            ("collections: [{name: notes, maxDocs: 5}]", "unknown keys in collections: maxDocs"),
-            ("collections: [{rangeKey: date}]", "collections"),
-            ("collections: {name: notes}", "collections"),
+            ("collections: [{name: notes, maxDocs: 5}]", #"unknown key "maxDocs" in collections[0]; known keys: name, rangeKey, maxDocumentBytes, maxDocuments, action"#),
+            ("collections: [{rangeKey: date}]", #"missing key "name" in collections[0]"#),
+            ("collections: {name: notes}", "collections: expected a list"),
             ("tombstoneRetentionDays: 0", "tombstoneRetentionDays must be at least 1"),
         ]
         for (yaml, message) in cases {
             do {
-                let parsed = try SyncConfiguration(yaml: yaml, catalog: Self.catalog)
-                Issue.record("accepted: \(yaml) → \(parsed.collections)")
+                let parsed = try TallyConfiguration(file: yaml, catalog: Self.catalog)
+                Issue.record("accepted: \(yaml) → \(parsed.sync.collections)")
             } catch let error as ConfigurationError {
                 #expect(error.description.contains(message), "\(yaml): \(error.description)")
             } catch {

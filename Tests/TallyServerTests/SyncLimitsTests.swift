@@ -110,7 +110,7 @@ struct SyncLimitsTests {
 
     @Test("Pushes past the user's rate limit are refused with 429 and Retry-After; another user's go on; the limit refills on the clock", arguments: StoreKind.allCases)
     func pushRateLimit(kind: StoreKind) async throws {
-        let limits = try LimitsConfiguration(yaml: "limits: {syncPushesPerUser: {limit: 3, seconds: 60}}")
+        let limits = try TallyConfiguration(file: "limits: {syncPushesPerUser: {limit: 3, seconds: 60}}", environment: [:]).limits
         try await LiveServer.with(kind, catalog: SyncFixture.catalog, limits: limits, configure: { $0.sync = SyncFixture.sync }) { server in
             let api = server.connection()
             let user = try await api.newGuest()

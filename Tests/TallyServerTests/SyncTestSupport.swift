@@ -27,7 +27,7 @@ enum SyncFixture {
         tombstoneRetentionDays: 2
         """
 
-    static let sync = try! SyncConfiguration(yaml: yaml, catalog: catalog)
+    static let sync = try! TallyConfiguration(file: yaml, catalog: catalog).sync
 
     /// A server on `kind` with these collections.
     static func server<T: Sendable>(

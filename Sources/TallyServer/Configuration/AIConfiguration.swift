@@ -1,7 +1,6 @@
 import Foundation
 import TallyAPI
 import TallyStore
-import Yams
 
 /// The AI gateway: the `ai:` key of the configuration file (`TALLY_CONFIG`). Absent: no `/v1/ai` routes.
 ///
@@ -35,56 +34,38 @@ public struct AIConfiguration: Sendable {
     /// The model clients call `name`.
     func model(named name: String) -> AIModelSpec? { models.first { $0.name == name } }
 
-    /// Reads the `ai:` key of a configuration file, `nil` when it has none. The upstream's key is read from the
-    /// environment variable `apiKeyEnv` names, in `environment`; a daily generation's `action` must be one of
-    /// `catalog`'s and its `quota` one of its quotas.
-    public init?(yaml text: String, catalog: Catalog, environment: [String: String]) throws {
-        struct File: Decodable { var ai: Entry? }
-        let file: File
-        do {
-            file = try YAMLDecoder().decode(File.self, from: text)
-        } catch let error as ConfigurationError {
-            throw error
-        } catch {
-            throw ConfigurationError("ai: not of the expected shape (upstream, models, maxConcurrentPerUser?, dailyGenerations?): \(error)")
-        }
-        guard let entry = file.ai else { return nil }
-        self = try entry.configuration(catalog: catalog, environment: environment)
-    }
-
-    private struct Entry: Decodable {
+    /// The `ai:` section as written. The upstream's key is read from the environment variable `apiKeyEnv`
+    /// names; a daily generation's `action` must be one of the catalog's and its `quota` one of its quotas.
+    struct File: Codable, Equatable {
         var upstream: UpstreamEntry
         var models: [ModelEntry]
         var maxConcurrentPerUser: Int?
         var dailyGenerations: [DailyGenerationSpec.Entry]?
 
-        private enum CodingKeys: String, CodingKey, CaseIterable { case upstream, models, maxConcurrentPerUser, dailyGenerations }
-
-        init(from decoder: any Decoder) throws {
-            try ConfigurationError.refuseUnknownKeys(in: decoder, known: CodingKeys.allCases.map(\.rawValue), where: "in ai")
-            let container = try decoder.container(keyedBy: CodingKeys.self)
-            upstream = try container.decode(UpstreamEntry.self, forKey: .upstream)
-            models = try container.decode([ModelEntry].self, forKey: .models)
-            maxConcurrentPerUser = try container.decodeIfPresent(Int.self, forKey: .maxConcurrentPerUser)
-            dailyGenerations = try container.decodeIfPresent([DailyGenerationSpec.Entry].self, forKey: .dailyGenerations)
+        /// The section that gives exactly `configuration` (whose daily generations draw on `catalog`).
+        init(effective configuration: AIConfiguration, catalog: Catalog) {
+            upstream = UpstreamEntry(effective: configuration.upstream)
+            models = configuration.models.map(ModelEntry.init(effective:))
+            maxConcurrentPerUser = configuration.maxConcurrentPerUser
+            dailyGenerations = configuration.dailyGenerations.map { DailyGenerationSpec.Entry(effective: $0, catalog: catalog) }
         }
 
         func configuration(catalog: Catalog, environment: [String: String]) throws -> AIConfiguration {
             guard !models.isEmpty else { throw ConfigurationError("ai.models: declare at least one model") }
             var names = Set<String>()
-            let specs = try models.map { model in
-                let spec = try model.spec()
-                guard names.insert(spec.name).inserted else { throw ConfigurationError("ai.models: '\(spec.name)' is declared twice") }
+            let specs = try models.enumerated().map { index, model in
+                let spec = try model.spec(place: "ai.models[\(index)]")
+                guard names.insert(spec.name).inserted else { throw ConfigurationError("ai.models[\(index)]: '\(spec.name)' is declared twice") }
                 return spec
             }
             var configuration = AIConfiguration(upstream: try upstream.upstream(environment: environment), models: specs)
             configuration.maxConcurrentPerUser = maxConcurrentPerUser ?? 4
             guard configuration.maxConcurrentPerUser >= 1 else { throw ConfigurationError("ai.maxConcurrentPerUser must be at least 1") }
             var generationNames = Set<String>()
-            configuration.dailyGenerations = try (dailyGenerations ?? []).map { entry in
-                let spec = try entry.spec(catalog: catalog, models: specs)
+            configuration.dailyGenerations = try (dailyGenerations ?? []).enumerated().map { index, entry in
+                let spec = try entry.spec(catalog: catalog, models: specs, place: "ai.dailyGenerations[\(index)] (\(entry.name))")
                 guard generationNames.insert(spec.name).inserted else {
-                    throw ConfigurationError("ai.dailyGenerations: '\(spec.name)' is declared twice")
+                    throw ConfigurationError("ai.dailyGenerations[\(index)]: '\(spec.name)' is declared twice")
                 }
                 return spec
             }
@@ -92,21 +73,17 @@ public struct AIConfiguration: Sendable {
         }
     }
 
-    private struct UpstreamEntry: Decodable {
+    /// `upstream: {baseURL, apiKeyEnv?, capField?, timeoutSeconds?}`.
+    struct UpstreamEntry: Codable, Equatable {
         var baseURL: String
         var apiKeyEnv: String?
         var capField: String?
         var timeoutSeconds: Int?
 
-        private enum CodingKeys: String, CodingKey, CaseIterable { case baseURL, apiKeyEnv, capField, timeoutSeconds }
-
-        init(from decoder: any Decoder) throws {
-            try ConfigurationError.refuseUnknownKeys(in: decoder, known: CodingKeys.allCases.map(\.rawValue), where: "in ai.upstream")
-            let container = try decoder.container(keyedBy: CodingKeys.self)
-            baseURL = try container.decode(String.self, forKey: .baseURL)
-            apiKeyEnv = try container.decodeIfPresent(String.self, forKey: .apiKeyEnv)
-            capField = try container.decodeIfPresent(String.self, forKey: .capField)
-            timeoutSeconds = try container.decodeIfPresent(Int.self, forKey: .timeoutSeconds)
+        /// The entry that gives exactly `upstream` (its key by the variable it was read from).
+        init(effective upstream: AIUpstream) {
+            (baseURL, apiKeyEnv, capField) = (upstream.baseURL, upstream.apiKeyEnv, upstream.capField.rawValue)
+            timeoutSeconds = Int(upstream.timeout.components.seconds)
         }
 
         func upstream(environment: [String: String]) throws -> AIUpstream {
@@ -124,40 +101,35 @@ public struct AIConfiguration: Sendable {
             guard let cap else { throw ConfigurationError("ai.upstream.capField must be max_completion_tokens or max_tokens") }
             let timeout = timeoutSeconds ?? 300
             guard (1...3600).contains(timeout) else { throw ConfigurationError("ai.upstream.timeoutSeconds must be between 1 and 3600") }
-            return AIUpstream(
+            var upstream = AIUpstream(
                 baseURL: baseURL.hasSuffix("/") ? String(baseURL.dropLast()) : baseURL, apiKey: apiKey, capField: cap,
                 timeout: .seconds(timeout))
+            upstream.apiKeyEnv = apiKeyEnv
+            return upstream
         }
     }
 
-    private struct ModelEntry: Decodable {
+    /// One model as written.
+    struct ModelEntry: Codable, Equatable {
         var name: String
         var upstreamModel: String?
         var promptTokensPerCredit: Int
         var completionTokensPerCredit: Int
         var maxCompletionTokens: Int
 
-        private enum CodingKeys: String, CodingKey, CaseIterable {
-            case name, upstreamModel, promptTokensPerCredit, completionTokensPerCredit, maxCompletionTokens
+        /// The entry that declares exactly `model`.
+        init(effective model: AIModelSpec) {
+            (name, upstreamModel, maxCompletionTokens) = (model.name, model.upstreamModel, model.maxCompletionTokens)
+            (promptTokensPerCredit, completionTokensPerCredit) = (model.promptTokensPerCredit, model.completionTokensPerCredit)
         }
 
-        init(from decoder: any Decoder) throws {
-            try ConfigurationError.refuseUnknownKeys(in: decoder, known: CodingKeys.allCases.map(\.rawValue), where: "in ai.models")
-            let container = try decoder.container(keyedBy: CodingKeys.self)
-            name = try container.decode(String.self, forKey: .name)
-            upstreamModel = try container.decodeIfPresent(String.self, forKey: .upstreamModel)
-            promptTokensPerCredit = try container.decode(Int.self, forKey: .promptTokensPerCredit)
-            completionTokensPerCredit = try container.decode(Int.self, forKey: .completionTokensPerCredit)
-            maxCompletionTokens = try container.decode(Int.self, forKey: .maxCompletionTokens)
-        }
-
-        func spec() throws -> AIModelSpec {
-            guard !name.isEmpty, name.utf8.count <= 128 else { throw ConfigurationError("ai.models: a name must be 1 to 128 bytes") }
+        func spec(place: String) throws -> AIModelSpec {
+            guard !name.isEmpty, name.utf8.count <= 128 else { throw ConfigurationError("\(place): a name must be 1 to 128 bytes") }
             guard (1...1_000_000).contains(promptTokensPerCredit), (1...1_000_000).contains(completionTokensPerCredit) else {
-                throw ConfigurationError("ai.models: \(name): tokens per credit must be between 1 and 1000000")
+                throw ConfigurationError("\(place) (\(name)): tokens per credit must be between 1 and 1000000")
             }
             guard (1...1_000_000).contains(maxCompletionTokens) else {
-                throw ConfigurationError("ai.models: \(name): maxCompletionTokens must be between 1 and 1000000")
+                throw ConfigurationError("\(place) (\(name)): maxCompletionTokens must be between 1 and 1000000")
             }
             return AIModelSpec(
                 name: name, upstreamModel: upstreamModel, promptTokensPerCredit: promptTokensPerCredit,
@@ -181,6 +153,8 @@ public struct AIUpstream: Sendable, CustomStringConvertible {
     public var baseURL: String
     /// The key sent as `Authorization: Bearer`, never logged nor returned.
     public var apiKey: String?
+    /// The environment variable the key was read from (`ai.upstream.apiKeyEnv`), if it was read from one.
+    public var apiKeyEnv: String?
     /// The field the completion cap is sent in.
     public var capField: CapField
     /// The most one upstream call may last, streaming included.

@@ -22,7 +22,7 @@ public struct DailyGenerationSpec: Sendable {
     public var profileDocument: (collection: String, id: String)?
 
     /// One entry as written.
-    struct Entry: Decodable {
+    struct Entry: Codable, Equatable {
         var name: String
         var model: String
         var prompt: String
@@ -31,22 +31,14 @@ public struct DailyGenerationSpec: Sendable {
         var params: [String]?
         var profileDocument: String?
 
-        private enum CodingKeys: String, CodingKey, CaseIterable { case name, model, prompt, action, quota, params, profileDocument }
-
-        init(from decoder: any Decoder) throws {
-            try ConfigurationError.refuseUnknownKeys(in: decoder, known: CodingKeys.allCases.map(\.rawValue), where: "in ai.dailyGenerations")
-            let container = try decoder.container(keyedBy: CodingKeys.self)
-            name = try container.decode(String.self, forKey: .name)
-            model = try container.decode(String.self, forKey: .model)
-            prompt = try container.decode(String.self, forKey: .prompt)
-            action = try container.decodeIfPresent(String.self, forKey: .action)
-            quota = try container.decodeIfPresent(String.self, forKey: .quota)
-            params = try container.decodeIfPresent([String].self, forKey: .params)
-            profileDocument = try container.decodeIfPresent(String.self, forKey: .profileDocument)
+        /// The entry that declares exactly `spec`: by its action when that is one of `catalog`'s, else by its quota.
+        init(effective spec: DailyGenerationSpec, catalog: Catalog) {
+            (name, model, prompt, params) = (spec.name, spec.model.name, spec.prompt.text, spec.params.isEmpty ? nil : spec.params)
+            if catalog.action(named: spec.action.name) == spec.action { action = spec.action.name } else { quota = spec.action.quota }
+            profileDocument = spec.profileDocument.map { "\($0.collection)/\($0.id)" }
         }
 
-        func spec(catalog: Catalog, models: [AIModelSpec]) throws -> DailyGenerationSpec {
-            let place = "ai.dailyGenerations: \(name)"
+        func spec(catalog: Catalog, models: [AIModelSpec], place: String) throws -> DailyGenerationSpec {
             guard CollectionSpec.isValidName(name) else { throw ConfigurationError("\(place): not a valid name ([a-z][a-z0-9_.-]{0,63})") }
             guard let model = models.first(where: { $0.name == self.model }) else {
                 throw ConfigurationError("\(place): no model named '\(self.model)' in ai.models")
@@ -98,9 +90,12 @@ public struct PromptTemplate: Sendable, Hashable {
     }
 
     let pieces: [Piece]
+    /// The prompt as written.
+    let text: String
 
     /// Parses `text`; a placeholder that is not one of the above is refused.
     init(_ text: String, params: [String], hasProfile: Bool, place: String) throws {
+        self.text = text
         var pieces: [Piece] = []
         var rest = Substring(text)
         while let open = rest.range(of: "{{") {

@@ -1,6 +1,5 @@
 import Foundation
 import TallyStore
-import Yams
 
 /// The `limits:` section of the configuration file (`TALLY_CONFIG`): rate limits on every door, the sign-in
 /// lockout, the cap on sessions per user, and the proxies whose `X-Forwarded-For` is believed.
@@ -35,8 +34,7 @@ public struct LimitsConfiguration: Sendable {
     /// The production defaults.
     public init() {}
 
-    /// Reads the `limits:` section of a configuration file (YAML or JSON); missing keys keep their defaults,
-    /// unknown keys are refused (a misspelt limit would silently not apply).
+    /// The `limits:` section as written; every key optional (missing keys keep their defaults).
     ///
     /// ```yaml
     /// limits:
@@ -45,22 +43,7 @@ public struct LimitsConfiguration: Sendable {
     ///   signInLockout: {failures: 5, seconds: 900, accountFailures: 20, maxDelaySeconds: 300}
     ///   sessionsPerUser: 50
     /// ```
-    public init(yaml text: String) throws {
-        struct File: Decodable { var limits: Section? }
-        let section: Section?
-        do {
-            section = try YAMLDecoder().decode(File.self, from: text).limits
-        } catch let error as ConfigurationError {
-            throw error
-        } catch {
-            throw ConfigurationError("the limits section is not of the expected shape: \(error)")
-        }
-        guard let section else { return }
-        try section.apply(to: &self)
-    }
-
-    /// The section as written; every key optional.
-    private struct Section: Decodable {
+    struct File: Codable, Equatable {
         var trustedProxies: [String]?
         var signInPerAddress: Rate?
         var signInLockout: Lockout?
@@ -73,28 +56,29 @@ public struct LimitsConfiguration: Sendable {
         var sessionsPerUser: Int?
         var syncPushesPerUser: Rate?
 
-        private enum CodingKeys: String, CodingKey, CaseIterable {
-            case trustedProxies, signInPerAddress, signInLockout, linkPerUser, linkPerAddress, refreshPerSession
-            case refreshFailuresPerAddress, guestSignInsPerDevice, adminFailuresPerAddress, sessionsPerUser, syncPushesPerUser
+        /// The limits the section gives, the defaults for the keys it does not.
+        func configuration() throws -> LimitsConfiguration {
+            var limits = LimitsConfiguration()
+            try apply(to: &limits)
+            return limits
         }
 
-        init(from decoder: any Decoder) throws {
-            try ConfigurationError.refuseUnknownKeys(in: decoder, known: CodingKeys.allCases.map(\.rawValue), where: "in limits")
-            let container = try decoder.container(keyedBy: CodingKeys.self)
-            trustedProxies = try container.decodeIfPresent([String].self, forKey: .trustedProxies)
-            signInPerAddress = try container.decodeIfPresent(Rate.self, forKey: .signInPerAddress)
-            signInLockout = try container.decodeIfPresent(Lockout.self, forKey: .signInLockout)
-            linkPerUser = try container.decodeIfPresent(Rate.self, forKey: .linkPerUser)
-            linkPerAddress = try container.decodeIfPresent(Rate.self, forKey: .linkPerAddress)
-            refreshPerSession = try container.decodeIfPresent(Rate.self, forKey: .refreshPerSession)
-            refreshFailuresPerAddress = try container.decodeIfPresent(Rate.self, forKey: .refreshFailuresPerAddress)
-            guestSignInsPerDevice = try container.decodeIfPresent(Rate.self, forKey: .guestSignInsPerDevice)
-            adminFailuresPerAddress = try container.decodeIfPresent(Rate.self, forKey: .adminFailuresPerAddress)
-            sessionsPerUser = try container.decodeIfPresent(Int.self, forKey: .sessionsPerUser)
-            syncPushesPerUser = try container.decodeIfPresent(Rate.self, forKey: .syncPushesPerUser)
+        /// The section that gives exactly `limits`.
+        init(effective limits: LimitsConfiguration) {
+            trustedProxies = limits.trustedProxies.map(\.description)
+            signInPerAddress = Rate(limits.signInPerAddress)
+            signInLockout = Lockout(effective: limits.signInLockout)
+            linkPerUser = Rate(limits.linkPerUser)
+            linkPerAddress = Rate(limits.linkPerAddress)
+            refreshPerSession = Rate(limits.refreshPerSession)
+            refreshFailuresPerAddress = Rate(limits.refreshFailuresPerAddress)
+            guestSignInsPerDevice = Rate(limits.guestSignInsPerDevice)
+            adminFailuresPerAddress = Rate(limits.adminFailuresPerAddress)
+            sessionsPerUser = limits.sessionsPerUser
+            syncPushesPerUser = Rate(limits.syncPushesPerUser)
         }
 
-        func apply(to limits: inout LimitsConfiguration) throws {
+        private func apply(to limits: inout LimitsConfiguration) throws {
             if let trustedProxies {
                 limits.trustedProxies = try trustedProxies.map { cidr in
                     guard let network = IPNetwork(cidr: cidr) else {
@@ -113,10 +97,10 @@ public struct LimitsConfiguration: Sendable {
             ]
             for (name, rate, path) in rates {
                 guard let rate else { continue }
-                guard rate.limit >= 1, rate.seconds > 0, rate.seconds <= 86_400 else {
+                guard rate.limit >= 1, rate.seconds.value > 0, rate.seconds.value <= 86_400 else {
                     throw ConfigurationError("limits.\(name): limit must be at least 1 and seconds between 0 and 86400")
                 }
-                limits[keyPath: path] = RateLimit(rate.limit, per: rate.seconds)
+                limits[keyPath: path] = RateLimit(rate.limit, per: rate.seconds.value)
             }
             if let signInLockout { limits.signInLockout = try signInLockout.policy() }
             if let sessionsPerUser {
@@ -127,24 +111,31 @@ public struct LimitsConfiguration: Sendable {
     }
 
     /// `{limit: 30, seconds: 60}`.
-    private struct Rate: Decodable {
+    struct Rate: Codable, Equatable {
         var limit: Int
-        var seconds: Double
+        var seconds: FileSeconds
+
+        init(_ rate: RateLimit) { (limit, seconds) = (rate.limit, FileSeconds(rate.period)) }
     }
 
     /// `{failures: 5, seconds: 900, accountFailures: 20, maxDelaySeconds: 300}`; missing keys keep the defaults.
-    private struct Lockout: Decodable {
+    struct Lockout: Codable, Equatable {
         var failures: Int?
-        var seconds: Double?
+        var seconds: FileSeconds?
         var accountFailures: Int?
-        var maxDelaySeconds: Double?
+        var maxDelaySeconds: FileSeconds?
+
+        init(effective policy: SignInPolicy) {
+            (failures, seconds) = (policy.pairFailures, FileSeconds(policy.window))
+            (accountFailures, maxDelaySeconds) = (policy.accountFailures, FileSeconds(policy.maxDelay))
+        }
 
         func policy() throws -> SignInPolicy {
             var policy = SignInPolicy()
             policy.pairFailures = failures ?? policy.pairFailures
-            policy.window = seconds ?? policy.window
+            policy.window = seconds?.value ?? policy.window
             policy.accountFailures = accountFailures ?? policy.accountFailures
-            policy.maxDelay = maxDelaySeconds ?? policy.maxDelay
+            policy.maxDelay = maxDelaySeconds?.value ?? policy.maxDelay
             // Failures are purged a day after the latest (Housekeeping), so a window cannot be longer.
             guard policy.pairFailures >= 1, policy.accountFailures >= 1, policy.window > 0, policy.window <= 86_400,
                 policy.maxDelay >= 0, policy.maxDelay <= policy.window
@@ -155,5 +146,20 @@ public struct LimitsConfiguration: Sendable {
             }
             return policy
         }
+    }
+}
+
+/// A number of seconds in the file: any number, written back as a whole number when it is one (`60`, not
+/// YAML's `6e+1`).
+struct FileSeconds: Codable, Equatable {
+    var value: Double
+
+    init(_ value: Double) { self.value = value }
+
+    init(from decoder: any Decoder) throws { value = try decoder.singleValueContainer().decode(Double.self) }
+
+    func encode(to encoder: any Encoder) throws {
+        var container = encoder.singleValueContainer()
+        if value.rounded() == value, abs(value) < 1e15 { try container.encode(Int64(value)) } else { try container.encode(value) }
     }
 }

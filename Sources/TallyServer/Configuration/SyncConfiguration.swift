@@ -1,6 +1,5 @@
 import Foundation
 import TallyStore
-import Yams
 
 /// Synced collections: the `collections:`, `tombstoneRetentionDays:` and per-user budget keys of the configuration
 /// file (`TALLY_CONFIG`). The default declares no collection.
@@ -16,9 +15,8 @@ public struct SyncConfiguration: Sendable {
     /// No collections, tombstones kept 30 days.
     public init() {}
 
-    /// Reads the sync keys of a configuration file (YAML or JSON); a collection's `action` must be one of
-    /// `catalog`'s, whose quota's daily limit it then draws on. Unknown keys inside a collection are refused
-    /// (a misspelt limit would silently not apply).
+    /// The collections the file declares (``CollectionEntry``), each `action` one of `catalog`'s, whose quota's
+    /// daily limit it then draws on; `tombstoneRetentionDays` when given.
     ///
     /// ```yaml
     /// collections:
@@ -30,31 +28,21 @@ public struct SyncConfiguration: Sendable {
     /// maxStoredBytesPerUser: 67108864    # bytes of their data
     /// maxClientIdsPerUser: 5000
     /// ```
-    public init(yaml text: String, catalog: Catalog) throws {
-        struct File: Decodable {
-            var collections: [Entry]?
-            var tombstoneRetentionDays: Int?
-            var maxStoredDocumentsPerUser, maxStoredBytesPerUser, maxClientIdsPerUser: Int?
-        }
-        let file: File
-        do {
-            file = try YAMLDecoder().decode(File.self, from: text)
-        } catch let error as ConfigurationError {
-            throw error
-        } catch {
-            throw ConfigurationError("collections: not of the expected shape ({name, rangeKey?, maxDocumentBytes?, maxDocuments?, action?}): \(error)")
-        }
+    init(
+        collections entries: [CollectionEntry], tombstoneRetentionDays: Int?, maxStoredDocumentsPerUser: Int?, maxStoredBytesPerUser: Int?,
+        maxClientIdsPerUser: Int?, catalog: Catalog
+    ) throws {
         var names = Set<String>()
-        collections = try (file.collections ?? []).map { entry in
-            let spec = try entry.spec(catalog: catalog)
-            guard names.insert(spec.name).inserted else { throw ConfigurationError("collections: '\(spec.name)' is declared twice") }
+        collections = try entries.enumerated().map { index, entry in
+            let spec = try entry.spec(catalog: catalog, place: "collections[\(index)]")
+            guard names.insert(spec.name).inserted else { throw ConfigurationError("collections[\(index)]: '\(spec.name)' is declared twice") }
             return spec
         }
-        tombstoneRetentionDays = file.tombstoneRetentionDays ?? 30
-        guard tombstoneRetentionDays >= 1 else { throw ConfigurationError("tombstoneRetentionDays must be at least 1") }
+        self.tombstoneRetentionDays = tombstoneRetentionDays ?? self.tombstoneRetentionDays
+        guard self.tombstoneRetentionDays >= 1 else { throw ConfigurationError("tombstoneRetentionDays must be at least 1") }
         budget = SyncBudget(
-            documents: file.maxStoredDocumentsPerUser ?? budget.documents, bytes: file.maxStoredBytesPerUser ?? budget.bytes,
-            clientIds: file.maxClientIdsPerUser ?? budget.clientIds)
+            documents: maxStoredDocumentsPerUser ?? budget.documents, bytes: maxStoredBytesPerUser ?? budget.bytes,
+            clientIds: maxClientIdsPerUser ?? budget.clientIds)
         guard budget.documents >= 1, budget.bytes >= 1, budget.clientIds >= 1 else {
             throw ConfigurationError("maxStoredDocumentsPerUser, maxStoredBytesPerUser and maxClientIdsPerUser must be at least 1")
         }
@@ -64,45 +52,37 @@ public struct SyncConfiguration: Sendable {
     var tombstoneRetention: TimeInterval { TimeInterval(tombstoneRetentionDays) * 86_400 }
 
     /// One collection as written.
-    private struct Entry: Decodable {
+    struct CollectionEntry: Codable, Equatable {
         var name: String
         var rangeKey: String?
         var maxDocumentBytes: Int?
         var maxDocuments: Int?
         var action: String?
 
-        private enum CodingKeys: String, CodingKey, CaseIterable {
-            case name, rangeKey, maxDocumentBytes, maxDocuments, action
+        /// The entry that declares exactly `spec`.
+        init(effective spec: CollectionSpec) {
+            (name, rangeKey, action) = (spec.name, spec.rangeKey, spec.action?.name)
+            (maxDocumentBytes, maxDocuments) = (spec.maxDocumentBytes, spec.maxDocuments)
         }
 
-        init(from decoder: any Decoder) throws {
-            try ConfigurationError.refuseUnknownKeys(in: decoder, known: CodingKeys.allCases.map(\.rawValue), where: "in collections")
-            let container = try decoder.container(keyedBy: CodingKeys.self)
-            name = try container.decode(String.self, forKey: .name)
-            rangeKey = try container.decodeIfPresent(String.self, forKey: .rangeKey)
-            maxDocumentBytes = try container.decodeIfPresent(Int.self, forKey: .maxDocumentBytes)
-            maxDocuments = try container.decodeIfPresent(Int.self, forKey: .maxDocuments)
-            action = try container.decodeIfPresent(String.self, forKey: .action)
-        }
-
-        func spec(catalog: Catalog) throws -> CollectionSpec {
+        func spec(catalog: Catalog, place: String) throws -> CollectionSpec {
             guard CollectionSpec.isValidName(name) else {
-                throw ConfigurationError("collections: '\(name)' is not a valid name ([a-z][a-z0-9_.-]{0,63})")
+                throw ConfigurationError("\(place): '\(name)' is not a valid name ([a-z][a-z0-9_.-]{0,63})")
             }
             if let rangeKey, rangeKey.isEmpty || rangeKey.utf8.count > 128 {
-                throw ConfigurationError("collections: \(name): rangeKey must be 1 to 128 bytes")
+                throw ConfigurationError("\(place) (\(name)): rangeKey must be 1 to 128 bytes")
             }
             let bytes = maxDocumentBytes ?? CollectionSpec.defaultMaxDocumentBytes
             guard (1...CollectionSpec.maxDocumentBytesLimit).contains(bytes) else {
-                throw ConfigurationError("collections: \(name): maxDocumentBytes must be between 1 and \(CollectionSpec.maxDocumentBytesLimit)")
+                throw ConfigurationError("\(place) (\(name)): maxDocumentBytes must be between 1 and \(CollectionSpec.maxDocumentBytesLimit)")
             }
             let count = maxDocuments ?? CollectionSpec.defaultMaxDocuments
-            guard count >= 1 else { throw ConfigurationError("collections: \(name): maxDocuments must be at least 1") }
+            guard count >= 1 else { throw ConfigurationError("\(place) (\(name)): maxDocuments must be at least 1") }
             var spec = CollectionSpec(name: name, rangeKey: rangeKey, maxDocumentBytes: bytes, maxDocuments: count)
             if let action {
                 guard let resolved = catalog.action(named: action) else {
                     throw ConfigurationError(
-                        "collections: \(name): no action named '\(action)' (actions: \(catalog.actions.map(\.name).joined(separator: ", ")))")
+                        "\(place) (\(name)): no action named '\(action)' (actions: \(catalog.actions.map(\.name).joined(separator: ", ")))")
                 }
                 spec.action = resolved
                 spec.quotaLimit = resolved.quota.flatMap { catalog.quota(named: $0)?.daily }

@@ -1,6 +1,5 @@
 import Foundation
 import TallyStore
-import Yams
 
 /// Everything `tally serve` can be told. Defaults run an embedded server on 127.0.0.1:8080.
 public struct TallyConfiguration: Sendable {
@@ -52,7 +51,8 @@ public struct TallyConfiguration: Sendable {
     public init() {}
 }
 
-/// The metering part of the configuration file (`TALLY_CONFIG`, YAML or JSON).
+/// Quotas, actions and sign-up rules: the top-level keys `signupGrant`, `guestSignupsPerIPPerHour`, `quotas` and
+/// `actions` of the configuration file.
 public struct MeteringConfiguration: Sendable {
     /// The quotas, actions and sign-up grant.
     public var catalog: Catalog = .standard
@@ -61,64 +61,14 @@ public struct MeteringConfiguration: Sendable {
 
     /// The default: ``Catalog/standard``, 30 guest sign-ups per IP per hour.
     public init() {}
-
-    /// Parses a configuration file; JSON is accepted since it is YAML too.
-    ///
-    /// ```yaml
-    /// signupGrant: 0
-    /// guestSignupsPerIPPerHour: 30
-    /// quotas: [{name: readings, daily: 3}]
-    /// actions: [{name: reading.face, quota: readings, tokens: 5}, {name: ai.query, tokens: 3}]
-    /// ```
-    public init(yaml text: String) throws {
-        struct File: Decodable {
-            var signupGrant: Int64?
-            var guestSignupsPerIPPerHour: Int?
-            var quotas: [QuotaSpec]?
-            var actions: [ActionSpec]?
-        }
-        let file: File
-        do {
-            file = try YAMLDecoder().decode(File.self, from: text)
-        } catch {
-            throw ConfigurationError("the configuration file is not valid YAML/JSON of the expected shape: \(error)")
-        }
-        do {
-            catalog = try Catalog(
-                signupGrant: file.signupGrant ?? 0, quotas: file.quotas ?? Catalog.standard.quotas,
-                actions: file.actions ?? Catalog.standard.actions)
-        } catch {
-            throw ConfigurationError(error.description)
-        }
-        guestSignupsPerIPPerHour = file.guestSignupsPerIPPerHour ?? 30
-        guard guestSignupsPerIPPerHour >= 1 else { throw ConfigurationError("guestSignupsPerIPPerHour must be at least 1") }
-    }
 }
 
-/// A configuration that cannot be used; the message says what to fix.
+/// A configuration that cannot be used; the message says what to fix (one line per problem).
 public struct ConfigurationError: Error, CustomStringConvertible {
     /// What is wrong.
     public var description: String
     /// Creates the error.
     public init(_ description: String) { self.description = description }
-
-    /// Refuses an object of the file with keys other than `known` (a misspelt setting would silently not
-    /// apply), naming them and the known ones; `place` says where (`in limits`).
-    static func refuseUnknownKeys(in decoder: any Decoder, known: [String], where place: String) throws {
-        let unknown = try decoder.container(keyedBy: AnyKey.self).allKeys.map(\.stringValue).filter { !known.contains($0) }
-        guard unknown.isEmpty else {
-            throw ConfigurationError(
-                "unknown keys \(place): \(unknown.sorted().joined(separator: ", ")) (known: \(known.joined(separator: ", ")))")
-        }
-    }
-
-    /// Any key, to find the unknown ones.
-    private struct AnyKey: CodingKey {
-        var stringValue: String
-        var intValue: Int? { nil }
-        init(stringValue: String) { self.stringValue = stringValue }
-        init?(intValue: Int) { return nil }
-    }
 }
 
 /// The admin key: `TALLY_ADMIN_KEY` when set, else generated once and kept in the data directory.
@@ -126,7 +76,7 @@ public enum AdminKey {
     /// The key to use, and whether it was just generated (so the caller prints it once).
     public static func resolve(configured: String?, dataDirectory: String) throws -> (key: String, generated: Bool) {
         if let configured, !configured.isEmpty {
-            guard configured.utf8.count >= 16 else { throw ConfigurationError("TALLY_ADMIN_KEY must be at least 16 characters") }
+            try validate(configured)
             return (configured, false)
         }
         let path = (dataDirectory as NSString).appendingPathComponent("admin-key")
@@ -139,5 +89,10 @@ public enum AdminKey {
         try DataDirectory.prepare(dataDirectory)
         try DataDirectory.writePrivate(Data((key + "\n").utf8), to: path)
         return (key, true)
+    }
+
+    /// Refuses a configured key that is too short to be secret.
+    public static func validate(_ configured: String) throws {
+        guard configured.utf8.count >= 16 else { throw ConfigurationError("TALLY_ADMIN_KEY must be at least 16 characters") }
     }
 }
