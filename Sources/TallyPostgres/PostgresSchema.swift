@@ -23,7 +23,7 @@ enum PostgresSchema {
     static let migrations: [Migration] = [
         Migration(version: 1, statements: v1), Migration(version: 2, statements: v2), Migration(version: 3, statements: v3),
         Migration(version: 4, statements: v4), Migration(version: 5, statements: v5), Migration(version: 6, statements: v6),
-        Migration(version: 7, statements: v7), Migration(version: 8, statements: v8),
+        Migration(version: 7, statements: v7), Migration(version: 8, statements: v8), Migration(version: 9, statements: v9),
     ]
 
     /// Each user's sync budget (`SyncBudget`): what their documents take, counted in `sync_state` by every
@@ -38,6 +38,22 @@ enum PostgresSchema {
         WHERE s.user_id = d.user_id
         """,
         "CREATE INDEX sync_clients_idle ON sync_clients(updated_at)",
+    ]
+
+    /// The server processes running on the database (``InstanceHeartbeat``): keyed fingerprints of their keys,
+    /// never the keys, so that a process whose keys disagree refuses to start (``KeyAgreement``).
+    static let v9: [String] = [
+        """
+        CREATE TABLE server_instances (
+          id TEXT PRIMARY KEY,
+          host TEXT NOT NULL,
+          pid BIGINT NOT NULL,
+          signing_keys TEXT[] NOT NULL CHECK (cardinality(signing_keys) >= 1),
+          admin_key TEXT NOT NULL,
+          started_at BIGINT NOT NULL,
+          seen_at BIGINT NOT NULL
+        )
+        """,
     ]
 
     /// Leases (`LeaseStore`): which process computes a thing computed once (a daily AI generation) until when.

@@ -74,7 +74,9 @@ struct LockoutAcrossProcessesTests {
             try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
             defer { try? FileManager.default.removeItem(at: directory) }
             let adminKey = "lockout-admin-key-0123456789"
-            let environment = ["DATABASE_URL": url, "TALLY_ADMIN_KEY": adminKey, "LOG_LEVEL": "warning"]
+            // One signing key for both: processes whose keys disagree refuse to start beside each other.
+            let signingKey = Data((0..<32).map { _ in UInt8.random(in: 0...255) }).base64EncodedString()
+            let environment = ["DATABASE_URL": url, "TALLY_ADMIN_KEY": adminKey, "TALLY_SIGNING_KEY": signingKey, "LOG_LEVEL": "warning"]
             let first = try ServerProcess(name: "a", directory: directory, environment: environment)
             var second = try ServerProcess(name: "b", directory: directory, environment: environment)
             defer {

@@ -33,8 +33,9 @@ private let gate = FixtureGate(4)
 /// case is skipped, or fails under TALLY_REQUIRE_POSTGRES=1), runs it for the duration of `body` (cancelled at the
 /// end), migrates (unless `migrated` is false), and runs `body` with it. Tests share that database, so each creates
 /// its own accounts; with `isolated`, the store works in a fresh schema (its `search_path`), dropped afterwards.
+/// `clock` is the store's (its revocation poller and conflict pauses sleep on it).
 func withPostgresStore(
-    isolated: Bool, migrated: Bool = true, sourceLocation: SourceLocation = #_sourceLocation,
+    isolated: Bool, migrated: Bool = true, clock: any WallClock = SystemClock(), sourceLocation: SourceLocation = #_sourceLocation,
     _ body: (PostgresStore) async throws -> Void
 ) async throws {
     let url = try postgresURL(sourceLocation: sourceLocation)
@@ -43,7 +44,7 @@ func withPostgresStore(
     var configuration = try PostgresStore.configuration(url: url, maximumConnections: 5)
     let schema = isolated ? "tally_test_" + UUID().uuidString.lowercased().replacingOccurrences(of: "-", with: "") : nil
     if let schema { configuration.connection.options.additionalStartupParameters.append(("search_path", schema)) }
-    let store = PostgresStore(configuration: configuration, logger: logger)
+    let store = PostgresStore(configuration: configuration, logger: logger, clock: clock)
 
     await gate.acquire()
     do {

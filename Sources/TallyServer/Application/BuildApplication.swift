@@ -37,12 +37,14 @@ public func buildApplication(
     let events = EventHub(metrics: metrics)
     let store: any TallyStorage
     var relay: (@Sendable (ChangeEvent) -> Void)?
+    var postgres: PostgresWiring?
     if let url = configuration.databaseURL {
-        let postgres = try makePostgresStore(
+        let wiring = try PostgresWiring(
             url: url, poolSize: configuration.postgresPoolSize, clock: clock, events: events, logger: logger)
-        services += postgres.services
-        store = postgres.store
-        relay = postgres.relay
+        services += wiring.services
+        store = wiring.store
+        relay = wiring.relay
+        postgres = wiring
     } else {
         let narrowed = try DataDirectory.prepare(configuration.dataDirectory)
         if !narrowed.isEmpty {
@@ -123,9 +125,15 @@ public func buildApplication(
         services: services,
         onServerRunning: { channel in await ports.bound(api: channel.localAddress?.port ?? configuration.port) },
         logger: logger)
-    app.beforeServerStarts {
+    app.beforeServerStarts { [postgres] in
         try await whenReachable(logger: logger) { try await store.migrate() }
         try await tally.loadSecrets(signing: signing.keys)
+        do {
+            try await postgres?.join(signing: signing.keys, adminKey: configuration.adminKey, logger: logger)
+        } catch let error as ConfigurationError {
+            logger.critical("refusing to start: \(error)")
+            throw error
+        }
         ready.open()
         listenersReady.open()
     }

@@ -1,23 +1,56 @@
+import Foundation
 import Logging
 import ServiceLifecycle
+import Synchronization
 import TallyPostgres
 import TallyStore
 
-/// Opens the PostgreSQL store, with the services that run its connection pool and the notifications that
-/// carry change events between the processes sharing the database: what the others publish goes to
-/// `events`; `relay` publishes this process's events to them.
-func makePostgresStore(
-    url: String, poolSize: Int, clock: any WallClock, events: EventHub, logger: Logger
-) throws -> (store: any TallyStorage, services: [any Service], relay: @Sendable (ChangeEvent) -> Void) {
-    let store = try PostgresStore(url: url, maximumConnections: poolSize, logger: logger)
-    let notifications = PostgresNotifications(connection: store.pool.configuration.connection, clock: clock, logger: logger) { input in
-        switch input {
-        case .events(let list): for event in list { events.deliver(event) }
-        case .listening(let reconnected): if reconnected { events.endAll(.stale) }
-        case .eventsLost: events.endAll(.stale)
+/// The PostgreSQL store with the services around it: what runs its connection pool, the notifications that
+/// carry change events between the processes sharing the database (what the others publish goes to `events`;
+/// `relay` publishes this process's events to them), and this process's heartbeat among them.
+struct PostgresWiring {
+    let store: PostgresStore
+    let services: [any Service]
+    let relay: @Sendable (ChangeEvent) -> Void
+    /// This process's row among the running instances, once ``join(signing:adminKey:logger:)`` wrote it.
+    private let joined = JoinedInstance()
+
+    init(url: String, poolSize: Int, clock: any WallClock, events: EventHub, logger: Logger) throws {
+        store = try PostgresStore(url: url, maximumConnections: poolSize, logger: logger)
+        let notifications = PostgresNotifications(connection: store.pool.configuration.connection, clock: clock, logger: logger) { input in
+            switch input {
+            case .events(let list): for event in list { events.deliver(event) }
+            case .listening(let reconnected): if reconnected { events.endAll(.stale) }
+            case .eventsLost: events.endAll(.stale)
+            }
         }
+        // The heartbeat after the pool: it stops first, and deletes its row while the pool still runs.
+        let joined = self.joined
+        services = [PostgresPoolService(store: store), notifications, InstanceHeartbeat(store: store) { joined.instance.withLock { $0 } }]
+        relay = notifications.publish
     }
-    return (store, [PostgresPoolService(store: store), notifications], notifications.publish)
+
+    /// Joins the instances running on the database, unless this process's keys disagree with theirs
+    /// (``KeyAgreement``): then throws a ``ConfigurationError`` naming the variable to fix. Waits for the
+    /// database if it is down, as migrations do.
+    func join(signing: SigningKeys, adminKey: String?, logger: Logger) async throws {
+        let now = Date()
+        let instance = ServerInstance(
+            id: UUID().uuidString.lowercased(), host: ProcessInfo.processInfo.hostName, pid: Int(ProcessInfo.processInfo.processIdentifier),
+            signingKeys: signing.keys.map { Secrets.fingerprint(ofKey: $0.secret) },
+            adminKey: Secrets.fingerprint(ofKey: Array((adminKey ?? "").utf8)), startedAt: now, seenAt: now)
+        try await whenReachable(logger: logger) {
+            try await store.join(instance) { running in
+                if let refusal = KeyAgreement.refusal(instance, running: running) { throw ConfigurationError(refusal) }
+            }
+        }
+        joined.instance.withLock { $0 = instance }
+    }
+}
+
+/// The row a process joined with, read by its heartbeat.
+private final class JoinedInstance: Sendable {
+    let instance = Mutex<ServerInstance?>(nil)
 }
 
 /// Runs the PostgreSQL connection pool inside the application's service group.

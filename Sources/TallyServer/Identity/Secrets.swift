@@ -21,6 +21,13 @@ enum Secrets {
         return hex(mac)
     }
 
+    /// Hex HMAC-SHA-256 keyed by `key` over a fixed label: what the database keeps of the signing and admin keys so
+    /// that the instances sharing it can tell whether their keys agree (``KeyAgreement``). It shows nothing of the
+    /// key, and unlike a plain hash of it (such as a token's key id), it matches no hash computed elsewhere.
+    static func fingerprint(ofKey key: some Sequence<UInt8>) -> String {
+        hex(HMAC<SHA256>.authenticationCode(for: Data("tally.key-fingerprint.v1".utf8), using: SymmetricKey(data: Data(key))))
+    }
+
     /// Lower-case hexadecimal of a digest.
     static func hex(_ bytes: some Sequence<UInt8>) -> String {
         let digits = Array("0123456789abcdef".utf8)

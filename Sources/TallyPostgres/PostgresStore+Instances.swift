@@ -1,0 +1,118 @@
+import Foundation
+import Logging
+import PostgresNIO
+import ServiceLifecycle
+import TallyStore
+
+/// The server processes running on this database (`server_instances`), so that a process whose keys do not
+/// agree with theirs (``KeyAgreement``) refuses to start. Each running process refreshes its row every
+/// ``PostgresStore/instanceHeartbeat`` (``InstanceHeartbeat``); a row not refreshed for
+/// ``PostgresStore/instanceStaleness`` no longer counts (a crashed process), and a process that stops
+/// gracefully deletes its own. Times are the store's clock's, so the machines' clocks must agree to within a
+/// few seconds (as NTP keeps them).
+extension PostgresStore {
+    /// How long a process that stopped refreshing its row still counts as running.
+    public static let instanceStaleness: TimeInterval = 30
+    /// How often a running process refreshes its row.
+    public static let instanceHeartbeat: TimeInterval = 5
+
+    /// Registers `instance` (its `seenAt` set to now on the store's clock) unless `admit` refuses the processes
+    /// running now, whose rows it is given; `admit`'s error is thrown as is. One transaction under an advisory
+    /// lock: of two processes starting at once, the second sees the first. Rows gone stale are deleted.
+    public func join(_ instance: ServerInstance, admit: @Sendable ([ServerInstance]) throws -> Void) async throws {
+        let now = clock.now.millis
+        let staleBefore = now - Int64(Self.instanceStaleness * 1000)
+        try await transaction { connection in
+            try await connection.rows("SELECT pg_advisory_xact_lock(hashtextextended('tally:server_instances', 0))", logger: logger)
+            try await connection.rows("DELETE FROM server_instances WHERE seen_at <= \(staleBefore)", logger: logger)
+            let running = try await connection.rows(
+                "SELECT id, host, pid, signing_keys, admin_key, started_at, seen_at FROM server_instances ORDER BY started_at",
+                logger: logger
+            ).map(ServerInstance.init(row:))
+            do { try admit(running) } catch { throw CallerError(error: error) }
+            try await connection.rows(
+                """
+                INSERT INTO server_instances (id, host, pid, signing_keys, admin_key, started_at, seen_at)
+                VALUES (\(instance.id), \(instance.host), \(Int64(instance.pid)), \(instance.signingKeys), \(instance.adminKey),
+                        \(instance.startedAt.millis), \(now))
+                """, logger: logger)
+        }
+    }
+
+    /// Marks `instance` seen now; puts its row back if another process deleted it as stale meanwhile (this one
+    /// could not reach the database for longer than ``instanceStaleness``).
+    public func heartbeat(_ instance: ServerInstance) async throws {
+        try await rows(
+            """
+            INSERT INTO server_instances (id, host, pid, signing_keys, admin_key, started_at, seen_at)
+            VALUES (\(instance.id), \(instance.host), \(Int64(instance.pid)), \(instance.signingKeys), \(instance.adminKey),
+                    \(instance.startedAt.millis), \(clock.now.millis))
+            ON CONFLICT (id) DO UPDATE SET seen_at = excluded.seen_at
+            """)
+    }
+
+    /// Deletes the row of the instance `id` (it stops).
+    public func leave(id: String) async throws {
+        try await rows("DELETE FROM server_instances WHERE id = \(id)")
+    }
+
+    /// The rows of the processes counted as running now.
+    public func runningInstances() async throws -> [ServerInstance] {
+        let staleBefore = clock.now.millis - Int64(Self.instanceStaleness * 1000)
+        return try await rows(
+            """
+            SELECT id, host, pid, signing_keys, admin_key, started_at, seen_at FROM server_instances
+            WHERE seen_at > \(staleBefore) ORDER BY started_at
+            """
+        ).map(ServerInstance.init(row:))
+    }
+}
+
+extension ServerInstance {
+    /// A `server_instances` row, by column name.
+    init(row: PostgresRow) throws {
+        let columns = row.makeRandomAccess()
+        self.init(
+            id: try columns["id"].decode(String.self), host: try columns["host"].decode(String.self),
+            pid: Int(try columns["pid"].decode(Int64.self)), signingKeys: try columns["signing_keys"].decode([String].self),
+            adminKey: try columns["admin_key"].decode(String.self),
+            startedAt: Date(millis: try columns["started_at"].decode(Int64.self)),
+            seenAt: Date(millis: try columns["seen_at"].decode(Int64.self)))
+    }
+}
+
+/// Keeps this process's `server_instances` row fresh while the server runs (every
+/// ``PostgresStore/instanceHeartbeat`` on the store's clock), and deletes it when the server stops, so that a
+/// restart with other keys need not wait for it to go stale. Put it after the store in the service group:
+/// it stops first, while the pool still runs.
+public struct InstanceHeartbeat: Service {
+    let store: PostgresStore
+    /// The row, once the process joined (``PostgresStore/join(_:admit:)``); nothing to refresh before.
+    let instance: @Sendable () -> ServerInstance?
+
+    /// Refreshes `instance`'s row in `store`.
+    public init(store: PostgresStore, instance: @escaping @Sendable () -> ServerInstance?) {
+        self.store = store
+        self.instance = instance
+    }
+
+    /// Refreshes the row until the service group stops, then deletes it (cancelled instead, as a process torn
+    /// down, it leaves the row to go stale). A failed refresh (the database down) is tried again at the next beat.
+    public func run() async {
+        var failures = 0
+        while !Task.isCancelled && !Task.isShuttingDownGracefully {
+            try? await cancelWhenGracefulShutdown { try await store.clock.sleep(for: PostgresStore.instanceHeartbeat) }
+            guard !Task.isCancelled && !Task.isShuttingDownGracefully, let instance = instance() else { continue }
+            do {
+                try await store.heartbeat(instance)
+                failures = 0
+            } catch {
+                failures += 1
+                if failures == 3 {
+                    store.logger.warning("postgres: this instance's heartbeat keeps failing", metadata: ["error": "\(error)"])
+                }
+            }
+        }
+        if Task.isShuttingDownGracefully, !Task.isCancelled, let instance = instance() { try? await store.leave(id: instance.id) }
+    }
+}
