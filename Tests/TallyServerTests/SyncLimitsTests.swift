@@ -131,8 +131,9 @@ struct SyncLimitsTests {
 
     @Test("A configured budget refuses the next document (409 over REST, rejected in a push) and the next client id (409); deletes pass", arguments: StoreKind.allCases)
     func storageBudget(kind: StoreKind) async throws {
-        let sync = try SyncConfiguration(
-            yaml: SyncFixture.yaml + "\nmaxStoredDocumentsPerUser: 3\nmaxStoredBytesPerUser: 100000\nmaxClientIdsPerUser: 2\n", catalog: SyncFixture.catalog)
+        let sync = try TallyConfiguration(
+            file: SyncFixture.yaml + "\nmaxStoredDocumentsPerUser: 3\nmaxStoredBytesPerUser: 100000\nmaxClientIdsPerUser: 2\n", catalog: SyncFixture.catalog
+        ).sync
         try await LiveServer.with(kind, catalog: SyncFixture.catalog, configure: { $0.sync = sync }) { server in
             let api = server.connection()
             let user = try await api.newGuest()
