@@ -112,7 +112,9 @@ final class ServerProcess: Sendable {
     let output: URL
 
     /// Starts `tally serve` with `arguments` added; with `openFileLimit`, through `/bin/sh`, which lowers
-    /// the limit (soft and hard, so the server cannot raise it back) before running the server.
+    /// the limit (soft and hard, so the server cannot raise it back) before running the server. It runs on SQLite
+    /// in its directory unless `environment` gives a `DATABASE_URL` (the test run's own is not inherited: on the
+    /// shared test database its keys would meet other tests' processes, which key agreement refuses).
     init(
         name: String, directory: URL, environment: [String: String], arguments: [String] = [], openFileLimit: Int? = nil
     ) throws {
@@ -125,7 +127,7 @@ final class ServerProcess: Sendable {
                 (TallyBinary.path, serve)
             }
         process = try ChildProcess(
-            executable, arguments: command, environment: ProcessInfo.processInfo.environment.merging(environment) { $1 },
+            executable, arguments: command, environment: ProcessInfo.processInfo.environment.filter { $0.key != "DATABASE_URL" }.merging(environment) { $1 },
             standardOutput: .file(output), standardError: .file(output))
     }
 
