@@ -20,32 +20,25 @@ struct DocumentAddress: Hashable {
 /// - **read**, one statement after the lock: the user's version and what their documents take of their
 ///   ``SyncBudget``, the sync client (claimed for the user when new, within the budget's client ids) and every
 ///   document the mutations address;
-/// - **take** each mutation (``take(_:)``): ``DocumentPlanner`` plans it from the documents as this transaction
-///   left them (live documents are counted only for a create, once per collection); a create in a metered
-///   collection performs the collection's action first, on the ledger's locking path (the wallet locked after
-///   the sync state, as everywhere), and nothing is kept of a mutation it refuses;
+/// - **take** each mutation (``take(_:)``), in the steps of ``DocumentTaking``: planned from the documents as this
+///   transaction left them (live documents are counted only when a create may need it, once per collection), within
+///   the budget; a create in a metered collection performs the collection's action first, on the ledger's locking
+///   path (the wallet locked after the sync state, as everywhere), and nothing is kept of a mutation it refuses;
 /// - **finish** (``finish(lastMutationId:)``): one statement writes every document's final state, the user's
 ///   new version and usage, and the client's last mutation id.
 struct DocumentWriter {
     let store: PostgresStore
     let connection: PooledConnection
     let userId: String
-    let budget: SyncBudget
     let now: Date
     /// The user's version before this transaction.
     private let base: Int64
-    /// What the user's documents take of the budget, as the mutations taken left them.
-    private var usage: SyncUsage
-    /// The last version given out.
-    private var version: Int64
+    /// The rules of the call's writes, and the version and counts they moved.
+    private var taking: DocumentTaking
     /// The documents read (a tombstone included; `nil`: never written), as the mutations taken left them.
     private var documents: [DocumentAddress: DocumentRecord]
     /// The documents to write, by address (the last state of each).
     private var written: [DocumentAddress: DocumentRecord] = [:]
-    /// Live documents per collection, as stored (counted when first needed).
-    private var storedCounts: [String: Int] = [:]
-    /// How the mutations taken changed each collection's live count.
-    private var countChanges: [String: Int] = [:]
     /// The sync client: its id and last mutation id as read.
     private let client: (id: String, lastMutationId: Int64)?
     /// The account as the last charge left it (read once, after the wallet's row lock).
@@ -147,11 +140,9 @@ struct DocumentWriter {
         self.store = store
         self.connection = connection
         self.userId = userId
-        self.budget = budget
         self.now = now
         self.base = base
-        self.usage = usage
-        self.version = base
+        self.taking = DocumentTaking(version: base, usage: usage, budget: budget, now: now)
         self.client = client
         self.documents = documents
     }
@@ -159,57 +150,42 @@ struct DocumentWriter {
     /// The sync client's last mutation id as read (0 without a client).
     var lastMutationId: Int64 { client?.lastMutationId ?? 0 }
 
-    /// Plans `mutation` (``DocumentPlanner``) from the documents as this transaction left them and, when it
-    /// writes, performs the collection's action for a create and gives it the user's next version.
+    /// Takes `mutation` (``DocumentTaking``) from the documents as this transaction left them: planned, the
+    /// collection's action performed for a create, and given the user's next version.
     mutating func take(_ mutation: DocumentMutation) async throws -> TakenMutation {
         let address = DocumentAddress(mutation)
         let existing = documents[address]
         let collection = mutation.collection.name
-        // The count only matters to a create: plan without it first (and again with it for a create, or a write the
-        // budget refused that may be a create the collection's limit refuses first, as on SQLite).
-        var plan = DocumentPlanner.plan(mutation, existing: existing, liveCount: 0, usage: usage, budget: budget)
-        var counts = plan == .refused(.storageFull) && existing?.deleted != false
-        if case .write(_, _, _, true, _) = plan { counts = true }
-        if counts {
-            plan = DocumentPlanner.plan(
-                mutation, existing: existing, liveCount: try await liveCount(collection), usage: usage, budget: budget)
+        if taking.needsCount(mutation, existing: existing) {
+            // The records are written by ``finish(lastMutationId:)``: the count is the stored one.
+            taking.counted(collection, try await storedCount(collection), includesWritesTaken: false)
         }
-        switch plan {
-        case .conflict(let current):
-            return .conflict(current: current)
-        case .refused(let code):
-            return .refused(StoreError(code))
-        case .write(let data, let rangeValue, let deleted, let creates, let removes):
-            if creates, let action = mutation.collection.action {
-                do {
-                    try await charge(.performAction(userId: userId, action: action, quotaLimit: mutation.collection.quotaLimit))
-                } catch let error as StoreError where error.refusesPayment {
-                    return .refused(error)
-                }
+        let write: DocumentTaking.Write
+        switch taking.plan(mutation, existing: existing) {
+        case .answered(let taken): return taken
+        case .write(let planned): write = planned
+        }
+        if let command = write.charge(userId: userId) {
+            do {
+                try await charge(command)
+            } catch let error as StoreError where error.refusesPayment {
+                return .refused(error)
             }
-            version += 1
-            let record = DocumentRecord(
-                collection: collection, id: mutation.docId, data: data, rangeValue: rangeValue, version: version,
-                updatedAt: Date(millis: now.millis), deleted: deleted)
-            usage = usage.writing(data, over: existing)
-            documents[address] = record
-            written[address] = record
-            countChanges[collection, default: 0] += creates ? 1 : removes ? -1 : 0
-            return .applied(record, created: creates)
         }
+        let record = taking.take(write)
+        documents[address] = record
+        written[address] = record
+        return .applied(record, created: write.creates)
     }
 
-    /// The collection's live documents as the mutations taken left them.
-    private mutating func liveCount(_ collection: String) async throws -> Int {
-        if storedCounts[collection] == nil {
-            let rows = try await connection.rows(
-                "SELECT count(*) FROM documents WHERE user_id = \(userId) AND collection = \(collection) AND NOT deleted",
-                logger: store.logger)
-            guard let row = rows.first else { throw PostgresFailure(kind: "no row from a count") }
-            var cells = Cells(row)
-            storedCounts[collection] = Int(try cells.next(Int64.self))
-        }
-        return (storedCounts[collection] ?? 0) + countChanges[collection, default: 0]
+    /// The collection's live documents as stored.
+    private func storedCount(_ collection: String) async throws -> Int {
+        let rows = try await connection.rows(
+            "SELECT count(*) FROM documents WHERE user_id = \(userId) AND collection = \(collection) AND NOT deleted",
+            logger: store.logger)
+        guard let row = rows.first else { throw PostgresFailure(kind: "no row from a count") }
+        var cells = Cells(row)
+        return Int(try cells.next(Int64.self))
     }
 
     /// Performs `command` on the ledger's locking path in this transaction: the wallet locked (after the sync
@@ -265,7 +241,8 @@ struct DocumentWriter {
               WHERE d.version < excluded.version
               RETURNING 1
             ), counted AS (
-              UPDATE sync_state SET version = \(version), stored_documents = \(usage.documents), stored_bytes = \(usage.bytes)
+              UPDATE sync_state SET version = \(taking.version), stored_documents = \(taking.usage.documents),
+                     stored_bytes = \(taking.usage.bytes)
               WHERE user_id = \(userId) AND version = \(base) RETURNING 1
             ), client AS (
               UPDATE sync_clients SET last_mutation_id = \(lastMutationId), updated_at = \(now.millis)

@@ -88,21 +88,21 @@ extension PostgresStore {
     }
 
     /// One statement, so one snapshot: the user's version and purge mark, their clients' last mutation ids,
-    /// and the documents after `after` by version that a ``PageBound`` takes, plus the first it refuses (which
-    /// says more are waiting). A writer commits its documents and the version together, so the page never has a
-    /// gap below the version.
+    /// and the documents ``ChangePaging`` reads (its rule makes the page): those after `after` by version that its
+    /// ``PageBound`` takes, plus the first it refuses. A writer commits its documents and the version together, so
+    /// the page never has a gap below the version.
     public func changes(userId: String, after: Int64?, limit: Int, maxBytes: Int) async throws -> ChangePage {
-        let bound = PageBound(limit: limit, maxBytes: maxBytes)
+        let paging = ChangePaging(after: after, limit: limit, maxBytes: maxBytes)
         let page = """
             SELECT collection, id, data, range_value, version, updated_at, deleted FROM documents
             WHERE user_id = $1 AND version > $2 AND ($3 OR NOT deleted) ORDER BY version LIMIT $4
             """
         var binds = PostgresBindings(capacity: 5)
         binds.append(userId)
-        binds.append(after ?? 0)
-        binds.append(after != nil)
-        binds.append(Int64(bound.limit) + 1)
-        binds.append(Int64(bound.maxBytes))
+        binds.append(paging.since)
+        binds.append(paging.includesTombstones)
+        binds.append(Int64(paging.readLimit))
+        binds.append(Int64(paging.bound.maxBytes))
         let rows = try await rows(
             PostgresQuery(
                 unsafeSQL: """
@@ -131,13 +131,10 @@ extension PostgresStore {
                 changes.append(try DocumentRecord(&cells))
             }
         }
-        if let after, after < purgedThrough || after > version { throw StoreError(.resyncRequired) }
+        // UNION ALL keeps no order.
         changes.sort { $0.version < $1.version }
-        let (taken, hasMore) = bound.cut(changes)
-        changes = taken
-        return ChangePage(
-            changes: changes, cursor: hasMore ? changes[changes.count - 1].version : version, hasMore: hasMore,
-            lastMutationIds: lastMutationIds)
+        return try paging.page(
+            paging.bound.cut(changes), version: version, purgedThrough: purgedThrough, lastMutationIds: lastMutationIds)
     }
 
     /// Locks the sync state of up to `limit` users owning tombstones older than `before`, skipping users whose

@@ -4,27 +4,21 @@ import TallyStore
 
 /// The document writes of one call (a REST write or a whole push) in the writer's transaction.
 ///
-/// Per mutation: the stored row, ``DocumentPlanner``'s plan, the collection's action when the plan creates a
-/// document (through the ledger code of ``SQLiteStore/perform(_:known:now:_:)``), then the row at the user's
-/// next version. What a push would otherwise read again per mutation stays in memory for the call: the user's
-/// version and what their documents take of their ``SyncBudget`` (stored once, by ``finish()``), each
-/// collection's live count (counted once, when a create needs it) and the account as the last charge left it.
+/// Per mutation, the steps of ``DocumentTaking``: the stored row read, the collection counted when a create may
+/// need it, the plan (within the user's ``SyncBudget``), the collection's action for a create (through the ledger
+/// code of ``SQLiteStore/perform(_:known:now:_:)``), then the row written at the user's next version. What a push
+/// would otherwise read again per mutation stays in memory for the call: the user's version and what their
+/// documents take of the budget (stored once, by ``finish()``), each collection's live count (counted once) and
+/// the account as the last charge left it.
 struct DocumentWriter {
     private let store: SQLiteStore
     private let db: Database
     private let userId: String
-    private let budget: SyncBudget
     private let now: Date
-    /// `now` as the row stores it (whole milliseconds), so a record returned equals the record read back.
-    private let updatedAt: Date
     /// The user's version as stored when the call began.
     private let storedVersion: Int64
-    /// The user's version after this call's last write.
-    private var version: Int64
-    /// What the user's documents take of the budget after this call's last write.
-    private var usage: SyncUsage
-    /// Live documents per collection, for those a create needed counted.
-    private var liveCounts: [String: Int] = [:]
+    /// The rules of the call's writes, and the version and counts they moved.
+    private var taking: DocumentTaking
     /// The account as this call's last charge (or refusal) found it.
     private var account: AccountState?
     /// The account after this call's last charge, if any.
@@ -44,12 +38,9 @@ struct DocumentWriter {
         self.store = store
         self.db = db
         self.userId = userId
-        self.budget = budget
         self.now = now
-        updatedAt = Date(millis: now.millis)
         storedVersion = version
-        self.version = version
-        self.usage = usage
+        taking = DocumentTaking(version: version, usage: usage, budget: budget, now: now)
         // Whatever this transaction writes of the user's documents, their cached range pages go when it commits.
         store.forgets.documents(userId)
     }
@@ -57,69 +48,59 @@ struct DocumentWriter {
     /// Takes one mutation: planned, its collection's action charged for a create, written at the user's next
     /// version. A conflict or a refusal writes nothing.
     mutating func take(_ mutation: DocumentMutation) throws -> TakenMutation {
-        let collection = mutation.collection
+        let collection = mutation.collection.name
         let existing = try db.fetchFirst(
-            sql: DocumentRecord.selectOne, arguments: [userId, collection.name, mutation.docId], DocumentRecord.init(row:))
-        // Only a create needs the count, and only a document that is not live can be created.
-        let liveCount = try existing?.deleted == false ? 0 : count(collection.name)
-        switch DocumentPlanner.plan(mutation, existing: existing, liveCount: liveCount, usage: usage, budget: budget) {
-        case .conflict(let current):
-            return .conflict(current: current)
-        case .refused(let code):
-            return .refused(StoreError(code))
-        case .write(let data, let rangeValue, let deleted, let creates, let removes):
-            if creates, let action = collection.action {
-                let command = Command.performAction(userId: userId, action: action, quotaLimit: collection.quotaLimit)
-                do {
-                    account = try store.perform(command, known: account, now: now, db).state
-                    charged = account
-                } catch let error as StoreError where error.refusesPayment {
-                    account = error.state
-                    return .refused(error)
-                }
-            }
-            version += 1
-            let record = DocumentRecord(
-                collection: collection.name, id: mutation.docId, data: data, rangeValue: rangeValue, version: version,
-                updatedAt: updatedAt, deleted: deleted)
-            try db.run(
-                sql: """
-                    INSERT INTO documents (user_id, collection, id, data, range_value, version, updated_at, deleted)
-                    VALUES (?, ?, ?, ?, ?, ?, ?, ?)
-                    ON CONFLICT (user_id, collection, id) DO UPDATE SET data = excluded.data, range_value = excluded.range_value,
-                      version = excluded.version, updated_at = excluded.updated_at, deleted = excluded.deleted
-                    """,
-                arguments: [
-                    userId, collection.name, mutation.docId, deleted ? nil : String(decoding: data, as: UTF8.self), rangeValue,
-                    version, updatedAt.millis, deleted,
-                ])
-            usage = usage.writing(data, over: existing)
-            if creates { liveCounts[collection.name]? += 1 }
-            if removes { liveCounts[collection.name]? -= 1 }
-            return .applied(record, created: creates)
+            sql: DocumentRecord.selectOne, arguments: [userId, collection, mutation.docId], DocumentRecord.init(row:))
+        if taking.needsCount(mutation, existing: existing) {
+            // Each record is written as it is taken, so the count includes them.
+            taking.counted(collection, try count(collection), includesWritesTaken: true)
         }
+        let write: DocumentTaking.Write
+        switch taking.plan(mutation, existing: existing) {
+        case .answered(let taken): return taken
+        case .write(let planned): write = planned
+        }
+        if let command = write.charge(userId: userId) {
+            do {
+                account = try store.perform(command, known: account, now: now, db).state
+                charged = account
+            } catch let error as StoreError where error.refusesPayment {
+                account = error.state
+                return .refused(error)
+            }
+        }
+        let record = taking.take(write)
+        try db.run(
+            sql: """
+                INSERT INTO documents (user_id, collection, id, data, range_value, version, updated_at, deleted)
+                VALUES (?, ?, ?, ?, ?, ?, ?, ?)
+                ON CONFLICT (user_id, collection, id) DO UPDATE SET data = excluded.data, range_value = excluded.range_value,
+                  version = excluded.version, updated_at = excluded.updated_at, deleted = excluded.deleted
+                """,
+            arguments: [
+                userId, collection, record.id, record.deleted ? nil : String(decoding: record.data, as: UTF8.self), record.rangeValue,
+                record.version, record.updatedAt.millis, record.deleted,
+            ])
+        return .applied(record, created: write.creates)
     }
 
     /// Stores the user's version and usage, if this call changed them.
     func finish() throws {
-        guard version != storedVersion else { return }
+        guard taking.version != storedVersion else { return }
         try db.run(
             sql: """
                 INSERT INTO sync_state (user_id, version, stored_documents, stored_bytes) VALUES (?, ?, ?, ?)
                 ON CONFLICT (user_id) DO UPDATE SET version = excluded.version, stored_documents = excluded.stored_documents,
                   stored_bytes = excluded.stored_bytes
                 """,
-            arguments: [userId, version, usage.documents, usage.bytes])
+            arguments: [userId, taking.version, taking.usage.documents, taking.usage.bytes])
     }
 
-    /// The live documents of the collection, counted the first time a create needs it.
-    private mutating func count(_ collection: String) throws -> Int {
-        if let count = liveCounts[collection] { return count }
-        let count = try db.fetchValue(
+    /// The live documents of the collection, as stored now.
+    private func count(_ collection: String) throws -> Int {
+        try db.fetchValue(
             Int.self, sql: "SELECT count(*) FROM documents INDEXED BY documents_range WHERE user_id = ? AND collection = ? AND deleted = 0",
             arguments: [userId, collection]) ?? 0
-        liveCounts[collection] = count
-        return count
     }
 }
 

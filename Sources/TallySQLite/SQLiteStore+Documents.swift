@@ -140,22 +140,24 @@ extension SQLiteStore: DocumentStore {
     /// Documents and tombstones changed after a version, in version order.
     static let changedAfter = "SELECT \(DocumentRecord.columns) FROM documents WHERE user_id = ? AND version > ? ORDER BY version LIMIT ?"
 
-    /// A page of changes read in one snapshot (see ``DocumentStore/changes(userId:after:limit:maxBytes:)``).
+    /// A page of changes read in one snapshot (see ``DocumentStore/changes(userId:after:limit:maxBytes:)``; the
+    /// page's rule is ``ChangePaging``'s).
     public func changes(userId: String, after: Int64?, limit: Int, maxBytes: Int) async throws -> ChangePage {
-        let bound = PageBound(limit: limit, maxBytes: maxBytes)
+        let paging = ChangePaging(after: after, limit: limit, maxBytes: maxBytes)
         return try await read { db in
-            let (current, purgedThrough) = try db.fetchFirst(
+            let (version, purgedThrough) = try db.fetchFirst(
                 sql: "SELECT version, purged_through FROM sync_state WHERE user_id = ?", arguments: [userId],
                 { row in (row[0] as Int64, row[1] as Int64) }) ?? (0, 0)
-            if let after, after < purgedThrough || after > current { throw StoreError(.resyncRequired) }
-            let (changes, hasMore) = try Self.page(
-                bound, sql: after == nil ? Self.liveAfter : Self.changedAfter, arguments: [userId, after ?? 0, bound.limit + 1], db)
+            // A cursor to refuse reads nothing more.
+            try paging.check(version: version, purgedThrough: purgedThrough)
+            let taken = try Self.page(
+                paging.bound, sql: paging.includesTombstones ? Self.changedAfter : Self.liveAfter,
+                arguments: [userId, paging.since, paging.readLimit], db)
             var lastMutationIds: [String: Int64] = [:]
             try db.forEachRow(sql: "SELECT client_id, last_mutation_id FROM sync_clients WHERE user_id = ?", arguments: [userId]) { row in
                 lastMutationIds[row[0]] = row[1]
             }
-            let cursor = hasMore ? changes[changes.count - 1].version : current
-            return ChangePage(changes: changes, cursor: cursor, hasMore: hasMore, lastMutationIds: lastMutationIds)
+            return try paging.page(taken, version: version, purgedThrough: purgedThrough, lastMutationIds: lastMutationIds)
         }
     }
 

@@ -70,3 +70,124 @@ public struct PushTaking: Sendable {
         PushOutcome(lastMutationId: lastMutationId, results: results, charged: charged)
     }
 }
+
+/// One call's document writes for one user (a REST write, or a whole push), step by step around
+/// ``DocumentPlanner``: which collections must be counted, the plan (within the user's ``SyncBudget``), the
+/// collection's action a create charges, and the record written at the user's next version, with what the
+/// user's documents then take. Each store's writer reads and writes its own rows between the steps:
+///
+/// ```swift
+/// var taking = DocumentTaking(version: storedVersion, usage: storedUsage, budget: budget, now: now)
+/// // for each mutation, with `existing` read:
+/// if taking.needsCount(mutation, existing: existing) { taking.counted(collection, liveDocuments, includesWritesTaken: …) }
+/// switch taking.plan(mutation, existing: existing) {
+/// case .answered(let taken): return taken
+/// case .write(let write):
+///     if let command = write.charge { /* perform it; a refusal of payment answers the mutation */ }
+///     let record = taking.take(write)  // then stored at record.version
+/// }
+/// ```
+public struct DocumentTaking: Sendable {
+    /// The user's version after the last write taken (the stored version before the first).
+    public private(set) var version: Int64
+    /// What the user's documents take of ``budget`` after the last write taken (as stored before the first).
+    public private(set) var usage: SyncUsage
+    /// What the user's documents may take.
+    public let budget: SyncBudget
+    /// When the writes happen, as a row stores it (whole milliseconds), so a record returned equals the record read back.
+    public let updatedAt: Date
+    /// Live documents per collection counted so far, as stored before this call.
+    private var storedCounts: [String: Int] = [:]
+    /// How this call's writes taken so far changed each collection's live documents.
+    private var changes: [String: Int] = [:]
+
+    /// Starts a call's writes from the user's stored version (0 for a user who never wrote a document) and
+    /// usage, within `budget`.
+    public init(version: Int64, usage: SyncUsage, budget: SyncBudget, now: Date) {
+        self.version = version
+        self.usage = usage
+        self.budget = budget
+        updatedAt = Date(millis: now.millis)
+    }
+
+    /// A mutation ``plan(_:existing:)`` decided to write: what to store, and the charge that comes first.
+    public struct Write: Sendable, Hashable {
+        /// The mutation.
+        public var mutation: DocumentMutation
+        /// The canonical data (empty for a tombstone) and the range value.
+        public var data: [UInt8]
+        public var rangeValue: String?
+        /// Whether it leaves a tombstone.
+        public var deleted: Bool
+        /// A live document appears (counted, charged) or disappears.
+        public var creates: Bool
+        public var removes: Bool
+        /// What the user's documents take once it is written.
+        public var usage: SyncUsage
+
+        /// The collection's action, performed before the write when the write creates a document in a metered
+        /// collection; a refusal to pay (``StoreError/refusesPayment``) is the mutation's answer, and nothing is written.
+        public func charge(userId: String) -> Command? {
+            guard creates, let action = mutation.collection.action else { return nil }
+            return .performAction(userId: userId, action: action, quotaLimit: mutation.collection.quotaLimit)
+        }
+    }
+
+    /// What the plan of one mutation says.
+    public enum Step: Sendable {
+        /// Answered without a write: a conflict or a refusal.
+        case answered(TakenMutation)
+        /// To be written (after its charge, if any): ``take(_:)``.
+        case write(Write)
+    }
+
+    /// Whether ``plan(_:existing:)`` needs the live documents of the mutation's collection, not counted yet
+    /// in this call: only a put on a document that is not live can create one (counted even when the budget
+    /// refuses it, so a collection that is full answers `.collectionFull` first, as the planner orders them).
+    public func needsCount(_ mutation: DocumentMutation, existing: DocumentRecord?) -> Bool {
+        guard case .put = mutation.operation, existing?.deleted ?? true else { return false }
+        return storedCounts[mutation.collection.name] == nil
+    }
+
+    /// Records the live documents of `collection` as the store counted them: `includesWritesTaken` when the store
+    /// writes each record as it is taken (so its count includes this call's writes so far), not when it writes
+    /// them all at the end.
+    public mutating func counted(_ collection: String, _ count: Int, includesWritesTaken: Bool) {
+        guard storedCounts[collection] == nil else { return }
+        storedCounts[collection] = includesWritesTaken ? count - changes[collection, default: 0] : count
+    }
+
+    /// The live documents of `collection` as this call's writes left them (0 when not counted: no create needs it).
+    private func liveCount(_ collection: String) -> Int {
+        storedCounts[collection].map { $0 + changes[collection, default: 0] } ?? 0
+    }
+
+    /// The plan of `mutation` on `existing` (its stored record as this call's writes left it; `nil` if never
+    /// written), from the live count and the usage as this call's writes left them.
+    public func plan(_ mutation: DocumentMutation, existing: DocumentRecord?) -> Step {
+        let liveCount = liveCount(mutation.collection.name)
+        switch DocumentPlanner.plan(mutation, existing: existing, liveCount: liveCount, usage: usage, budget: budget) {
+        case .conflict(let current):
+            return .answered(.conflict(current: current))
+        case .refused(let code):
+            return .answered(.refused(StoreError(code)))
+        case .write(let data, let rangeValue, let deleted, let creates, let removes):
+            return .write(
+                Write(
+                    mutation: mutation, data: data, rangeValue: rangeValue, deleted: deleted, creates: creates, removes: removes,
+                    usage: usage.writing(data, over: existing)))
+        }
+    }
+
+    /// Takes a planned write (its charge, if any, performed): the record at the user's next version, the live
+    /// count and the usage moved with it. The store writes the record.
+    public mutating func take(_ write: Write) -> DocumentRecord {
+        version += 1
+        usage = write.usage
+        let collection = write.mutation.collection.name
+        changes[collection, default: 0] += write.creates ? 1 : write.removes ? -1 : 0
+        return DocumentRecord(
+            collection: collection, id: write.mutation.docId, data: write.data, rangeValue: write.rangeValue, version: version,
+            updatedAt: updatedAt, deleted: write.deleted)
+    }
+}
