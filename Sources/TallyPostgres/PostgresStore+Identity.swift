@@ -221,6 +221,18 @@ extension PostgresStore {
         sessions.forget(sessionId: id)
     }
 
+    /// Forgets a session another process revoked, on hearing it did (its notification): the revocation was
+    /// committed before it was announced, so the next lookup finds it revoked, and one in flight cannot put it
+    /// back (``LiveSessions/forget(sessionId:)`` moves the epoch). The revocation feed stays the fallback.
+    public func sessionEnded(id: String) {
+        sessions.forget(sessionId: id)
+    }
+
+    /// Forgets every session of an account another process deleted, on hearing it did (see ``sessionEnded(id:)``).
+    public func accountDeleted(userId: String) {
+        sessions.forget(userId: userId)
+    }
+
     /// The session of a refresh token: one primary-key lookup.
     public func refreshTokenSession(hash: String) async throws -> String? {
         guard let row = try await rows("SELECT session_id FROM refresh_tokens WHERE token_hash = \(hash)").first else { return nil }

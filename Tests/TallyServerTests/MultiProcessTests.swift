@@ -63,6 +63,47 @@ struct MultiProcessTests {
     }
 }
 
+/// A sign-out on one process reaches the other through the LISTEN/NOTIFY notification that ends its event
+/// streams: the same notification drops the session from the other process's caches, so the token is refused
+/// there as soon as the notification is handled (before, it was accepted for 1.1–1.9 s, until the session
+/// cache's trust ran out and the revocation poller caught up).
+@Suite("Sign-out across server processes")
+struct SignOutAcrossProcessesTests {
+    @Test("A token signed out on one process is refused by the other once that one has heard the notification")
+    func signedOutTokenRefusedOnTheOtherProcess() async throws {
+        try await ScratchDatabase.with(baseURL: try postgresURL()) { url in
+            try await ServerPair.with(url: url, config: SyncProtocolTests.processCatalogYAML + SyncFixture.yaml) { pair in
+                let (a, b) = (pair.connection(0), pair.connection(1))
+                defer { Task { await a.close(); await b.close() } }
+                let user = try await a.newGuest()
+                let push = [SyncMutation(id: 1, op: .put, collection: "habit_logs", docId: "a", data: jsonValue(#"{"date":"2027-01-15"}"#))]
+                // B trusts the token: its stream is open (the observer of B's notifications) and it just answered with it.
+                let (stream, head) = try await EventStreamClient.open(port: pair.ports[1].api, token: user.accessToken)
+                defer { Task { await stream.close() } }
+                #expect(head.status == 200)
+                guard case .event(name: "wallet", _, _) = try await stream.nextEvent() else { throw HarnessError("no first wallet event") }
+                #expect(try await b.push(user, clientId: "sign-out-probe-0001", push).status == .ok)
+                #expect(try await b.send(.get, "/v1/wallet", token: user.accessToken).status == .ok)
+
+                let signedOut = ContinuousClock.now
+                #expect(try await a.send(.post, "/v1/auth/sign-out", token: user.accessToken).status == .noContent)
+                // B ends the session's stream when it handles the notification, after dropping the session from its caches.
+                // (The push's `changed` event may come first.)
+                var item = try await stream.nextEvent()
+                while case .event = item { item = try await stream.nextEvent() }
+                #expect(item == .end, "B never heard of the sign-out")
+                let heard = ContinuousClock.now - signedOut
+                let pushed = try await b.push(user, clientId: "sign-out-probe-0001", push)
+                let read = try await b.send(.get, "/v1/wallet", token: user.accessToken)
+                let refused = ContinuousClock.now - signedOut
+                #expect(pushed.status == .unauthorized, "a push with the signed-out token was accepted \(refused) after the sign-out")
+                #expect(read.status == .unauthorized, "a read with the signed-out token was accepted \(refused) after the sign-out")
+                print("sign-out on A: B heard it after \(heard), refused the token \(refused) after the sign-out")
+            }
+        }
+    }
+}
+
 /// The sign-in lockout counts in the database: an attacker spreading guesses over several processes gets
 /// no more than against one, and a restart forgets nothing.
 @Suite("Lockout across server processes")

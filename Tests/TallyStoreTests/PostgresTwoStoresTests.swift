@@ -107,6 +107,36 @@ struct PostgresTwoStoresTests {
         }
     }
 
+    @Test("A sign-out or deletion announced by the other store stops its sessions at once, without a poll")
+    func announcedRevocations() async throws {
+        try await withTwoPostgresStores { first, second in
+            let clock = ManualClock(defaultStart)
+            var sessions: [(user: String, session: String)] = []
+            for _ in 0..<2 {
+                let session = randomId("session-")
+                let grant = try await first.signInGuest(
+                    deviceHash: randomId("device-"), ipHash: randomId("ip-"), signupsPerHour: 1_000_000, signupGrant: 0,
+                    sessionId: session, refresh: NewRefreshToken(hash: randomId("refresh-"), expiresAt: clock.now.addingTimeInterval(3600)),
+                    sessionsPerUser: 50, now: clock.now)
+                sessions.append((grant.user.id, session))
+            }
+            try await second.pollRevocations()
+            for entry in sessions {
+                #expect(try await second.liveSessionUser(sessionId: entry.session) == entry.user)
+                #expect(second.sessions.user(of: entry.session) == entry.user, "answered from memory for the next hour")
+            }
+            try await first.revokeSession(id: sessions[0].session, now: clock.now)
+            #expect(try await first.deleteUser(id: sessions[1].user))
+            // No poll: what the other process announced is all the second store hears.
+            second.sessionEnded(id: sessions[0].session)
+            second.accountDeleted(userId: sessions[1].user)
+            for entry in sessions {
+                #expect(second.sessions.user(of: entry.session) == nil)
+                #expect(try await second.liveSessionUser(sessionId: entry.session) == nil)
+            }
+        }
+    }
+
     @Test("Sign-in failures counted through both stores at once lock the pair after five, in all")
     func lockoutAcrossStores() async throws {
         try await withTwoPostgresStores { first, second in

@@ -35,12 +35,13 @@ public func buildApplication(
     let registry = PrometheusCollectorRegistry()
     let metrics = PrometheusMetricsFactory(registry: registry)
     let events = EventHub(metrics: metrics)
+    let sessions = SessionCache(clock: clock)
     let store: any TallyStorage
     var relay: (@Sendable (ChangeEvent) -> Void)?
     var postgres: PostgresWiring?
     if let url = configuration.databaseURL {
         let wiring = try PostgresWiring(
-            url: url, poolSize: configuration.postgresPoolSize, clock: clock, events: events, logger: logger)
+            url: url, poolSize: configuration.postgresPoolSize, clock: clock, events: events, sessions: sessions, logger: logger)
         services += wiring.services
         store = wiring.store
         relay = wiring.relay
@@ -65,7 +66,7 @@ public func buildApplication(
         }
     }
     let tally = TallyServices(
-        store: store, clock: clock, configuration: configuration, metrics: metrics, events: events, relay: relay)
+        store: store, clock: clock, configuration: configuration, metrics: metrics, events: events, sessions: sessions, relay: relay)
     if let ai = tally.ai { services += [ai.upstream, ai.settlements] }
     let router = buildRouter(services: tally)
     configureRouter(router, tally)

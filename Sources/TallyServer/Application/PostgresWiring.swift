@@ -7,7 +7,11 @@ import TallyStore
 
 /// The PostgreSQL store with the services around it: what runs its connection pool, the notifications that
 /// carry change events between the processes sharing the database (what the others publish goes to `events`;
-/// `relay` publishes this process's events to them), and this process's heartbeat among them.
+/// `relay` publishes this process's events to them), and this process's heartbeat among them. A session another
+/// process ended (a sign-out, an account deleted) is first dropped from this process's caches — the store's live
+/// sessions and the tokens `sessions` trusts — then its streams end: a token is refused here as soon as the
+/// notification is handled, not when the caches' trust runs out (the revocation poller stays the fallback for a
+/// lost one).
 struct PostgresWiring {
     let store: PostgresStore
     let services: [any Service]
@@ -15,11 +19,25 @@ struct PostgresWiring {
     /// This process's row among the running instances, once ``join(signing:adminKey:logger:)`` wrote it.
     private let joined = JoinedInstance()
 
-    init(url: String, poolSize: Int, clock: any WallClock, events: EventHub, logger: Logger) throws {
-        store = try PostgresStore(url: url, maximumConnections: poolSize, logger: logger)
+    init(url: String, poolSize: Int, clock: any WallClock, events: EventHub, sessions: SessionCache, logger: Logger) throws {
+        let store = try PostgresStore(url: url, maximumConnections: poolSize, logger: logger)
+        self.store = store
         let notifications = PostgresNotifications(connection: store.pool.configuration.connection, clock: clock, logger: logger) { input in
             switch input {
-            case .events(let list): for event in list { events.deliver(event) }
+            case .events(let list):
+                for event in list {
+                    switch event {
+                    case .sessionEnded(_, let sessionId):
+                        store.sessionEnded(id: sessionId)
+                        sessions.evict(sessionId: sessionId)
+                    case .accountDeleted(let userId):
+                        store.accountDeleted(userId: userId)
+                        sessions.evict(userId: userId)
+                    case .documents, .wallet:
+                        break
+                    }
+                    events.deliver(event)
+                }
             case .listening(let reconnected): if reconnected { events.endAll(.stale) }
             case .eventsLost: events.endAll(.stale)
             }

@@ -36,10 +36,11 @@ public struct TallyServices: Sendable {
     let ai: AIGateway?
 
     /// `events` and `relay` make up the notifier (``EventNotifier``): with several processes on one database,
-    /// `relay` carries each event to the others, and they hand what they hear to `events`.
+    /// `relay` carries each event to the others, and they hand what they hear to `events` (and the sessions
+    /// they end to `sessions`).
     init(
         store: any TallyStorage, clock: any WallClock, configuration: TallyConfiguration, metrics: any MetricsFactory,
-        events: EventHub? = nil, relay: (@Sendable (ChangeEvent) -> Void)? = nil
+        events: EventHub? = nil, sessions: SessionCache? = nil, relay: (@Sendable (ChangeEvent) -> Void)? = nil
     ) {
         self.store = store
         self.clock = clock
@@ -53,7 +54,7 @@ public struct TallyServices: Sendable {
         self.runner = CommandRunner(
             store: store, clock: clock, inFlight: InFlightKeys(), metrics: metrics, notifier: notifier)
         self.secrets = RuntimeSecrets()
-        self.sessions = SessionCache(clock: clock)
+        self.sessions = sessions ?? SessionCache(clock: clock)
         self.metrics = metrics
         self.events = events
         self.notifier = notifier

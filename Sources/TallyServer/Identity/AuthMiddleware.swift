@@ -56,11 +56,12 @@ public struct AuthMiddleware: RouterMiddleware {
             guard let verified = await tokens.verify(token) else { return nil }
             (identity, expiresAt) = verified
         }
+        let epoch = sessions.epoch
         guard try await store.liveSessionUser(sessionId: identity.sessionId) == identity.userId else {
             sessions.evict(token: token)
             return nil
         }
-        sessions.remember(token, identity: identity, expiresAt: expiresAt)
+        sessions.remember(token, identity: identity, expiresAt: expiresAt, readAt: epoch)
         return identity
     }
 

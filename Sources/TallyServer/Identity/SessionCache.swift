@@ -5,9 +5,13 @@ import TallyStore
 /// Remembers access tokens that were verified and whose session was found live, for a few seconds,
 /// so a busy client's reads skip the signature check and the session lookup.
 ///
-/// Sign-out and account deletion evict their entries on this instance at once; on other instances
-/// a revoked session's access tokens stop working within ``recheckInterval`` plus the store's own delay
-/// (PostgreSQL's revocation feed: under 3 s). Each entry is rechecked
+/// Sign-out and account deletion evict their entries on this instance at once, and on the other instances
+/// sharing a PostgreSQL database as soon as they hear of it (the notification that also ends the session's
+/// event streams, see `PostgresWiring`); a revocation nobody announces (a reused refresh token, a session
+/// beyond the cap), or a notification lost, stops a token within ``recheckInterval`` plus the store's own
+/// delay (PostgreSQL's revocation feed: under 3 s). A lookup that raced an eviction cannot put its token
+/// back: every eviction moves ``epoch``, and ``remember(_:identity:expiresAt:readAt:)`` keeps a token only
+/// when it has not moved since the lookup began (as the stores' own caches do). Each entry is rechecked
 /// after a random part of the interval (between half and all of it), so tokens first seen together —
 /// a server's first second under load — do not all go back to the store in the same instant.
 final class SessionCache: Sendable {
@@ -18,6 +22,8 @@ final class SessionCache: Sendable {
     }
 
     private let entries = Mutex<[String: Entry]>([:])
+    /// Moved (under the `entries` lock) by every eviction of a session or a user.
+    private let evictions = Atomic<UInt64>(0)
     private let clock: any WallClock
     /// How long a session found live is trusted before it is looked up again.
     let recheckInterval: TimeInterval
@@ -57,20 +63,25 @@ final class SessionCache: Sendable {
         _ = entries.withLock { $0.removeValue(forKey: token) }
     }
 
-    /// Records a token just verified against a live session.
-    func remember(_ token: String, identity: Identity, expiresAt: Date) {
+    /// Taken before a token's session is looked up; pass it to ``remember(_:identity:expiresAt:readAt:)``.
+    var epoch: UInt64 { evictions.load(ordering: .acquiring) }
+
+    /// Records a token just verified against a live session, unless a session or a user was evicted since
+    /// the lookup that found it live began (`epoch`).
+    func remember(_ token: String, identity: Identity, expiresAt: Date, readAt epoch: UInt64) {
         let trusted = recheckInterval * Double.random(in: 0.5...1)
-        store(Entry(identity: identity, expiresAt: expiresAt, recheckAt: clock.now.addingTimeInterval(trusted)), for: token)
+        store(Entry(identity: identity, expiresAt: expiresAt, recheckAt: clock.now.addingTimeInterval(trusted)), for: token, readAt: epoch)
     }
 
     /// Records a token this instance just signed: its first use skips the signature check but still looks
     /// its session up (a reused refresh token may have revoked it meanwhile).
     func rememberSigned(_ token: String, identity: Identity, expiresAt: Date) {
-        store(Entry(identity: identity, expiresAt: expiresAt, recheckAt: .distantPast), for: token)
+        store(Entry(identity: identity, expiresAt: expiresAt, recheckAt: .distantPast), for: token, readAt: nil)
     }
 
-    private func store(_ entry: Entry, for token: String) {
+    private func store(_ entry: Entry, for token: String, readAt epoch: UInt64?) {
         entries.withLock { entries in
+            if let epoch, evictions.load(ordering: .relaxed) != epoch { return }
             if entries.count >= capacity { entries.removeAll(keepingCapacity: true) }
             entries[token] = entry
         }
@@ -78,11 +89,17 @@ final class SessionCache: Sendable {
 
     /// Forgets every token of a session (sign-out).
     func evict(sessionId: String) {
-        entries.withLock { entries in entries = entries.filter { $0.value.identity.sessionId != sessionId } }
+        entries.withLock { entries in
+            evictions.add(1, ordering: .releasing)
+            entries = entries.filter { $0.value.identity.sessionId != sessionId }
+        }
     }
 
     /// Forgets every token of a user (account deletion).
     func evict(userId: String) {
-        entries.withLock { entries in entries = entries.filter { $0.value.identity.userId != userId } }
+        entries.withLock { entries in
+            evictions.add(1, ordering: .releasing)
+            entries = entries.filter { $0.value.identity.userId != userId }
+        }
     }
 }
