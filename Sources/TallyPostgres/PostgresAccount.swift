@@ -52,13 +52,12 @@ extension PostgresStore {
               WHERE user_id = \(userId) AND l.locked AND k.scope IS NULL AND \(lockingWallet) FOR UPDATE
             ) w ON true
             """, logger: logger)
-        guard let row = rows.first else { throw PostgresFailure(kind: "no row from the idempotency check") }
-        var cells = Cells(row)
-        let locked: Bool = try cells.next()
-        let fingerprint: String? = try cells.next()
-        let status: Int64? = try cells.next()
-        let body: Data? = try cells.next()
-        let found: Bool? = try cells.next()
+        let row = try Self.single(rows, "the idempotency check")
+        let locked: Bool = try row["locked"]
+        let fingerprint: String? = try row["fingerprint"]
+        let status: Int64? = try row["status"]
+        let body: Data? = try row["body"]
+        let found: Bool? = try row["found"]
         if let fingerprint, let status, let body {
             return .replay(try key.replay(StoredResponse(status: Int(status), body: [UInt8](body)), storedFingerprint: fingerprint))
         }
@@ -84,20 +83,13 @@ extension PostgresStore {
             SELECT u.id, u.email, u.timezone, u.language, u.premium_until, u.created_at,
                    w.balance, w.held, w.version,
                    c.quotas, c.used, c.window_ends,
-                   u.installation, i.quotas, i.used, i.window_ends,
+                   u.installation, i.installation_quotas, i.installation_used, i.installation_window_ends,
                    w.held > 0 AND EXISTS (
-                     SELECT 1 FROM holds WHERE user_id = u.id AND status = 'open' AND expires_at <= \(now.millis)),
-                   h.id, h.user_id, h.amount, h.status, h.captured_amount, h.created_at, h.expires_at,
-                   CASE WHEN \(allocateEntryId) THEN nextval('ledger_entries_id_seq') END
+                     SELECT 1 FROM holds WHERE user_id = u.id AND status = 'open' AND expires_at <= \(now.millis)) AS has_expired_holds,
+                   \(unescaped: HoldRecord.columns(of: "h")),
+                   CASE WHEN \(allocateEntryId) THEN nextval('ledger_entries_id_seq') END AS entry_id
             FROM users u JOIN wallets w ON w.user_id = u.id
-            LEFT JOIN LATERAL (
-              SELECT array_agg(quota) AS quotas, array_agg(used) AS used, array_agg(window_end) AS window_ends
-              FROM quota_counters WHERE user_id = u.id
-            ) c ON true
-            LEFT JOIN LATERAL (
-              SELECT array_agg(quota) AS quotas, array_agg(used) AS used, array_agg(window_end) AS window_ends
-              FROM installation_quota_counters WHERE installation = u.installation
-            ) i ON true
+            \(unescaped: counterJoins(user: "u"))
             LEFT JOIN LATERAL (
               SELECT id, user_id, amount, status, captured_amount, created_at, expires_at FROM holds
               WHERE id = \(holdId)::TEXT AND user_id = u.id
@@ -105,18 +97,11 @@ extension PostgresStore {
             ) h ON true
             WHERE u.id = \(userId)
             """, logger: logger)
-        guard let row = rows.first else { return nil }
-        var cells = Cells(row)
-        let user = try UserRecord(&cells)
-        let wallet = try WalletState(&cells)
-        let counters = try readCounters(&cells)
-        let installation = try readInstallation(&cells)
-        let hasExpired: Bool = try cells.next()
-        let hold = try HoldRecord.read(&cells)
-        let entryId: Int64? = try cells.next()
+        guard let row = rows.first.map(Columns.init) else { return nil }
         return LockedAccount(
-            user: user, wallet: wallet, counters: counters, installation: installation, hasExpiredHolds: hasExpired, hold: hold,
-            entryId: entryId)
+            user: try UserRecord(row), wallet: try WalletState(row), counters: try readCounters(row),
+            installation: try readInstallation(row),
+            hasExpiredHolds: try row["has_expired_holds"], hold: try HoldRecord.read(row), entryId: try row["entry_id"])
     }
 
     /// Releases the account's expired holds, as SQLite does at the start of every command (a rare path: one
@@ -129,20 +114,11 @@ extension PostgresStore {
         let userId = account.user.id
         let rows = try await connection.rows(
             """
-            SELECT id, amount, created_at, expires_at FROM holds
-            WHERE user_id = \(userId) AND status = 'open' AND expires_at <= \(now.millis)
+            SELECT \(unescaped: HoldRecord.columns(of: "h")) FROM holds h
+            WHERE h.user_id = \(userId) AND h.status = 'open' AND h.expires_at <= \(now.millis)
             FOR UPDATE
             """, logger: logger)
-        let expired = try rows.map { row in
-            var cells = Cells(row)
-            let id: String = try cells.next()
-            let amount: Int64 = try cells.next()
-            let createdAt: Int64 = try cells.next()
-            let expiresAt: Int64 = try cells.next()
-            return HoldRecord(
-                id: id, userId: userId, amount: amount, status: .open, capturedAmount: nil,
-                createdAt: Date(millis: createdAt), expiresAt: Date(millis: expiresAt))
-        }
+        let expired = try rows.compactMap { try HoldRecord.read(Columns($0)) }
         account.hasExpiredHolds = false
         guard !expired.isEmpty else { return }
         let wallets = try await Self.expire(expired, wallets: [userId: account.wallet], now: now, on: connection, logger: logger)
@@ -166,11 +142,8 @@ extension PostgresStore {
     /// `count` new ledger entry ids, in ascending order (for entries appended in that order).
     func nextEntryIds(_ count: Int, on connection: PooledConnection) async throws -> [Int64] {
         let rows = try await connection.rows(
-            "SELECT nextval('ledger_entries_id_seq') FROM generate_series(1, \(Int64(count)))", logger: logger)
-        return try rows.map { row in
-            var cells = Cells(row)
-            return try cells.next(Int64.self)
-        }.sorted()
+            "SELECT nextval('ledger_entries_id_seq') AS id FROM generate_series(1, \(Int64(count)))", logger: logger)
+        return try rows.map { try Columns($0)["id"] as Int64 }.sorted()
     }
 
     /// Reads the account's state and releases its expired holds, under the wallet lock: the slow path of

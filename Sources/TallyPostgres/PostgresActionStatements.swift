@@ -29,19 +29,18 @@ struct ActionWritten: Sendable {
 
 /// Applies the plans of several commands (of distinct accounts) in one statement, so in one transaction
 /// and one commit (see ``StatementBatcher``). Each wallet moves from the state read only if its row is still
-/// that version (`xmin` and `version` unchanged; the update waits for a concurrent writer and then
-/// re-checks the newest version), and every other write of that command hangs on its wallet's update (the
-/// update returns the command's columns, so the later writes read its rows alone): the ledger entry, the
-/// quota counter (and a guest's installation counter), the response under its key, a new hold or the
-/// settled one. A plan that
-/// writes neither an entry nor a counter rewrites the wallet unchanged, which still checks and moves the
-/// stamp.
+/// that version (`version` and, on the compare-and-set path, `xmin` unchanged; the update waits for a concurrent
+/// writer and then re-checks the newest version), and every other write of that command hangs on its wallet's
+/// update (``LedgerSQL/append(from:carrying:)``: the update returns the command's columns, so the later writes
+/// read its rows alone): the ledger entry, the quota counter (and a guest's installation counter), the response
+/// under its key (``LedgerSQL/remember(from:)``), a new hold or the settled one. A plan that writes neither an
+/// entry nor a counter rewrites the wallet unchanged, which still checks and moves the stamp. The locking path
+/// runs it too, for one command, under the wallet's row lock (no stamp to compare).
 ///
-/// One row per wallet that moved — its user, new stamp and, after an entry, the id of the account's next
-/// entry; a write whose wallet moved meanwhile has no row. A key stored meanwhile fails the statement
-/// (`idempotency_keys_pkey`), which undoes it whole. Absent optional values travel as sentinels that no
-/// real value takes (entry id 0, empty quota name, key, hold id or installation), because arrays carry no
-/// `NULL`s here.
+/// One row per wallet that moved — its `user_id`, new `stamp` and, after an entry, the `next_entry_id` of the
+/// account; a write whose wallet moved meanwhile has no row. A key stored meanwhile fails the statement
+/// (`idempotency_keys_pkey`), which undoes it whole. Absent optional values travel as sentinels that no real
+/// value takes (empty quota name, key, hold id or installation), because arrays carry no `NULL`s here.
 struct ActionBatchWriteStatement<Shape: BatchShape>: PostgresPreparedStatement {
     static var name: String { Shape.name }
     static var sql: String { Shape.sql }
@@ -50,92 +49,17 @@ struct ActionBatchWriteStatement<Shape: BatchShape>: PostgresPreparedStatement {
     var writes: [ActionWrite]
 
     func makeBindings() throws -> PostgresBindings {
-        var userId: [String] = [], version: [Int64] = [], stamp: [String] = []
-        var balance: [Int64] = [], held: [Int64] = [], newVersion: [Int64] = []
-        var entryId: [Int64] = [], kind: [String] = [], amount: [Int64] = [], heldChange: [Int64] = []
-        var reason: [String] = [], hasReason: [Bool] = [], createdAt: [Int64] = []
-        var quota: [String] = [], used: [Int64] = [], windowEnd: [Int64] = []
-        var scope: [String] = [], key: [String] = [], fingerprint: [String] = [], status: [Int64] = []
-        var body: [ByteBuffer] = []
-        var newHold: [String] = [], newHoldAmount: [Int64] = [], newHoldExpires: [Int64] = []
-        var settledHold: [String] = [], settledStatus: [String] = [], captured: [Int64] = [], hasCaptured: [Bool] = []
-        var installation: [String] = [], installationUsed: [Int64] = [], installationWindowEnd: [Int64] = []
+        var ledger = LedgerRows(), keys = KeyRows(), actions = ActionRows(Shape.self)
         // In user order, so that two processes' batches lock shared wallets in the same order (no deadlock).
         for write in writes.sorted(by: { $0.account.user.id < $1.account.user.id }) {
-            let wallet = write.account.wallet
-            let entry = write.plan.entry
-            let after = entry.map { wallet.applying($0) } ?? wallet
-            userId.append(write.account.user.id)
-            version.append(wallet.version)
-            stamp.append(write.account.stamp)
-            balance.append(after.balance)
-            held.append(after.held)
-            newVersion.append(after.version)
-            entryId.append(entry == nil ? 0 : write.account.entryId ?? 0)
-            kind.append(entry?.kind.rawValue ?? "")
-            amount.append(entry?.amount ?? 0)
-            heldChange.append(entry?.heldChange ?? 0)
-            reason.append(entry?.reason ?? "")
-            hasReason.append(entry?.reason != nil)
-            createdAt.append(write.now.millis)
-            quota.append(write.plan.counter?.quota ?? "")
-            used.append(write.plan.counter.map { Int64($0.value.used) } ?? 0)
-            windowEnd.append(write.plan.counter?.value.windowEnd.millis ?? 0)
-            scope.append(write.remembered?.key.scope ?? "")
-            key.append(write.remembered?.key.key ?? "")
-            fingerprint.append(write.remembered?.key.fingerprint ?? "")
-            status.append(Int64(write.remembered?.response.status ?? 0))
-            body.append(ByteBuffer(bytes: write.remembered?.response.body ?? []))
-            let hold = write.plan.newHold
-            newHold.append(hold?.id ?? "")
-            newHoldAmount.append(hold?.amount ?? 0)
-            newHoldExpires.append(hold?.expiresAt.millis ?? 0)
-            let settle = write.plan.settleHold
-            settledHold.append(settle == nil ? "" : write.hold?.id ?? "")
-            settledStatus.append(settle?.status.rawValue ?? "")
-            captured.append(settle?.capturedAmount ?? 0)
-            hasCaptured.append(settle?.capturedAmount != nil)
-            let counted = write.plan.installationCounter
-            installation.append(counted?.installation ?? "")
-            installationUsed.append(counted.map { Int64($0.value.used) } ?? 0)
-            installationWindowEnd.append(counted?.value.windowEnd.millis ?? 0)
+            let entries = write.plan.entry.map { [(id: write.account.entryId, entry: $0)] } ?? []
+            let stamp = write.account.stamp.isEmpty ? nil : write.account.stamp
+            ledger.move(userId: write.account.user.id, from: write.account.wallet, stamp: stamp, entries: entries, now: write.now)
+            keys.append(write.remembered)
+            actions.append(write)
         }
-        var bindings = PostgresBindings(capacity: 21 + (Shape.movesHolds ? 7 : 0) + (Shape.countsInstallations ? 3 : 0))
-        bindings.append(userId)
-        bindings.append(version)
-        bindings.append(stamp)
-        bindings.append(balance)
-        bindings.append(held)
-        bindings.append(newVersion)
-        bindings.append(entryId)
-        bindings.append(kind)
-        bindings.append(amount)
-        bindings.append(heldChange)
-        bindings.append(reason)
-        bindings.append(hasReason)
-        bindings.append(createdAt)
-        bindings.append(quota)
-        bindings.append(used)
-        bindings.append(windowEnd)
-        bindings.append(scope)
-        bindings.append(key)
-        bindings.append(fingerprint)
-        bindings.append(status)
-        bindings.append(body)
-        if Shape.movesHolds {
-            bindings.append(newHold)
-            bindings.append(newHoldAmount)
-            bindings.append(newHoldExpires)
-            bindings.append(settledHold)
-            bindings.append(settledStatus)
-            bindings.append(captured)
-            bindings.append(hasCaptured)
-        }
-        if Shape.countsInstallations {
-            bindings.append(installation)
-            bindings.append(installationUsed)
-            bindings.append(installationWindowEnd)
-        }
+        var bindings = PostgresBindings(capacity: Shape.columnCount)
+        Unnest.bind([ledger, keys, actions], into: &bindings)
         return bindings
     }
 
@@ -145,11 +69,72 @@ struct ActionBatchWriteStatement<Shape: BatchShape>: PostgresPreparedStatement {
     func results(_ rows: [PostgresRow]) throws -> [ActionWritten?] {
         var byUser: [String: ActionWritten] = [:]
         for row in rows {
-            var cells = Cells(row)
-            let userId: String = try cells.next()
-            byUser[userId] = ActionWritten(stamp: try cells.next(), nextEntryId: try cells.next())
+            let row = Columns(row)
+            byUser[try row["user_id"]] = ActionWritten(stamp: try row["stamp"], nextEntryId: try row["next_entry_id"])
         }
         return writes.map { byUser[$0.account.user.id] }
+    }
+}
+
+/// What a command writes besides the ledger and its key, in the columns of the batch statement's shape: the quota
+/// counter (quota '' for none); with ``BatchShape/movesHolds``, the new hold and the settled one (id '' for
+/// none); with ``BatchShape/countsInstallations``, the installation's counter (installation '' for none).
+private struct ActionRows: ColumnArrays {
+    let movesHolds: Bool
+    let countsInstallations: Bool
+    private var quota: [String] = [], used: [Int64] = [], windowEnd: [Int64] = []
+    private var newHold: [String] = [], newHoldAmount: [Int64] = [], newHoldExpires: [Int64] = []
+    private var settledHold: [String] = [], settledStatus: [String] = [], captured: [Int64] = [], hasCaptured: [Bool] = []
+    private var installation: [String] = [], installationUsed: [Int64] = [], installationWindowEnd: [Int64] = []
+
+    init(_ shape: (some BatchShape).Type) {
+        (movesHolds, countsInstallations) = (shape.movesHolds, shape.countsInstallations)
+    }
+
+    mutating func append(_ write: ActionWrite) {
+        quota.append(write.plan.counter?.quota ?? "")
+        used.append(write.plan.counter.map { Int64($0.value.used) } ?? 0)
+        windowEnd.append(write.plan.counter?.value.windowEnd.millis ?? 0)
+        let hold = write.plan.newHold
+        newHold.append(hold?.id ?? "")
+        newHoldAmount.append(hold?.amount ?? 0)
+        newHoldExpires.append(hold?.expiresAt.millis ?? 0)
+        let settle = write.plan.settleHold
+        settledHold.append(settle == nil ? "" : write.hold?.id ?? "")
+        settledStatus.append(settle?.status.rawValue ?? "")
+        captured.append(settle?.capturedAmount ?? 0)
+        hasCaptured.append(settle?.capturedAmount != nil)
+        let counted = write.plan.installationCounter
+        installation.append(counted?.installation ?? "")
+        installationUsed.append(counted.map { Int64($0.value.used) } ?? 0)
+        installationWindowEnd.append(counted?.value.windowEnd.millis ?? 0)
+    }
+
+    func forEachColumn(_ body: (String, String, any PostgresDynamicTypeEncodable) -> Void) {
+        body("quota", "TEXT", quota)
+        body("used", "BIGINT", used)
+        body("window_end", "BIGINT", windowEnd)
+        if movesHolds {
+            body("new_hold", "TEXT", newHold)
+            body("new_hold_amount", "BIGINT", newHoldAmount)
+            body("new_hold_expires", "BIGINT", newHoldExpires)
+            body("settled_hold", "TEXT", settledHold)
+            body("settled_status", "TEXT", settledStatus)
+            body("captured", "BIGINT", captured)
+            body("has_captured", "BOOLEAN", hasCaptured)
+        }
+        if countsInstallations {
+            body("installation", "TEXT", installation)
+            body("installation_used", "BIGINT", installationUsed)
+            body("installation_window_end", "BIGINT", installationWindowEnd)
+        }
+    }
+
+    /// The names of ``forEachColumn(_:)``'s columns.
+    var names: [String] {
+        var names: [String] = []
+        forEachColumn { name, _, _ in names.append(name) }
+        return names
     }
 }
 
@@ -161,27 +146,16 @@ protocol BatchShape {
     static var countsInstallations: Bool { get }
     /// The prepared statement's name.
     static var name: String { get }
-    /// The statement's text (``batchSQL(movesHolds:countsInstallations:)``).
+    /// The statement's text (``batchSQL(_:)``).
     static var sql: String { get }
+    /// How many parameters it has.
+    static var columnCount: Int { get }
 }
 
-/// The batch statement, with or without the hold writes, and with or without the installation counters.
-private func batchSQL(movesHolds: Bool, countsInstallations: Bool) -> String {
-    let holdColumns = movesHolds ? ",\n    $22::TEXT[], $23::BIGINT[], $24::BIGINT[], $25::TEXT[], $26::TEXT[], $27::BIGINT[], $28::BOOLEAN[]" : ""
-    let holdNames = movesHolds ? ",\n    new_hold, new_hold_amount, new_hold_expires, settled_hold, settled_status, captured, has_captured" : ""
-    let holdReturning = movesHolds ? ",\n    b.new_hold, b.new_hold_amount, b.new_hold_expires, b.settled_hold, b.settled_status, b.captured, b.has_captured" : ""
-    let first = movesHolds ? 29 : 22
-    let installationColumns = countsInstallations ? ",\n    $\(first)::TEXT[], $\(first + 1)::BIGINT[], $\(first + 2)::BIGINT[]" : ""
-    let installationNames = countsInstallations ? ",\n    installation, installation_used, installation_window_end" : ""
-    let installationReturning = countsInstallations ? ",\n    b.installation, b.installation_used, b.installation_window_end" : ""
-    let installationWrites = countsInstallations ? """
-        , counted_installations AS (
-          INSERT INTO installation_quota_counters (installation, quota, used, window_end)
-          SELECT m.installation, m.quota, m.installation_used, m.installation_window_end FROM moved m WHERE m.installation <> ''
-          ON CONFLICT (installation, quota) DO UPDATE SET used = excluded.used, window_end = excluded.window_end
-        )
-        """ : ""
-    let holdWrites = movesHolds ? """
+/// The batch statement of `shape`: with or without the hold writes, and with or without the installation counters.
+private func batchSQL(_ shape: (some BatchShape).Type) -> String {
+    let actions = ActionRows(shape)
+    let holdWrites = shape.movesHolds ? """
         , opened AS (
           INSERT INTO holds (id, user_id, amount, status, created_at, expires_at)
           SELECT m.new_hold, m.user_id, m.new_hold_amount, 'open', m.created_at, m.new_hold_expires
@@ -194,83 +168,96 @@ private func batchSQL(movesHolds: Bool, countsInstallations: Bool) -> String {
           RETURNING h.user_id
         )
         """ : ""
+    let installationWrites = shape.countsInstallations ? """
+        , counted_installations AS (
+          INSERT INTO installation_quota_counters (installation, quota, used, window_end)
+          SELECT m.installation, m.quota, m.installation_used, m.installation_window_end FROM moved m WHERE m.installation <> ''
+          ON CONFLICT (installation, quota) DO UPDATE SET used = excluded.used, window_end = excluded.window_end
+        )
+        """ : ""
     // A hold read open cannot have been settled under an unmoved wallet; if it was, fail (a cast that
     // cannot succeed, evaluated per row, not folded at planning) and so undo everything.
-    let holdCheck = movesHolds ? """
+    let holdCheck = shape.movesHolds ? """
         CASE WHEN m.settled_hold <> '' AND NOT EXISTS (SELECT 1 FROM settled s WHERE s.user_id = m.user_id)
              THEN ('hold ' || m.settled_hold || ' was not open')::BIGINT END
         """ : "NULL::BIGINT"
+    let carried = ["kind", "created_at", "scope", "key", "fingerprint", "status", "body"] + actions.names
     return """
         WITH b AS MATERIALIZED (
-          SELECT * FROM unnest(
-            $1::TEXT[], $2::BIGINT[], $3::TEXT[], $4::BIGINT[], $5::BIGINT[], $6::BIGINT[],
-            $7::BIGINT[], $8::TEXT[], $9::BIGINT[], $10::BIGINT[], $11::TEXT[], $12::BOOLEAN[], $13::BIGINT[],
-            $14::TEXT[], $15::BIGINT[], $16::BIGINT[],
-            $17::TEXT[], $18::TEXT[], $19::TEXT[], $20::BIGINT[], $21::BYTEA[]\(holdColumns)\(installationColumns)
-          ) AS b(user_id, version, stamp, balance, held, new_version,
-                 entry_id, kind, amount, held_change, reason, has_reason, created_at,
-                 quota, used, window_end,
-                 scope, key, fingerprint, status, body\(holdNames)\(installationNames))
-        ), moved AS (
-          UPDATE wallets w SET balance = b.balance, held = b.held, version = b.new_version
-          FROM b WHERE w.user_id = b.user_id AND w.version = b.version AND w.xmin::text = b.stamp
-          RETURNING w.user_id, w.xmin::text AS stamp, b.entry_id, b.kind, b.amount, b.held_change, b.balance, b.held,
-                    b.reason, b.has_reason, b.created_at, b.quota, b.used, b.window_end,
-                    b.scope, b.key, b.fingerprint, b.status, b.body\(holdReturning)\(installationReturning)
-        ), appended AS (
-          INSERT INTO ledger_entries (id, user_id, kind, amount, held_change, balance_after, held_after, reason, created_at)
-          OVERRIDING SYSTEM VALUE
-          SELECT m.entry_id, m.user_id, m.kind, m.amount, m.held_change, m.balance, m.held,
-                 CASE WHEN m.has_reason THEN m.reason END, m.created_at
-          FROM moved m WHERE m.entry_id <> 0
-        ), counted AS (
+          \(Unnest.relation([LedgerRows(), KeyRows(), actions], as: "b"))
+        ), \(LedgerSQL.append(from: "b", carrying: carried)), counted AS (
           INSERT INTO quota_counters (user_id, quota, used, window_end)
           SELECT m.user_id, m.quota, m.used, m.window_end FROM moved m WHERE m.quota <> ''
           ON CONFLICT (user_id, quota) DO UPDATE SET used = excluded.used, window_end = excluded.window_end
-        ), remembered AS (
-          INSERT INTO idempotency_keys (scope, key, fingerprint, status, body, created_at)
-          SELECT m.scope, m.key, m.fingerprint, m.status, m.body, m.created_at
-          FROM moved m WHERE m.key <> ''
-        )\(holdWrites)\(installationWrites)
-        SELECT m.user_id, m.stamp, CASE WHEN m.entry_id <> 0 THEN nextval('ledger_entries_id_seq') END,
-               \(holdCheck)
+        ), \(LedgerSQL.remember(from: "moved"))\(holdWrites)\(installationWrites)
+        SELECT m.user_id, m.stamp, CASE WHEN m.kind <> '' THEN nextval('ledger_entries_id_seq') END AS next_entry_id,
+               \(holdCheck) AS hold_check
         FROM moved m
         """
+}
+
+/// How many parameters the batch statement of `shape` has.
+private func batchColumnCount(_ shape: (some BatchShape).Type) -> Int {
+    var count = 0
+    for set: any ColumnArrays in [LedgerRows(), KeyRows(), ActionRows(shape)] { set.forEachColumn { _, _, _ in count += 1 } }
+    return count
 }
 
 /// Batches whose writes touch no hold and no installation.
 enum LedgerWrites: BatchShape {
     static let movesHolds = false
     static let countsInstallations = false
-    static let name = "tally_batch_write_v2"
-    static let sql = batchSQL(movesHolds: false, countsInstallations: false)
+    static let name = "tally_batch_write_v3"
+    static let sql = batchSQL(Self.self)
+    static let columnCount = batchColumnCount(Self.self)
 }
 
 /// Batches with at least one write that creates or settles a hold, and none that counts an installation.
 enum HoldWrites: BatchShape {
     static let movesHolds = true
     static let countsInstallations = false
-    static let name = "tally_batch_write_holds_v2"
-    static let sql = batchSQL(movesHolds: true, countsInstallations: false)
+    static let name = "tally_batch_write_holds_v3"
+    static let sql = batchSQL(Self.self)
+    static let columnCount = batchColumnCount(Self.self)
 }
 
 /// Batches with at least one guest's free use (which counts the installation too), and no hold moved.
 enum InstallationWrites: BatchShape {
     static let movesHolds = false
     static let countsInstallations = true
-    static let name = "tally_batch_write_installations_v1"
-    static let sql = batchSQL(movesHolds: false, countsInstallations: true)
+    static let name = "tally_batch_write_installations_v2"
+    static let sql = batchSQL(Self.self)
+    static let columnCount = batchColumnCount(Self.self)
 }
 
 /// Batches with both a hold moved and a guest's free use.
 enum HoldAndInstallationWrites: BatchShape {
     static let movesHolds = true
     static let countsInstallations = true
-    static let name = "tally_batch_write_holds_installations_v1"
-    static let sql = batchSQL(movesHolds: true, countsInstallations: true)
+    static let name = "tally_batch_write_holds_installations_v2"
+    static let sql = batchSQL(Self.self)
+    static let columnCount = batchColumnCount(Self.self)
 }
 
 extension PostgresStore {
+    /// Sends `writes` (of distinct accounts) as one ``ActionBatchWriteStatement`` of the smallest shape that carries
+    /// them, on its own connection (committed when it returns) or in the transaction of `connection`.
+    func writeActions(_ writes: [ActionWrite], on connection: PooledConnection? = nil) async throws -> [ActionWritten?] {
+        func send<Shape: BatchShape>(_: Shape.Type) async throws -> [ActionWritten?] {
+            let statement = ActionBatchWriteStatement<Shape>(writes: writes)
+            let rows = if let connection { try await connection.execute(statement, logger: logger) } else { try await prepared(statement) }
+            return try statement.results(rows)
+        }
+        let movesHolds = writes.contains { $0.plan.newHold != nil || $0.plan.settleHold != nil }
+        let countsInstallations = writes.contains { $0.plan.installationCounter != nil }
+        switch (movesHolds, countsInstallations) {
+        case (false, false): return try await send(LedgerWrites.self)
+        case (true, false): return try await send(HoldWrites.self)
+        case (false, true): return try await send(InstallationWrites.self)
+        case (true, true): return try await send(HoldAndInstallationWrites.self)
+        }
+    }
+
     /// Runs a prepared statement on its own (committed when it returns) and collects its rows, on a
     /// connection leased for just that. No retry: the caller decides what a conflict means.
     func prepared<Statement: PostgresPreparedStatement>(_ statement: Statement) async throws -> [PostgresRow]

@@ -68,6 +68,8 @@ struct DocumentWriter {
         }
         var unique = Set<DocumentAddress>()
         let addresses = addresses.filter { unique.insert($0).inserted }
+        // A `state` row (the user's version and usage, and the client: claimed now, or as stored) and a `document`
+        // row per document stored at the addresses.
         let rows = try await connection.rows(
             """
             WITH claimed AS (
@@ -77,17 +79,20 @@ struct DocumentWriter {
               ON CONFLICT (client_id) DO NOTHING
               RETURNING user_id, last_mutation_id
             )
-            SELECT 0, NULL::TEXT, NULL::TEXT, NULL::TEXT, NULL::TEXT, version, NULL::BIGINT, NULL::BOOLEAN
-            FROM sync_state WHERE user_id = \(userId)
+            SELECT 'state' AS part, s.version AS user_version, s.stored_documents, s.stored_bytes,
+                   c.user_id AS client_user_id, c.last_mutation_id AS client_last_mutation_id,
+                   NULL::TEXT AS collection, NULL::TEXT AS id, NULL::TEXT AS data, NULL::TEXT AS range_value,
+                   NULL::BIGINT AS version, NULL::BIGINT AS updated_at, NULL::BOOLEAN AS deleted
+            FROM sync_state s
+            LEFT JOIN LATERAL (
+              SELECT user_id, last_mutation_id FROM claimed
+              UNION ALL
+              SELECT user_id, last_mutation_id FROM sync_clients WHERE client_id = \(clientId ?? "") AND \(clientId != nil)
+              LIMIT 1
+            ) c ON true
+            WHERE s.user_id = \(userId)
             UNION ALL
-            SELECT 3, NULL, NULL, NULL, NULL, stored_documents, stored_bytes, NULL FROM sync_state WHERE user_id = \(userId)
-            UNION ALL
-            SELECT 1, user_id, NULL, NULL, NULL, last_mutation_id, NULL, NULL FROM claimed
-            UNION ALL
-            SELECT 1, user_id, NULL, NULL, NULL, last_mutation_id, NULL, NULL FROM sync_clients
-            WHERE client_id = \(clientId ?? "") AND \(clientId != nil)
-            UNION ALL
-            SELECT 2, d.collection, d.id, d.data, d.range_value, d.version, d.updated_at, d.deleted
+            SELECT 'document', NULL, NULL, NULL, NULL, NULL, d.collection, d.id, d.data, d.range_value, d.version, d.updated_at, d.deleted
             FROM unnest(\(addresses.map(\.collection))::TEXT[], \(addresses.map(\.id))::TEXT[]) AS k(collection, id)
             JOIN documents d ON d.user_id = \(userId) AND d.collection = k.collection AND d.id = k.id
             """, logger: store.logger)
@@ -95,23 +100,15 @@ struct DocumentWriter {
         var usage = SyncUsage()
         var owner: (userId: String, lastMutationId: Int64)?
         var documents: [DocumentAddress: DocumentRecord] = [:]
-        for row in rows {
-            var cells = Cells(row)
-            switch try cells.next(Int32.self) {
-            case 0:
-                for _ in 0..<4 { _ = try cells.next(String?.self) }
-                version = try cells.next(Int64.self)
-            case 1:
-                let user: String = try cells.next()
-                for _ in 0..<3 { _ = try cells.next(String?.self) }
-                owner = (user, try cells.next(Int64.self))
-            case 3:
-                for _ in 0..<4 { _ = try cells.next(String?.self) }
-                usage = SyncUsage(documents: try cells.next(), bytes: try cells.next())
-            default:
-                let record = try DocumentRecord(&cells)
+        for row in rows.map(Columns.init) {
+            guard try row["part"] as String == "state" else {
+                let record = try DocumentRecord(row)
                 documents[DocumentAddress(record)] = record
+                continue
             }
+            version = try row["user_version"]
+            usage = SyncUsage(documents: try row["stored_documents"], bytes: try row["stored_bytes"])
+            if let user: String = try row["client_user_id"] { owner = (user, try row["client_last_mutation_id"]) }
         }
         // No sync state: the account does not exist (or was deleted since the lock statement's snapshot).
         guard let version else { throw StoreError(.userNotFound) }
@@ -120,10 +117,11 @@ struct DocumentWriter {
             // No row: the user has all the client ids the budget allows, or another user's push claimed the id
             // after this statement's snapshot was taken.
             guard let owner else {
-                let owned = try await connection.rows("SELECT count(*) FROM sync_clients WHERE user_id = \(userId)", logger: store.logger)
-                guard let row = owned.first else { throw PostgresFailure(kind: "no row from a count") }
-                var cells = Cells(row)
-                if try cells.next(Int64.self) >= Int64(budget.clientIds) { throw StoreError(.storageFull) }
+                let owned = try await connection.rows(
+                    "SELECT count(*) AS clients FROM sync_clients WHERE user_id = \(userId)", logger: store.logger)
+                if try PostgresStore.single(owned, "a count")["clients"] as Int64 >= Int64(budget.clientIds) {
+                    throw StoreError(.storageFull)
+                }
                 throw RetryTransaction()
             }
             guard owner.userId == userId else { throw StoreError(.clientIdInUse) }
@@ -181,11 +179,9 @@ struct DocumentWriter {
     /// The collection's live documents as stored.
     private func storedCount(_ collection: String) async throws -> Int {
         let rows = try await connection.rows(
-            "SELECT count(*) FROM documents WHERE user_id = \(userId) AND collection = \(collection) AND NOT deleted",
+            "SELECT count(*) AS live FROM documents WHERE user_id = \(userId) AND collection = \(collection) AND NOT deleted",
             logger: store.logger)
-        guard let row = rows.first else { throw PostgresFailure(kind: "no row from a count") }
-        var cells = Cells(row)
-        return Int(try cells.next(Int64.self))
+        return Int(try PostgresStore.single(rows, "a count")["live"] as Int64)
     }
 
     /// Performs `command` on the ledger's locking path in this transaction: the wallet locked (after the sync
@@ -249,12 +245,12 @@ struct DocumentWriter {
               WHERE client_id = \(client?.id ?? "") AND user_id = \(userId) AND \(clientMoved)
               RETURNING 1
             )
-            SELECT (SELECT count(*) FROM written), (SELECT count(*) FROM counted), (SELECT count(*) FROM client)
+            SELECT (SELECT count(*) FROM written) AS written, (SELECT count(*) FROM counted) AS counted,
+                   (SELECT count(*) FROM client) AS client
             """, logger: store.logger)
         // Under the sync state's lock nothing else writes these rows; if something did, start over.
-        guard let row = rows.first else { throw RetryTransaction() }
-        var cells = Cells(row)
-        let counts = (try cells.next(Int64.self), try cells.next(Int64.self), try cells.next(Int64.self))
+        guard let row = rows.first.map(Columns.init) else { throw RetryTransaction() }
+        let counts: (Int64, Int64, Int64) = (try row["written"], try row["counted"], try row["client"])
         guard counts == (Int64(records.count), 1, clientMoved ? 1 : 0) else { throw RetryTransaction() }
     }
 }

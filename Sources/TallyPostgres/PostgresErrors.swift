@@ -59,7 +59,7 @@ struct CallerError: Error {
 enum ErrorDisposition {
     /// Report this error (already a ``StoreError`` or the caller's own error).
     case fail(any Error)
-    /// Roll back and run the whole unit again (serialization failure, deadlock, ``RetryTransaction``).
+    /// Roll back and run the whole unit again (serialization failure, deadlock, a key stored meanwhile, ``RetryTransaction``).
     case retry(any Error)
 }
 
@@ -105,6 +105,10 @@ extension ErrorDisposition {
         switch sqlState {
         case "40001", "40P01":
             // serialization_failure, deadlock_detected: the transaction can simply run again.
+            return .retry(StoreError(.unavailable, underlying: failure))
+        case "23505" where failure.constraint == "idempotency_keys_pkey":
+            // Another instance stored the key meanwhile (``LedgerSQL/remember(from:)``): run again, and the read
+            // that claims the key finds its response.
             return .retry(StoreError(.unavailable, underlying: failure))
         case _ where sqlState.hasPrefix("23"), _ where sqlState.hasPrefix("22"):
             // Integrity constraint violations, and data exceptions (a NUL byte in text, a number out of range):

@@ -6,18 +6,19 @@ import TallyStore
 // `PostgresActionStatements.swift`): parsed and planned once per connection.
 
 /// The wallet reads of `GET /v1/wallet` that wait at the same time, as one statement: for each read (by its
-/// position, from 1), the wallet's balance, held, version, and whether an open hold has expired by that
+/// `position`, from 1), the wallet's balance, held, version, and whether an open hold has expired by that
 /// read's own `now`. A user without a wallet has no row.
 ///
 /// The `LIMIT 1` keeps the wallet lookup a subquery run once per read, through the primary key: joined
 /// instead, the planner may guess a hundred rows from `unnest` and scan every wallet.
 struct WalletBatchReadStatement: PostgresPreparedStatement {
-    static let name = "tally_wallet_batch_read_v1"
+    static let name = "tally_wallet_batch_read_v2"
     static let sql = """
-        SELECT r.i, w.balance, w.held, w.version,
+        SELECT r.position, w.balance, w.held, w.version,
                w.held > 0 AND EXISTS (
-                 SELECT 1 FROM holds h WHERE h.user_id = r.user_id AND h.status = 'open' AND h.expires_at <= r.now)
-        FROM unnest($1::TEXT[], $2::BIGINT[]) WITH ORDINALITY AS r(user_id, now, i),
+                 SELECT 1 FROM holds h WHERE h.user_id = r.user_id AND h.status = 'open' AND h.expires_at <= r.now
+               ) AS has_expired_holds
+        FROM unnest($1::TEXT[], $2::BIGINT[]) WITH ORDINALITY AS r(user_id, now, position),
         LATERAL (SELECT balance, held, version FROM wallets WHERE user_id = r.user_id LIMIT 1) w
         """
     typealias Row = PostgresRow
@@ -35,8 +36,8 @@ struct WalletBatchReadStatement: PostgresPreparedStatement {
 
     /// Each read's wallet and whether it has an expired hold, by the reads' positions (`nil`: no wallet).
     func results(_ rows: [PostgresRow]) throws -> [WalletReadResult?] {
-        try byPosition(rows, count: reads.count) { cells in
-            WalletReadResult(wallet: try WalletState(&cells), hasExpiredHolds: try cells.next(Bool.self))
+        try byPosition(rows, count: reads.count) { row in
+            WalletReadResult(wallet: try WalletState(row), hasExpiredHolds: try row["has_expired_holds"])
         }
     }
 }
@@ -44,10 +45,10 @@ struct WalletBatchReadStatement: PostgresPreparedStatement {
 /// The change counters of the users whose range queries wait at the same time, as one statement: a user who never
 /// wrote a document (or no longer exists) has no row.
 struct DocumentVersionBatchReadStatement: PostgresPreparedStatement {
-    static let name = "tally_document_version_batch_read_v1"
+    static let name = "tally_document_version_batch_read_v2"
     static let sql = """
-        SELECT r.i, s.version
-        FROM unnest($1::TEXT[]) WITH ORDINALITY AS r(user_id, i),
+        SELECT r.position, s.version
+        FROM unnest($1::TEXT[]) WITH ORDINALITY AS r(user_id, position),
         LATERAL (SELECT version FROM sync_state WHERE user_id = r.user_id LIMIT 1) s
         """
     typealias Row = PostgresRow
@@ -64,7 +65,7 @@ struct DocumentVersionBatchReadStatement: PostgresPreparedStatement {
 
     /// Each user's counter, by position (`nil`: no sync state).
     func results(_ rows: [PostgresRow]) throws -> [Int64?] {
-        try byPosition(rows, count: userIds.count) { cells in try cells.next(Int64.self) }
+        try byPosition(rows, count: userIds.count) { row in try row["version"] }
     }
 }
 
@@ -112,32 +113,26 @@ struct SessionUserStatement: PostgresPreparedStatement {
 /// which no key or hold id is. Each lookup is a `LIMIT 1` lateral subquery, so that the plan stays one
 /// index probe per read whatever the planner guesses of `unnest`.
 struct AccountBatchReadStatement: PostgresPreparedStatement {
-    static let name = "tally_account_batch_read_v2"
+    static let name = "tally_account_batch_read_v3"
     static let sql = """
-        SELECT r.i, a.id, a.email, a.timezone, a.language, a.premium_until, a.created_at,
+        SELECT r.position, a.id, a.email, a.timezone, a.language, a.premium_until, a.created_at,
                a.balance, a.held, a.version, a.stamp,
                c.quotas, c.used, c.window_ends,
-               a.installation, n.quotas, n.used, n.window_ends,
+               a.installation, i.installation_quotas, i.installation_used, i.installation_window_ends,
                a.held > 0 AND EXISTS (
-                 SELECT 1 FROM holds x WHERE x.user_id = a.id AND x.status = 'open' AND x.expires_at <= r.now),
+                 SELECT 1 FROM holds x WHERE x.user_id = a.id AND x.status = 'open' AND x.expires_at <= r.now
+               ) AS has_expired_holds,
                k.fingerprint, k.status, k.body,
-               CASE WHEN r.allocate AND k.fingerprint IS NULL THEN nextval('ledger_entries_id_seq') END,
-               h.id, h.user_id, h.amount, h.status, h.captured_amount, h.created_at, h.expires_at
+               CASE WHEN r.allocate AND k.fingerprint IS NULL THEN nextval('ledger_entries_id_seq') END AS entry_id,
+               \(HoldRecord.columns(of: "h"))
         FROM unnest($1::TEXT[], $2::BIGINT[], $3::BOOLEAN[], $4::TEXT[], $5::TEXT[], $6::TEXT[])
-             WITH ORDINALITY AS r(user_id, now, allocate, scope, key, hold_id, i)
+             WITH ORDINALITY AS r(user_id, now, allocate, scope, key, hold_id, position)
         CROSS JOIN LATERAL (
           SELECT u.id, u.email, u.timezone, u.language, u.premium_until, u.created_at,
                  w.balance, w.held, w.version, w.xmin::text AS stamp, u.installation
           FROM users u JOIN wallets w ON w.user_id = u.id WHERE u.id = r.user_id LIMIT 1
         ) a
-        LEFT JOIN LATERAL (
-          SELECT array_agg(quota) AS quotas, array_agg(used) AS used, array_agg(window_end) AS window_ends
-          FROM quota_counters WHERE user_id = a.id
-        ) c ON true
-        LEFT JOIN LATERAL (
-          SELECT array_agg(quota) AS quotas, array_agg(used) AS used, array_agg(window_end) AS window_ends
-          FROM installation_quota_counters WHERE installation = a.installation
-        ) n ON true
+        \(counterJoins(user: "a"))
         LEFT JOIN LATERAL (
           SELECT fingerprint, status, body FROM idempotency_keys WHERE scope = r.scope AND key = r.key LIMIT 1
         ) k ON true
@@ -165,7 +160,7 @@ struct AccountBatchReadStatement: PostgresPreparedStatement {
 
     /// What each read found, by the reads' positions (`nil`: no such user).
     func results(_ rows: [PostgresRow]) throws -> [AccountReadResult?] {
-        try byPosition(rows, count: reads.count) { cells in try AccountReadResult(&cells) }
+        try byPosition(rows, count: reads.count) { row in try AccountReadResult(row) }
     }
 }
 
@@ -190,38 +185,34 @@ struct AccountReadResult: Sendable {
     /// The named hold, when it is the account's.
     var hold: HoldRecord?
 
-    /// The cells after the read's position.
-    init(_ cells: inout Cells) throws {
-        let user = try UserRecord(&cells)
-        let wallet = try WalletState(&cells)
-        let stamp: String = try cells.next()
-        let counters = try readCounters(&cells)
-        let installation = try readInstallation(&cells)
-        hasExpiredHolds = try cells.next()
-        let fingerprint: String? = try cells.next()
-        let status: Int64? = try cells.next()
-        let body: Data? = try cells.next()
-        let entryId: Int64? = try cells.next()
-        hold = try HoldRecord.read(&cells)
-        account = CachedAccount(
-            user: user, wallet: wallet, counters: counters, installation: installation, stamp: stamp, entryId: entryId)
+    /// The columns of ``AccountBatchReadStatement``.
+    init(_ row: Columns) throws {
+        // In the statement's order (``Columns`` finds the next column first).
+        let (user, wallet, stamp) = (try UserRecord(row), try WalletState(row), try row["stamp"] as String)
+        let (counters, installation) = (try readCounters(row), try readInstallation(row))
+        hasExpiredHolds = try row["has_expired_holds"]
+        let fingerprint: String? = try row["fingerprint"]
+        let status: Int64? = try row["status"]
+        let body: Data? = try row["body"]
+        let entryId: Int64? = try row["entry_id"]
+        hold = try HoldRecord.read(row)
+        account = CachedAccount(user: user, wallet: wallet, counters: counters, installation: installation, stamp: stamp, entryId: entryId)
         if let fingerprint, let status, let body {
             stored = (fingerprint, StoredResponse(status: Int(status), body: [UInt8](body)))
         }
     }
 }
 
-/// The rows of a batched read, whose first column is the read's position (from 1), decoded in place: one
-/// answer per read, `nil` where no row came back.
+/// The rows of a batched read, each with its read's `position` (from 1), decoded: one answer per read, `nil`
+/// where no row came back.
 func byPosition<Result>(
-    _ rows: [PostgresRow], count: Int, decode: (inout Cells) throws -> Result
+    _ rows: [PostgresRow], count: Int, decode: (Columns) throws -> Result
 ) throws -> [Result?] {
     var results = [Result?](repeating: nil, count: count)
-    for row in rows {
-        var cells = Cells(row)
-        let position = Int(try cells.next(Int64.self)) - 1
+    for row in rows.map(Columns.init) {
+        let position = Int(try row["position"] as Int64) - 1
         guard results.indices.contains(position) else { throw PostgresFailure(kind: "batched read out of range") }
-        results[position] = try decode(&cells)
+        results[position] = try decode(row)
     }
     return results
 }

@@ -164,32 +164,14 @@ extension PostgresStore {
     /// Sends `write` through the ``StatementBatcher`` with the writes waiting at the same time; when their batch
     /// failed as a whole, sends it again on its own. `nil`: the wallet moved.
     private func send(_ write: ActionWrite) async throws -> ActionWritten? {
-        try await conflicting { try await ledgerWrites.submitOrSendAlone(write, send: sendBatch) }
-    }
-
-    /// One batch of writes as one statement (``ActionBatchWriteStatement``), of the smallest shape that carries them.
-    private func sendBatch(_ writes: [ActionWrite]) async throws -> [ActionWritten?] {
-        func send<Shape: BatchShape>(_: Shape.Type) async throws -> [ActionWritten?] {
-            let statement = ActionBatchWriteStatement<Shape>(writes: writes)
-            return try statement.results(try await prepared(statement))
-        }
-        let movesHolds = writes.contains { $0.plan.newHold != nil || $0.plan.settleHold != nil }
-        let countsInstallations = writes.contains { $0.plan.installationCounter != nil }
-        switch (movesHolds, countsInstallations) {
-        case (false, false): return try await send(LedgerWrites.self)
-        case (true, false): return try await send(HoldWrites.self)
-        case (false, true): return try await send(InstallationWrites.self)
-        case (true, true): return try await send(HoldAndInstallationWrites.self)
-        }
+        try await conflicting { try await ledgerWrites.submitOrSendAlone(write) { try await writeActions($0) } }
     }
 
     /// Runs `work`, turning what another writer caused (the key stored meanwhile, a serialization failure, a
-    /// deadlock) into ``Conflict`` and every other error into what the store reports.
+    /// deadlock: ``ErrorDisposition/retry(_:)``) into ``Conflict`` and every other error into what the store reports.
     private func conflicting<T>(_ work: () async throws -> T) async throws -> T {
         do {
             return try await work()
-        } catch let error as PSQLError where error.serverInfo?[.constraintName] == "idempotency_keys_pkey" {
-            throw Conflict()
         } catch {
             switch ErrorDisposition.classify(error) {
             case .fail(let error): throw error

@@ -10,12 +10,10 @@ extension PostgresStore {
     public func document(userId: String, collection: String, id: String) async throws -> DocumentRecord? {
         let rows = try await rows(
             """
-            SELECT collection, id, data, range_value, version, updated_at, deleted FROM documents
+            SELECT \(unescaped: DocumentRecord.columns) FROM documents
             WHERE user_id = \(userId) AND collection = \(collection) AND id = \(id)
             """)
-        guard let row = rows.first else { return nil }
-        var cells = Cells(row)
-        return try DocumentRecord(&cells)
+        return try rows.first.map { try DocumentRecord(Columns($0)) }
     }
 
     /// Live documents of a collection, in (range value, id) order or the reverse, from the index `documents_live`:
@@ -41,14 +39,11 @@ extension PostgresStore {
     /// A keyset page of live documents, from the database: the statement returns the rows the page takes and the
     /// first it refuses (``byteBounded(_:order:maxBytes:)``), ``PageBound`` cuts them.
     private func readDocuments(userId: String, query: DocumentRangeQuery) async throws -> RangePage {
-        var binds = PostgresBindings(capacity: 7)
-        func bind(_ value: some PostgresDynamicTypeEncodable) -> String {
-            binds.append(value)
-            return "$\(binds.count)"
-        }
+        var statement = BoundStatement()
+        func bind(_ value: some PostgresDynamicTypeEncodable) -> String { statement.value(value) }
         let (order, beyond) = query.descending ? ("DESC", "<") : ("ASC", ">")
         var sql = """
-            SELECT collection, id, data, range_value, version, updated_at, deleted FROM documents
+            SELECT \(DocumentRecord.columns) FROM documents
             WHERE user_id = \(bind(userId)) AND collection = \(bind(query.collection)) AND NOT deleted
             """
         if let from = query.from { sql += " AND range_value >= \(bind(from))" }
@@ -63,21 +58,18 @@ extension PostgresStore {
         let ordering = "range_value \(order), id \(order)"
         sql += " ORDER BY \(ordering) LIMIT \(bind(Int64(query.bound.limit + 1)))"
         sql = Self.byteBounded(sql, order: ordering, maxBytes: bind(Int64(query.maxBytes)))
-        let records = try await rows(PostgresQuery(unsafeSQL: sql, binds: binds)).map { row in
-            var cells = Cells(row)
-            return try DocumentRecord(&cells)
-        }
+        let records = try await rows(statement.query(sql)).map { try DocumentRecord(Columns($0)) }
         let (documents, hasMore) = query.bound.cut(records)
         return RangePage(documents: documents, hasMore: hasMore)
     }
 
-    /// `pageSQL` (documents' columns, `limit + 1` rows in `order`) less the rows a ``PageBound`` of `maxBytes` could
-    /// not reach: after the first two, a row is kept only while the data of the rows before it are at most
-    /// `maxBytes`. That keeps every row the bound takes and the first it refuses (which tells that more follow), and
-    /// leaves the rest, however large, in the database.
+    /// `pageSQL` (``DocumentRecord/columns``, `limit + 1` rows in `order`) less the rows a ``PageBound`` of
+    /// `maxBytes` could not reach: after the first two, a row is kept only while the data of the rows before it are
+    /// at most `maxBytes`. That keeps every row the bound takes and the first it refuses (which tells that more
+    /// follow), and leaves the rest, however large, in the database.
     static func byteBounded(_ pageSQL: String, order: String, maxBytes: String) -> String {
         """
-        SELECT collection, id, data, range_value, version, updated_at, deleted FROM (
+        SELECT \(DocumentRecord.columns) FROM (
           SELECT p.*, row_number() OVER w AS page_row, sum(octet_length(p.data)) OVER w - octet_length(p.data) AS bytes_before
           FROM (\(pageSQL)) p
           WINDOW w AS (ORDER BY \(order) ROWS BETWEEN UNBOUNDED PRECEDING AND CURRENT ROW)
@@ -87,49 +79,50 @@ extension PostgresStore {
         """
     }
 
-    /// One statement, so one snapshot: the user's version and purge mark, their clients' last mutation ids,
-    /// and the documents ``ChangePaging`` reads (its rule makes the page): those after `after` by version that its
-    /// ``PageBound`` takes, plus the first it refuses. A writer commits its documents and the version together, so
-    /// the page never has a gap below the version.
+    /// One statement, so one snapshot: a `state` row (the user's version and purge mark, their clients' last
+    /// mutation ids; none before the user's first write) and a `document` row for each document ``ChangePaging``
+    /// reads (its rule makes the page): those after `after` by version that its ``PageBound`` takes, plus the first
+    /// it refuses. A writer commits its documents and the version together, so the page never has a gap below the
+    /// version.
     public func changes(userId: String, after: Int64?, limit: Int, maxBytes: Int) async throws -> ChangePage {
         let paging = ChangePaging(after: after, limit: limit, maxBytes: maxBytes)
+        var statement = BoundStatement()
+        let user = statement.value(userId)
         let page = """
-            SELECT collection, id, data, range_value, version, updated_at, deleted FROM documents
-            WHERE user_id = $1 AND version > $2 AND ($3 OR NOT deleted) ORDER BY version LIMIT $4
+            SELECT \(DocumentRecord.columns) FROM documents
+            WHERE user_id = \(user) AND version > \(statement.value(paging.since))
+              AND (\(statement.value(paging.includesTombstones)) OR NOT deleted)
+            ORDER BY version LIMIT \(statement.value(Int64(paging.readLimit)))
             """
-        var binds = PostgresBindings(capacity: 5)
-        binds.append(userId)
-        binds.append(paging.since)
-        binds.append(paging.includesTombstones)
-        binds.append(Int64(paging.readLimit))
-        binds.append(Int64(paging.bound.maxBytes))
+        let documents = Self.byteBounded(page, order: "version", maxBytes: statement.value(Int64(paging.bound.maxBytes)))
+        // Every value bound before the statement is made.
         let rows = try await rows(
-            PostgresQuery(
-                unsafeSQL: """
-                    SELECT 0, NULL::TEXT, NULL::TEXT, NULL::TEXT, NULL::TEXT, version, purged_through, NULL::BOOLEAN
-                    FROM sync_state WHERE user_id = $1
-                    UNION ALL
-                    SELECT 1, NULL, client_id, NULL, NULL, last_mutation_id, NULL, NULL FROM sync_clients WHERE user_id = $1
-                    UNION ALL
-                    SELECT 2, * FROM (\(Self.byteBounded(page, order: "version", maxBytes: "$5"))) c
-                    """, binds: binds))
+            statement.query(
+                """
+                SELECT 'state' AS part, s.version AS user_version, s.purged_through, c.client_ids, c.last_mutation_ids,
+                       NULL::TEXT AS collection, NULL::TEXT AS id, NULL::TEXT AS data, NULL::TEXT AS range_value,
+                       NULL::BIGINT AS version, NULL::BIGINT AS updated_at, NULL::BOOLEAN AS deleted
+                FROM sync_state s
+                CROSS JOIN LATERAL (
+                  SELECT array_agg(client_id) AS client_ids, array_agg(last_mutation_id) AS last_mutation_ids
+                  FROM sync_clients WHERE user_id = s.user_id
+                ) c
+                WHERE s.user_id = \(user)
+                UNION ALL
+                SELECT 'document', NULL, NULL, NULL, NULL, * FROM (\(documents)) d
+                """))
         var (version, purgedThrough): (Int64, Int64) = (0, 0)
         var lastMutationIds: [String: Int64] = [:]
         var changes: [DocumentRecord] = []
-        for row in rows {
-            var cells = Cells(row)
-            switch try cells.next(Int32.self) {
-            case 0:
-                for _ in 0..<4 { _ = try cells.next(String?.self) }
-                (version, purgedThrough) = (try cells.next(), try cells.next())
-            case 1:
-                _ = try cells.next(String?.self)
-                let clientId: String = try cells.next()
-                for _ in 0..<2 { _ = try cells.next(String?.self) }
-                lastMutationIds[clientId] = try cells.next(Int64.self)
-            default:
-                changes.append(try DocumentRecord(&cells))
+        changes.reserveCapacity(min(rows.count, paging.readLimit))
+        for row in rows.map(Columns.init) {
+            guard try row["part"] as String == "state" else {
+                changes.append(try DocumentRecord(row))
+                continue
             }
+            (version, purgedThrough) = (try row["user_version"], try row["purged_through"])
+            let clients: [String]? = try row["client_ids"], last: [Int64]? = try row["last_mutation_ids"]
+            for (client, id) in zip(clients ?? [], last ?? []) { lastMutationIds[client] = id }
         }
         // UNION ALL keeps no order.
         changes.sort { $0.version < $1.version }
@@ -153,10 +146,7 @@ extension PostgresStore {
                 FOR UPDATE OF s SKIP LOCKED
                 """, logger: logger)
             guard !locked.isEmpty else { return 0 }
-            let users = try locked.map { row in
-                var cells = Cells(row)
-                return try cells.next(String.self)
-            }
+            let users: [String] = try locked.map { try Columns($0)["user_id"] }
             // A new statement, so a fresh snapshot: it sees every write committed before the locks were taken.
             let rows = try await connection.rows(
                 """
@@ -175,11 +165,9 @@ extension PostgresStore {
                   FROM (SELECT user_id, max(version) AS version, count(*) AS count FROM purged GROUP BY user_id) p
                   WHERE s.user_id = p.user_id
                 )
-                SELECT count(*) FROM purged
+                SELECT count(*) AS purged FROM purged
                 """, logger: logger)
-            guard let row = rows.first else { return 0 }
-            var cells = Cells(row)
-            return Int(try cells.next(Int64.self))
+            return Int(try Self.single(rows, "the tombstone purge")["purged"] as Int64)
         }
     }
 
@@ -198,10 +186,8 @@ extension PostgresStore {
               DELETE FROM sync_clients c USING idle WHERE c.client_id = idle.client_id AND c.updated_at < \(before.millis)
               RETURNING 1
             )
-            SELECT count(*) FROM purged
+            SELECT count(*) AS purged FROM purged
             """)
-        guard let row = rows.first else { return 0 }
-        var cells = Cells(row)
-        return Int(try cells.next(Int64.self))
+        return Int(try Self.single(rows, "the purge of idle sync clients")["purged"] as Int64)
     }
 }

@@ -39,17 +39,16 @@ extension PostgresStore {
                 return SessionGrant(user: user, sessionId: sessionId, created: false)
             }
             let windowStart = GuestSignup.windowStart(now: now).millis
-            let recent = try await connection.rows(
-                "SELECT count(*), min(created_at) FROM guest_signups WHERE ip_hash = \(ipHash) AND created_at > \(windowStart)",
-                logger: logger)
-            var cells = Cells(recent[0])
-            let count: Int64 = try cells.next()
-            let oldest: Int64? = try cells.next()
+            let recent = try Self.single(
+                try await connection.rows(
+                    """
+                    SELECT count(*) AS signups, min(created_at) AS oldest FROM guest_signups
+                    WHERE ip_hash = \(ipHash) AND created_at > \(windowStart)
+                    """, logger: logger), "the sign-up count")
+            let count: Int64 = try recent["signups"]
+            let oldest: Int64? = try recent["oldest"]
             try GuestSignup.admit(count: Int(count), oldest: oldest.map(Date.init(millis:)), perHour: signupsPerHour, now: now)
             let user = GuestSignup.newGuest(now: now)
-            let grant = GuestSignup.grant(signupGrant)
-            let empty = WalletState(balance: 0, held: 0, version: 0)
-            let wallet = grant.map { empty.applying($0) } ?? empty
             try await connection.rows(
                 """
                 WITH installation AS (
@@ -59,20 +58,28 @@ extension PostgresStore {
                   RETURNING id
                 ), new_wallet AS (
                   INSERT INTO wallets (user_id, balance, held, version)
-                  SELECT id, \(wallet.balance), \(wallet.held), \(wallet.version) FROM new_user
+                  SELECT id, 0, 0, 0 FROM new_user
                 ), signup AS (
                   INSERT INTO guest_signups (ip_hash, created_at) VALUES (\(ipHash), \(now.millis))
-                ), entry AS (
-                  INSERT INTO ledger_entries (user_id, kind, amount, held_change, balance_after, held_after, reason, created_at)
-                  SELECT id, \(grant?.kind.rawValue)::TEXT, \(grant?.amount)::BIGINT, \(grant?.heldChange)::BIGINT,
-                         \(wallet.balance), \(wallet.held), \(grant?.reason)::TEXT, \(now.millis)
-                  FROM new_user WHERE \(grant != nil)
                 ), session AS (
                   INSERT INTO sessions (id, user_id, created_at) SELECT \(sessionId), id, \(now.millis) FROM new_user RETURNING id
                 )
                 INSERT INTO refresh_tokens (token_hash, session_id, expires_at)
                 SELECT \(refresh.hash), id, \(refresh.expiresAt.millis) FROM session
                 """, logger: logger)
+            // The sign-up grant moves the new wallet as every ledger write does (a second statement: the first's
+            // snapshot cannot see the wallet it inserts).
+            if let grant = GuestSignup.grant(signupGrant) {
+                var ledger = LedgerRows()
+                ledger.move(userId: user.id, from: WalletState(balance: 0, held: 0, version: 0), entries: [(nil, grant)], now: now)
+                var statement = BoundStatement()
+                let source = statement.relation([ledger], as: "b")
+                let moved = try Self.single(
+                    try await connection.rows(
+                        statement.query("WITH b AS (\(source)), \(LedgerSQL.append(from: "b")) SELECT count(*) AS moved FROM moved"),
+                        logger: logger), "the sign-up grant")
+                guard try moved["moved"] == Int64(1) else { throw RetryTransaction() }
+            }
             return SessionGrant(user: user, sessionId: sessionId, created: true)
         }
     }
@@ -123,7 +130,7 @@ extension PostgresStore {
             ), feed AS (
               INSERT INTO session_revocations (session_id, user_id) SELECT id, user_id FROM excess
             )
-            SELECT id, email, timezone, language, premium_until, created_at, ARRAY(SELECT id FROM excess) FROM account
+            SELECT id, email, timezone, language, premium_until, created_at, ARRAY(SELECT id FROM excess) AS revoked FROM account
             """
         let rows: [PostgresRow]
         if let connection {
@@ -131,10 +138,9 @@ extension PostgresStore {
         } else {
             rows = try await self.rows(query)
         }
-        guard let row = rows.first else { return nil }
-        var cells = Cells(row)
-        let user = try UserRecord(&cells)
-        for revoked in try cells.next([String].self) { sessions.forget(sessionId: revoked) }
+        guard let row = rows.first.map(Columns.init) else { return nil }
+        let user = try UserRecord(row)
+        for revoked in try row["revoked"] as [String] { sessions.forget(sessionId: revoked) }
         return user
     }
 
@@ -187,16 +193,15 @@ extension PostgresStore {
               INSERT INTO refresh_tokens (token_hash, session_id, expires_at)
               SELECT \(next.hash), session_id, \(next.expiresAt.millis) FROM claim
             )
-            SELECT token.*, (SELECT count(*) FROM claim) FROM token
+            SELECT token.*, (SELECT count(*) FROM claim) AS claimed FROM token
             """)
-        guard let row = rows.first else { throw StoreError(.invalidRefreshToken) }
-        var cells = Cells(row)
-        let sessionId: String = try cells.next()
-        let expiresAt: Int64 = try cells.next()
-        let usedAt: Int64? = try cells.next()
-        let revokedAt: Int64? = try cells.next()
-        let user = try UserRecord(&cells)
-        let claimed: Int64 = try cells.next()
+        guard let row = rows.first.map(Columns.init) else { throw StoreError(.invalidRefreshToken) }
+        let sessionId: String = try row["session_id"]
+        let expiresAt: Int64 = try row["expires_at"]
+        let usedAt: Int64? = try row["used_at"]
+        let revokedAt: Int64? = try row["revoked_at"]
+        let user = try UserRecord(row)
+        let claimed: Int64 = try row["claimed"]
         if revokedAt != nil { throw StoreError(.invalidRefreshToken) }
         if claimed == 1 { return SessionGrant(user: user, sessionId: sessionId, created: false) }
         // Not claimed: used before, or used by a concurrent call between this statement's snapshot and its
@@ -236,8 +241,7 @@ extension PostgresStore {
     /// The session of a refresh token: one primary-key lookup.
     public func refreshTokenSession(hash: String) async throws -> String? {
         guard let row = try await rows("SELECT session_id FROM refresh_tokens WHERE token_hash = \(hash)").first else { return nil }
-        var cells = Cells(row)
-        return try cells.next(String.self)
+        return try Columns(row)["session_id"]
     }
 
     /// The user of a session that is not revoked: from memory while the revocation feed is fresh
@@ -247,8 +251,7 @@ extension PostgresStore {
         let epoch = sessions.epoch
         guard let row = try await retrying({ try await prepared(SessionUserStatement(sessionId: sessionId)) }).first
         else { return nil }
-        var cells = Cells(row)
-        let userId = try cells.next(String.self)
+        let userId: String = try Columns(row)["user_id"]
         sessions.remember(sessionId, user: userId, readAt: epoch)
         return userId
     }
@@ -262,8 +265,8 @@ extension PostgresStore {
             WHERE revoked_at > (extract(epoch FROM clock_timestamp()) * 1000)::BIGINT - \(window)
             """
         ).map { row in
-            var cells = Cells(row)
-            return SessionRevocation(sessionId: try cells.next(), userId: try cells.next())
+            let row = Columns(row)
+            return SessionRevocation(sessionId: try row["session_id"], userId: try row["user_id"])
         }
     }
 
@@ -293,21 +296,18 @@ extension PostgresStore {
         } catch let error as StoreError where error.violates("users_email_key") {
             throw StoreError(.credentialInUse)
         }
-        if let row = rows.first {
-            var cells = Cells(row)
-            return try UserRecord(&cells)
-        }
+        if let row = rows.first { return try UserRecord(Columns(row)) }
         guard try await user(id: userId) != nil else { throw StoreError(.userNotFound) }
         throw StoreError(.alreadyLinked)
     }
 
     /// The account and password hash for an email, if any.
     public func passwordHash(email: String) async throws -> (userId: String, passwordHash: String)? {
-        guard let row = try await rows("SELECT id, password_hash FROM users WHERE email = \(email)").first else { return nil }
-        var cells = Cells(row)
-        let userId: String = try cells.next()
-        guard let hash: String = try cells.next() else { return nil }
-        return (userId, hash)
+        guard let row = try await rows("SELECT id, password_hash FROM users WHERE email = \(email)").first.map(Columns.init) else {
+            return nil
+        }
+        guard let hash: String = try row["password_hash"] else { return nil }
+        return (try row["id"], hash)
     }
 
     /// Under an advisory lock on the account key (so concurrent attempts, from any instance, take turns):
@@ -322,12 +322,11 @@ extension PostgresStore {
                 SELECT address_key, failures, last_failure_at, locked_until FROM sign_in_failures
                 WHERE account_key = \(account) AND address_key IN ('', \(address))
                 """, logger: logger)
-            for row in rows {
-                var cells = Cells(row)
-                let key: String = try cells.next()
-                let count: Int64 = try cells.next()
-                let lastAt: Int64 = try cells.next()
-                let lockedUntil: Int64? = try cells.next()
+            for row in rows.map(Columns.init) {
+                let key: String = try row["address_key"]
+                let count: Int64 = try row["failures"]
+                let lastAt: Int64 = try row["last_failure_at"]
+                let lockedUntil: Int64? = try row["locked_until"]
                 let failures = SignInFailures(
                     count: Int(count), lastAt: Date(millis: lastAt), lockedUntil: lockedUntil.map(Date.init(millis:)))
                 if key.isEmpty { total = failures } else { pair = failures }
@@ -359,8 +358,7 @@ extension PostgresStore {
                 "SELECT id, email, timezone, language, premium_until, created_at FROM users WHERE id = \(id)"
             ).first
         else { return nil }
-        var cells = Cells(row)
-        return try UserRecord(&cells)
+        return try UserRecord(Columns(row))
     }
 
     /// Locks the sync state, then the wallet, in the order document writes and commands take them, so a

@@ -28,7 +28,7 @@ extension PostgresStore {
             let running = try await connection.rows(
                 "SELECT id, host, pid, signing_keys, admin_key, started_at, seen_at FROM server_instances ORDER BY started_at",
                 logger: logger
-            ).map(ServerInstance.init(row:))
+            ).map { try ServerInstance(Columns($0)) }
             do { try admit(running) } catch { throw CallerError(error: error) }
             try await connection.rows(
                 """
@@ -64,20 +64,16 @@ extension PostgresStore {
             SELECT id, host, pid, signing_keys, admin_key, started_at, seen_at FROM server_instances
             WHERE seen_at > \(staleBefore) ORDER BY started_at
             """
-        ).map(ServerInstance.init(row:))
+        ).map { try ServerInstance(Columns($0)) }
     }
 }
 
 extension ServerInstance {
-    /// A `server_instances` row, by column name.
-    init(row: PostgresRow) throws {
-        let columns = row.makeRandomAccess()
+    /// `id, host, pid, signing_keys, admin_key, started_at, seen_at` of `server_instances`.
+    init(_ row: Columns) throws {
         self.init(
-            id: try columns["id"].decode(String.self), host: try columns["host"].decode(String.self),
-            pid: Int(try columns["pid"].decode(Int64.self)), signingKeys: try columns["signing_keys"].decode([String].self),
-            adminKey: try columns["admin_key"].decode(String.self),
-            startedAt: Date(millis: try columns["started_at"].decode(Int64.self)),
-            seenAt: Date(millis: try columns["seen_at"].decode(Int64.self)))
+            id: try row["id"], host: try row["host"], pid: Int(try row["pid"] as Int64), signingKeys: try row["signing_keys"],
+            adminKey: try row["admin_key"], startedAt: Date(millis: try row["started_at"]), seenAt: Date(millis: try row["seen_at"]))
     }
 }
 

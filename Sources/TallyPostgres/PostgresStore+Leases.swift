@@ -7,11 +7,10 @@ extension PostgresStore {
     public func storedResponse(for key: IdempotencyKey) async throws -> StoredResponse? {
         guard let row = try await rows(
             "SELECT fingerprint, status, body FROM idempotency_keys WHERE scope = \(key.scope) AND key = \(key.key)"
-        ).first else { return nil }
-        var cells = Cells(row)
-        let fingerprint = try cells.next(String.self)
-        let status = try cells.next(Int64.self)
-        let body = try cells.next(ByteBuffer.self)
+        ).first.map(Columns.init) else { return nil }
+        let fingerprint: String = try row["fingerprint"]
+        let status: Int64 = try row["status"]
+        let body: ByteBuffer = try row["body"]
         return try key.replay(
             StoredResponse(status: Int(status), body: Array(body.readableBytesView)), storedFingerprint: fingerprint)
     }
@@ -23,9 +22,9 @@ extension PostgresStore {
             SELECT status, body FROM idempotency_keys WHERE scope = \(scope) AND starts_with(key, \(keyPrefix))
             ORDER BY created_at DESC, key DESC LIMIT \(limit)
             """).map { row in
-            let columns = row.makeRandomAccess()
-            let body = try columns["body"].decode(ByteBuffer.self)
-            return StoredResponse(status: Int(try columns["status"].decode(Int64.self)), body: Array(body.readableBytesView))
+            let row = Columns(row)
+            let (status, body): (Int64, ByteBuffer) = (try row["status"], try row["body"])
+            return StoredResponse(status: Int(status), body: Array(body.readableBytesView))
         }
     }
 

@@ -48,10 +48,7 @@ extension PostgresStore {
             WHERE user_id = \(userId) AND id < \(before ?? Int64.max)
             ORDER BY id DESC LIMIT \(limit)::BIGINT
             """
-        ).map { row in
-            var cells = Cells(row)
-            return try LedgerEntryRecord(&cells)
-        }
+        ).map { try LedgerEntryRecord(Columns($0)) }
     }
 
     /// A hold of the account.
@@ -59,12 +56,10 @@ extension PostgresStore {
         guard
             let row = try await rows(
                 """
-                SELECT id, user_id, amount, status, captured_amount, created_at, expires_at FROM holds
-                WHERE id = \(id) AND user_id = \(userId)
+                SELECT \(unescaped: HoldRecord.columns(of: "h")) FROM holds h WHERE h.id = \(id) AND h.user_id = \(userId)
                 """
             ).first
         else { return nil }
-        var cells = Cells(row)
-        return try HoldRecord.read(&cells)
+        return try HoldRecord.read(Columns(row))
     }
 }

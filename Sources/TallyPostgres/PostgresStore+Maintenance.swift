@@ -16,9 +16,8 @@ extension PostgresStore {
             try await connection.rows("SELECT pg_advisory_xact_lock(hashtextextended('tally:schema_migrations', 0))", logger: logger)
             try await connection.rows(PostgresQuery(unsafeSQL: PostgresSchema.versionTable), logger: logger)
             var applied = Set<Int64>()
-            for row in try await connection.rows("SELECT version::BIGINT FROM tally_schema_migrations", logger: logger) {
-                var cells = Cells(row)
-                applied.insert(try cells.next(Int64.self))
+            for row in try await connection.rows("SELECT version::BIGINT AS version FROM tally_schema_migrations", logger: logger) {
+                applied.insert(try Columns(row)["version"])
             }
             for migration in PostgresSchema.migrations
             where !applied.contains(Int64(migration.version)) && migration.version <= version ?? Int.max {
@@ -55,8 +54,7 @@ extension PostgresStore {
 
     private func storedSecret(_ name: String) async throws -> String? {
         guard let row = try await rows("SELECT value FROM server_secrets WHERE name = \(name)").first else { return nil }
-        var cells = Cells(row)
-        return try cells.next(String.self)
+        return try Columns(row)["value"]
     }
 
     /// Locks the wallets of the accounts owning the `limit` oldest expired holds, skipping accounts another
@@ -74,14 +72,11 @@ extension PostgresStore {
                 FOR UPDATE OF w SKIP LOCKED
                 """, logger: logger)
             guard !locked.isEmpty else { return [:] }
-            let users = try locked.map { row in
-                var cells = Cells(row)
-                return try cells.next(String.self)
-            }
+            let users: [String] = try locked.map { try Columns($0)["user_id"] }
             // A new statement, so a fresh snapshot: it sees everything committed before the locks were taken.
             let rows = try await connection.rows(
                 """
-                SELECT h.id, h.user_id, h.amount, h.created_at, h.expires_at, w.balance, w.held, w.version
+                SELECT \(unescaped: HoldRecord.columns(of: "h")), w.balance, w.held, w.version
                 FROM holds h JOIN wallets w ON w.user_id = h.user_id
                 WHERE h.user_id = ANY(\(users)) AND h.status = 'open' AND h.expires_at <= \(now.millis)
                 ORDER BY h.user_id, h.expires_at, h.id
@@ -89,18 +84,10 @@ extension PostgresStore {
                 """, logger: logger)
             var holds: [HoldRecord] = []
             var wallets: [String: WalletState] = [:]
-            for row in rows {
-                var cells = Cells(row)
-                let id: String = try cells.next()
-                let userId: String = try cells.next()
-                let amount: Int64 = try cells.next()
-                let createdAt: Int64 = try cells.next()
-                let expiresAt: Int64 = try cells.next()
-                wallets[userId] = try WalletState(&cells)
-                holds.append(
-                    HoldRecord(
-                        id: id, userId: userId, amount: amount, status: .open, capturedAmount: nil,
-                        createdAt: Date(millis: createdAt), expiresAt: Date(millis: expiresAt)))
+            for row in rows.map(Columns.init) {
+                guard let hold = try HoldRecord.read(row) else { continue }
+                wallets[hold.userId] = try WalletState(row)
+                holds.append(hold)
             }
             _ = try await Self.expire(holds, wallets: wallets, now: now, on: connection, logger: logger)
             return holds.reduce(into: [:]) { counts, hold in counts[hold.userId, default: 0] += 1 }
@@ -140,7 +127,7 @@ extension PostgresStore {
                 AND NOT EXISTS (SELECT 1 FROM refresh_tokens r WHERE r.session_id = s.id AND r.expires_at >= \(cutoff.millis))
               RETURNING s.id
             )
-            SELECT (SELECT count(*) FROM tokens) + (SELECT count(*) FROM ended), ARRAY(SELECT id FROM ended)
+            SELECT (SELECT count(*) FROM tokens) + (SELECT count(*) FROM ended) AS deleted, ARRAY(SELECT id FROM ended) AS sessions
             """)
         let revoked = try await rows(
             """
@@ -149,77 +136,50 @@ extension PostgresStore {
                 SELECT id FROM sessions WHERE revoked_at < \(cutoff.millis) ORDER BY revoked_at LIMIT \(limit)
               ) RETURNING id
             )
-            SELECT (SELECT count(*) FROM ended), ARRAY(SELECT id FROM ended)
+            SELECT (SELECT count(*) FROM ended) AS deleted, ARRAY(SELECT id FROM ended) AS sessions
             """)
         var deleted = 0
-        for row in expired + revoked {
-            var cells = Cells(row)
-            deleted += Int(try cells.next(Int64.self))
-            for id in try cells.next([String].self) { sessions.forget(sessionId: id) }
+        for row in (expired + revoked).map(Columns.init) {
+            deleted += Int(try row["deleted"] as Int64)
+            for id in try row["sessions"] as [String] { sessions.forget(sessionId: id) }
         }
         return deleted
     }
 
     /// Releases `holds` (open and expired, read under their wallets' locks in this transaction) with one
-    /// ``LedgerPlanner/expiry(of:)`` entry each, in expiry order; returns the wallets afterwards.
-    /// One statement for any number of holds and accounts.
+    /// ``LedgerPlanner/expiry(of:)`` entry each, in expiry order (``LedgerRows``: each wallet moves once, by all of
+    /// its entries); returns the wallets afterwards. One statement for any number of holds and accounts.
     static func expire(
         _ holds: [HoldRecord], wallets: [String: WalletState], now: Date, on connection: PooledConnection, logger: Logger
     ) async throws -> [String: WalletState] {
         guard !holds.isEmpty else { return wallets }
         var after = wallets
-        var entries: (users: [String], kinds: [String], amounts: [Int64], heldChanges: [Int64]) = ([], [], [], [])
-        var totals: (balances: [Int64], helds: [Int64], reasons: [String]) = ([], [], [])
+        var ledger = LedgerRows()
         let ordered = holds.sorted { ($0.userId, $0.expiresAt, $0.id) < ($1.userId, $1.expiresAt, $1.id) }
-        for hold in ordered {
-            guard let wallet = after[hold.userId] else { throw RetryTransaction() }
-            let entry = LedgerPlanner.expiry(of: hold)
-            let moved = wallet.applying(entry)
-            after[hold.userId] = moved
-            entries.users.append(hold.userId)
-            entries.kinds.append(entry.kind.rawValue)
-            entries.amounts.append(entry.amount)
-            entries.heldChanges.append(entry.heldChange)
-            totals.balances.append(moved.balance)
-            totals.helds.append(moved.held)
-            totals.reasons.append(entry.reason ?? "")
+        let byUser = Dictionary(grouping: ordered, by: \.userId)
+        for userId in byUser.keys.sorted() {
+            guard let wallet = wallets[userId], let expired = byUser[userId] else { throw RetryTransaction() }
+            after[userId] = ledger.move(
+                userId: userId, from: wallet, entries: expired.map { (nil, LedgerPlanner.expiry(of: $0)) }, now: now)
         }
-        let users = Array(Set(ordered.map(\.userId))).sorted()
+        var statement = BoundStatement()
+        let source = statement.relation([ledger], as: "b")
+        let ids = statement.value(ordered.map(\.id))
+        let settledAt = statement.value(now.millis)
         let rows = try await connection.rows(
-            """
-            WITH settled AS (
-              UPDATE holds SET status = 'expired', settled_at = \(now.millis)
-              WHERE id = ANY(\(ordered.map(\.id))) AND status = 'open'
-              RETURNING 1
-            ), moved AS (
-              UPDATE wallets w SET balance = v.balance, held = v.held, version = v.version
-              FROM unnest(
-                \(users)::TEXT[], \(users.map { after[$0]?.balance ?? 0 })::BIGINT[],
-                \(users.map { after[$0]?.held ?? 0 })::BIGINT[], \(users.map { after[$0]?.version ?? 0 })::BIGINT[],
-                \(users.map { wallets[$0]?.version ?? 0 })::BIGINT[]
-              ) AS v(user_id, balance, held, version, old_version)
-              WHERE w.user_id = v.user_id AND w.version = v.old_version
-              RETURNING 1
-            ), appended AS (
-              INSERT INTO ledger_entries (user_id, kind, amount, held_change, balance_after, held_after, reason, created_at)
-              SELECT e.user_id, e.kind, e.amount, e.held_change, e.balance_after, e.held_after, NULLIF(e.reason, ''), \(now.millis)
-              FROM unnest(
-                \(entries.users)::TEXT[], \(entries.kinds)::TEXT[], \(entries.amounts)::BIGINT[],
-                \(entries.heldChanges)::BIGINT[], \(totals.balances)::BIGINT[], \(totals.helds)::BIGINT[],
-                \(totals.reasons)::TEXT[]
-              ) WITH ORDINALITY AS e(user_id, kind, amount, held_change, balance_after, held_after, reason, n)
-              ORDER BY e.n
-              RETURNING 1
-            )
-            SELECT (SELECT count(*) FROM settled), (SELECT count(*) FROM moved), (SELECT count(*) FROM appended)
-            """, logger: logger)
-        guard let row = rows.first else { throw RetryTransaction() }
-        var cells = Cells(row)
-        let settled: Int64 = try cells.next()
-        let moved: Int64 = try cells.next()
+            statement.query(
+                """
+                WITH settled AS (
+                  UPDATE holds SET status = 'expired', settled_at = \(settledAt)::BIGINT
+                  WHERE id = ANY(\(ids)::TEXT[]) AND status = 'open'
+                  RETURNING 1
+                ), b AS (\(source)), \(LedgerSQL.append(from: "b"))
+                SELECT (SELECT count(*) FROM settled) AS settled, (SELECT count(*) FROM moved) AS moved
+                """), logger: logger)
+        let counts = try single(rows, "the release of expired holds")
         // Under the wallet locks nothing else can settle these holds or move these wallets; if something
         // did, the books read are stale: start over rather than write entries that do not add up.
-        guard settled == ordered.count, moved == users.count else { throw RetryTransaction() }
+        guard try counts["settled"] == Int64(ordered.count), try counts["moved"] == Int64(byUser.count) else { throw RetryTransaction() }
         return after
     }
 }

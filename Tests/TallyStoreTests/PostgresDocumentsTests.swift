@@ -128,9 +128,8 @@ struct PostgresDocumentsTests {
             }
             #expect(try await second.deleteUser(id: userId))
             for table in ["documents", "sync_state", "sync_clients"] {
-                let rows = try await first.rows(PostgresQuery(unsafeSQL: "SELECT count(*) FROM \(table) WHERE user_id = $1", binds: Self.binds(userId)))
-                var cells = Cells(try #require(rows.first))
-                #expect(try cells.next(Int64.self) == 0, "\(table)")
+                let rows = try await first.rows(PostgresQuery(unsafeSQL: "SELECT count(*) AS rows FROM \(table) WHERE user_id = $1", binds: Self.binds(userId)))
+                #expect(try Columns(try #require(rows.first))["rows"] == Int64(0), "\(table)")
             }
             let outcome = try await first.push(userId: other, clientId: clientId, mutations: writes, now: now)
             #expect(outcome.lastMutationId == 3 && outcome.results.contains { $0.appliedVersion == 1 })
@@ -153,9 +152,8 @@ struct PostgresDocumentsTests {
                 group.addTask {
                     try await store.transaction { connection in
                         let rows = try await connection.rows(
-                            "SELECT pg_backend_pid() FROM sync_state WHERE user_id = \(userId) FOR UPDATE", logger: store.logger)
-                        var cells = Cells(try #require(rows.first))
-                        holding.yield(try cells.next(Int32.self))
+                            "SELECT pg_backend_pid() AS pid FROM sync_state WHERE user_id = \(userId) FOR UPDATE", logger: store.logger)
+                        holding.yield(try Columns(try #require(rows.first))["pid"])
                         for await _ in released {}
                     }
                 }
@@ -169,9 +167,8 @@ struct PostgresDocumentsTests {
                 let deadline = ContinuousClock.now.advanced(by: .seconds(10))
                 var waiting = false
                 while !waiting, ContinuousClock.now < deadline {
-                    let rows = try await store.rows("SELECT count(*) FROM pg_stat_activity WHERE \(writer) = ANY(pg_blocking_pids(pid))")
-                    var cells = Cells(try #require(rows.first))
-                    waiting = try cells.next(Int64.self) > 0
+                    let rows = try await store.rows("SELECT count(*) AS blocked FROM pg_stat_activity WHERE \(writer) = ANY(pg_blocking_pids(pid))")
+                    waiting = try Columns(try #require(rows.first))["blocked"] as Int64 > 0
                 }
                 #expect(waiting, "the deletion never waited for the writer")
                 // The writer could take the wallet now: the deletion does not hold it.
@@ -275,10 +272,7 @@ struct PostgresDocumentsTests {
     /// Every version the user's documents are at, in order.
     static func versions(_ store: PostgresStore, _ userId: String) async throws -> [Int64] {
         try await store.rows(PostgresQuery(unsafeSQL: "SELECT version FROM documents WHERE user_id = $1 ORDER BY version", binds: binds(userId)))
-            .map { row in
-                var cells = Cells(row)
-                return try cells.next(Int64.self)
-            }
+            .map { try Columns($0)["version"] }
     }
 
     static func binds(_ value: String) -> PostgresBindings {

@@ -50,10 +50,8 @@ struct PostgresMigrationTests {
                 for _ in 0..<4 { group.addTask { try await store.migrate() } }
                 try await group.waitForAll()
             }
-            let applied = try await store.rows("SELECT version::BIGINT FROM tally_schema_migrations ORDER BY version").map { row in
-                var cells = Cells(row)
-                return try cells.next(Int64.self)
-            }
+            let applied: [Int64] = try await store.rows("SELECT version::BIGINT AS version FROM tally_schema_migrations ORDER BY version")
+                .map { try Columns($0)["version"] }
             #expect(applied == Array(1...Int64(PostgresSchema.migrations.count)))
             #expect(try await store.wallet(userId: userId, now: now) == WalletState(balance: 25, held: 0, version: 1))
 
@@ -65,9 +63,8 @@ struct PostgresMigrationTests {
             #expect(written.response.status == 201)
             #expect(try await store.document(userId: userId, collection: "notes", id: "first")?.version == 1)
             #expect(try await store.deleteUser(id: userId))
-            let left = try await store.rows("SELECT (SELECT count(*) FROM documents) + (SELECT count(*) FROM sync_state)")
-            var cells = Cells(try #require(left.first))
-            #expect(try cells.next(Int64.self) == 0)
+            let left = try await store.rows("SELECT (SELECT count(*) FROM documents) + (SELECT count(*) FROM sync_state) AS rows")
+            #expect(try Columns(try #require(left.first))["rows"] == Int64(0))
         }
     }
 }
