@@ -64,6 +64,15 @@ public final class TestClock: ClientClock {
         while sleeperCount < count, !Task.isCancelled { await Task.yield() }
     }
 
+    /// Waits (yielding, not sleeping) until a task sleeps on this clock with its deadline within `tolerance`
+    /// seconds of `date`, or the waiting task is cancelled: unlike ``waitForSleepers(_:)``, another task's sleep
+    /// (a retry, a refresh) does not count, so a test advances only once the sleep it means has begun.
+    public func waitForSleeper(until date: Date, tolerance: TimeInterval = 1) async {
+        while !state.withLock({ $0.sleepers.contains { abs($0.deadline.timeIntervalSince(date)) <= tolerance } }), !Task.isCancelled {
+            await Task.yield()
+        }
+    }
+
     /// Suspends until the clock is advanced past `now + seconds`.
     public func sleep(for seconds: TimeInterval) async throws {
         if seconds <= 0 { return try Task.checkCancellation() }
