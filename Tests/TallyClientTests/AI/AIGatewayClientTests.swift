@@ -148,17 +148,20 @@ struct AIGatewayClientTests {
         try await Self.with(kind) { server, model in
             let clock = TestClock()
             let (client, transport) = try await server.readyClient(tokens: 10, clock: clock)
+            let sleepersBefore = clock.sleeperCount
             var states = client.observe(client.ai.dailyQuery("todays_prediction")).makeAsyncIterator()
             var shown: DailyGeneration?
             while shown == nil, let state = await states.next() { shown = state.value }
             let today = try #require(shown)
-            // The observation now sleeps until that midnight on the client's clock, and asks nothing meanwhile. (Waiting
-            // for that sleep, not for any one: advancing while the observer is between reading the clock and sleeping
-            // would put its wake-up a day late, and the test would hang.)
-            await clock.waitForSleeper(until: today.expiresAt)
+            // The observation now sleeps (until that midnight on the client's clock, or a minute when it looked before
+            // the value came), and asks nothing meanwhile.
+            await clock.waitForSleepers(sleepersBefore + 1)
             let requests = transport.count(path: "/v1/ai/daily/todays_prediction")
             clock.advance(by: today.expiresAt.timeIntervalSince(clock.now) - 60)
             #expect(transport.count(path: "/v1/ai/daily/todays_prediction") == requests)
+            // Whichever it was, it now sleeps until midnight. Wait for that sleep before passing midnight: advancing
+            // while the observer is between reading the clock and sleeping would put its wake-up a day late.
+            await clock.waitForSleeper(until: today.expiresAt)
             // Midnight passes on both sides: the observer shows the next day's generation.
             server.serverClock.advance(by: today.expiresAt.timeIntervalSince(server.serverClock.now) + 1)
             clock.advance(by: 61)
