@@ -48,11 +48,12 @@ extension PostgresStore {
 
 /// Decoding of rows into the store's records, each from the columns its comment names.
 extension UserRecord {
-    /// `id, email, timezone, language, premium_until, created_at` of `users`.
+    /// `id, email, timezone, language, premium_until, created_at, email_verified_at` of `users`.
     init(_ row: Columns) throws {
         self.init(
             id: try row["id"], email: try row["email"], timezone: try row["timezone"], language: try row["language"],
-            premiumUntil: (try row["premium_until"] as Int64?).map(Date.init(millis:)), createdAt: Date(millis: try row["created_at"]))
+            premiumUntil: (try row["premium_until"] as Int64?).map(Date.init(millis:)), createdAt: Date(millis: try row["created_at"]),
+            emailVerifiedAt: (try row["email_verified_at"] as Int64?).map(Date.init(millis:)))
     }
 }
 

@@ -24,6 +24,25 @@ enum PostgresSchema {
         Migration(version: 1, statements: v1), Migration(version: 2, statements: v2), Migration(version: 3, statements: v3),
         Migration(version: 4, statements: v4), Migration(version: 5, statements: v5), Migration(version: 6, statements: v6),
         Migration(version: 7, statements: v7), Migration(version: 8, statements: v8), Migration(version: 9, statements: v9),
+        Migration(version: 10, statements: v10),
+    ]
+
+    /// Account recovery: when a user proved their email (`users.email_verified_at`, only with an email), and the
+    /// single-use codes mailed for a password reset or an email verification (`account_codes`: one live code per user
+    /// and purpose, a new one replaces it; only a keyed hash of the code; deleted with the account).
+    static let v10: [String] = [
+        "ALTER TABLE users ADD COLUMN email_verified_at BIGINT CONSTRAINT users_email_verified_check CHECK (email_verified_at IS NULL OR email IS NOT NULL)",
+        """
+        CREATE TABLE account_codes (
+          user_id TEXT NOT NULL REFERENCES users(id) ON DELETE CASCADE,
+          purpose TEXT NOT NULL CHECK (purpose IN ('password_reset', 'email_verification')),
+          code_hash TEXT NOT NULL,
+          expires_at BIGINT NOT NULL,
+          failed_attempts INT NOT NULL DEFAULT 0 CHECK (failed_attempts >= 0),
+          created_at BIGINT NOT NULL,
+          PRIMARY KEY (user_id, purpose)
+        )
+        """,
     ]
 
     /// Each user's sync budget (`SyncBudget`): what their documents take, counted in `sync_state` by every

@@ -28,6 +28,9 @@ enum Schema {
         migrator.registerMigration("v7") { db in
             try db.execute(sql: v7)
         }
+        migrator.registerMigration("v8") { db in
+            try db.execute(sql: v8)
+        }
         return migrator
     }
 
@@ -226,5 +229,21 @@ enum Schema {
           stored_documents = (SELECT count(*) FROM documents d WHERE d.user_id = sync_state.user_id),
           stored_bytes = (SELECT coalesce(sum(length(CAST(d.data AS BLOB))), 0) FROM documents d WHERE d.user_id = sync_state.user_id);
         CREATE INDEX sync_clients_idle ON sync_clients(updated_at);
+        """
+
+    /// Account recovery: when a user proved their email (`users.email_verified_at`, only with an email), and the
+    /// single-use codes mailed for a password reset or an email verification (`account_codes`: one live code per user
+    /// and purpose, a new one replaces it; only a keyed hash of the code; deleted with the account).
+    static let v8 = """
+        ALTER TABLE users ADD COLUMN email_verified_at INTEGER CHECK (email_verified_at IS NULL OR email IS NOT NULL);
+        CREATE TABLE account_codes (
+          user_id TEXT NOT NULL REFERENCES users(id) ON DELETE CASCADE,
+          purpose TEXT NOT NULL CHECK (purpose IN ('password_reset', 'email_verification')),
+          code_hash TEXT NOT NULL,
+          expires_at INTEGER NOT NULL,
+          failed_attempts INTEGER NOT NULL DEFAULT 0 CHECK (failed_attempts >= 0),
+          created_at INTEGER NOT NULL,
+          PRIMARY KEY (user_id, purpose)
+        ) WITHOUT ROWID;
         """
 }

@@ -14,15 +14,21 @@ public struct UserRecord: Sendable, Hashable {
     public var premiumUntil: Date?
     /// Creation time.
     public var createdAt: Date
+    /// When the user proved they receive mail at `email` (an account code redeemed); `nil` until then, and for guests.
+    public var emailVerifiedAt: Date?
 
     /// Creates a record.
-    public init(id: String, email: String?, timezone: String, language: String?, premiumUntil: Date?, createdAt: Date) {
+    public init(
+        id: String, email: String?, timezone: String, language: String?, premiumUntil: Date?, createdAt: Date,
+        emailVerifiedAt: Date? = nil
+    ) {
         self.id = id
         self.email = email
         self.timezone = timezone
         self.language = language
         self.premiumUntil = premiumUntil
         self.createdAt = createdAt
+        self.emailVerifiedAt = emailVerifiedAt
     }
 
     /// A guest has no email.
@@ -39,6 +45,7 @@ public struct UserRecord: Sendable, Hashable {
         var user = self
         user.premiumUntil = premiumUntil.map { Date(millis: $0.millis) }
         user.createdAt = Date(millis: createdAt.millis)
+        user.emailVerifiedAt = emailVerifiedAt.map { Date(millis: $0.millis) }
         return user
     }
 }

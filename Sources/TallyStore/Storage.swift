@@ -57,6 +57,30 @@ public protocol IdentityStore: Sendable {
     func deleteUser(id: String) async throws -> Bool
 }
 
+/// Single-use codes mailed to an account's email (password reset, email verification), kept only as keyed hashes,
+/// and what redeeming one does. Each redemption is one transaction that applies ``AccountCodePolicy``.
+public protocol AccountCodeStore: Sendable {
+    /// Stores `code` as the only live code of its user and purpose, replacing an earlier one (which stops working),
+    /// if the user has an email; returns that email, or `nil` when the user does not exist or is a guest (nothing stored).
+    func issueAccountCode(_ code: NewAccountCode, now: Date) async throws -> String?
+
+    /// Presents `codeHash` as the user's password reset code. Redeemed (``AccountCodePolicy/Verdict/redeem``): in one
+    /// transaction sets `passwordHash`, marks the email verified (the code reached it), revokes every live session of the
+    /// user and deletes the code; returns the sessions revoked. Otherwise counts the attempt as the policy says and
+    /// returns `nil` — the same for a wrong, expired, spent or absent code, and for a user without an email.
+    func resetPassword(userId: String, codeHash: String, passwordHash: String, policy: AccountCodePolicy, now: Date)
+        async throws -> [String]?
+
+    /// Presents `codeHash` as the user's email verification code. Redeemed: marks the email verified and deletes the
+    /// code; returns the user. Otherwise as ``resetPassword(userId:codeHash:passwordHash:policy:now:)``: `nil`.
+    func verifyEmail(userId: String, codeHash: String, policy: AccountCodePolicy, now: Date) async throws -> UserRecord?
+
+    /// Sets a linked account's password hash, revokes its live sessions other than `keepingSession` and deletes its
+    /// password reset code, in one transaction; returns the sessions revoked. Throws `.userNotFound` when the user does
+    /// not exist or is a guest.
+    func changePassword(userId: String, passwordHash: String, keepingSession: String, now: Date) async throws -> [String]
+}
+
 /// The wallet ledger, holds and quota counters.
 public protocol LedgerStore: Sendable {
     /// Runs `command` in one transaction: replays an earlier response when `idempotency` was seen before
@@ -130,4 +154,4 @@ public protocol LeaseStore: Sendable {
 }
 
 /// Everything the server needs from a database.
-public typealias TallyStorage = IdentityStore & LedgerStore & DocumentStore & MaintenanceStore & LeaseStore
+public typealias TallyStorage = IdentityStore & AccountCodeStore & LedgerStore & DocumentStore & MaintenanceStore & LeaseStore

@@ -44,7 +44,15 @@ struct PostgresMigrationTests {
         try await withPostgresStore(isolated: true, migrated: false) { store in
             try await store.migrate(upTo: 5)
             let now = defaultStart
-            let userId = try await newPostgresUser(store, tokens: 25, now: now)
+            // Written as schema 5 has it (the store's own statements read the latest schema's columns).
+            let userId = randomId("user-")
+            try await store.rows("INSERT INTO users (id, created_at) VALUES (\(userId), \(now.millis))")
+            try await store.rows("INSERT INTO wallets (user_id, balance, held, version) VALUES (\(userId), 25, 0, 1)")
+            try await store.rows(
+                """
+                INSERT INTO ledger_entries (user_id, kind, amount, held_change, balance_after, held_after, reason, created_at)
+                VALUES (\(userId), 'grant', 25, 0, 25, 0, 'signup', \(now.millis))
+                """)
             // Each call runs on its own connection, as several server processes starting at once do.
             try await withThrowingTaskGroup(of: Void.self) { group in
                 for _ in 0..<4 { group.addTask { try await store.migrate() } }

@@ -1,0 +1,100 @@
+import Foundation
+import GRDB
+import TallyStore
+
+extension SQLiteStore: AccountCodeStore {
+    /// Replaces the user's code of this purpose, in one writer transaction, if the user has an email.
+    public func issueAccountCode(_ code: NewAccountCode, now: Date) async throws -> String? {
+        try await write { db in
+            guard let email = try db.fetchValue(String.self, sql: "SELECT email FROM users WHERE id = ?", arguments: [code.userId])
+            else { return nil }
+            try db.run(sql: """
+                    INSERT INTO account_codes (user_id, purpose, code_hash, expires_at, failed_attempts, created_at)
+                    VALUES (?, ?, ?, ?, 0, ?)
+                    ON CONFLICT (user_id, purpose) DO UPDATE SET code_hash = excluded.code_hash,
+                      expires_at = excluded.expires_at, failed_attempts = 0, created_at = excluded.created_at
+                    """,
+                arguments: [code.userId, code.purpose.rawValue, code.hash, code.expiresAt.millis, now.millis])
+            return email
+        }
+    }
+
+    /// Redeems the reset code (``AccountCodePolicy``) and, in the same writer transaction, sets the password, marks
+    /// the email verified and revokes every live session.
+    public func resetPassword(userId: String, codeHash: String, passwordHash: String, policy: AccountCodePolicy, now: Date)
+        async throws -> [String]?
+    {
+        try await write { db in
+            guard try self.redeem(db, userId: userId, purpose: .passwordReset, codeHash: codeHash, policy: policy, now: now)
+            else { return nil }
+            try db.run(sql: """
+                    UPDATE users SET password_hash = ?, email_verified_at = coalesce(email_verified_at, ?)
+                    WHERE id = ? AND email IS NOT NULL
+                    """,
+                arguments: [passwordHash, now.millis, userId])
+            guard db.changesCount == 1 else { return nil }
+            return try self.revokeSessions(db, userId: userId, keeping: nil, now: now)
+        }
+    }
+
+    /// Redeems the verification code and marks the email verified, in one writer transaction.
+    public func verifyEmail(userId: String, codeHash: String, policy: AccountCodePolicy, now: Date) async throws -> UserRecord? {
+        try await write { db in
+            guard try self.redeem(db, userId: userId, purpose: .emailVerification, codeHash: codeHash, policy: policy, now: now)
+            else { return nil }
+            try db.run(sql: "UPDATE users SET email_verified_at = coalesce(email_verified_at, ?) WHERE id = ? AND email IS NOT NULL",
+                arguments: [now.millis, userId])
+            return try db.fetchRow(sql: "SELECT * FROM users WHERE id = ? AND email IS NOT NULL", arguments: [userId])
+                .map(UserRecord.init(row:))
+        }
+    }
+
+    /// Sets the password, revokes the other sessions and drops a pending reset code, in one writer transaction.
+    public func changePassword(userId: String, passwordHash: String, keepingSession: String, now: Date) async throws -> [String] {
+        try await write { db in
+            try db.run(sql: "UPDATE users SET password_hash = ? WHERE id = ? AND email IS NOT NULL", arguments: [passwordHash, userId])
+            guard db.changesCount == 1 else { throw StoreError(.userNotFound) }
+            try db.run(sql: "DELETE FROM account_codes WHERE user_id = ? AND purpose = ?",
+                arguments: [userId, AccountCodePurpose.passwordReset.rawValue])
+            return try self.revokeSessions(db, userId: userId, keeping: keepingSession, now: now)
+        }
+    }
+
+    /// Applies the policy's verdict on the presented code to the stored one; whether it was redeemed (and deleted).
+    private func redeem(
+        _ db: Database, userId: String, purpose: AccountCodePurpose, codeHash: String, policy: AccountCodePolicy, now: Date
+    ) throws -> Bool {
+        let key: StatementArguments = [userId, purpose.rawValue]
+        let stored = try db.fetchRow(
+            sql: "SELECT code_hash, expires_at, failed_attempts FROM account_codes WHERE user_id = ? AND purpose = ?", arguments: key
+        ).map { row in
+            StoredAccountCode(hash: row["code_hash"], expiresAt: Date(millis: row["expires_at"]), failedAttempts: row["failed_attempts"])
+        }
+        switch policy.check(stored, presented: codeHash, now: now) {
+        case .redeem:
+            try db.run(sql: "DELETE FROM account_codes WHERE user_id = ? AND purpose = ?", arguments: key)
+            return true
+        case .wrong(let failed):
+            try db.run(sql: "UPDATE account_codes SET failed_attempts = ? WHERE user_id = ? AND purpose = ?",
+                arguments: [failed, userId, purpose.rawValue])
+            return false
+        case .discard:
+            try db.run(sql: "DELETE FROM account_codes WHERE user_id = ? AND purpose = ?", arguments: key)
+            return false
+        case .absent:
+            return false
+        }
+    }
+
+    /// Revokes every live session of the user but `keeping`, forgotten by the session cache as the transaction
+    /// commits; returns their ids.
+    private func revokeSessions(_ db: Database, userId: String, keeping: String?, now: Date) throws -> [String] {
+        let ids = try db.fetchValues(
+            String.self, sql: "SELECT id FROM sessions WHERE user_id = ? AND revoked_at IS NULL AND id IS NOT ?",
+            arguments: [userId, keeping])
+        for id in ids { forgets.session(id) }
+        try db.run(sql: "UPDATE sessions SET revoked_at = ? WHERE user_id = ? AND revoked_at IS NULL AND id IS NOT ?",
+            arguments: [now.millis, userId, keeping])
+        return ids
+    }
+}
