@@ -137,11 +137,13 @@ let package = Package(
         ),
         // What the test targets share: `StoreKind`, `LocalModel` (dev-llm in-process), the PostgreSQL rule (`postgresURL()`: skipped with a warning without
         // a database, failed under TALLY_REQUIRE_POSTGRES=1), `ScratchDatabase`, `TallyBinary`, `LedgerInvariants`,
-        // `SplitMix64` (the load harness's seeded generator).
+        // `SplitMix64` (the load harness's seeded generator), `MailStandIn` (a mail hook that checks signatures).
         .target(
             name: "TallyTestSupport",
             dependencies: [
                 tallyAPI, "TallyStore", "TallyPostgres", "TallyLoad", "TallyDevLLM",
+                .product(name: "Hummingbird", package: "hummingbird"),
+                .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "PostgresNIO", package: "postgres-nio"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),

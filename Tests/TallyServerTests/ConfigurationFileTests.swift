@@ -13,7 +13,9 @@ struct ConfigurationFileTests {
     static let exampleURL = URL(fileURLWithPath: #filePath)
         .deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
         .appendingPathComponent("docs/tally.example.yaml")
-    static let environment = ["OPENAI_API_KEY": "sk-example-key-never-shown"]
+    static let environment = [
+        "OPENAI_API_KEY": "sk-example-key-never-shown", "TALLY_MAIL_SECRET": "mail-secret-never-shown-0123456789abcdef",
+    ]
 
     static func example() throws -> String { try String(contentsOf: exampleURL, encoding: .utf8) }
 
@@ -122,12 +124,16 @@ struct ConfigurationFileTests {
             ]) { $1 }
             let (termination, output, errors) = try await Self.checkConfig(environment: environment, directory: directory)
             #expect(termination == .exited(0), "\(errors)")
-            for secret in ["db-password-never-shown", "admin-key-never-shown-0123", signingKey, "sk-example-key-never-shown"] {
+            for secret in [
+                "db-password-never-shown", "admin-key-never-shown-0123", signingKey, "sk-example-key-never-shown",
+                "mail-secret-never-shown",
+            ] {
                 #expect(!output.contains(secret) && !errors.contains(secret))
             }
             for line in [
                 "databaseURL (DATABASE_URL)", "postgres://tally:***@127.0.0.1:9/tally", "adminKey (TALLY_ADMIN_KEY)", "set, 1 key (the first signs)",
                 "AI upstream key (OPENAI_API_KEY)", "sessionsPerUser: 50", "name: todays_prediction", "idleTimeout (--idle-timeout)",
+                "mail hook secret (TALLY_MAIL_SECRET)", "secretEnv: TALLY_MAIL_SECRET",
             ] {
                 #expect(output.contains(line), "\(line) in\n\(output)")
             }

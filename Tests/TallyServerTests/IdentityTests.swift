@@ -207,6 +207,11 @@ extension IdentityTests {
                 "POST /v1/auth/refresh": RefreshRequest(refreshToken: bob.refreshToken),
                 "POST /v1/auth/sign-in": CredentialsRequest(email: email, password: "bob's guess"),
                 "POST /v1/auth/link": CredentialsRequest(email: email, password: "bob's password"),
+                // Alice's email: Bob may ask for her reset mail (202, nothing revealed) but not use a code he does not have.
+                "POST /v1/auth/password/forgot": ForgotPasswordRequest(email: email),
+                "POST /v1/auth/password/reset": ResetPasswordRequest(email: email, code: "12345678", newPassword: "bob's password"),
+                "POST /v1/auth/password": ChangePasswordRequest(currentPassword: "alice's password", newPassword: "bob's password"),
+                "POST /v1/auth/email/verify": VerifyEmailRequest(code: "12345678"),
                 "PATCH /v1/me": UpdateMeRequest(timezone: "Europe/Paris", language: "de"),
                 "POST /v1/wallet/holds": CreateHoldRequest(amount: 5, ttlSeconds: 60),
                 "POST /v1/wallet/holds/{holdId}/capture": CaptureHoldRequest(amount: 10),

@@ -107,6 +107,7 @@ struct OpenAPITests {
             "Wallet", "LedgerEntry", "EntryPage", "Hold", "CreateHoldRequest", "CaptureHoldRequest", "GrantRequest",
             "GrantResponse", "PremiumRequest", "Quota", "QuotaList", "ActionPrice", "ActionList", "ActionResult",
             "SessionTokens", "GuestSignInRequest", "RefreshRequest", "CredentialsRequest", "Me", "UpdateMeRequest",
+            "ChangePasswordRequest", "ForgotPasswordRequest", "ResetPasswordRequest", "VerifyEmailRequest",
             "AdminUserView", "HealthStatus", "ErrorResponse", "CollectionInfo", "CollectionList", "Document", "DocumentPage",
             "PutDocumentRequest", "MergePatch", "SyncMutation", "SyncPushRequest", "SyncMutationResult", "SyncPushResponse",
             "SyncPullResponse", "SyncChangedEvent", "SyncWalletEvent", "ChatCompletionRequest", "ChatCompletion", "AICharge", "AIModelList",

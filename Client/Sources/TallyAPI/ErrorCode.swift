@@ -51,6 +51,15 @@ extension ErrorCode {
     public static let credentialInUse = ErrorCode(rawValue: "credential_in_use")
     /// The account already has an email and password.
     public static let alreadyLinked = ErrorCode(rawValue: "already_linked")
+    /// The account has no email and password yet (a guest): link one first (`POST /v1/auth/link`).
+    public static let notLinked = ErrorCode(rawValue: "not_linked")
+    /// A password reset or email verification code is wrong, expired, used, superseded by a newer one, or spent
+    /// its attempts: ask for a new one.
+    public static let invalidCode = ErrorCode(rawValue: "invalid_code")
+    /// The account's email is already verified: no code is sent.
+    public static let alreadyVerified = ErrorCode(rawValue: "already_verified")
+    /// The server sends no mail (no `mail:` hook configured) or its mail queue is full: no code is sent.
+    public static let mailUnavailable = ErrorCode(rawValue: "mail_unavailable")
     /// The resource does not exist (or belongs to someone else).
     public static let notFound = ErrorCode(rawValue: "not_found")
     /// The HTTP method is not supported on this path.

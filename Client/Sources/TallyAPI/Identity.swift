@@ -74,11 +74,14 @@ public struct Me: Codable, Hashable, Sendable {
     public var premiumUntil: Date?
     /// When the account was created.
     public var createdAt: Date
+    /// Whether the user proved they receive mail at `email` (a verification code, or a password reset code,
+    /// redeemed); `false` for guests. Absent from older servers' answers: decoded as `false`.
+    public var emailVerified: Bool
 
     /// Creates the account view.
     public init(
         userId: String, isGuest: Bool, email: String?, timezone: String, language: String?,
-        premiumUntil: Date?, createdAt: Date
+        premiumUntil: Date?, createdAt: Date, emailVerified: Bool = false
     ) {
         self.userId = userId
         self.isGuest = isGuest
@@ -87,7 +90,70 @@ public struct Me: Codable, Hashable, Sendable {
         self.language = language
         self.premiumUntil = premiumUntil
         self.createdAt = createdAt
+        self.emailVerified = emailVerified
     }
+
+    private enum CodingKeys: String, CodingKey {
+        case userId, isGuest, email, timezone, language, premiumUntil, createdAt, emailVerified
+    }
+
+    /// Decodes the account view; `emailVerified` is `false` when absent (an older server, a value cached before it existed).
+    public init(from decoder: any Decoder) throws {
+        let container = try decoder.container(keyedBy: CodingKeys.self)
+        userId = try container.decode(String.self, forKey: .userId)
+        isGuest = try container.decode(Bool.self, forKey: .isGuest)
+        email = try container.decodeIfPresent(String.self, forKey: .email)
+        timezone = try container.decode(String.self, forKey: .timezone)
+        language = try container.decodeIfPresent(String.self, forKey: .language)
+        premiumUntil = try container.decodeIfPresent(Date.self, forKey: .premiumUntil)
+        createdAt = try container.decode(Date.self, forKey: .createdAt)
+        emailVerified = try container.decodeIfPresent(Bool.self, forKey: .emailVerified) ?? false
+    }
+}
+
+/// `POST /v1/auth/password`: change the signed-in account's password.
+public struct ChangePasswordRequest: Codable, Hashable, Sendable {
+    /// The password the account has now.
+    public var currentPassword: String
+    /// The new password: 8 characters to 72 bytes of UTF-8, as at ``CredentialsRequest/password``.
+    public var newPassword: String
+    /// Creates the request.
+    public init(currentPassword: String, newPassword: String) {
+        self.currentPassword = currentPassword
+        self.newPassword = newPassword
+    }
+}
+
+/// `POST /v1/auth/password/forgot`: mail a password reset code to the account of an email, if there is one.
+public struct ForgotPasswordRequest: Codable, Hashable, Sendable {
+    /// The account's email address.
+    public var email: String
+    /// Creates the request.
+    public init(email: String) { self.email = email }
+}
+
+/// `POST /v1/auth/password/reset`: set a new password with the code mailed by `POST /v1/auth/password/forgot`.
+public struct ResetPasswordRequest: Codable, Hashable, Sendable {
+    /// The account's email address.
+    public var email: String
+    /// The code from the mail: 8 digits.
+    public var code: String
+    /// The new password: 8 characters to 72 bytes of UTF-8, as at ``CredentialsRequest/password``.
+    public var newPassword: String
+    /// Creates the request.
+    public init(email: String, code: String, newPassword: String) {
+        self.email = email
+        self.code = code
+        self.newPassword = newPassword
+    }
+}
+
+/// `POST /v1/auth/email/verify`: prove the account's email with the code mailed by `POST /v1/auth/email/verify/send`.
+public struct VerifyEmailRequest: Codable, Hashable, Sendable {
+    /// The code from the mail: 8 digits.
+    public var code: String
+    /// Creates the request.
+    public init(code: String) { self.code = code }
 }
 
 /// `PATCH /v1/me`: fields left out are unchanged.

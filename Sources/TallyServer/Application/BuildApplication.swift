@@ -66,8 +66,14 @@ public func buildApplication(
         }
     }
     let tally = TallyServices(
-        store: store, clock: clock, configuration: configuration, metrics: metrics, events: events, sessions: sessions, relay: relay)
+        store: store, clock: clock, configuration: configuration, metrics: metrics, events: events, sessions: sessions, relay: relay,
+        logger: logger)
     if let ai = tally.ai { services += [ai.upstream, ai.settlements] }
+    if let mail = tally.mail {
+        services.append(mail)
+    } else {
+        logger.notice("no mail hook configured (mail:): password reset and email verification codes are not sent")
+    }
     let router = buildRouter(services: tally)
     configureRouter(router, tally)
     let ready = StartupGate()
@@ -149,13 +155,16 @@ func buildRouter(services: TallyServices) -> Router<TallyRequestContext> {
     let identity = IdentityController(services: services)
     let metering = MeteringController(services: services)
     let v1 = router.group("v1")
+    let recovery = AccountRecoveryController(services: services)
     identity.addPublicRoutes(to: v1)
+    recovery.addPublicRoutes(to: v1)
     metering.addPublicRoutes(to: v1)
 
     let user = router.group("v1")
         .add(middleware: AuthMiddleware(services: services))
         .group(context: AuthenticatedContext.self)
     identity.addRoutes(to: user)
+    recovery.addRoutes(to: user)
     WalletController(services: services).addRoutes(to: user)
     metering.addRoutes(to: user)
     CollectionsController(services: services).addRoutes(to: user)

@@ -1,4 +1,5 @@
 import Foundation
+import Logging
 import Metrics
 import Synchronization
 import TallyStore
@@ -34,13 +35,17 @@ public struct TallyServices: Sendable {
     let pushes: Throttle
     /// The AI gateway, when the configuration has one.
     let ai: AIGateway?
+    /// The account mails (password reset and email verification codes), when the configuration has a mail hook; a
+    /// service of the application.
+    let mail: AccountMail?
 
     /// `events` and `relay` make up the notifier (``EventNotifier``): with several processes on one database,
     /// `relay` carries each event to the others, and they hand what they hear to `events` (and the sessions
-    /// they end to `sessions`).
+    /// they end to `sessions`). `logger` is the mail service's.
     init(
         store: any TallyStorage, clock: any WallClock, configuration: TallyConfiguration, metrics: any MetricsFactory,
-        events: EventHub? = nil, sessions: SessionCache? = nil, relay: (@Sendable (ChangeEvent) -> Void)? = nil
+        events: EventHub? = nil, sessions: SessionCache? = nil, relay: (@Sendable (ChangeEvent) -> Void)? = nil,
+        logger: Logger = Logger(label: "tally")
     ) {
         self.store = store
         self.clock = clock
@@ -53,7 +58,8 @@ public struct TallyServices: Sendable {
         let notifier = EventNotifier(hub: events, relay: relay)
         self.runner = CommandRunner(
             store: store, clock: clock, inFlight: InFlightKeys(), metrics: metrics, notifier: notifier)
-        self.secrets = RuntimeSecrets()
+        let secrets = RuntimeSecrets()
+        self.secrets = secrets
         self.sessions = sessions ?? SessionCache(clock: clock)
         self.metrics = metrics
         self.events = events
@@ -62,6 +68,9 @@ public struct TallyServices: Sendable {
         self.pushes = Throttle("sync push per user", configuration.limits.syncPushesPerUser)
         self.ai = configuration.ai.map {
             AIGateway(configuration: $0, settlements: PendingSettlements(store: store, clock: clock, notifier: notifier))
+        }
+        self.mail = configuration.mail.map {
+            AccountMail(configuration: $0, store: store, clock: clock, secrets: secrets, logger: logger)
         }
     }
 

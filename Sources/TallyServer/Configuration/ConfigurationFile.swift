@@ -9,7 +9,8 @@ extension TallyConfiguration {
     /// A key the file format does not have is refused wherever it is — the top level, an action, `limits` or
     /// any object in it, a collection, `ai` or any object in it — with where it is and the nearest known key
     /// (`unknown key "token" in actions[0]; did you mean "tokens"?`): a misspelt setting never silently stays
-    /// at its default. `environment` gives the AI upstream's key (the variable `ai.upstream.apiKeyEnv` names).
+    /// at its default. `environment` gives the AI upstream's key (the variable `ai.upstream.apiKeyEnv` names) and the
+    /// mail hook's secret (`mail.secretEnv`).
     ///
     /// ```yaml
     /// signupGrant: 0
@@ -24,8 +25,8 @@ extension TallyConfiguration {
     }
 
     /// The settings a configuration file can give, as they are in effect (defaults included), written as a
-    /// configuration file (YAML) that gives exactly them. The AI upstream's key is not in it: only the name
-    /// of the variable it is read from.
+    /// configuration file (YAML) that gives exactly them. The AI upstream's key and the mail hook's secret
+    /// are not in it: only the names of the variables they are read from.
     public var effectiveFile: String {
         (try? YAMLEncoder().encode(ConfigurationFile(effective: self))) ?? ""
     }
@@ -47,6 +48,7 @@ struct ConfigurationFile: Codable, Equatable {
     var maxStoredBytesPerUser: Int?
     var maxClientIdsPerUser: Int?
     var ai: AIConfiguration.File?
+    var mail: MailConfiguration.File?
 
     /// `{name: readings, daily: 3}`.
     struct Quota: Codable, Equatable {
@@ -82,6 +84,7 @@ struct ConfigurationFile: Codable, Equatable {
             maxStoredDocumentsPerUser: maxStoredDocumentsPerUser, maxStoredBytesPerUser: maxStoredBytesPerUser,
             maxClientIdsPerUser: maxClientIdsPerUser, catalog: configuration.metering.catalog)
         configuration.ai = try ai?.configuration(catalog: configuration.metering.catalog, environment: environment)
+        configuration.mail = try mail?.configuration(environment: environment)
     }
 
     /// The file that gives exactly `configuration`'s settings.
@@ -98,5 +101,6 @@ struct ConfigurationFile: Codable, Equatable {
         maxStoredBytesPerUser = configuration.sync.budget.bytes
         maxClientIdsPerUser = configuration.sync.budget.clientIds
         ai = configuration.ai.map { AIConfiguration.File(effective: $0, catalog: catalog) }
+        mail = configuration.mail.map(MailConfiguration.File.init(effective:))
     }
 }

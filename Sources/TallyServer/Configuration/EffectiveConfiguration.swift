@@ -4,7 +4,8 @@ import TallyPostgres
 extension TallyConfiguration {
     /// Every setting with the value it has, defaults included, for `tally serve --check-config`: the server's
     /// own settings (options and environment) as comment lines, then ``effectiveFile``. Secrets appear only as
-    /// set or unset: the admin key, the signing keys, the AI upstream's key, and `DATABASE_URL`'s password.
+    /// set or unset: the admin key, the signing keys, the AI upstream's key, the mail hook's secret, and
+    /// `DATABASE_URL`'s password.
     public var effectiveDescription: String {
         let seconds: (Duration) -> String = { "\($0.components.seconds) s" }
         let url = databaseURL.map(Self.redacted) ?? "unset: SQLite in \((dataDirectory as NSString).appendingPathComponent("tally.sqlite"))"
@@ -33,6 +34,11 @@ extension TallyConfiguration {
         ]
         if let upstream = ai?.upstream, let variable = upstream.apiKeyEnv {
             settings.append(("AI upstream key (\(variable))", upstream.apiKey == nil ? "unset" : "set"))
+        }
+        if let mail {
+            settings.append(("mail hook secret (\(mail.secretEnv))", mail.secret.isEmpty ? "unset" : "set"))
+        } else {
+            settings.append(("mail hook", "none: no mail is sent (password reset and email verification codes)"))
         }
         let width = settings.map(\.0.count).max() ?? 0
         let lines = settings.map { name, value in

@@ -30,6 +30,15 @@ public struct LimitsConfiguration: Sendable {
     public var sessionsPerUser = 50
     /// Sync pushes (`POST /v1/sync/push`, up to 100 mutations each) per user.
     public var syncPushesPerUser = RateLimit(120, per: 60)
+    /// Password reset mails asked for (`POST /v1/auth/password/forgot`) per email, whether or not it has an account.
+    public var passwordForgotPerEmail = RateLimit(5, per: 3600)
+    /// Password reset mails asked for per client address.
+    public var passwordForgotPerAddress = RateLimit(20, per: 3600)
+    /// Codes presented (`POST /v1/auth/password/reset`, `POST /v1/auth/email/verify`) per client address, right or
+    /// wrong; each code also dies after 5 wrong ones.
+    public var codeAttemptsPerAddress = RateLimit(30, per: 900)
+    /// Verification mails asked for (`POST /v1/auth/email/verify/send`) per user.
+    public var verificationMailsPerUser = RateLimit(5, per: 3600)
 
     /// The production defaults.
     public init() {}
@@ -55,6 +64,10 @@ public struct LimitsConfiguration: Sendable {
         var adminFailuresPerAddress: Rate?
         var sessionsPerUser: Int?
         var syncPushesPerUser: Rate?
+        var passwordForgotPerEmail: Rate?
+        var passwordForgotPerAddress: Rate?
+        var codeAttemptsPerAddress: Rate?
+        var verificationMailsPerUser: Rate?
 
         /// The limits the section gives, the defaults for the keys it does not.
         func configuration() throws -> LimitsConfiguration {
@@ -76,6 +89,10 @@ public struct LimitsConfiguration: Sendable {
             adminFailuresPerAddress = Rate(limits.adminFailuresPerAddress)
             sessionsPerUser = limits.sessionsPerUser
             syncPushesPerUser = Rate(limits.syncPushesPerUser)
+            passwordForgotPerEmail = Rate(limits.passwordForgotPerEmail)
+            passwordForgotPerAddress = Rate(limits.passwordForgotPerAddress)
+            codeAttemptsPerAddress = Rate(limits.codeAttemptsPerAddress)
+            verificationMailsPerUser = Rate(limits.verificationMailsPerUser)
         }
 
         private func apply(to limits: inout LimitsConfiguration) throws {
@@ -94,6 +111,10 @@ public struct LimitsConfiguration: Sendable {
                 ("guestSignInsPerDevice", guestSignInsPerDevice, \.guestSignInsPerDevice),
                 ("adminFailuresPerAddress", adminFailuresPerAddress, \.adminFailuresPerAddress),
                 ("syncPushesPerUser", syncPushesPerUser, \.syncPushesPerUser),
+                ("passwordForgotPerEmail", passwordForgotPerEmail, \.passwordForgotPerEmail),
+                ("passwordForgotPerAddress", passwordForgotPerAddress, \.passwordForgotPerAddress),
+                ("codeAttemptsPerAddress", codeAttemptsPerAddress, \.codeAttemptsPerAddress),
+                ("verificationMailsPerUser", verificationMailsPerUser, \.verificationMailsPerUser),
             ]
             for (name, rate, path) in rates {
                 guard let rate else { continue }

@@ -35,6 +35,8 @@ public struct TallyConfiguration: Sendable {
     public var sync = SyncConfiguration()
     /// The AI gateway (the file's `ai:` section); `nil`: no `/v1/ai` routes.
     public var ai: AIConfiguration?
+    /// The mail hook that sends password reset and email verification codes (the file's `mail:` section); `nil`: no mail.
+    public var mail: MailConfiguration?
     /// Verifies a guest sign-in's installation (App Attest, DeviceCheck) when an embedding app sets one;
     /// by default every installation is accepted.
     public var installationVerifier: any InstallationVerifier = AcceptEveryInstallation()

@@ -44,7 +44,8 @@ public struct APIError: Error, HTTPResponseError, CustomStringConvertible {
         case .unsupportedMediaType: return .unsupportedMediaType
         case .methodNotAllowed: return .methodNotAllowed
         case .insufficientTokens, .quotaExhausted: return HTTPResponse.Status(code: 402, reasonPhrase: "Payment Required")
-        case .credentialInUse, .alreadyLinked, .holdNotOpen, .idempotencyKeyInUse: return .conflict
+        case .credentialInUse, .alreadyLinked, .holdNotOpen, .idempotencyKeyInUse, .notLinked, .alreadyVerified: return .conflict
+        case .mailUnavailable: return .serviceUnavailable
         case .idempotencyMismatch: return .unprocessableContent
         case .bodyTooLarge: return .contentTooLarge
         case .rateLimited: return .tooManyRequests

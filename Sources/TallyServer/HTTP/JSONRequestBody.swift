@@ -23,6 +23,22 @@ extension CredentialsRequest: JSONRequestBody {
     static let integerFields: Set<String> = []
 }
 
+extension ChangePasswordRequest: JSONRequestBody {
+    static let integerFields: Set<String> = []
+}
+
+extension ForgotPasswordRequest: JSONRequestBody {
+    static let integerFields: Set<String> = []
+}
+
+extension ResetPasswordRequest: JSONRequestBody {
+    static let integerFields: Set<String> = []
+}
+
+extension VerifyEmailRequest: JSONRequestBody {
+    static let integerFields: Set<String> = []
+}
+
 extension UpdateMeRequest: JSONRequestBody {
     static let integerFields: Set<String> = []
 }

@@ -52,17 +52,17 @@ enum Validate {
     /// at least 8 characters as sent (Unicode code points, as openapi.yaml's `minLength` counts them: grapheme
     /// clusters or the normalised form can be fewer), at most ``maxPasswordBytes`` UTF-8 bytes (longer ones would be
     /// silently cut), and without NUL (where bcrypt's C string would end).
-    static func password(_ value: String) throws -> String {
+    static func password(_ value: String, field: String = "password") throws -> String {
         let password = nfkc(value)
         guard value.unicodeScalars.count >= 8 else {
-            throw APIError(.invalidField, "'password' must be at least 8 characters.")
+            throw APIError(.invalidField, "'\(field)' must be at least 8 characters.")
         }
         guard password.utf8.count <= maxPasswordBytes else {
             throw APIError(
-                .invalidField, "'password' must be at most \(maxPasswordBytes) bytes in UTF-8 (after NFKC normalisation).")
+                .invalidField, "'\(field)' must be at most \(maxPasswordBytes) bytes in UTF-8 (after NFKC normalisation).")
         }
         guard !password.utf8.contains(0) else {
-            throw APIError(.invalidField, "'password' must not contain the NUL character.")
+            throw APIError(.invalidField, "'\(field)' must not contain the NUL character.")
         }
         return password
     }

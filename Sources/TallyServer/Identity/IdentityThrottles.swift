@@ -11,6 +11,13 @@ struct IdentityThrottles: Sendable {
     let refreshPerSession: Throttle
     let refreshFailuresPerAddress: Throttle
     let guestSignInsPerDevice: Throttle
+    /// Password reset mails asked for, per email (a keyed hash) and per address (``AccountRecoveryController``).
+    let forgotPerEmail: Throttle
+    let forgotPerAddress: Throttle
+    /// Reset and verification codes presented, per address.
+    let codeAttemptsPerAddress: Throttle
+    /// Verification mails asked for, per user.
+    let verificationMailsPerUser: Throttle
     /// One log line per (email, address) and lockout window for refusals by the lockout.
     let lockoutLog: RateLimiter
     /// One log line per address and hour for refused guest sign-ups.
@@ -23,6 +30,10 @@ struct IdentityThrottles: Sendable {
         refreshPerSession = Throttle("refresh per session", limits.refreshPerSession)
         refreshFailuresPerAddress = Throttle("refresh failures per address", limits.refreshFailuresPerAddress)
         guestSignInsPerDevice = Throttle("guest sign-in per device", limits.guestSignInsPerDevice)
+        forgotPerEmail = Throttle("password reset mails per email", limits.passwordForgotPerEmail)
+        forgotPerAddress = Throttle("password reset mails per address", limits.passwordForgotPerAddress)
+        codeAttemptsPerAddress = Throttle("account codes per address", limits.codeAttemptsPerAddress)
+        verificationMailsPerUser = Throttle("verification mails per user", limits.verificationMailsPerUser)
         lockoutLog = RateLimiter(RateLimit(1, per: limits.signInLockout.window))
         signupLog = RateLimiter(RateLimit(1, per: 3600))
     }
