@@ -71,6 +71,30 @@ struct IdentityTests {
         }
     }
 
+    @Test("A refresh token revokes its session without an access token, long after the access token expired; unknown tokens tell nothing", arguments: StoreKind.allCases)
+    func revokeByRefreshToken(kind: StoreKind) async throws {
+        try await LiveServer.with(kind, accessTokenTTL: 900) { server in
+            let api = server.connection()
+            let user = try await api.newGuest()
+            let other = try await api.send(.post, "/v1/auth/guest", json: GuestSignInRequest(deviceId: "device-" + UUID().uuidString))
+                .decode(SessionTokens.self)
+            server.clock.advance(by: 3 * 3600)  // the device signed out offline; its access token has long expired
+            let revoked = try await api.send(.post, "/v1/auth/revoke", json: RefreshRequest(refreshToken: user.refreshToken))
+            #expect(revoked.status == .noContent)
+            let refresh = try await api.send(.post, "/v1/auth/refresh", json: RefreshRequest(refreshToken: user.refreshToken))
+            #expect(refresh.status == .unauthorized)
+            // The same answer for a token already revoked and one never issued; bad input is a 400.
+            #expect(try await api.send(.post, "/v1/auth/revoke", json: RefreshRequest(refreshToken: user.refreshToken)).status == .noContent)
+            #expect(try await api.send(.post, "/v1/auth/revoke", json: RefreshRequest(refreshToken: "never-issued")).status == .noContent)
+            let empty = try await api.send(.post, "/v1/auth/revoke", json: RefreshRequest(refreshToken: ""))
+            #expect(empty.status == .badRequest && empty.errorCode == "invalid_field")
+            // Another session is untouched.
+            let fresh = try await api.send(.post, "/v1/auth/refresh", json: RefreshRequest(refreshToken: other.refreshToken))
+            #expect(fresh.status == .ok)
+            await api.close()
+        }
+    }
+
     @Test("Guest creation is rate limited per IP, with Retry-After", arguments: StoreKind.allCases)
     func guestRateLimit(kind: StoreKind) async throws {
         // Years after every other test's sign-ups, which share the PostgreSQL database and the loopback address.
@@ -205,6 +229,7 @@ extension IdentityTests {
             let bodies: [String: any Encodable & Sendable] = [
                 "POST /v1/auth/guest": GuestSignInRequest(deviceId: "device-" + UUID().uuidString),
                 "POST /v1/auth/refresh": RefreshRequest(refreshToken: bob.refreshToken),
+                "POST /v1/auth/revoke": RefreshRequest(refreshToken: bob.refreshToken),
                 "POST /v1/auth/sign-in": CredentialsRequest(email: email, password: "bob's guess"),
                 "POST /v1/auth/link": CredentialsRequest(email: email, password: "bob's password"),
                 // Alice's email: Bob may ask for her reset mail (202, nothing revealed) but not use a code he does not have.

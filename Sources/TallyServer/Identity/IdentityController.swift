@@ -27,6 +27,7 @@ struct IdentityController {
         group.post("auth/guest", use: guest)
         group.post("auth/refresh", use: refresh)
         group.post("auth/sign-in", use: signIn)
+        group.post("auth/revoke", use: revoke)
     }
 
     func addRoutes(to group: RouterGroup<AuthenticatedContext>) {
@@ -140,6 +141,30 @@ struct IdentityController {
         try await store.revokeSession(id: context.identity.sessionId, now: services.clock.now)
         services.sessions.evict(sessionId: context.identity.sessionId)
         services.notifier.sessionEnded(userId: context.identity.userId, sessionId: context.identity.sessionId)
+        return .noContent
+    }
+
+    /// Ends the session a refresh token belongs to, without an access token (RFC 7009's revocation): a device
+    /// that signed out offline sends it when it is back, however long after its access token expired. Answers
+    /// 204 whether or not the token was live, so it tells nothing; unknown tokens count against the address as
+    /// failed refreshes do.
+    @Sendable func revoke(_ request: Request, context: TallyRequestContext) async throws -> HTTPResponse.Status {
+        let body = try await JSONBody<RefreshRequest>.read(request, context: context).value
+        guard (1...512).contains(body.refreshToken.utf8.count) else {
+            throw APIError(.invalidField, "'refreshToken' must be 1 to 512 bytes.")
+        }
+        let door = makeDoor("POST /v1/auth/revoke", context.logger)
+        let address = services.clientAddress(request, peer: context.peer)
+        try throttles.refreshFailuresPerAddress.check(address, door)
+        guard let sessionId = try await store.refreshTokenSession(hash: Secrets.sha256(body.refreshToken)),
+            let userId = try await store.liveSessionUser(sessionId: sessionId)
+        else {
+            throttles.refreshFailuresPerAddress.record(address, door)
+            return .noContent
+        }
+        try await store.revokeSession(id: sessionId, now: door.now)
+        services.sessions.evict(sessionId: sessionId)
+        services.notifier.sessionEnded(userId: userId, sessionId: sessionId)
         return .noContent
     }
 
