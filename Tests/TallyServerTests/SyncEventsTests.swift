@@ -44,6 +44,15 @@ struct SyncEventsTests {
             #expect(try await Self.expectWallet(stream, equalTo: api, phone, balance: 16).wallet.held == 0)
             try await api.grant(5, to: phone)
             try await Self.expectWallet(stream, equalTo: api, phone, balance: 21)
+            // Premium set and revoked by the admin API: the event carries it, as GET /v1/me says it.
+            let until = Date(timeIntervalSince1970: 1_800_000_000 + 86_400)
+            let set = try await api.send(.put, "/admin/v1/users/\(phone.userId)/premium", admin: true, json: PremiumRequest(until: until))
+            #expect(set.status == .ok)
+            #expect(try await Self.expectWallet(stream, equalTo: api, phone, balance: 21).premiumUntil == until)
+            let revoke = try await api.send(.put, "/admin/v1/users/\(phone.userId)/premium", admin: true, json: PremiumRequest(until: nil))
+            #expect(revoke.status == .ok)
+            let revoked = try await Self.expectWallet(stream, equalTo: api, phone, balance: 21)
+            #expect(revoked.premiumUntil == nil && revoked.reportsPremium)
         }
     }
 
@@ -397,7 +406,8 @@ struct SyncEventsTests {
         throw HarnessError("no wallet event as expected among the next ten")
     }
 
-    /// The next event is `wallet` with `balance`, and is exactly what GET /v1/wallet and GET /v1/quotas say now.
+    /// The next event is `wallet` with `balance`, and is exactly what GET /v1/wallet, GET /v1/quotas and GET /v1/me
+    /// (premium) say now.
     @discardableResult
     static func expectWallet(
         _ stream: EventStreamClient, equalTo api: APIConnection, _ user: TestUser, balance: Int64,
@@ -407,7 +417,8 @@ struct SyncEventsTests {
         #expect(event.wallet.balance == balance, sourceLocation: sourceLocation)
         let wallet: Wallet = try await api.wallet(user)
         let quotas: QuotaList = try await api.send(.get, "/v1/quotas", token: user.accessToken).decode()
-        #expect(event == SyncWalletEvent(wallet: wallet, quotas: quotas.items), sourceLocation: sourceLocation)
+        let me: Me = try await api.send(.get, "/v1/me", token: user.accessToken).decode()
+        #expect(event == SyncWalletEvent(wallet: wallet, quotas: quotas.items, premiumUntil: me.premiumUntil), sourceLocation: sourceLocation)
         return event
     }
 

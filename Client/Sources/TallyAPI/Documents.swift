@@ -231,16 +231,48 @@ public struct SyncChangedEvent: Codable, Hashable, Sendable {
     public init(cursor: String) { self.cursor = cursor }
 }
 
-/// The data of an `event: wallet` on `GET /v1/sync/events`: the wallet or quotas changed.
+/// The data of an `event: wallet` on `GET /v1/sync/events`: the wallet, quotas or premium changed.
 public struct SyncWalletEvent: Codable, Hashable, Sendable {
     /// The wallet now.
     public var wallet: Wallet
     /// The quotas now.
     public var quotas: [Quota]
-    /// Creates the event.
-    public init(wallet: Wallet, quotas: [Quota]) {
+    /// When the user's premium ends, as `GET /v1/me` would say it now; nil when the user has none (never had it, or
+    /// it was revoked) — or when the event does not say (``reportsPremium``).
+    public var premiumUntil: Date?
+    /// Whether the event says the user's premium: `premiumUntil` is on the wire, `null` for none. A server that
+    /// predates the field leaves it out, and its nil ``premiumUntil`` must not be read as "no premium".
+    public var reportsPremium: Bool
+
+    /// Creates the event, saying the user's premium (`premiumUntil`, nil: none).
+    public init(wallet: Wallet, quotas: [Quota], premiumUntil: Date? = nil) {
         self.wallet = wallet
         self.quotas = quotas
+        self.premiumUntil = premiumUntil
+        reportsPremium = true
+    }
+
+    private enum CodingKeys: String, CodingKey {
+        case wallet, quotas, premiumUntil
+    }
+
+    /// Decodes the event; `premiumUntil` may be absent (an older server), `null` (no premium) or a date.
+    public init(from decoder: any Decoder) throws {
+        let container = try decoder.container(keyedBy: CodingKeys.self)
+        wallet = try container.decode(Wallet.self, forKey: .wallet)
+        quotas = try container.decode([Quota].self, forKey: .quotas)
+        reportsPremium = container.contains(.premiumUntil)
+        premiumUntil = try container.decodeIfPresent(Date.self, forKey: .premiumUntil)
+    }
+
+    /// Encodes the event; `premiumUntil` as `null` when the event says there is none, left out when it does not say.
+    public func encode(to encoder: any Encoder) throws {
+        var container = encoder.container(keyedBy: CodingKeys.self)
+        try container.encode(wallet, forKey: .wallet)
+        try container.encode(quotas, forKey: .quotas)
+        if reportsPremium {
+            if let premiumUntil { try container.encode(premiumUntil, forKey: .premiumUntil) } else { try container.encodeNil(forKey: .premiumUntil) }
+        }
     }
 }
 

@@ -71,7 +71,8 @@ struct EventStream: Sendable {
         if pending.wallet {
             do {
                 guard let state = try await services.store.accountState(userId: userId, now: services.clock.now) else { return nil }
-                let event = SyncWalletEvent(wallet: Wallet(state.wallet), quotas: services.views.quotas(for: state))
+                let event = SyncWalletEvent(
+                    wallet: Wallet(state.wallet), quotas: services.views.quotas(for: state), premiumUntil: state.user.premiumUntil)
                 bytes += ServerSentEvents.event("wallet", data: ServerSentEvents.json(event))
                 walletOwed = false
             } catch {
