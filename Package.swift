@@ -143,6 +143,8 @@ let package = Package(
             dependencies: [
                 tallyAPI, "TallyStore", "TallyPostgres", "TallyLoad", "TallyDevLLM",
                 .product(name: "Hummingbird", package: "hummingbird"),
+                .product(name: "NIOCore", package: "swift-nio"),  // OutageProxy
+                .product(name: "NIOPosix", package: "swift-nio"),
                 .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "PostgresNIO", package: "postgres-nio"),
                 .product(name: "Logging", package: "swift-log"),

@@ -3,6 +3,7 @@ import HTTPTypes
 import TallyAPI
 import TallyDevLLM
 @testable import TallyServer
+import TallyTestSupport
 import Testing
 
 /// A PostgreSQL outage under a live server, made by cutting a TCP proxy between the two (the real
@@ -20,11 +21,11 @@ struct DatabaseOutageTests {
     }
 
     /// Runs `body` with a proxy in front of the test PostgreSQL, stopped after.
-    private static func withProxy(_ body: (DatabaseProxy) async throws -> Void) async throws {
+    private static func withProxy(_ body: (OutageProxy) async throws -> Void) async throws {
         let base = try postgresURL()
         let components = try #require(URLComponents(string: base), "TALLY_TEST_DATABASE_URL is not a URL")
         let host = try #require(components.host, "the proxy needs a TCP database URL, not \(base)")
-        let proxy = try await DatabaseProxy(targetHost: host, targetPort: components.port ?? 5432)
+        let proxy = try await OutageProxy(targetHost: host, targetPort: components.port ?? 5432)
         do {
             try await body(proxy)
             await proxy.stop()
@@ -35,7 +36,7 @@ struct DatabaseOutageTests {
     }
 
     /// `configuration`'s database reached through `proxy`.
-    private static func through(_ proxy: DatabaseProxy, _ configuration: inout TallyConfiguration) throws {
+    private static func through(_ proxy: OutageProxy, _ configuration: inout TallyConfiguration) throws {
         let database = try #require(configuration.databaseURL)
         var url = try #require(URLComponents(string: database))
         url.host = "127.0.0.1"
@@ -72,7 +73,7 @@ struct DatabaseOutageTests {
     /// must be charged its real usage exactly once. Returns what it cost.
     private static func streamThroughAnOutage(
         _ text: String, holdExpires: Bool, api: APIConnection, user: TestUser, server: LiveServer, upstream: DevLLMClient,
-        proxy: DatabaseProxy
+        proxy: OutageProxy
     ) async throws -> Int64 {
         let words = 6
         try await upstream.script([DevBehaviour(pauseAfterChunks: 2, answerTokens: words)])
@@ -128,7 +129,7 @@ struct DatabaseOutageTests {
         return cost
     }
 
-    private func run(through proxy: DatabaseProxy) async throws {
+    private func run(through proxy: OutageProxy) async throws {
         try await LiveServer.with(.postgres, configure: { configuration in try Self.through(proxy, &configuration) }) { server in
             let api = server.connection()
             let user = try await api.newGuest(granted: 100)

@@ -2,15 +2,18 @@ import NIOCore
 import NIOPosix
 import Synchronization
 
-/// A TCP forwarder on a loopback port in front of the test PostgreSQL, that a test can cut (every
-/// connection closed, new ones refused: what a server sees when PostgreSQL stops) and restore (listening
-/// on the same port again: PostgreSQL is back), without stopping the PostgreSQL other tests share.
-final class DatabaseProxy: Sendable {
-    /// The port servers connect to instead of PostgreSQL's.
-    let port: Int
+/// A TCP forwarder on a loopback port in front of a server that a test can cut — every connection closed, new ones
+/// refused: what a client sees when the server stops — and restore, listening on the same port again: the server is
+/// back. It stands in for a stopped PostgreSQL (the server's outage tests, without stopping the database other tests
+/// share) and for a stopped `tally serve` (the SDK's sync tests). `onRequestBytes` sees every piece the connecting
+/// side sends, in order per connection (a test counts the requests that reached the server).
+public final class OutageProxy: Sendable {
+    /// The port clients connect to instead of the server's.
+    public let port: Int
     private let target: SocketAddress
     private let group: any EventLoopGroup = MultiThreadedEventLoopGroup.singleton
     private let channels = Channels()
+    private let onRequestBytes: @Sendable (ByteBuffer) -> Void
 
     /// The listener and the forwarded connections.
     private final class Channels: Sendable {
@@ -18,15 +21,16 @@ final class DatabaseProxy: Sendable {
     }
 
     /// Listens on a free loopback port and forwards to `targetHost:targetPort`.
-    init(targetHost: String, targetPort: Int) async throws {
+    public init(targetHost: String = "127.0.0.1", targetPort: Int, onRequestBytes: @escaping @Sendable (ByteBuffer) -> Void = { _ in }) async throws {
         target = try SocketAddress.makeAddressResolvingHost(targetHost, port: targetPort)
-        let listener = try await Self.bind(port: 0, target: target, group: group, channels: channels)
+        self.onRequestBytes = onRequestBytes
+        let listener = try await Self.bind(port: 0, target: target, group: group, channels: channels, onRequestBytes: onRequestBytes)
         port = listener.localAddress?.port ?? 0
         channels.state.withLock { $0.listener = listener }
     }
 
     /// Closes every forwarded connection and stops listening: connects are refused until ``restore()``.
-    func cut() async {
+    public func cut() async {
         let (listener, open) = channels.state.withLock { channels in
             defer { channels = (nil, []) }
             return channels
@@ -36,23 +40,25 @@ final class DatabaseProxy: Sendable {
     }
 
     /// Listens on the same port again.
-    func restore() async throws {
-        let listener = try await Self.bind(port: port, target: target, group: group, channels: channels)
+    public func restore() async throws {
+        let listener = try await Self.bind(port: port, target: target, group: group, channels: channels, onRequestBytes: onRequestBytes)
         channels.state.withLock { $0.listener = listener }
     }
 
     /// Stops it for good.
-    func stop() async { await cut() }
+    public func stop() async { await cut() }
 
-    private static func bind(port: Int, target: SocketAddress, group: any EventLoopGroup, channels: Channels) async throws -> any Channel {
+    private static func bind(
+        port: Int, target: SocketAddress, group: any EventLoopGroup, channels: Channels, onRequestBytes: @escaping @Sendable (ByteBuffer) -> Void
+    ) async throws -> any Channel {
         try await ServerBootstrap(group: group)
             .serverChannelOption(.socketOption(.so_reuseaddr), value: 1)
             .childChannelOption(.autoRead, value: false)
             .childChannelInitializer { inbound in
-                let forward = Forward(to: nil)
+                let forward = Forward(to: nil, observe: onRequestBytes)
                 return inbound.pipeline.addHandler(forward).flatMap {
                     ClientBootstrap(group: inbound.eventLoop)
-                        .channelInitializer { outbound in outbound.pipeline.addHandler(Forward(to: inbound)) }
+                        .channelInitializer { outbound in outbound.pipeline.addHandler(Forward(to: inbound, observe: nil)) }
                         .connect(to: target)
                 }.flatMap { outbound in
                     forward.partner = outbound
@@ -73,11 +79,17 @@ private final class Forward: ChannelInboundHandler, @unchecked Sendable {
     typealias OutboundOut = ByteBuffer
     /// Set on the channel's event loop before it reads (the inbound side reads only once it is set).
     var partner: (any Channel)?
+    let observe: (@Sendable (ByteBuffer) -> Void)?
 
-    init(to partner: (any Channel)?) { self.partner = partner }
+    init(to partner: (any Channel)?, observe: (@Sendable (ByteBuffer) -> Void)?) {
+        self.partner = partner
+        self.observe = observe
+    }
 
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
-        partner?.writeAndFlush(unwrapInboundIn(data), promise: nil)
+        let bytes = unwrapInboundIn(data)
+        observe?(bytes)
+        partner?.writeAndFlush(bytes, promise: nil)
     }
 
     func channelInactive(context: ChannelHandlerContext) {
