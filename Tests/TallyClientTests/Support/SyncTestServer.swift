@@ -25,6 +25,21 @@ extension TallyTestServer {
         guard response.status == 200 || response.status == 201 else { throw TestFailure("PUT answered \(response.status)") }
     }
 
+    /// Waits until the server holds no event stream open: it finds a client gone when a write to it fails, so this
+    /// sends heartbeats, advancing the server's clock 15 s at a time, until it does (a few). A connection left open
+    /// would last until its token expires, at 900 s: past 600 s of heartbeats it records an issue and returns.
+    func waitUntilNoEventStreams(sourceLocation: SourceLocation = #_sourceLocation) async throws {
+        var waited: TimeInterval = 0
+        while try await openEventStreams() != 0 {
+            guard waited < 600 else {
+                Issue.record("a stream is still open after \(Int(waited)) s of heartbeats: its request was not cancelled", sourceLocation: sourceLocation)
+                return
+            }
+            serverClock.advance(by: 15)
+            waited += 15
+        }
+    }
+
     /// The event streams the server holds open (its `tally_event_streams` gauge on the admin listener's `/metrics`).
     func openEventStreams() async throws -> Int {
         let response = try await URLSessionTransport(baseURL: adminURL).send(TransportRequest(method: "GET", path: "/metrics", timeout: 10))

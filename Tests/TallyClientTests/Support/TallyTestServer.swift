@@ -74,11 +74,17 @@ struct TallyTestServer: Sendable {
         }
     }
 
-    /// A client of this server with its own clock, secure store and fault-injecting transport.
+    /// A client of this server with its own clock, secure store and fault-injecting transport; `through` is where it
+    /// connects instead of the server (a proxy in front of it). Without `eventStream` the client is told it is in the
+    /// background before anything else (``Client/appDidEnterBackground()``), so it opens no event stream: its cached
+    /// values change only by the test's own calls, which keeps request counts and state sequences exact. Tests of
+    /// what arrives live pass true.
     func client(
         clock: TestClock = TestClock(), secureStore: any SecureStore = MemorySecureStore(), cacheStore: (any CacheStore)? = nil,
-        retry: RetryPolicy = RetryPolicy(), configure: (inout ClientConfiguration) -> Void = { _ in }
+        retry: RetryPolicy = RetryPolicy(), through: URL? = nil, eventStream: Bool = false,
+        configure: (inout ClientConfiguration) -> Void = { _ in }
     ) -> (Client, FaultInjectingTransport) {
+        let baseURL = through ?? baseURL
         let transport = FaultInjectingTransport(wrapping: URLSessionTransport(baseURL: baseURL), clock: clock)
         var configuration = ClientConfiguration(baseURL: baseURL, secureStore: secureStore, cacheStore: cacheStore)
         configuration.transport = transport
@@ -88,7 +94,9 @@ struct TallyTestServer: Sendable {
         configuration.metrics = ClientMetrics(exportLabel: nil)
         configuration.timeZone = nil  // no PATCH /v1/me at sign-in unless a test asks for it (request counts stay exact)
         configure(&configuration)
-        return (Client(configuration: configuration), transport)
+        let client = Client(configuration: configuration)
+        if !eventStream { client.appDidEnterBackground() }
+        return (client, transport)
     }
 
     /// Grants `amount` tokens to `userId` through the admin listener.

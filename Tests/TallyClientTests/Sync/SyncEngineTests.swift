@@ -33,7 +33,7 @@ struct SyncEngineTests {
                 await clock.waitForSleepers(1)
                 #expect((1...2).contains(clock.sleeperCount))
                 transport.clearFaults()
-                clock.advance(by: SyncEngine.backoff.maxDelay)
+                clock.advance(by: SyncSchedule.unreachableActive.maxDelay)
                 try await client.waitUntilSynced()
                 #expect(client.syncStatus.isOffline == false)
                 // Batches of 100; the batch that failed first is resent unchanged, and it may have held only the

@@ -43,12 +43,14 @@ extension TallyTestServer {
 
     /// A client syncing ``SyncedClientFixture/clientCollections`` with its documents in `directory`, its own
     /// clock, no request-level retries (the engine's backoff is the one under test) and backoff draws of 0.5
-    /// (every wait is on `clock`), and its event stream through a fault-injecting transport.
+    /// (every wait is on `clock`), and its event stream open, through a fault-injecting transport; `through` is where it
+    /// connects instead of the server (a proxy in front of it).
     func syncedClient(
-        directory: URL, clock: TestClock = TestClock(), secureStore: any SecureStore = MemorySecureStore()
+        directory: URL, clock: TestClock = TestClock(), secureStore: any SecureStore = MemorySecureStore(), through: URL? = nil
     ) -> (Client, FaultInjectingTransport, FaultInjectingEventStreamTransport) {
-        let events = FaultInjectingEventStreamTransport(wrapping: URLSessionEventStreamTransport(baseURL: baseURL))
-        let (client, transport) = self.client(clock: clock, secureStore: secureStore, retry: .none) { configuration in
+        let events = FaultInjectingEventStreamTransport(wrapping: URLSessionEventStreamTransport(baseURL: through ?? baseURL))
+        let (client, transport) = self.client(clock: clock, secureStore: secureStore, retry: .none, through: through, eventStream: true) {
+            configuration in
             configuration.collections = SyncedClientFixture.clientCollections
             configuration.documentsDirectory = directory
             configuration.eventStreamTransport = events
@@ -90,7 +92,7 @@ extension Client {
     }
 
     /// The signed-in user's client id (the document store's).
-    var syncClientId: String { get throws { try sync.engine().store.clientId } }
+    var syncClientId: String { get throws { try syncHost.engine().store.clientId } }
 }
 
 extension AsyncStream {

@@ -47,13 +47,13 @@ struct SyncedCollectionTests {
                 try notes.patch(id: "n1", Note(date: "2027-01-01", text: "draft", done: true))
                 try notes.patch(id: "n1", Note(date: "2027-01-01", text: "draft", done: true))  // nothing changed
                 try notes.patch(id: "n1", Note(date: "2027-01-01", text: "draft"))  // `done` removed
-                let outbox = try client.sync.engine().store.pendingMutations(limit: 10)
+                let outbox = try client.syncHost.engine().store.pendingMutations(limit: 10)
                 #expect(outbox.map(\.op) == [.put, .patch, .patch])
                 #expect(outbox[1].data == .object(["done": .bool(true)]))
                 #expect(outbox[2].data == .object(["done": .null]))
                 await clock.waitForSleepers(1)
                 transport.clearFaults()
-                clock.advance(by: SyncEngine.backoff.maxDelay)
+                clock.advance(by: SyncSchedule.unreachableActive.maxDelay)
                 try await client.waitUntilSynced()
                 #expect(try await server.serverState(of: client).changes.first?.data
                     == .object(["date": .string("2027-01-01"), "text": .string("draft")]))

@@ -118,7 +118,7 @@ struct SyncedDevicesTests {
 
                 await clock.waitForSleepers(1)
                 transport.clearFaults()
-                clock.advance(by: SyncEngine.backoff.maxDelay)
+                clock.advance(by: SyncSchedule.unreachableActive.maxDelay)
                 try await app.waitUntilSynced()
                 let state = try await server.serverState(of: app)
                 #expect(state.changes.map(\.id) == ["w1"] && state.changes.first?.version == 1)

@@ -116,12 +116,24 @@ extension Client {
     /// Marks every key starting with `prefix` stale; observed values are refetched.
     public func invalidate(prefix: String) { refetch(cache.invalidate { $0.hasPrefix(prefix) }) }
 
-    /// Call when the app returns to the foreground: observed values that are stale are refetched; synced documents
-    /// written meanwhile by another process on the same file (a widget) reach their observers at once, without a
-    /// network round trip, and then the outbox is pushed and the server's changes pulled.
+    /// Call when the app returns to the foreground (SwiftUI: `scenePhase` becoming `.active`; UIKit:
+    /// `didBecomeActiveNotification`). The event stream, closed in the background, reopens and catches up: the wallet,
+    /// quotas and premium as they are now, and the documents changed meanwhile; observed values that are stale are
+    /// refetched; synced documents written meanwhile by another process on the same file (a widget) reach their
+    /// observers at once, without a network round trip, and then the outbox is pushed — at once, ending a wait after
+    /// an outage — and the server's changes pulled.
     public func appDidBecomeActive() {
         refetch(cache.watchedKeys.filter { cache.snapshot($0).isStale })
-        try? sync.currentEngine?.becameActive()
+        syncHost.becameActive()
+    }
+
+    /// Call when the app goes to the background (SwiftUI: `scenePhase` becoming `.background`; UIKit:
+    /// `didEnterBackgroundNotification`): the event stream closes, so the server holds no connection for an app that
+    /// iOS is about to suspend, and an unreachable server is checked for every minute at most instead of every
+    /// 1.5 s. Until ``appDidBecomeActive()``, changes made elsewhere (a grant, another device's edit) are not live;
+    /// local writes are still pushed at once.
+    public func appDidEnterBackground() {
+        syncHost.enteredBackground()
     }
 
     // MARK: Internals

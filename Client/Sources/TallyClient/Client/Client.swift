@@ -23,8 +23,9 @@ public final class Client: Sendable {
     let background: BackgroundTasks
     /// Refetchers of observed keys, by key (set by the first typed access).
     let refetchers = Locked<[String: @Sendable (Client) -> Void]>([:])
-    /// The signed-in user's sync engine (synced collections), and the app's sync status and event streams.
-    let sync: SyncHost
+    /// The signed-in user's sync engine (synced collections) and event stream, and the app's sync status and event
+    /// streams. (``sync`` is the app's handle.)
+    let syncHost: SyncHost
     /// The transport AI streams open (`client.ai.stream`): the configured one, else a URLSession one made on first use.
     let streams = LazyEventStreamTransport()
 
@@ -33,9 +34,12 @@ public final class Client: Sendable {
         self.configuration = configuration
         metrics = configuration.metrics
         let transport = configuration.transport ?? URLSessionTransport(baseURL: configuration.baseURL)
+        // Every answer of the server is a sign that it is reachable: it ends sync's wait after an outage.
+        let reachability = Reachability(clock: configuration.clock)
         executor = RequestExecutor(
             transport: transport, clock: configuration.clock, retry: configuration.retry, timeouts: configuration.timeouts,
-            metrics: configuration.metrics, random: configuration.random)
+            metrics: configuration.metrics, random: configuration.random,
+            onResponse: { status in if SyncSchedule.isAnswer(status: status) { reachability.signal(.answered) } })
         let cache = QueryCache(
             countLimit: configuration.cacheCountLimit, costLimit: configuration.cacheByteLimit, clock: configuration.clock)
         self.cache = cache
@@ -44,8 +48,8 @@ public final class Client: Sendable {
         let background = BackgroundTasks()
         self.background = background
         let persistence = configuration.cacheStore
-        let sync = SyncHost()
-        self.sync = sync
+        let sync = SyncHost(reachability: reachability)
+        syncHost = sync
         let documentsFile = Self.documentsFile(configuration)
         session = SessionManager(
             secureStore: configuration.secureStore, clock: configuration.clock, executor: executor
@@ -63,6 +67,10 @@ public final class Client: Sendable {
                 return try self.makeSyncEngine(userId: userId)
             }
         }
+        // One event stream per signed-in user while the app is active, with or without synced collections.
+        sync.setLiveEvents(
+            open: { [weak self] lastEventId in self?.liveEventStream(lastEventId: lastEventId) },
+            wallet: { [weak self] userId, event in self?.confirmFromServer(event, of: userId) })
     }
 
     /// Makes `user` the one whose values are persisted, and shows what the cache store kept for it (stale until
@@ -87,7 +95,7 @@ public final class Client: Sendable {
         preparePriceList()
         guard let user = try await session.restore() else { return nil }
         try Self.adopt(user.userId, userId: userId, cache: cache, persistence: configuration.cacheStore)
-        await sync.adopt(user.userId, documentsFile: Self.documentsFile(configuration))
+        await syncHost.adopt(user.userId, documentsFile: Self.documentsFile(configuration))
         return user
     }
 

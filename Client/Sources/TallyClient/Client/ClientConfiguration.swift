@@ -21,7 +21,11 @@ public struct ClientConfiguration: Sendable {
     public var cacheCountLimit: Int
     /// The memory cache's byte limit (the field notes' image cache: 100 MB).
     public var cacheByteLimit: Int
-    /// Seconds the wallet and quotas stay fresh; observers refetch them after this age and on foreground.
+    /// Seconds the wallet and quotas count as fresh after the server last confirmed them (an answer, an action, an
+    /// event): `fetch` answers a fresh value from the cache, and a staler one at once while it refetches in the
+    /// background. No timer refetches them: while the app is active, the event stream confirms them live after every
+    /// change on the server (a grant, another device's action); ``Client/appDidBecomeActive()`` refetches the
+    /// observed ones that are stale and reopens the stream, whose first event is their state then.
     public var balanceStaleAfter: TimeInterval
     /// Where counts and latencies are recorded.
     public var metrics: ClientMetrics
@@ -35,7 +39,8 @@ public struct ClientConfiguration: Sendable {
     /// Where each signed-in user's synced documents live on the device (one file per user, removed at sign-out):
     /// nil is Application Support/Tally. An app and its widget sharing documents pass their App Group container.
     public var documentsDirectory: URL?
-    /// How the server's event stream (live changes and wallet updates) is opened; nil uses URLSession.
+    /// How the server's event stream (live wallet, quotas, premium and document changes; open while a user is signed
+    /// in and the app is active) is opened; nil uses URLSession.
     public var eventStreamTransport: (any EventStreamTransport)?
 
     /// Creates a configuration with the defaults described on each property.

@@ -3,13 +3,16 @@ import TallyAPI
 
 extension Client {
     /// Where the signed-in user's synced documents stand now: pending changes, last sync, offline, syncing.
-    public var syncStatus: SyncStatus { sync.status }
+    public var syncStatus: SyncStatus { syncHost.status }
 
     /// ``syncStatus`` now, then each change: for a "saved / syncing / offline" badge.
-    public var syncStatusChanges: AsyncStream<SyncStatus> { sync.statusChanges() }
+    public var syncStatusChanges: AsyncStream<SyncStatus> { syncHost.statusChanges() }
 
     /// The local changes the server refused from now on (conflicts, rejections), each once, already rolled back.
-    public var syncEvents: AsyncStream<SyncEvent> { sync.events() }
+    public var syncEvents: AsyncStream<SyncEvent> { syncHost.events() }
+
+    /// Sync on demand: ``SyncClient/now()`` sends every local change and pulls the server's, now.
+    public var sync: SyncClient { SyncClient(client: self) }
 
     /// The synced collection `name` (listed in ``ClientConfiguration/collections``), its documents decoded as
     /// `Value`: e.g. `client.collection("habit_logs", of: HabitLog.self)`.
@@ -40,10 +43,6 @@ extension Client {
         let rangeKeys = Dictionary(configuration.collections.map { ($0.name, $0.rangeKey) }, uniquingKeysWith: { first, _ in first })
         let store = try LocalDocumentStore(
             path: LocalDocumentStore.path(directory: directory, userId: userId).path, rangeKeys: rangeKeys, clock: configuration.clock)
-        let session = self.session
-        let transport = configuration.eventStreamTransport ?? URLSessionEventStreamTransport(baseURL: configuration.baseURL)
-        let clock = configuration.clock
-        let random = configuration.random
         let remote = SyncRemote(
             push: { [weak self] clientId, mutations in
                 guard let self else { throw CancellationError() }
@@ -53,23 +52,48 @@ extension Client {
                 guard let self else { throw CancellationError() }
                 return try await self.pull(cursor: cursor, limit: limit)
             },
-            events: { lastEventId in
-                ServerEventStream(transport: transport, clock: clock, random: random, lastEventId: lastEventId) { refused in
-                    if let refused { try await session.refresh(after: refused) }
-                    return try await session.accessToken()
-                }
-            },
-            wallet: { [weak self] event in self?.confirmFromServer(event) })
-        return SyncEngine(userId: userId, store: store, remote: remote, clock: clock, random: random, host: sync)
+            probe: { [weak self] in
+                guard let self else { throw CancellationError() }
+                try await self.probe()
+            })
+        return SyncEngine(userId: userId, store: store, remote: remote, clock: configuration.clock, random: configuration.random, host: syncHost)
     }
 
-    /// A `wallet` event's wallet and quotas, confirmed as a server answer would be: a wallet older than the one
-    /// shown (a lower version) does not replace it; optimistic changes in flight stay on top.
+    /// The signed-in user's event stream, resuming from `lastEventId`: through the client's streaming transport (the
+    /// AI streams' session), reconnecting on ``SyncSchedule``'s short backoff when the server does not answer — a wait
+    /// any sign that the server is back ends —, with the session's access token (refreshed once after a 401).
+    func liveEventStream(lastEventId: String?) -> ServerEventStream {
+        let session = self.session
+        return ServerEventStream(
+            transport: streams.transport(configuration), clock: configuration.clock, offlineRetry: SyncSchedule.unreachableActive,
+            random: configuration.random, lastEventId: lastEventId, reachability: syncHost.reachability
+        ) { refused in
+            if let refused { try await session.refresh(after: refused) }
+            return try await session.accessToken()
+        }
+    }
+
+    /// A `wallet` event of `userId`'s stream, unless another user is signed in by now: its wallet and quotas confirmed
+    /// as a server answer would be — a wallet older than the one shown (a lower version) does not replace it,
+    /// optimistic changes in flight stay on top — and, when the event says the user's premium and it differs from
+    /// the cached profile's, the profile with the event's premium (``premiumStatus(forceRefresh:)`` follows it).
+    func confirmFromServer(_ event: SyncWalletEvent, of userId: String) {
+        guard self.userId.withLock({ $0 }) == userId else { return }
+        confirmFromServer(event)
+    }
+
+    /// A `wallet` event's wallet, quotas and premium, confirmed (see ``confirmFromServer(_:of:)``).
     func confirmFromServer(_ event: SyncWalletEvent) {
         let walletQuery = self.walletQuery
         let quotasQuery = self.quotasQuery
         define(walletQuery)
         define(quotasQuery)
-        confirm([Confirmation.of(walletQuery, event.wallet), Confirmation.of(quotasQuery, QuotaList(items: event.quotas))].compactMap { $0 })
+        var confirmations = [Confirmation.of(walletQuery, event.wallet), Confirmation.of(quotasQuery, QuotaList(items: event.quotas))]
+        let meQuery = self.meQuery
+        if event.reportsPremium, var me = value(meQuery), me.premiumUntil != event.premiumUntil {
+            me.premiumUntil = event.premiumUntil
+            confirmations.append(Confirmation.of(meQuery, me))
+        }
+        confirm(confirmations.compactMap { $0 })
     }
 }

@@ -8,23 +8,31 @@ extension Client {
         let body = Data(SyncPushRequest(clientId: clientId, mutations: mutations).exactBody)
         let response = try await executor.send(
             Endpoint(method: "POST", path: "/v1/sync/push", operation: "POST /v1/sync/push", kind: .write), body: body,
-            auth: session)
+            auth: session, retry: RetryPolicy.none)
         var answer = try decodeAnswer(SyncPushResponse.self, response.body)
         let data = Self.exact(response.body)?["results"]?.documentsData(count: answer.results.count, in: "current") ?? []
         for (index, data) in zip(answer.results.indices, data) where data != nil { answer.results[index].current?.data = data! }
         return answer
     }
 
+    /// `GET /health`, one attempt: the sync engine's check that the server answers again after an outage (cheap
+    /// for both: no session, no database). Throws the ``ClientError`` of a failure.
+    func probe() async throws {
+        _ = try await executor.send(
+            Endpoint(method: "GET", path: "/health", operation: "GET /health", kind: .read, authenticated: false), auth: nil, retry: RetryPolicy.none)
+    }
+
     /// An answer parsed exactly (object keys apart code point by code point, numbers as written), to take the
     /// documents' data from (``JSONValue/documentsData(count:in:)``); nil if it does not parse.
     static func exact(_ body: Data) -> JSONValue? { try? JSONValue.parse(body) }
 
-    /// `GET /v1/sync/pull`: the changes after `cursor` (nil: the whole live state), at most `limit` of them.
+    /// `GET /v1/sync/pull`: the changes after `cursor` (nil: the whole live state), at most `limit` of them; one
+    /// attempt, as a push is.
     func pull(cursor: String?, limit: Int) async throws -> SyncPullResponse {
         var path = "/v1/sync/pull?limit=\(limit)"
         if let cursor { path += "&cursor=\(try Self.queryValue(cursor, name: "cursor"))" }
         let response = try await executor.send(
-            Endpoint(method: "GET", path: path, operation: "GET /v1/sync/pull", kind: .read), auth: session)
+            Endpoint(method: "GET", path: path, operation: "GET /v1/sync/pull", kind: .read), auth: session, retry: RetryPolicy.none)
         var answer = try decodeAnswer(SyncPullResponse.self, response.body)
         let data = Self.exact(response.body)?["changes"]?.documentsData(count: answer.changes.count) ?? []
         for (index, data) in zip(answer.changes.indices, data) where data != nil { answer.changes[index].data = data! }

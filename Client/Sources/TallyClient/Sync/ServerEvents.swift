@@ -1,7 +1,7 @@
 import Foundation
 import TallyAPI
 
-/// What the server's event stream (`GET /v1/sync/events`) tells the sync engine.
+/// What the server's event stream (`GET /v1/sync/events`) tells the client (``LiveEvents``).
 enum ServerEvent: Sendable, Hashable {
     /// A stream opened: what changes from now on is announced. Pull now; the pull covers what came before.
     case connected
@@ -15,10 +15,10 @@ enum ServerEvent: Sendable, Hashable {
 }
 
 /// The one live connection of a signed-in client to `GET /v1/sync/events`: opens it with the session's access
-/// token, hands each event to the engine, and reopens it with backoff whenever it ends or fails, resuming
-/// with `Last-Event-ID` from the last `changed` event seen.
+/// token, hands each event on, and reopens it with backoff whenever it ends or fails, resuming with
+/// `Last-Event-ID` from the last `changed` event seen.
 ///
-/// The sync engine runs ``run(onEvent:)`` in a task of its own and cancels that task to stop it.
+/// ``LiveEvents`` runs ``run(onEvent:)`` in a task of its own and cancels that task to stop it.
 struct ServerEventStream: Sendable {
     /// The path of the event stream.
     static let path = "/v1/sync/events"
@@ -26,29 +26,34 @@ struct ServerEventStream: Sendable {
     static let reconnect = RetryPolicy(maxAttempts: .max, baseDelay: 1, multiplier: 2, maxDelay: 60, maxRetryAfter: .infinity)
     /// The longest silence before a connection counts as dropped: three of the server's 15 s heartbeats.
     static let idleTimeout: TimeInterval = 45
-    /// The most of an error body read to report it.
 
     let transport: any EventStreamTransport
     let clock: any ClientClock
     let retry: RetryPolicy
+    let offlineRetry: RetryPolicy
     let random: @Sendable () -> Double
     let lastEventId: String
     let token: @Sendable (_ refused: String?) async throws -> String
+    let reachability: Reachability?
 
-    /// A stream that waits on `clock` between attempts (`retry.delay` with a draw of `random`, and at least the
-    /// server's `retry:`), resumes from `lastEventId` (the engine's pull cursor, if it has one), and gets its
-    /// access token from `token`: called with nil for each connection, and with the token the server refused
+    /// A stream that waits on `clock` between attempts (`retry.delay` after a refusal worth retrying,
+    /// `offlineRetry.delay` — `retry` when nil — after no answer, with a draw of `random`, and at least the server's
+    /// `retry:`), a wait that a sign of `reachability` (``LiveEvents`` passes the client's) ends at once when
+    /// ``SyncSchedule/ends(_:on:)`` says so; resumes from `lastEventId` (the pull cursor, if there is one), and gets
+    /// its access token from `token`: called with nil for each connection, and with the token the server refused
     /// (401) so the session refreshes it once before the next.
     init(
-        transport: any EventStreamTransport, clock: any ClientClock, retry: RetryPolicy = Self.reconnect,
-        random: @escaping @Sendable () -> Double, lastEventId: String? = nil,
+        transport: any EventStreamTransport, clock: any ClientClock, retry: RetryPolicy = Self.reconnect, offlineRetry: RetryPolicy? = nil,
+        random: @escaping @Sendable () -> Double, lastEventId: String? = nil, reachability: Reachability? = nil,
         token: @escaping @Sendable (_ refused: String?) async throws -> String
     ) {
         self.transport = transport
         self.clock = clock
         self.retry = retry
+        self.offlineRetry = offlineRetry ?? retry
         self.random = random
         self.lastEventId = lastEventId ?? ""
+        self.reachability = reachability
         self.token = token
     }
 
@@ -65,6 +70,8 @@ struct ServerEventStream: Sendable {
         while true {
             try Task.checkCancellation()
             var parser = EventStreamParser(lastEventId: lastEventId)
+            // The signs after this count for the wait that follows a failure (after a live connection: its end).
+            var sentAt = reachability?.generation ?? 0
             let failure: AttemptFailure
             var refusal: ClientError?
             do {
@@ -88,6 +95,7 @@ struct ServerEventStream: Sendable {
                         }
                     }
                     failure = .transport(.connectionLost)
+                    sentAt = reachability?.generation ?? 0
                 } else {
                     (failure, refusal) = try await response.refusal()
                 }
@@ -105,10 +113,21 @@ struct ServerEventStream: Sendable {
                 await onEvent(.disconnected)
             }
             failures += 1
-            guard let delay = retry.delay(afterAttempt: failures, failure: failure, safeToRetry: true, unitRandom: random()) else {
+            let kind: SyncWait
+            switch SyncSchedule.failure(failure) {
+            case .unreachable: kind = .unreachable
+            case .busy(let retryAfter): kind = retryAfter == nil ? .busy : .serverAsked
+            case .refused: kind = .serverAsked  // 403, 404: the policy stops (a test's may go on, on the clock only)
+            }
+            let policy = kind == .unreachable ? offlineRetry : retry
+            guard let delay = policy.delay(afterAttempt: failures, failure: failure, safeToRetry: true, unitRandom: random()) else {
                 throw refusal ?? ClientError(.offline)
             }
-            try await clock.sleep(for: max(delay, serverDelay))
+            if let reachability {
+                _ = try await reachability.wait(max(delay, serverDelay), kind, after: sentAt)
+            } else {
+                try await clock.sleep(for: max(delay, serverDelay))
+            }
         }
     }
 

@@ -1,41 +1,48 @@
 import Foundation
 import TallyAPI
 
-/// What the sync engine needs of the server: the client's one-attempt push and pull, its event stream, and where
-/// a `wallet` event goes. The client makes these holding itself weakly, so an engine never keeps it alive.
+/// What the sync engine needs of the server: the client's one-attempt push, pull and reachability check. The client
+/// makes these holding itself weakly, so an engine never keeps it alive.
 struct SyncRemote: Sendable {
     var push: @Sendable (_ clientId: String, _ mutations: [SyncMutation]) async throws -> SyncPushResponse
     var pull: @Sendable (_ cursor: String?, _ limit: Int) async throws -> SyncPullResponse
-    var events: @Sendable (_ lastEventId: String?) -> ServerEventStream
-    var wallet: @Sendable (SyncWalletEvent) -> Void
+    /// `GET /health`, one attempt: returns if the server answered, throws the ``ClientError`` otherwise.
+    var probe: @Sendable () async throws -> Void
 }
 
-/// One signed-in user's sync: owns the user's ``LocalDocumentStore`` and, between ``start()`` and ``close()``,
-/// two tasks: the sync loop (push the outbox in order in batches, pull after a push and when asked, until
-/// nothing is wanted; transient failures retried with backoff on the injected clock) and the event stream
-/// (each `changed` asks for a pull, each `wallet` goes to the client's cache).
+/// One signed-in user's sync: owns the user's ``LocalDocumentStore`` and, between ``start()`` and ``close()``, the
+/// sync loop: push the whole outbox in order in batches, then pull, until nothing is wanted.
 ///
-/// One push and one pull at a time: a trigger while one runs sets a flag the loop takes when it is done.
+/// One push and one pull at a time: a trigger while one runs sets a flag the loop takes when it is done. A round
+/// that fails keeps what it wanted and waits on the client's ``Reachability`` (``SyncSchedule``): without an answer
+/// it checks `GET /health` on a short backoff and pushes as soon as the server answers or any sign says it is back;
+/// after a "not now" it waits the server's time. Each attempt re-reads the outbox, so writes made meanwhile go in
+/// the first push after the wait, and a batch whose answer was lost is sent again (the server applies each
+/// mutation id once). The event stream is the client's (``LiveEvents``); it hands the engine its `changed`
+/// events, its drops and its returns.
 final class SyncEngine: Sendable {
     /// Mutations per push (the server's limit).
     static let pushBatch = 100
     /// Changes per pull page.
     static let pullLimit = 500
-    /// Retry forever: full jitter under a ceiling of 1 s doubling to 60 s; a Retry-After is honoured.
-    static let backoff = RetryPolicy(maxAttempts: .max, baseDelay: 1, multiplier: 2, maxDelay: 60, maxRetryAfter: .infinity)
 
     private struct State {
         var pushWanted = true
         var pullWanted = true
-        var isOffline = false
-        var isSyncing = false
+        var activity = SyncActivity()
+        /// ``Reachability/generation`` before the last request was sent, and when it was sent.
+        var sentAt: UInt64 = 0
+        var lastAttemptAt: Date?
         /// The event stream reported a disconnection: its next connection may follow missed changes.
         var streamWasDown = false
-        var tasks: [Task<Void, Never>] = []
+        var task: Task<Void, Never>?
         var closed = false
         /// What ends with the engine: the app's observations of its store.
         var onClose: [UInt64: @Sendable () -> Void] = [:]
+        /// The last id given to a close handler or a waiter.
         var nextHandler: UInt64 = 0
+        /// ``SyncClient/now()`` calls waiting for the outbox to empty and a pull to complete.
+        var waiters: [UInt64: CheckedContinuation<Void, any Error>] = [:]
     }
 
     let userId: String
@@ -44,6 +51,7 @@ final class SyncEngine: Sendable {
     private let clock: any ClientClock
     private let random: @Sendable () -> Double
     private let host: SyncHost
+    private let reachability: Reachability
     private let state = Locked(State())
     private let wakes: AsyncStream<Void>
     private let wake: AsyncStream<Void>.Continuation
@@ -58,31 +66,34 @@ final class SyncEngine: Sendable {
         self.clock = clock
         self.random = random
         self.host = host
+        reachability = host.reachability
         (wakes, wake) = AsyncStream.makeStream(of: Void.self, bufferingPolicy: .bufferingNewest(1))
     }
 
     // MARK: Lifecycle
 
-    /// Starts the sync loop (which pushes what the outbox holds and pulls) and the event stream.
+    /// Starts the sync loop, which pushes what the outbox holds and pulls.
     func start() {
         state.withLock { state in
-            guard !state.closed, state.tasks.isEmpty else { return }
-            state.tasks = [Task { await self.runSync() }, Task { await self.runEvents() }]
+            guard !state.closed, state.task == nil else { return }
+            state.task = Task { await self.runSync() }
         }
         wake.yield()
     }
 
-    /// Stops both tasks, waits for them to end, and closes the store's file (for ``LocalDocumentStore/remove(path:)``).
+    /// Stops the loop, waits for it to end, fails the ``SyncClient/now()`` calls waiting, and closes the store's file
+    /// (for ``LocalDocumentStore/remove(path:)``).
     func close() async {
-        let (tasks, onClose) = state.withLock { state in
+        let (task, onClose, waiters) = state.withLock { state in
             state.closed = true
-            defer { (state.tasks, state.onClose) = ([], [:]) }
-            return (state.tasks, Array(state.onClose.values))
+            defer { (state.task, state.onClose, state.waiters) = (nil, [:], [:]) }
+            return (state.task, Array(state.onClose.values), Array(state.waiters.values))
         }
         wake.finish()
         for handler in onClose { handler() }
-        for task in tasks { task.cancel() }
-        for task in tasks { await task.value }
+        for waiter in waiters { waiter.resume(throwing: ClientError(.unauthorized, message: "signed out before the sync finished")) }
+        task?.cancel()
+        await task?.value
         try? store.close()
     }
 
@@ -108,10 +119,17 @@ final class SyncEngine: Sendable {
 
     // MARK: Triggers
 
-    /// A local write was committed: push it (the loop pulls afterwards).
+    /// A local write was committed: push it, with the rest of the outbox (the loop pulls afterwards). A wait for an
+    /// unreachable server ends, unless the last attempt was under a second ago (``SyncSchedule/writeIsSign(sinceAttempt:)``):
+    /// the push finds out at once whether the server is back.
     func localWriteCommitted() {
-        state.withLock { $0.pushWanted = true }
+        let now = clock.now
+        let lastAttempt = state.withLock { state in
+            state.pushWanted = true
+            return state.lastAttemptAt
+        }
         wake.yield()
+        if SyncSchedule.writeIsSign(sinceAttempt: lastAttempt.map { now.timeIntervalSince($0) }) { reachability.signal(.localWrite) }
         publishStatus()
     }
 
@@ -120,6 +138,32 @@ final class SyncEngine: Sendable {
     func becameActive() throws {
         try store.refreshFromOtherProcesses()
         requestSync()
+    }
+
+    /// ``SyncClient/now()``: ends the current wait, pushes the whole outbox and pulls; returns once nothing is left
+    /// to push and a pull made after the call has completed, or throws the failure of the attempt that stopped it.
+    func syncNow() async throws {
+        let id = state.withLock { state in
+            state.nextHandler += 1
+            return state.nextHandler
+        }
+        try await withTaskCancellationHandler {
+            try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<Void, any Error>) in
+                let registered = state.withLock { state -> Bool in
+                    guard !state.closed, !Task.isCancelled else { return false }
+                    state.waiters[id] = continuation
+                    (state.pushWanted, state.pullWanted) = (true, true)
+                    return true
+                }
+                guard registered else {
+                    return continuation.resume(throwing: Task.isCancelled ? CancellationError() : ClientError(.unauthorized))
+                }
+                wake.yield()
+                reachability.signal(.syncNow)
+            }
+        } onCancel: {
+            state.withLock { $0.waiters.removeValue(forKey: id) }?.resume(throwing: CancellationError())
+        }
     }
 
     /// Asks for a push of whatever the outbox holds and a pull.
@@ -138,69 +182,128 @@ final class SyncEngine: Sendable {
 
     // MARK: Status
 
-    /// The status now: the outbox's size and last sync from the store, the rest from the loop.
+    /// The status now: the outbox's size and last sync from the store, the phase from the loop.
     func status() -> SyncStatus {
-        let (isOffline, isSyncing) = state.withLock { ($0.isOffline, $0.isSyncing) }
+        let activity = state.withLock { $0.activity }
         let local = try? store.syncState()
         return SyncStatus(
-            pendingMutations: local?.pendingCount ?? 0, lastSyncedAt: local?.lastSyncAt, isOffline: isOffline, isSyncing: isSyncing)
+            pendingMutations: local?.pendingCount ?? 0, lastSyncedAt: local?.lastSyncAt, phase: activity.phase, retryAt: activity.retryAt)
     }
 
     private func publishStatus() {
         if host.hasStatusWatchers { host.publish(from: self) }
     }
 
-    private func set(offline: Bool? = nil, syncing: Bool? = nil) {
-        let changed = state.withLock { state -> Bool in
-            let before = (state.isOffline, state.isSyncing)
-            if let offline { state.isOffline = offline }
-            if let syncing { state.isSyncing = syncing }
-            return before != (state.isOffline, state.isSyncing)
-        }
-        if changed { publishStatus() }
+    private func update(_ event: SyncActivity.Event) {
+        if state.withLock({ $0.activity.apply(event) }) { publishStatus() }
     }
 
     // MARK: The sync loop
 
     private func runSync() async {
+        var failures = 0
         for await _ in wakes {
-            do {
-                try await syncUntilNothingIsWanted()
-                store.checkpoint()  // the round's writes go into the file here, never inside an app's write
-            } catch is CancellationError {
-                return
-            } catch {
-                // Refused for good (signed out, the clientId another user's): wait for the next trigger.
+            while true {
+                do {
+                    try await syncUntilNothingIsWanted()
+                    failures = 0
+                    store.checkpoint()  // the round's writes go into the file here, never inside an app's write
+                    break
+                } catch is CancellationError {
+                    return
+                } catch {
+                    let failure = (error as? ClientError).map(SyncSchedule.failure) ?? .refused
+                    fail(error, keepWanting: failure != .refused)
+                    guard failure != .refused else {
+                        // Refused for good (signed out, the clientId another user's): wait for the next trigger.
+                        update(.finished)
+                        break
+                    }
+                    failures += 1
+                    do {
+                        try await waitToRetry(after: failure, failures: &failures)
+                    } catch {
+                        return  // cancelled: the engine is closing
+                    }
+                }
             }
-            set(syncing: false)
         }
     }
 
-    private func syncUntilNothingIsWanted() async throws {
+    /// A round failed: the ``SyncClient/now()`` calls waiting get `error`; what the round wanted is wanted again.
+    private func fail(_ error: any Error, keepWanting: Bool) {
+        let waiters = state.withLock { state in
+            if keepWanting { (state.pushWanted, state.pullWanted) = (true, true) }
+            defer { state.waiters = [:] }
+            return Array(state.waiters.values)
+        }
+        for waiter in waiters { waiter.resume(throwing: error) }
+    }
+
+    /// Waits after `failures` failures in a row, the last being `failure`, until the next attempt is due. Without an
+    /// answer, each elapsed wait is followed by a `GET /health`; an answer or a sign that the server is back ends it.
+    /// A ``SyncClient/now()`` call waiting ends it too, even one whose sign a failed check took for old news: it asked
+    /// for the round itself.
+    private func waitToRetry(after failure: SyncSchedule.Failure, failures: inout Int) async throws {
+        var since = state.withLock { $0.sentAt }
         while true {
-            let push = state.withLock { state in
-                defer { state.pushWanted = false }
-                return state.pushWanted
+            if state.withLock({ !$0.waiters.isEmpty }) { return }
+            guard let wait = SyncSchedule.wait(after: failure, failures: failures, isActive: host.isActive, unitRandom: random()) else { return }
+            update(.waiting(wait.kind, retryAt: clock.now.addingTimeInterval(wait.seconds)))
+            if try await reachability.wait(wait.seconds, wait.kind, after: since) || wait.kind != .unreachable { return }
+            do {
+                try await request { [remote] in try await remote.probe() }
+                return
+            } catch let error as ClientError where SyncSchedule.failure(error) == .unreachable {
+                failures += 1
+                since = state.withLock { $0.sentAt }
+            } catch is ClientError {
+                return  // the server answered something: try the round itself
             }
-            if push, try await pushOutbox() { state.withLock { $0.pullWanted = true } }
-            let pull = state.withLock { state in
-                defer { state.pullWanted = false }
-                return state.pullWanted
-            }
-            if pull { try await pullChanges() }
-            if !push && !pull { return }
         }
     }
 
-    /// Pushes the outbox in order, a batch at a time, until it is empty; returns whether anything was pushed.
-    /// A batch whose answer was lost is resent unchanged: the server applies each mutation id once.
+    /// Pushes (the whole outbox, in batches) and pulls while either is wanted; then tells the ``SyncClient/now()``
+    /// calls waiting, in the same lock that found nothing wanted: a call made later has set the flags again.
+    private func syncUntilNothingIsWanted() async throws {
+        enum Step {
+            case push, pull
+            case done([CheckedContinuation<Void, any Error>])
+        }
+        while true {
+            let step = state.withLock { state -> Step in
+                if state.pushWanted {
+                    state.pushWanted = false
+                    return .push
+                }
+                if state.pullWanted {
+                    state.pullWanted = false
+                    return .pull
+                }
+                defer { state.waiters = [:] }
+                return .done(Array(state.waiters.values))
+            }
+            switch step {
+            case .push:
+                if try await pushOutbox() { state.withLock { $0.pullWanted = true } }
+            case .pull:
+                try await pullChanges()
+            case .done(let waiters):
+                update(.finished)
+                for waiter in waiters { waiter.resume() }
+                return
+            }
+        }
+    }
+
+    /// Pushes the outbox in order, a batch at a time, until it is empty; returns whether anything was pushed. The
+    /// outbox is read again for every batch, after any wait: what it holds now goes, never a batch read before.
     private func pushOutbox() async throws -> Bool {
         var pushed = false
         while true {
             let batch = try store.pendingMutations(limit: Self.pushBatch)
             guard !batch.isEmpty else { return pushed }
-            set(syncing: true)
-            let answer = try await withBackoff { [remote, store] in try await remote.push(store.clientId, batch) }
+            let answer = try await request { [remote, store] in try await remote.push(store.clientId, batch) }
             let refusals = try store.apply(push: answer)
             pushed = true
             host.report(refusals.map(SyncEvent.init))
@@ -213,10 +316,9 @@ final class SyncEngine: Sendable {
     private func pullChanges() async throws {
         while true {
             let cursor = try store.syncState().cursor
-            set(syncing: true)
             let page: SyncPullResponse
             do {
-                page = try await withBackoff { [remote] in try await remote.pull(cursor, Self.pullLimit) }
+                page = try await request { [remote] in try await remote.pull(cursor, Self.pullLimit) }
             } catch let error as ClientError where error.status == 410 && cursor != nil {
                 try store.resetForResync()
                 continue
@@ -229,24 +331,15 @@ final class SyncEngine: Sendable {
         }
     }
 
-    /// Runs `operation` until it succeeds or fails for good; failures that retrying can help (offline, a
-    /// timeout, 408, 429, 5xx) are retried after a backoff slept on the injected clock, and mark the engine offline.
-    private func withBackoff<T: Sendable>(_ operation: @escaping @Sendable () async throws -> T) async throws -> T {
-        var failures = 0
-        while true {
-            do {
-                let value = try await Self.shielded(operation)
-                set(offline: false)
-                return value
-            } catch let error as ClientError where Self.isTransient(error) {
-                try Task.checkCancellation()
-                set(offline: true)
-                failures += 1
-                let failure = AttemptFailure.status(error.status ?? 503, code: nil, retryAfter: error.retryAfter)
-                let delay = Self.backoff.delay(afterAttempt: failures, failure: failure, safeToRetry: true, unitRandom: random())
-                try await clock.sleep(for: delay ?? Self.backoff.maxDelay)
-            }
-        }
+    /// Sends one request (`operation`), noting the sign number before it (for the wait after its failure) and
+    /// moving the phase.
+    private func request<T: Sendable>(_ operation: @escaping @Sendable () async throws -> T) async throws -> T {
+        let (generation, now) = (reachability.generation, clock.now)
+        state.withLock { ($0.sentAt, $0.lastAttemptAt) = (generation, now) }
+        update(.attempting)
+        let value = try await Self.shielded(operation)
+        update(.answered)
+        return value
     }
 
     /// Runs `operation` (one request) in a task of its own, so that closing the engine never cancels a request in
@@ -259,39 +352,30 @@ final class SyncEngine: Sendable {
         return value
     }
 
-    /// Whether retrying may help: no answer, or a status the server uses for "not now".
-    static func isTransient(_ error: ClientError) -> Bool {
-        switch error.code {
-        case .offline, .timedOut, .rateLimited: return true
-        case .server: return error.status.map { $0 == 408 || $0 >= 500 } ?? true
-        default: return false
-        }
-    }
-
     // MARK: The event stream
 
-    private func runEvents() async {
-        let stream = remote.events(try? store.syncState().cursor)
-        // It ends only when cancelled or refused for good (signed out); the sync loop goes on either way.
-        try? await stream.run { event in self.handle(event) }
+    /// The pull cursor, for the event stream's `Last-Event-ID`.
+    var cursor: String? { try? store.syncState().cursor }
+
+    /// The event stream connected: the server is reachable; after a drop, the changes made meanwhile are pulled (the
+    /// first connection's are the loop's own first pull).
+    func streamConnected() {
+        let reconnected = state.withLock { state in
+            defer { state.streamWasDown = false }
+            return state.streamWasDown
+        }
+        update(.streamConnected)
+        if reconnected { requestPull() }
     }
 
-    private func handle(_ event: ServerEvent) {
-        switch event {
-        case .connected:
-            let reconnected = state.withLock { state in
-                defer { state.streamWasDown = false }
-                return state.streamWasDown
-            }
-            set(offline: false)
-            if reconnected { requestPull() }  // changes made while it was down; the first pull is the loop's own
-        case .changed(let cursor):
-            if cursor != (try? store.syncState().cursor) { requestPull() }
-        case .wallet(let event):
-            remote.wallet(event)
-        case .disconnected:
-            state.withLock { $0.streamWasDown = true }
-            set(offline: true)
-        }
+    /// The user's documents changed on the server up to `cursor`: pull unless that is where the store is.
+    func changed(cursor: String) {
+        if cursor != self.cursor { requestPull() }
+    }
+
+    /// The event stream dropped (not closed by the app): live changes stop until it is back.
+    func streamLost() {
+        state.withLock { $0.streamWasDown = true }
+        update(.streamLost)
     }
 }

@@ -1,14 +1,18 @@
 import Foundation
 
-/// The client's side of sync across users: holds the signed-in user's ``SyncEngine`` (made when a user is
-/// adopted, closed — and its document file removed — when the user leaves), and the app's status and event
-/// streams, which outlive any one user.
+/// The client's side of sync across users: holds the signed-in user's ``SyncEngine`` (made when a user is adopted,
+/// closed — and its document file removed — when the user leaves) and the user's event stream (``LiveEvents``: open
+/// while a user is signed in and the app is active, whatever is configured), dispatches the stream's events, and
+/// keeps the app's status and event streams, which outlive any one user.
 final class SyncHost: Sendable {
     private struct State {
+        var userId: String?
         var engine: SyncEngine?
         /// Why the signed-in user has no engine (its file could not be opened), for the calls that need one.
         var failure: (any Error)?
         var makeEngine: (@Sendable (_ userId: String) throws -> SyncEngine)?
+        /// Whether the app is in the foreground (``Client/appDidBecomeActive()``, ``Client/appDidEnterBackground()``).
+        var isActive = true
         var nextId: UInt64 = 0
         var statusWatchers: [UInt64: AsyncStream<SyncStatus>.Continuation] = [:]
         var eventWatchers: [UInt64: AsyncStream<SyncEvent>.Continuation] = [:]
@@ -16,13 +20,32 @@ final class SyncHost: Sendable {
     }
 
     private let state = Locked(State())
+    /// The client's signs that the server is back, which end the engine's and the stream's waits.
+    let reachability: Reachability
+    private let live: LiveEvents
 
-    /// Creates a host with no engine; ``setFactory(_:)`` tells it how to make one.
-    init() {}
+    /// Creates a host with no engine and no stream; ``setFactory(_:)`` and ``setLiveEvents(open:wallet:)`` tell it how
+    /// to make them.
+    init(reachability: Reachability) {
+        self.reachability = reachability
+        live = LiveEvents(reachability: reachability)
+    }
 
     /// How to make a user's engine (the client sets it once, at the end of its init: nil keeps sync off).
     func setFactory(_ makeEngine: @escaping @Sendable (_ userId: String) throws -> SyncEngine) {
         state.withLock { $0.makeEngine = makeEngine }
+    }
+
+    /// How to open the user's event stream (nil: the client is gone), and where its `wallet` events go, with the
+    /// user they belong to (the client sets it once, at the end of its init).
+    func setLiveEvents(
+        open: @escaping @Sendable (_ lastEventId: String?) -> ServerEventStream?,
+        wallet: @escaping @Sendable (_ userId: String, _ event: SyncWalletEvent) -> Void
+    ) {
+        live.wire(
+            LiveEvents.Wiring(open: open) { [weak self] userId, event in
+                self?.handle(event, of: userId, wallet: wallet)
+            })
     }
 
     /// The signed-in user's engine; throws when no user is signed in or the user's document file could not be opened.
@@ -37,28 +60,82 @@ final class SyncHost: Sendable {
     /// The engine, if a user has one.
     var currentEngine: SyncEngine? { state.withLock { $0.engine } }
 
-    /// Makes `userId` the one whose documents sync: the engine of a different user is closed and its file removed
-    /// (sign-out, another user signing in), then the new user's engine is opened and started.
+    /// Whether the app is in the foreground.
+    var isActive: Bool { state.withLock { $0.isActive } }
+
+    /// Makes `userId` the one whose documents sync and whose events stream: a different user's stream is closed,
+    /// their engine closed and its file removed (sign-out, another user signing in), then the new user's engine is
+    /// opened and started and, if the app is active, their stream opened.
     func adopt(_ userId: String?, documentsFile: @Sendable (String) -> URL?) async {
-        let (previous, next) = state.withLock { state -> (SyncEngine?, SyncEngine?) in
-            if let engine = state.engine, engine.userId == userId { return (nil, nil) }
+        let (changed, previous, next) = state.withLock { state -> (Bool, SyncEngine?, SyncEngine?) in
+            if state.userId == userId, state.engine != nil || state.makeEngine == nil { return (false, nil, state.engine) }
             let previous = state.engine
+            state.userId = userId
             state.engine = nil
             state.failure = nil
-            guard let userId, let make = state.makeEngine else { return (previous, nil) }
+            guard let userId, let make = state.makeEngine else { return (true, previous, nil) }
             do {
                 state.engine = try make(userId)
             } catch {
                 state.failure = error
             }
-            return (previous, state.engine)
+            return (true, previous, state.engine)
         }
+        // Closed without waiting: its task may be waiting for the session, which may be waiting for this adoption
+        // (a lost session). Its late events are dropped by user (``handle(_:of:wallet:)``, the client's wallet check).
+        if changed, live.openUser != userId { live.close() }
         if let previous {
             await previous.close()
             if let file = documentsFile(previous.userId) { try? LocalDocumentStore.remove(path: file) }
         }
-        next?.start()
+        if changed { next?.start() }
+        if let userId, isActive { live.open(userId: userId, lastEventId: next?.cursor) }
         publish(from: next)
+    }
+
+    /// The app came to the foreground: a sign that the server may be reachable, the stream reopened with catch-up
+    /// (`Last-Event-ID` from the pull cursor; the server's `wallet` event is the current state), the engine's file
+    /// re-read (a widget's writes) and a push and a pull asked for.
+    func becameActive() {
+        let (userId, engine) = state.withLock { state in
+            state.isActive = true
+            return (state.userId, state.engine)
+        }
+        reachability.signal(.becameActive)
+        if let userId { live.open(userId: userId, lastEventId: engine?.cursor) }
+        try? engine?.becameActive()
+    }
+
+    /// The app went to the background: the stream closes (the server's connection with it), and checks for an
+    /// unreachable server slow down (``SyncSchedule``).
+    func enteredBackground() {
+        state.withLock { $0.isActive = false }
+        live.close()
+    }
+
+    /// ``SyncClient/now()``: the engine's sync now; nothing to do without synced collections.
+    func syncNow() async throws {
+        let (userId, engine, failure) = state.withLock { ($0.userId, $0.engine, $0.failure) }
+        guard userId != nil else { throw ClientError(.unauthorized, message: "sign in before syncing") }
+        if let engine { return try await engine.syncNow() }
+        if let failure { throw failure }
+    }
+
+    /// One event of `userId`'s stream: the server answering is a sign for the waits; `changed`, drops and returns go
+    /// to the user's engine, if they have one; `wallet` to `wallet`.
+    private func handle(_ event: ServerEvent, of userId: String, wallet: @Sendable (String, SyncWalletEvent) -> Void) {
+        let engine = state.withLock { $0.engine?.userId == userId ? $0.engine : nil }
+        switch event {
+        case .connected:
+            reachability.signal(.streamConnected)
+            engine?.streamConnected()
+        case .changed(let cursor):
+            engine?.changed(cursor: cursor)
+        case .wallet(let event):
+            wallet(userId, event)
+        case .disconnected:
+            engine?.streamLost()
+        }
     }
 
     // MARK: Status

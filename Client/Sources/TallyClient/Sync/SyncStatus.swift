@@ -4,21 +4,54 @@ import TallyAPI
 /// Where the signed-in user's synced documents stand, for a "saved / syncing / offline" badge
 /// (``Client/syncStatus``, ``Client/syncStatusChanges``).
 public struct SyncStatus: Sendable, Hashable {
+    /// What sync is doing.
+    public enum Phase: Sendable, Hashable {
+        /// Nothing under way: everything was sent and pulled, or there is nothing to do.
+        case idle
+        /// A push or a pull is under way, and the server answered the last request.
+        case syncing
+        /// The server could not be reached (no answer, or the event stream dropped). Local writes go on; the next
+        /// check is at ``SyncStatus/retryAt`` — sooner at any sign that the server is back: an answered request,
+        /// the event stream reconnecting, a network change, the app coming forward, a new write, ``SyncClient/now()``.
+        case offline
+        /// The server answered "not now" (429, 503…): the next attempt is at ``SyncStatus/retryAt`` (never before
+        /// the server's `Retry-After`), unless ``SyncClient/now()`` asks sooner.
+        case waitingToRetry
+    }
+
     /// Local changes the server has not confirmed yet (0: everything is saved).
     public var pendingMutations: Int
     /// When a push was last answered or a pull last completed; nil before the first sync.
     public var lastSyncedAt: Date?
-    /// Whether the last attempt to reach the server (a push, a pull, the event stream) failed; local writes go on.
-    public var isOffline: Bool
-    /// Whether a push or a pull is under way.
-    public var isSyncing: Bool
+    /// What sync is doing now.
+    public var phase: Phase
+    /// When the next attempt (``Phase/waitingToRetry``) or reachability check (``Phase/offline``) is due, on the
+    /// client's clock; nil while a request is under way or nothing is scheduled.
+    public var retryAt: Date?
 
-    /// Creates a status.
+    /// Whether the server could not be reached (``Phase/offline``); local writes go on. Setting it sets the phase.
+    public var isOffline: Bool {
+        get { phase == .offline }
+        set { phase = newValue ? .offline : phase == .offline ? .idle : phase }
+    }
+
+    /// Whether a push or a pull is under way (``Phase/syncing``). Setting it sets the phase.
+    public var isSyncing: Bool {
+        get { phase == .syncing }
+        set { phase = newValue ? .syncing : phase == .syncing ? .idle : phase }
+    }
+
+    /// Creates a status; `isOffline` wins over `isSyncing` (a request under way while offline is not known to reach).
     public init(pendingMutations: Int = 0, lastSyncedAt: Date? = nil, isOffline: Bool = false, isSyncing: Bool = false) {
+        self.init(pendingMutations: pendingMutations, lastSyncedAt: lastSyncedAt, phase: isOffline ? .offline : isSyncing ? .syncing : .idle)
+    }
+
+    /// Creates a status in `phase`.
+    public init(pendingMutations: Int = 0, lastSyncedAt: Date? = nil, phase: Phase, retryAt: Date? = nil) {
         self.pendingMutations = pendingMutations
         self.lastSyncedAt = lastSyncedAt
-        self.isOffline = isOffline
-        self.isSyncing = isSyncing
+        self.phase = phase
+        self.retryAt = retryAt
     }
 }
 

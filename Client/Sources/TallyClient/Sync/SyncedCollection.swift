@@ -36,7 +36,7 @@ public struct SyncedCollection<Value: Codable & Sendable>: Sendable {
     /// document's version is that (0: only while it does not exist); otherwise it rolls back and is reported
     /// on ``Client/syncEvents`` as a conflict.
     public func put(id: String, _ value: Value, ifVersion: Int64? = nil) throws {
-        let engine = try client.sync.engine()
+        let engine = try client.syncHost.engine()
         try commit(.put(key(id), try Self.encode(value), ifVersion: ifVersion), engine)
     }
 
@@ -44,7 +44,7 @@ public struct SyncedCollection<Value: Codable & Sendable>: Sendable {
     /// merge patch), so another device's edits of other fields are kept. An absent document is created (a put).
     /// Nothing is written when nothing changed.
     public func patch(id: String, _ value: Value, ifVersion: Int64? = nil) throws {
-        let engine = try client.sync.engine()
+        let engine = try client.syncHost.engine()
         let key = key(id)
         let new = try Self.encode(value)
         guard let current = try engine.store.document(key) else {
@@ -57,7 +57,7 @@ public struct SyncedCollection<Value: Codable & Sendable>: Sendable {
 
     /// Deletes the document `id` (with `ifVersion`: only while its version is that).
     public func delete(id: String, ifVersion: Int64? = nil) throws {
-        let engine = try client.sync.engine()
+        let engine = try client.syncHost.engine()
         try commit(.delete(key(id), ifVersion: ifVersion), engine)
     }
 
@@ -73,7 +73,7 @@ public struct SyncedCollection<Value: Codable & Sendable>: Sendable {
 
     /// The document `id` with its version and pending state, or nil.
     public func document(id: String) throws -> SyncedDocument<Value>? {
-        try client.sync.engine().store.document(key(id)).map(Self.decode)
+        try client.syncHost.engine().store.document(key(id)).map(Self.decode)
     }
 
     /// The documents whose range key is in `from..<to` (either bound optional; none: the whole collection),
@@ -81,7 +81,7 @@ public struct SyncedCollection<Value: Codable & Sendable>: Sendable {
     public func documents(from: String? = nil, to: String? = nil, descending: Bool = false, limit: Int? = nil) throws
         -> [SyncedDocument<Value>]
     {
-        try client.sync.engine().store.documents(in: name, from: from, to: to, descending: descending, limit: limit).map(Self.decode)
+        try client.syncHost.engine().store.documents(in: name, from: from, to: to, descending: descending, limit: limit).map(Self.decode)
     }
 
     /// The document `id`'s value now, then after every change (local writes at once; pulls, rollbacks and
@@ -116,7 +116,7 @@ public struct SyncedCollection<Value: Codable & Sendable>: Sendable {
         element: @escaping @Sendable ([LocalDocument]) -> Element
     ) -> AsyncStream<Element> {
         let (stream, continuation) = AsyncStream.makeStream(of: Element.self, bufferingPolicy: .bufferingNewest(64))
-        guard let engine = try? client.sync.engine() else {
+        guard let engine = try? client.syncHost.engine() else {
             continuation.finish()
             return stream
         }

@@ -3,7 +3,8 @@ import TallyAPI
 
 /// Sends one logical request: adds the session's bearer token, enforces the timeout, retries what is
 /// safe with jittered backoff on the injected clock, refreshes the session once on 401, records
-/// metrics, and turns failures into ``ClientError``.
+/// metrics, and turns failures into ``ClientError``. Every response's status is handed to `onResponse` (the
+/// client's sign that the server answers, which ends sync's wait after an outage).
 final class RequestExecutor: Sendable {
     let transport: any HTTPTransport
     let clock: any ClientClock
@@ -11,10 +12,11 @@ final class RequestExecutor: Sendable {
     let timeouts: Timeouts
     let metrics: ClientMetrics
     let random: @Sendable () -> Double
+    let onResponse: @Sendable (_ status: Int) -> Void
 
     init(
         transport: any HTTPTransport, clock: any ClientClock, retry: RetryPolicy, timeouts: Timeouts, metrics: ClientMetrics,
-        random: @escaping @Sendable () -> Double
+        random: @escaping @Sendable () -> Double, onResponse: @escaping @Sendable (_ status: Int) -> Void = { _ in }
     ) {
         self.transport = transport
         self.clock = clock
@@ -22,13 +24,17 @@ final class RequestExecutor: Sendable {
         self.timeouts = timeouts
         self.metrics = metrics
         self.random = random
+        self.onResponse = onResponse
     }
 
-    /// Sends `endpoint`; `auth` supplies and refreshes the access token for authenticated endpoints.
+    /// Sends `endpoint`; `auth` supplies and refreshes the access token for authenticated endpoints; `retry`
+    /// replaces the client's policy (`.none`: one attempt, for callers that pace their own retries).
     /// Returns 2xx and 304 responses; everything else throws.
     func send(
-        _ endpoint: Endpoint, body: Data? = nil, headers: [String: String] = [:], auth: (any AccessTokenProvider)?
+        _ endpoint: Endpoint, body: Data? = nil, headers: [String: String] = [:], auth: (any AccessTokenProvider)?,
+        retry: RetryPolicy? = nil
     ) async throws -> TransportResponse {
+        let retry = retry ?? self.retry
         let safe = RetryPolicy.isSafeToRetry(method: endpoint.method, hasIdempotencyKey: headers[TallyHeader.idempotencyKey] != nil)
         var attempt = 0
         var refreshed = false
@@ -50,6 +56,7 @@ final class RequestExecutor: Sendable {
             do {
                 let response = try await transport.send(request)
                 metrics.recordRequest(operation: endpoint.operation, status: response.status, duration: Self.seconds(since: started))
+                onResponse(response.status)
                 if (200..<300).contains(response.status) || response.status == 304 { return response }
                 if response.status == 401, endpoint.authenticated, !refreshed, let auth, let token {
                     refreshed = true

@@ -8,10 +8,19 @@ public enum AttemptFailure: Sendable, Hashable {
     case status(Int, code: String?, retryAfter: TimeInterval?)
 }
 
-/// Exponential backoff with full jitter, honouring Retry-After; retries only what is safe.
+/// Exponential backoff with jitter (full by default), honouring Retry-After; retries only what is safe.
 ///
 /// Pure: no I/O and no clock. The caller draws the random number and sleeps.
 public struct RetryPolicy: Sendable, Hashable {
+    /// How a wait is drawn under the backoff's ceiling.
+    public enum Jitter: Sendable, Hashable {
+        /// Anywhere from 0 to the ceiling: spreads a crowd of clients the most ("full jitter").
+        case full
+        /// From half the ceiling to the ceiling: still spread, but never an immediate retry, so the ceiling
+        /// is the longest wait and half of it the shortest ("equal jitter").
+        case equal
+    }
+
     /// Attempts in all, including the first.
     public var maxAttempts: Int
     /// The backoff ceiling after the first failure.
@@ -22,17 +31,20 @@ public struct RetryPolicy: Sendable, Hashable {
     public var maxDelay: TimeInterval
     /// The longest Retry-After worth waiting for; a longer one stops retrying (the caller surfaces `rateLimited`).
     public var maxRetryAfter: TimeInterval
+    /// How each wait is drawn under the ceiling.
+    public var jitter: Jitter
 
     /// Creates a policy.
     public init(
         maxAttempts: Int = 3, baseDelay: TimeInterval = 1, multiplier: Double = 2, maxDelay: TimeInterval = 30,
-        maxRetryAfter: TimeInterval = 60
+        maxRetryAfter: TimeInterval = 60, jitter: Jitter = .full
     ) {
         self.maxAttempts = maxAttempts
         self.baseDelay = baseDelay
         self.multiplier = multiplier
         self.maxDelay = maxDelay
         self.maxRetryAfter = maxRetryAfter
+        self.jitter = jitter
     }
 
     /// No retries.
@@ -76,13 +88,19 @@ public struct RetryPolicy: Sendable, Hashable {
         }
     }
 
-    /// Full jitter: `unitRandom × min(maxDelay, baseDelay × multiplier^(attempt−1))`.
+    /// The ceiling `min(maxDelay, baseDelay × multiplier^(attempt−1))` times the draw: `unitRandom` (full jitter)
+    /// or `(1 + unitRandom) / 2` (equal jitter).
     private func jitteredDelay(afterAttempt attempt: Int, unitRandom: Double) -> TimeInterval {
         let base = baseDelay
         let cap = maxDelay
         let exponential = base * pow(max(multiplier, 0), Double(max(attempt - 1, 0)))
         let ceiling = exponential.isFinite ? min(cap, exponential) : cap
         let random = unitRandom.isFinite ? min(max(unitRandom, 0), 1) : 0
-        return max(0, random * ceiling)
+        let share =
+            switch jitter {
+            case .full: random
+            case .equal: (1 + random) / 2
+            }
+        return max(0, share * ceiling)
     }
 }
