@@ -71,7 +71,7 @@ struct CacheDocSamplesTests {
         let tally = Self.offlineClient()
         let walletFromBackend = Wallet(balance: 40, held: 0, version: 9)
         // README sample begins
-        // The app's backend credited a purchase: refetch the wallet now, not after its 30-s freshness window.
+        // The app's backend credited a purchase: refetch the wallet now, before the stream's event (or in the background).
         tally.invalidate(key: tally.walletQuery.key)
         // Or, when the backend's answer carries the wallet, show it without a request:
         tally.setValue(walletFromBackend, for: tally.walletQuery)
