@@ -16,7 +16,10 @@ struct LiveEventsTests {
         try await TallyTestServer.with(kind) { server in
             let events = FaultInjectingEventStreamTransport(wrapping: URLSessionEventStreamTransport(baseURL: server.baseURL))
             let (client, transport) = server.client(eventStream: true) { $0.eventStreamTransport = events }
+            let signedOut = await #expect(throws: ClientError.self) { try await client.sync.now() }
+            #expect(signedOut?.code == .unauthorized)
             let user = try await client.signInAsGuest()
+            try await client.sync.now()  // nothing to sync without collections: it returns at once
             var wallets = client.observe(client.walletQuery).makeAsyncIterator()
             var profiles = client.observe(client.meQuery).makeAsyncIterator()
             var start: Wallet?
