@@ -16,7 +16,7 @@ public struct PremiumStatus: Sendable, Hashable {
 }
 
 extension Client {
-    /// The profile query with a five-minute freshness window.
+    /// The profile query with a five-minute freshness window; its premium is confirmed live by the event stream.
     public var meQuery: Query<Me> { .me() }
 
     /// Changes the user's time zone (whose midnight resets the daily quotas) and language; nil leaves a field
@@ -44,7 +44,9 @@ extension Client {
         return me
     }
 
-    /// Whether the user has premium, from the profile (cached for five minutes; `forceRefresh` asks the server).
+    /// Whether the user has premium, from the cached profile (``meQuery``: fetched when absent or older than five
+    /// minutes; `forceRefresh` asks the server). While the app is active the event stream keeps it current: a premium
+    /// granted or revoked on the server updates the cached profile, and its observers, within a second.
     public func premiumStatus(forceRefresh: Bool = false) async throws -> PremiumStatus {
         let me = try await fetch(meQuery, forceRefresh: forceRefresh)
         return PremiumStatus(isActive: me.premiumUntil.map { $0 > configuration.clock.now } ?? false, until: me.premiumUntil)
