@@ -114,7 +114,7 @@ struct AIClientStreamTests {
         #expect(await reader.next() == AIStreamEvent(content: "Once"))
         reader.task.cancel()
         #expect(await reader.failure() is CancellationError)
-        #expect(streams.terminations == ["cancelled"])
+        #expect(await streams.waitForTerminations(1) == ["cancelled"])
         let after = client.state(client.walletQuery)
         #expect(after.value?.held == 0 && after.pendingMutations == 0)
     }
@@ -130,7 +130,7 @@ struct AIClientStreamTests {
         let connection = try #require(await connections.next())
         connection.data(AIStubs.chunk("Once"))
         #expect(try await first.value == AIStreamEvent(content: "Once"))
-        #expect(streams.terminations == ["cancelled"])
+        #expect(await streams.waitForTerminations(1) == ["cancelled"])
         let after = client.state(client.walletQuery)
         #expect(after.value?.held == 0 && after.pendingMutations == 0)
     }
@@ -187,5 +187,71 @@ struct AIClientStreamTests {
         #expect(server.requests(to: "/v1/auth/refresh").count == 1)
         let tokens = streams.requests.map { $0.headers["Authorization"] }
         #expect(tokens.count == 2 && tokens[0] != tokens[1])
+    }
+
+    @Test("A double-tapped send streams once: both iterations read the whole answer, one request, one hold, one charge")
+    func doubleTapJoins() async throws {
+        let (client, _, streams) = try await AIStubs.client()
+        var connections = streams.connections.makeAsyncIterator()
+        let stream = client.ai.stream(model: "chat", messages: AIStubs.ask("Hi"), estimate: 20)
+        var first = Reader(stream)
+        let connection = try #require(await connections.next())
+        connection.data(AIStubs.chunk("Hel"))
+        #expect(await first.next() == AIStreamEvent(content: "Hel"))
+        // The second tap, after the first chunk: it joins and reads the answer from its start.
+        var second = Reader(client.ai.stream(model: "chat", messages: AIStubs.ask("Hi"), estimate: 20))
+        #expect(await second.next() == AIStreamEvent(content: "Hel"))
+        let during = client.state(client.walletQuery)
+        #expect(during.value?.held == 20 && during.pendingMutations == 1)  // one hold shown, not two
+        connection.data(AIStubs.chunk("lo", finish: "stop"))
+        connection.data("[DONE]")
+        connection.send(AIStubs.chargeEvent(Self.charge))
+        connection.end()
+        for reader in [first, second] {
+            var reader = reader
+            #expect(await reader.next() == AIStreamEvent(content: "lo", finishReason: "stop"))
+            #expect(await reader.next() == AIStreamEvent(charge: Self.charge))
+            #expect(await reader.next() == nil)
+            #expect(await reader.failure() == nil)
+        }
+        #expect(streams.requests.count == 1)
+        #expect(client.value(client.walletQuery) == Self.charge.wallet)
+        #expect(await streams.waitForTerminations(1) == ["finished"])
+
+        // Once it has ended, the same request is a new call, not a replay.
+        var again = Reader(client.ai.stream(model: "chat", messages: AIStubs.ask("Hi")))
+        let next = try #require(await connections.next())
+        next.data(AIStubs.chunk("New"))
+        #expect(await again.next() == AIStreamEvent(content: "New"))
+        #expect(streams.requests.count == 2)
+        next.end()
+    }
+
+    @Test("Another intent is another call; one reader of a shared call leaving does not stop the other's answer")
+    func intentsAndLeaving() async throws {
+        let (client, _, streams) = try await AIStubs.client()
+        var connections = streams.connections.makeAsyncIterator()
+        var first = Reader(client.ai.stream(model: "chat", messages: AIStubs.ask("Hi"), intent: "message-1"))
+        let one = try #require(await connections.next())
+        var other = Reader(client.ai.stream(model: "chat", messages: AIStubs.ask("Hi"), intent: "message-2"))
+        let two = try #require(await connections.next())
+        #expect(streams.requests.count == 2)
+        two.end()
+        _ = await other.next()
+
+        var joined = Reader(client.ai.stream(model: "chat", messages: AIStubs.ask("Hi"), intent: "message-1"))
+        one.data(AIStubs.chunk("Once"))
+        #expect(await first.next() == AIStreamEvent(content: "Once"))
+        #expect(await joined.next() == AIStreamEvent(content: "Once"))
+        first.task.cancel()  // the first screen goes away
+        #expect(await first.failure() is CancellationError)
+        one.data(AIStubs.chunk(" more"))
+        #expect(await joined.next() == AIStreamEvent(content: " more"))  // the call goes on for the other
+        #expect(streams.terminations.count == 1)  // only message-2's connection ended
+        joined.task.cancel()  // the last reader leaves: the request is cancelled
+        #expect(await joined.failure() is CancellationError)
+        #expect(await streams.waitForTerminations(2).last == "cancelled")
+        let after = client.state(client.walletQuery)
+        #expect(after.value?.held == 0 && after.pendingMutations == 0)
     }
 }

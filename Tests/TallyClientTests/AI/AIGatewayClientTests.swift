@@ -5,7 +5,7 @@ import FoundationNetworking
 import Logging
 import ServiceLifecycle
 import TallyAPI
-import TallyClient
+@testable import TallyClient
 import TallyDevLLM
 @testable import TallyServer
 import TallyStore
@@ -83,6 +83,44 @@ struct AIGatewayClientTests {
             let report = try #require(charge)
             #expect(text.split(separator: " ").count == 12 && report.completionTokens == 12)
             #expect(client.value(client.walletQuery) == report.wallet && report.wallet.held == 0)
+        }
+    }
+
+    @Test("A double-tapped streamed send makes one model call and one charge; another intent is a second call", arguments: StoreKind.allCases)
+    func doubleTappedStream(_ kind: StoreKind) async throws {
+        try await Self.with(kind) { server, model in
+            let (client, _) = try await server.readyClient(tokens: 500)
+            let request = Self.ask("Tell me a story", maxTokens: 12)
+            try await model.script(#"{"behaviours":[{"pauseAfterChunks":2}]}"#)
+            /// One tap of Send: the whole answer and its charge.
+            @Sendable func send(intent: String? = nil) async throws -> (text: String, charge: AICharge?) {
+                var text = ""
+                var charge: AICharge?
+                for try await event in client.ai.stream(request, intent: intent) {
+                    text += event.content
+                    charge = event.charge ?? charge
+                }
+                return (text, charge)
+            }
+            let first = Task { try await send() }
+            // The second tap once the model is writing (paused after two tokens): it joins the call in flight.
+            for _ in 0..<500 where try await model.stats().pausedStreams == 0 { try await Task.sleep(for: .milliseconds(10)) }
+            let second = Task { try await send() }
+            for _ in 0..<500 where client.aiStreams.readerCount < 2 { try await Task.sleep(for: .milliseconds(5)) }
+            #expect(client.aiStreams.count == 1 && client.aiStreams.readerCount == 2)
+            try await model.release()
+            let (a, b) = (try await first.value, try await second.value)
+            #expect(a.text == b.text && a.text.split(separator: " ").count == 12)
+            let charge = try #require(a.charge)
+            #expect(b.charge == charge)
+            #expect(try await model.stats().completions == 1)
+            let wallet = try await client.fetch(client.walletQuery, forceRefresh: true)
+            #expect(wallet.balance == 500 - charge.charged && wallet.held == 0)  // charged once
+
+            // The same request with another intent is its own call.
+            let other = try await send(intent: "message-2")
+            #expect(other.charge != nil)
+            #expect(try await model.stats().completions == 2)
         }
     }
 

@@ -104,6 +104,7 @@ final class AIStubStreams: EventStreamTransport {
         var answers: [Answer] = []
         var requests: [TransportRequest] = []
         var terminations: [String] = []
+        var terminationWaiters: [(count: Int, continuation: CheckedContinuation<[String], Never>)] = []
     }
 
     private let state = Mutex(State())
@@ -123,7 +124,27 @@ final class AIStubStreams: EventStreamTransport {
     /// which cancels a real request), in order.
     var terminations: [String] { state.withLock { $0.terminations } }
 
+    /// The terminations once there are at least `count` (a shared call is cancelled by a task of its own, just after
+    /// its last reader left).
+    func waitForTerminations(_ count: Int) async -> [String] {
+        await withCheckedContinuation { continuation in
+            let now = state.withLock { state -> [String]? in
+                if state.terminations.count >= count { return state.terminations }
+                state.terminationWaiters.append((count, continuation))
+                return nil
+            }
+            if let now { continuation.resume(returning: now) }
+        }
+    }
+
     func open(_ request: TransportRequest) async throws -> StreamingResponse {
+        // The client's live event stream (every signed-in client opens one) is not the gateway's: it stays open,
+        // silent, and is neither counted nor handed to the test.
+        if request.path == "/v1/sync/events" {
+            let (body, continuation) = AsyncThrowingStream.makeStream(of: Data.self, throwing: (any Error).self)
+            continuation.onTermination = { _ in }
+            return StreamingResponse(status: 200, headers: ["Content-Type": "text/event-stream"], body: body)
+        }
         let answer = state.withLock { state in
             state.requests.append(request)
             return state.answers.isEmpty ? .stream : state.answers.removeFirst()
@@ -140,7 +161,13 @@ final class AIStubStreams: EventStreamTransport {
             let (body, continuation) = AsyncThrowingStream.makeStream(of: Data.self, throwing: (any Error).self)
             continuation.onTermination = { [self] termination in
                 let how = if case .cancelled = termination { "cancelled" } else { "finished" }
-                state.withLock { $0.terminations.append(how) }
+                let (ready, terminations) = state.withLock { state in
+                    state.terminations.append(how)
+                    let ready = state.terminationWaiters.filter { $0.count <= state.terminations.count }
+                    state.terminationWaiters.removeAll { $0.count <= state.terminations.count }
+                    return (ready, state.terminations)
+                }
+                for waiter in ready { waiter.continuation.resume(returning: terminations) }
             }
             opened.yield(Connection(continuation: continuation))
             return StreamingResponse(status: 200, headers: ["Content-Type": "text/event-stream"], body: body)

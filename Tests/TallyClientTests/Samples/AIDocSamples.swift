@@ -12,7 +12,7 @@ enum AIDocSamples {
         return answer
     }
 
-    /// `AIClient.stream(_:estimate:)`: an answer shown as it arrives, then what it cost.
+    /// `AIClient.stream(_:estimate:intent:)`: an answer shown as it arrives, then what it cost.
     static func stream(tally: Client, conversation: [ChatMessage]) async throws -> (answer: String, spent: Int64) {
         var spent: Int64 = 0
         var answer = ""

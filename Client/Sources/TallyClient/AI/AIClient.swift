@@ -25,7 +25,7 @@ public struct AIClient: Sendable {
     /// The route template metrics record for whole answers.
     static let operation = "POST /v1/ai/chat/completions"
 
-    /// Asks the model and returns its whole answer (`stream` in `request` is ignored: ``stream(_:estimate:)``
+    /// Asks the model and returns its whole answer (`stream` in `request` is ignored: ``stream(_:estimate:intent:)``
     /// streams). The cached wallet shows `estimate` held at once and the server's wallet after the charge when
     /// the answer comes.
     ///
@@ -79,8 +79,10 @@ public struct AIClient: Sendable {
         return try decodeAnswer(AIChatReply.self, data)
     }
 
-    /// Streams the model's answer chunk by chunk; nothing is sent until the sequence is iterated. See ``AIStream``
-    /// for what the wallet shows and how each failure ends it.
+    /// Streams the model's answer chunk by chunk; nothing is sent until the sequence is iterated. The same request
+    /// streamed again while it still runs (a double-tapped Send) joins the call in flight — one model call, one
+    /// charge — unless it carries another `intent`. See ``AIStream`` for what the wallet shows and how each failure
+    /// ends it.
     ///
     /// ```swift
     /// var answer = ""
@@ -90,15 +92,20 @@ public struct AIClient: Sendable {
     /// }
     /// ```
     ///
-    /// - Parameter estimate: wallet tokens to show held while the answer streams; nil: the server's hold (``hold(for:)``).
-    public func stream(_ request: ChatCompletionRequest, estimate: Int64? = nil) -> AIStream {
-        AIStream(client: client, request: request, estimate: estimate)
+    /// - Parameters:
+    ///   - estimate: wallet tokens to show held while the answer streams; nil: the server's hold (``hold(for:)``).
+    ///   - intent: the user's intent in any words (a message id): iterations of the same request with the same intent
+    ///     share one call while it runs; another intent is another call. Nil: the request alone decides.
+    public func stream(_ request: ChatCompletionRequest, estimate: Int64? = nil, intent: String? = nil) -> AIStream {
+        AIStream(client: client, request: request, estimate: estimate, intent: intent)
     }
 
-    /// Streams `model`'s continuation of `messages`, as ``stream(_:estimate:)``.
+    /// Streams `model`'s continuation of `messages`, as ``stream(_:estimate:intent:)``.
     /// - Parameter maxTokens: the most tokens the answer may have (the server caps it at the model's own limit).
-    public func stream(model: String, messages: [ChatMessage], maxTokens: Int? = nil, estimate: Int64? = nil) -> AIStream {
-        stream(ChatCompletionRequest(model: model, messages: messages, maxTokens: maxTokens), estimate: estimate)
+    public func stream(
+        model: String, messages: [ChatMessage], maxTokens: Int? = nil, estimate: Int64? = nil, intent: String? = nil
+    ) -> AIStream {
+        stream(ChatCompletionRequest(model: model, messages: messages, maxTokens: maxTokens), estimate: estimate, intent: intent)
     }
 
     /// The models the gateway offers with their prices (`GET /v1/ai/models`), cached for an hour.

@@ -26,11 +26,14 @@ public struct AIStreamEvent: Sendable, Hashable {
     }
 }
 
-/// A streamed answer of the AI gateway, made by ``AIClient/stream(_:estimate:)``: the answer's events as the
+/// A streamed answer of the AI gateway, made by ``AIClient/stream(_:estimate:intent:)``: the answer's events as the
 /// model writes them, chunk by chunk (on Linux too), ending with the ``AIStreamEvent/charge``.
 ///
-/// Nothing is sent until the sequence is iterated, and each iteration is one call (and one charge). When it
-/// starts, the cached wallet shows the estimate held; the charge event's wallet then replaces it.
+/// Nothing is sent until the sequence is iterated. An iteration of the same request and intent that starts while
+/// an earlier one still streams (a double-tapped Send, a second screen showing the same question) joins it: one
+/// request, one model call, one charge; it reads the answer from its start and ends as the first does. Otherwise
+/// each iteration is one call (and one charge); pass another `intent` to ask the same thing twice at once. When a
+/// call starts, the cached wallet shows the estimate held; the charge event's wallet then replaces it.
 ///
 /// - A refusal before the answer throws a ``ClientError`` from the first `next()` (402 ``ClientError/Code/insufficientTokens``
 ///   with the server's wallet, confirmed in the cache; 429 ``ClientError/Code/rateLimited`` when the user has too many
@@ -39,8 +42,9 @@ public struct AIStreamEvent: Sendable, Hashable {
 ///   ``ClientError/Code/server`` with the gateway's code (`upstream_failed`) and the wallet after the charge.
 /// - A connection lost mid-answer throws ``ClientError/Code/offline`` (or ``ClientError/Code/timedOut`` after a
 ///   silence longer than ``Timeouts/ai``); the server charges what was generated, and the observed wallet is refetched.
-/// - Cancelling the task that iterates, or leaving the loop, cancels the request: the connection closes, the
-///   server stops the model and charges what was generated; the observed wallet is refetched.
+/// - Cancelling the task that iterates, or leaving the loop, stops that iteration (it throws `CancellationError`);
+///   when every iteration of the call has stopped, the request is cancelled: the connection closes, the server stops
+///   the model and charges what was generated, and the observed wallet is refetched.
 ///
 /// A stream is never sent again by itself once it may have reached the server (the gateway does not replay
 /// streams): only a request refused before the server acted (no route, 429) is retried.
@@ -51,91 +55,95 @@ public struct AIStream: AsyncSequence, Sendable {
     let client: Client
     let request: ChatCompletionRequest
     let estimate: Int64?
+    let intent: String?
 
-    /// Starts the call when first asked for an event.
+    /// Starts the call (or joins the same one in flight) when first asked for an event.
     public func makeAsyncIterator() -> AsyncIterator { AsyncIterator(stream: self) }
 
     /// Reads the answer's events as the connection delivers them.
     public struct AsyncIterator: AsyncIteratorProtocol {
-        private enum Phase {
-            case idle, streaming, ended
-        }
-
         private let stream: AIStream
-        private var phase = Phase.idle
-        private var hold: AIWalletHold?
-        private var body: AsyncThrowingStream<Data, any Error>.AsyncIterator?
-        /// The gateway relays events of at most ``AIGatewayProtocol/maxUpstreamEventBytes``, re-framed (a space after
-        /// each `data:`): twice that is room enough.
-        private var parser = EventStreamParser(limit: 2 * AIGatewayProtocol.maxUpstreamEventBytes)
-        private var interpreter = AIStreamInterpreter()
-        private var pending: [ServerSentEvent] = []
+        private var reader: AIStreamCall.Reader?
+        private var index = 0
+        private var ended = false
 
         init(stream: AIStream) { self.stream = stream }
 
         /// The next event; nil once the answer and its charge have come. Throws as ``AIStream`` describes.
         public mutating func next() async throws -> AIStreamEvent? {
-            switch phase {
-            case .ended: return nil
-            case .idle: try await open()
-            case .streaming: break
-            }
+            if ended { return nil }
             do {
-                while true {
-                    while !pending.isEmpty {
-                        guard let event = interpreter.read(pending.removeFirst()) else { continue }
-                        if let charge = event.charge { hold?.settle(.charged(charge)) }
-                        return event
-                    }
-                    guard let chunk = try await body?.next() else { return try finish() }
-                    pending = try parser.feed(chunk)
+                if reader == nil { reader = try stream.read() }
+                guard let event = try await reader?.event(at: index) else {
+                    end()
+                    return nil
                 }
+                index += 1
+                return event
             } catch {
                 end()
-                hold?.settle(.unknown)
-                if Task.isCancelled { throw CancellationError() }
-                if let error = error as? TransportError { throw ClientError(error == .timedOut ? .timedOut : .offline) }
-                if let error = error as? EventStreamParser.TooLarge { throw ClientError(.invalidResponse, message: "the gateway's stream: \(error)") }
                 throw error
             }
         }
 
-        /// Shows the hold and opens the request; a refusal settles the hold and is thrown.
-        private mutating func open() async throws {
-            phase = .ended  // until the head has come
-            let estimate = await stream.client.ai.resolvedEstimate(stream.estimate, for: stream.request)
-            let hold = AIWalletHold.begin(client: stream.client, estimate: estimate)
-            self.hold = hold
-            do {
-                var request = stream.request
-                request.stream = true
-                let response = try await AIStreamOpener(client: stream.client).open(body: try TallyJSON.encoder().encode(request))
-                body = response.body.makeAsyncIterator()
-                phase = .streaming
-            } catch {
-                hold.settle(.failed(error))
-                throw error
-            }
-        }
-
-        /// The body ended: the answer is over, failed, or was cut (the hold, if no charge came, settles unknown).
-        private mutating func finish() throws -> AIStreamEvent? {
-            end()
-            let ending = interpreter.ending
-            if interpreter.charge == nil { hold?.settle(.unknown) }
-            switch ending {
-            case .complete: return nil
-            case _ where Task.isCancelled: throw CancellationError()
-            case .failed(let error): throw error
-            case .cut: throw ClientError(.offline, message: "the connection dropped before the answer was complete")
-            }
-        }
-
-        /// Lets go of the connection (dropping the body cancels its request).
+        /// Lets go of the call (the last reader to leave cancels it).
         private mutating func end() {
-            phase = .ended
-            body = nil
-            pending = []
+            ended = true
+            reader = nil
+        }
+    }
+
+    /// A reader of this request's call: the one streaming now for the same request and intent, else a new one.
+    func read() throws -> AIStreamCall.Reader {
+        var streamed = request
+        streamed.stream = true
+        let (request, body) = (streamed, try TallyJSON.encoder().encode(streamed))
+        let key = IdempotencyKey.derive(method: "POST", path: AIGatewayProtocol.chatCompletionsPath, body: body, intent: intent ?? "")
+        let (client, estimate) = (self.client, self.estimate)
+        return client.aiStreams.read(key) { call in
+            await Self.perform(call, client: client, request: request, body: body, estimate: estimate)
+        }
+    }
+
+    /// Performs one call: shows the hold, opens the request, hands each event to `call`'s readers, and ends it.
+    private static func perform(_ call: AIStreamCall, client: Client, request: ChatCompletionRequest, body: Data, estimate: Int64?) async {
+        let hold = AIWalletHold.begin(client: client, estimate: await client.ai.resolvedEstimate(estimate, for: request))
+        call.adopt(hold)
+        let response: StreamingResponse
+        do {
+            response = try await AIStreamOpener(client: client).open(body: body)
+        } catch {
+            hold.settle(.failed(error))
+            return call.end(error)
+        }
+        // The gateway relays events of at most ``AIGatewayProtocol/maxUpstreamEventBytes``, re-framed (a space after
+        // each `data:`): twice that is room enough.
+        var parser = EventStreamParser(limit: 2 * AIGatewayProtocol.maxUpstreamEventBytes)
+        var interpreter = AIStreamInterpreter()
+        do {
+            for try await chunk in response.body {
+                for event in try parser.feed(chunk) {
+                    guard let event = interpreter.read(event) else { continue }
+                    if let charge = event.charge { hold.settle(.charged(charge)) }
+                    call.append(event)
+                }
+            }
+        } catch {
+            hold.settle(.unknown)
+            if Task.isCancelled { return call.end(CancellationError()) }
+            if let error = error as? TransportError { return call.end(ClientError(error == .timedOut ? .timedOut : .offline)) }
+            if let error = error as? EventStreamParser.TooLarge {
+                return call.end(ClientError(.invalidResponse, message: "the gateway's stream: \(error)"))
+            }
+            return call.end(error)
+        }
+        // The body ended: the answer is over, failed, or was cut (the hold, if no charge came, settles unknown).
+        if interpreter.charge == nil { hold.settle(.unknown) }
+        switch interpreter.ending {
+        case .complete: call.end(nil)
+        case _ where Task.isCancelled: call.end(CancellationError())
+        case .failed(let error): call.end(error)
+        case .cut: call.end(ClientError(.offline, message: "the connection dropped before the answer was complete"))
         }
     }
 }

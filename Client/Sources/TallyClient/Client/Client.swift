@@ -28,6 +28,8 @@ public final class Client: Sendable {
     let syncHost: SyncHost
     /// The transport AI streams open (`client.ai.stream`): the configured one, else a URLSession one made on first use.
     let streams = LazyEventStreamTransport()
+    /// The AI streams in flight, by request and intent: the same request streamed again while it runs joins it.
+    let aiStreams = AIStreamCalls()
 
     /// Creates a client; nothing is read or sent until ``restore()`` or a sign-in.
     public init(configuration: ClientConfiguration) {
