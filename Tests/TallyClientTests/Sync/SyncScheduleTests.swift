@@ -152,22 +152,35 @@ struct SyncScheduleTests {
         #expect(!changed && syncing.phase == .syncing, "a push under way says for itself")
     }
 
-    @Test("SyncStatus keeps isOffline and isSyncing, derived from the phase")
+    @Test("SyncStatus keeps isOffline (the phase) and isSyncing (a round under way, its waits included)")
     func statusCompatibility() {
         #expect(SyncStatus() == SyncStatus(phase: .idle))
-        #expect(SyncStatus(isOffline: true).phase == .offline)
+        #expect(SyncStatus(isOffline: true).phase == .offline && !SyncStatus(isOffline: true).isSyncing)
         #expect(SyncStatus(isSyncing: true).phase == .syncing)
-        #expect(SyncStatus(isOffline: true, isSyncing: true).phase == .offline)
+        let both = SyncStatus(isOffline: true, isSyncing: true)
+        #expect(both.phase == .offline && both.isSyncing)
+        // A round waiting to try again is still under way: "nothing pending and not syncing" means done.
         var status = SyncStatus(pendingMutations: 2, phase: .waitingToRetry, retryAt: Date(timeIntervalSince1970: 5))
-        #expect(!status.isOffline && !status.isSyncing)
+        #expect(!status.isOffline && status.isSyncing)
+        #expect(!SyncStatus(phase: .offline).isSyncing)  // the stream dropped between rounds
         status.isOffline = true
         #expect(status.phase == .offline)
         status.isOffline = false
         #expect(status.phase == .idle)
-        status.isSyncing = true
-        #expect(status.phase == .syncing && status.isSyncing)
-        status.isOffline = false
-        #expect(status.phase == .syncing, "clearing offline leaves another phase alone")
+    }
+
+    @Test("The engine's status says a round is under way through its failures and waits, and not after it ended")
+    func statusFollowsTheRound() {
+        var activity = SyncActivity()
+        func status() -> SyncStatus { SyncStatus(phase: activity.phase, retryAt: activity.retryAt, isSyncing: activity.working) }
+        activity.apply(.attempting)
+        #expect(status().isSyncing)
+        activity.apply(.waiting(.unreachable, retryAt: Date(timeIntervalSince1970: 1)))
+        #expect(status().isOffline && status().isSyncing)
+        activity.apply(.attempting)  // the reachability check, still offline
+        #expect(status().isOffline && status().isSyncing)
+        activity.apply(.finished)
+        #expect(!status().isSyncing && status().phase == .idle)
     }
 
     // MARK: Premium on the wire

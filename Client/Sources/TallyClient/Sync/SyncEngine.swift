@@ -187,7 +187,8 @@ final class SyncEngine: Sendable {
         let activity = state.withLock { $0.activity }
         let local = try? store.syncState()
         return SyncStatus(
-            pendingMutations: local?.pendingCount ?? 0, lastSyncedAt: local?.lastSyncAt, phase: activity.phase, retryAt: activity.retryAt)
+            pendingMutations: local?.pendingCount ?? 0, lastSyncedAt: local?.lastSyncAt, phase: activity.phase, retryAt: activity.retryAt,
+            isSyncing: activity.working)
     }
 
     private func publishStatus() {

@@ -29,29 +29,33 @@ public struct SyncStatus: Sendable, Hashable {
     /// client's clock; nil while a request is under way or nothing is scheduled.
     public var retryAt: Date?
 
+    /// Whether a sync round is under way: sending, or waiting to send again after a failure (then ``phase`` is
+    /// ``Phase/offline`` or ``Phase/waitingToRetry``). False once the round ended, so `pendingMutations == 0 &&
+    /// !isSyncing` after a sync means every change is on the server and the server's changes are pulled.
+    public var isSyncing: Bool
+
     /// Whether the server could not be reached (``Phase/offline``); local writes go on. Setting it sets the phase.
     public var isOffline: Bool {
         get { phase == .offline }
         set { phase = newValue ? .offline : phase == .offline ? .idle : phase }
     }
 
-    /// Whether a push or a pull is under way (``Phase/syncing``). Setting it sets the phase.
-    public var isSyncing: Bool {
-        get { phase == .syncing }
-        set { phase = newValue ? .syncing : phase == .syncing ? .idle : phase }
-    }
-
-    /// Creates a status; `isOffline` wins over `isSyncing` (a request under way while offline is not known to reach).
+    /// Creates a status; `isOffline` wins over `isSyncing` for the phase (a request under way while offline is not
+    /// known to reach).
     public init(pendingMutations: Int = 0, lastSyncedAt: Date? = nil, isOffline: Bool = false, isSyncing: Bool = false) {
-        self.init(pendingMutations: pendingMutations, lastSyncedAt: lastSyncedAt, phase: isOffline ? .offline : isSyncing ? .syncing : .idle)
+        self.init(
+            pendingMutations: pendingMutations, lastSyncedAt: lastSyncedAt, phase: isOffline ? .offline : isSyncing ? .syncing : .idle,
+            isSyncing: isSyncing)
     }
 
-    /// Creates a status in `phase`.
-    public init(pendingMutations: Int = 0, lastSyncedAt: Date? = nil, phase: Phase, retryAt: Date? = nil) {
+    /// Creates a status in `phase`; `isSyncing` defaults to whether that phase is part of a round (syncing, or a
+    /// retry scheduled at `retryAt`).
+    public init(pendingMutations: Int = 0, lastSyncedAt: Date? = nil, phase: Phase, retryAt: Date? = nil, isSyncing: Bool? = nil) {
         self.pendingMutations = pendingMutations
         self.lastSyncedAt = lastSyncedAt
         self.phase = phase
         self.retryAt = retryAt
+        self.isSyncing = isSyncing ?? (phase == .syncing || retryAt != nil)
     }
 }
 
