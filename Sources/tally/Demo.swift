@@ -84,7 +84,7 @@ struct Demo: AsyncParsableCommand {
         }
         timeline.cancel()
         print("\nSDK metrics:\n\(client.metrics.summary())")
-        await client.signOut()
+        try await client.signOut()
         print("signed out: cache, session and installation secret removed")
     }
 

@@ -56,7 +56,7 @@ struct ClientEstimateTests {
         try await TallyTestServer.with { server in
             let clock = TestClock()
             let (client, transport) = try await server.readyClient(tokens: 0, clock: clock)
-            await client.signOut()
+            try await client.signOut()
             #expect(client.value(.actions()) != nil && client.value(client.walletQuery) == nil)
             let next = try await client.signInAsGuest()
             try await server.grant(10, to: next.userId)
@@ -79,7 +79,7 @@ struct ClientEstimateTests {
             try await first.signInAsGuest()
             let prices = try await first.fetch(.actions())
             #expect(store.entries(userId: CacheNamespace.shared).map(\.key) == ["actions"])
-            await first.signOut()
+            try await first.signOut()
             #expect(store.entries(userId: CacheNamespace.shared).map(\.key) == ["actions"])
 
             // Another launch, signed out, with no network: the list shows from disk at once (stale), and is refetched.

@@ -76,7 +76,7 @@ struct ClientSessionTests {
             _ = try await client.perform("ai.query")
             #expect(try diskBytes(directory).contains(Data(user.userId.utf8)))
 
-            await client.signOut()
+            try await client.signOut()
             #expect(client.value(client.walletQuery) == nil)
             #expect(client.value(client.quotasQuery) == nil)
             #expect(client.cache.usage.count == 1 && client.value(.actions()) == prices)  // the price list is no one's
@@ -114,7 +114,7 @@ struct ClientSessionTests {
             await clock.waitForSleepers(1)  // the revalidation's request, held before it reaches the server
             #expect(client.reads.waiterCount(for: wallet.key) == 1)
 
-            await client.signOut()
+            try await client.signOut()
             // Nothing of the previous user is still being fetched (before the fix: the revalidation stayed in flight,
             // and the next user's first fetch joined it and threw "no value for wallet").
             #expect(clock.sleeperCount == 0)
@@ -142,7 +142,7 @@ struct ClientSessionTests {
             let fetch = Task { try await client.fetch(client.walletQuery, forceRefresh: true) }
             await clock.waitForSleepers(1)
 
-            await client.signOut()
+            try await client.signOut()
             clock.advance(by: 5)  // would let a refresh that was not cancelled go on
             let error = await #expect(throws: ClientError.self) { try await fetch.value }
             #expect(error?.code == .unauthorized)

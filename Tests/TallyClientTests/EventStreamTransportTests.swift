@@ -26,7 +26,7 @@ struct EventStreamTransportTests {
             let changed = try await Self.events(from: &body, parser: &parser, until: { $0.name == "changed" })
             #expect(changed.last?.lastEventId.isEmpty == false)
 
-            await client.signOut()  // the server ends the session's streams
+            try await client.signOut()  // the server ends the session's streams
             while let chunk = try await body.next() { _ = try parser.feed(chunk) }
         }
     }

@@ -107,7 +107,8 @@ struct SharedSessionTests {
                 // While the widget's refresh is on its way, the app signs out and in again: a new session is stored,
                 // and the token the widget presents belongs to the revoked one.
                 configuration.transport = BeforeFirstRefresh(wrapping: configuration.transport!) {
-                    await app.signOut()
+                    try await app.signOut()
+                    _ = await app.session.deliverRevocations()  // sent in the background: wait for it to reach the server
                     try await app.signIn(email: email, password: Self.password)
                 }
             }

@@ -21,7 +21,7 @@ public struct ClientError: Error, Sendable, Equatable, CustomStringConvertible {
     public struct Code: Hashable, Sendable, CustomStringConvertible {
         fileprivate enum Base: String, Sendable {
             case offline, timedOut, unauthorized, invalidCredentials, insufficientTokens, quotaExhausted, rateLimited
-            case server, invalidResponse, invalidInput, unexpected
+            case server, invalidResponse, invalidInput, unexpected, pendingWrites
         }
         fileprivate let base: Base
         /// The code's name.
@@ -55,6 +55,11 @@ public struct ClientError: Error, Sendable, Equatable, CustomStringConvertible {
         /// ``QueryState/error`` holds this.
         public static let unexpected = Code(base: .unexpected)
 
+        /// Signing out would drop local changes to synced documents that the server has not confirmed yet:
+        /// ``ClientError/pendingWrites`` says how many. Sync first (`try await tally.sync.now()`), or sign out with
+        /// `discardingPendingWrites: true` to drop them.
+        public static let pendingWrites = Code(base: .pendingWrites)
+
         /// Whether `error` is a ``ClientError`` with this code, so that `catch ClientError.Code.unauthorized` matches it.
         public static func ~= (code: Code, error: any Error) -> Bool { (error as? ClientError)?.code == code }
     }
@@ -78,19 +83,24 @@ public struct ClientError: Error, Sendable, Equatable, CustomStringConvertible {
     public var quotas: [Quota] { details?.quotas ?? [] }
     /// Seconds to wait before trying again, when the server said so (``Code/rateLimited``).
     public var retryAfter: TimeInterval? { details?.retryAfter }
+    /// The local changes the server has not confirmed yet (``Code/pendingWrites``).
+    public var pendingWrites: Int? { details?.pendingWrites }
 
     /// Creates an error (an app's tests can make the errors the SDK throws).
     public init(
         _ code: Code, status: Int? = nil, serverCode: ErrorCode? = nil, message: String? = nil, wallet: Wallet? = nil,
-        quotas: [Quota] = [], retryAfter: TimeInterval? = nil
+        quotas: [Quota] = [], retryAfter: TimeInterval? = nil, pendingWrites: Int? = nil
     ) {
         self.code = code
         let carriesNothing =
             status == nil && serverCode == nil && message == nil && wallet == nil && quotas.isEmpty && retryAfter == nil
+            && pendingWrites == nil
         details =
             carriesNothing
             ? nil
-            : Details(status: status, serverCode: serverCode, message: message, wallet: wallet, quotas: quotas, retryAfter: retryAfter)
+            : Details(
+                status: status, serverCode: serverCode, message: message, wallet: wallet, quotas: quotas, retryAfter: retryAfter,
+                pendingWrites: pendingWrites)
     }
 
     /// Whether both have the same code and carry the same data.
@@ -112,6 +122,7 @@ public struct ClientError: Error, Sendable, Equatable, CustomStringConvertible {
         case .invalidResponse: "invalid response: \(message ?? "")"
         case .invalidInput: "invalid input: \(message ?? "")"
         case .unexpected: "unexpected failure: \(message ?? "")"
+        case .pendingWrites: "\(pendingWrites ?? 0) local changes are not synced yet"
         }
     }
 
@@ -123,20 +134,26 @@ public struct ClientError: Error, Sendable, Equatable, CustomStringConvertible {
         let wallet: Wallet?
         let quotas: [Quota]
         let retryAfter: TimeInterval?
+        let pendingWrites: Int?
 
-        init(status: Int?, serverCode: ErrorCode?, message: String?, wallet: Wallet?, quotas: [Quota], retryAfter: TimeInterval?) {
+        init(
+            status: Int?, serverCode: ErrorCode?, message: String?, wallet: Wallet?, quotas: [Quota], retryAfter: TimeInterval?,
+            pendingWrites: Int?
+        ) {
             self.status = status
             self.serverCode = serverCode
             self.message = message
             self.wallet = wallet
             self.quotas = quotas
             self.retryAfter = retryAfter
+            self.pendingWrites = pendingWrites
         }
 
         static func == (lhs: Details, rhs: Details) -> Bool {
             lhs === rhs
                 || (lhs.status == rhs.status && lhs.serverCode == rhs.serverCode && lhs.message == rhs.message
-                    && lhs.wallet == rhs.wallet && lhs.quotas == rhs.quotas && lhs.retryAfter == rhs.retryAfter)
+                    && lhs.wallet == rhs.wallet && lhs.quotas == rhs.quotas && lhs.retryAfter == rhs.retryAfter
+                    && lhs.pendingWrites == rhs.pendingWrites)
         }
     }
 

@@ -23,6 +23,16 @@ enum DocCommentSamples {
             showPaywall(available: error.wallet?.available)
         }
     }
+
+    /// `Client.signOut(discardingPendingWrites:)`: unsynced changes make it refuse.
+    static func signOut(tally: Client) async throws {
+        do {
+            try await tally.signOut()
+        } catch let error as ClientError where error.code == .pendingWrites {
+            // "2 changes are not saved yet": sync first (try await tally.sync.now()), or drop them:
+            try await tally.signOut(discardingPendingWrites: true)
+        }
+    }
 }
 
 #if canImport(Security)

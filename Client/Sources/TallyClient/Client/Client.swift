@@ -54,7 +54,7 @@ public final class Client: Sendable {
         syncHost = sync
         let documentsFile = Self.documentsFile(configuration)
         session = SessionManager(
-            secureStore: configuration.secureStore, clock: configuration.clock, executor: executor
+            secureStore: configuration.secureStore, clock: configuration.clock, executor: executor, reachability: reachability
         ) { previous, current in
             // A different user: nothing of the previous one may stay in memory or on disk, or go on working.
             cache.clear()
@@ -95,6 +95,7 @@ public final class Client: Sendable {
     @discardableResult
     public func restore() async throws -> SessionUser? {
         preparePriceList()
+        await session.scheduleRevocations()  // sessions signed out offline, before this launch
         guard let user = try await session.restore() else { return nil }
         try Self.adopt(user.userId, userId: userId, cache: cache, persistence: configuration.cacheStore)
         await syncHost.adopt(user.userId, documentsFile: Self.documentsFile(configuration))
@@ -120,6 +121,7 @@ public final class Client: Sendable {
     /// What follows every sign-in: the price list prepared, the device's time zone set on the user.
     private func signedIn(_ user: SessionUser) async -> SessionUser {
         preparePriceList()
+        await session.scheduleRevocations()  // the server answered: sessions signed out offline can be revoked now
         await adoptDeviceTimeZone()
         return user
     }
@@ -131,10 +133,4 @@ public final class Client: Sendable {
         _ = cache.invalidate { $0 == "me" }
         return me
     }
-
-    /// Signs out: the server session ends, and the session and every cached value, pending answer, persisted
-    /// entry, synced document file (with changes not yet pushed) and background revalidation of the user are removed (in the processes sharing the secure store too,
-    /// at their next request).
-    /// The installation secret stays: it belongs to the device, not the user; so does the price list.
-    public func signOut() async { await session.signOut() }
 }

@@ -30,6 +30,12 @@ actor SessionManager: AccessTokenProvider {
 
     private static let sessionItem = "session"
     private static let installationItem = "installation-secret"
+    /// Refresh tokens of sessions signed out here whose revocation the server has not confirmed yet.
+    private static let revocationsItem = "pending-revocations"
+    /// The most revocations kept waiting; older ones are dropped (their sessions still expire on the server).
+    static let maxPendingRevocations = 16
+    /// The longest wait between deliveries of revocations when nothing says the server is back, in seconds.
+    static let revocationRetry: TimeInterval = 60
     /// Refresh this long before the access token expires, so a request does not carry a dying token.
     private static let refreshMargin: TimeInterval = 30
     /// How often a refusal is retried with a refresh token that a process not holding the lock stored meanwhile.
@@ -46,15 +52,26 @@ actor SessionManager: AccessTokenProvider {
     private var accessToken: String?
     private var expiresAt = Date.distantPast
     private var refreshing: Task<Void, any Error>?
+    /// The task delivering the revocations, if one runs.
+    private var delivery: Task<Void, Never>?
+    /// Signs that the server is back, which end the delivery's wait after an outage.
+    private let reachability: Reachability
+    /// Sends revocations with one attempt each: they are retried at the next sign that the server is back, not
+    /// by backoff inside a sign-out.
+    private let revocations: RequestExecutor
 
     init(
-        secureStore: any SecureStore, clock: any ClientClock, executor: RequestExecutor,
+        secureStore: any SecureStore, clock: any ClientClock, executor: RequestExecutor, reachability: Reachability,
         userChanged: @escaping @Sendable (String?, String?) async -> Void
     ) {
+        self.reachability = reachability
         self.secureStore = secureStore
         self.clock = clock
         self.executor = executor
         self.userChanged = userChanged
+        revocations = RequestExecutor(
+            transport: executor.transport, clock: clock, retry: .none, timeouts: executor.timeouts,
+            metrics: executor.metrics, random: executor.random)
     }
 
     /// Loads the session kept by an earlier launch or a sibling process; its access token serves while it is fresh.
@@ -99,22 +116,112 @@ actor SessionManager: AccessTokenProvider {
         return me
     }
 
-    /// Ends the session on the server (best effort) and forgets it here and in the secure store (so in the
-    /// processes sharing it too); the previous user's data is cleared. The installation secret stays: it is the
-    /// device's, not the user's. A refresh still in flight is cancelled: it must not bring the session back.
+    /// Forgets the session here and in the secure store (so in the processes sharing it too) at once, without a
+    /// request, and queues its refresh token for revocation on the server (``deliverRevocations()``, which the
+    /// client runs now and whenever the server is reachable again); the previous user's data is cleared. The
+    /// installation secret stays: it is the device's, not the user's. A refresh still in flight is cancelled: it
+    /// must not bring the session back.
     func signOut() async {
-        if accessToken != nil {
-            _ = try? await executor.send(.post("/v1/auth/sign-out"), auth: self)
-        }
         refreshing?.cancel()
         let previous = user?.userId
         do {
-            try await exclusive { try secureStore.delete(Self.sessionItem) }
+            try await exclusive {
+                if let stored = try readStored() { try queueRevocation(stored.refreshToken) }
+                try secureStore.delete(Self.sessionItem)
+            }
         } catch {
             try? secureStore.delete(Self.sessionItem)
         }
         forgetInMemory()
         await notify(previous)
+    }
+
+    /// Deletes the account on the server (`DELETE /v1/me`, which ends every session of it), then forgets the
+    /// session and the installation secret here and in the secure store, and clears the user's data: nothing of
+    /// the account stays on the device. Throws, changing nothing here, when the server did not delete it.
+    func deleteAccount() async throws {
+        _ = try await executor.send(Endpoint(method: "DELETE", path: "/v1/me", operation: "DELETE /v1/me", kind: .write), auth: self)
+        refreshing?.cancel()
+        let previous = user?.userId
+        do {
+            try await exclusive {
+                try secureStore.delete(Self.sessionItem)
+                try secureStore.delete(Self.installationItem)
+            }
+        } catch {
+            try? secureStore.delete(Self.sessionItem)
+            try? secureStore.delete(Self.installationItem)
+        }
+        forgetInMemory()
+        await notify(previous)
+    }
+
+    // MARK: Revocations
+
+    /// Sends the revocations that sign-outs queued (`POST /v1/auth/revoke` with each refresh token), oldest first,
+    /// one attempt each; a token is dropped from the queue once the server answered for it (204, or refused it as
+    /// bad input), and the rest wait when the server could not be reached. Returns how many are left.
+    @discardableResult
+    func deliverRevocations() async -> Int { await sendRevocations() }
+
+    /// Delivers the queued revocations in a task of the session's own, without waiting for it, when there are any:
+    /// after a pass that could not reach the server it waits for a sign that the server is back (any answered
+    /// request, the event stream connecting, the app becoming active, a network change), at most a minute, and
+    /// tries again, until the queue is empty.
+    func scheduleRevocations() {
+        guard delivery == nil, let queued = try? readRevocations(), !queued.isEmpty else { return }
+        delivery = Task {
+            while true {
+                let generation = reachability.generation
+                guard await self.sendRevocations() > 0, !Task.isCancelled else { break }
+                guard (try? await reachability.wait(Self.revocationRetry, .unreachable, after: generation)) != nil else { break }
+            }
+            await self.deliveryEnded()
+        }
+    }
+
+    private func deliveryEnded() { delivery = nil }
+
+    /// Waits for the delivery ``scheduleRevocations()`` started, if one runs (tests).
+    func deliveryFinished() async { await delivery?.value }
+
+    private func sendRevocations() async -> Int {
+        for token in (try? readRevocations()) ?? [] {
+            do {
+                let body = try TallyJSON.encoder().encode(RefreshRequest(refreshToken: token))
+                _ = try await revocations.send(.post("/v1/auth/revoke", authenticated: false), body: body, auth: nil)
+            } catch let error as ClientError where Self.isFinal(error) {
+                // Answered: the server will never take this token (it is not one). Dropped below.
+            } catch {
+                break
+            }
+            try? await exclusive { try writeRevocations(try readRevocations().filter { $0 != token }) }
+        }
+        return (try? readRevocations().count) ?? 0
+    }
+
+    /// Whether the server answered a revocation for good (a 4xx other than 408 and 429).
+    private static func isFinal(_ error: ClientError) -> Bool {
+        guard let status = error.status else { return false }
+        return (400..<500).contains(status) && status != 408 && status != 429
+    }
+
+    /// Adds `refreshToken` to the revocations to send (the caller holds the lock); the oldest beyond
+    /// ``maxPendingRevocations`` are dropped (their sessions expire on the server by themselves).
+    private func queueRevocation(_ refreshToken: String) throws {
+        var queued = try readRevocations().filter { $0 != refreshToken }
+        queued.append(refreshToken)
+        try writeRevocations(Array(queued.suffix(Self.maxPendingRevocations)))
+    }
+
+    private func readRevocations() throws -> [String] {
+        guard let data = try secureStore.read(Self.revocationsItem) else { return [] }
+        return (try? JSONDecoder().decode([String].self, from: data)) ?? []
+    }
+
+    private func writeRevocations(_ tokens: [String]) throws {
+        if tokens.isEmpty { return try secureStore.delete(Self.revocationsItem) }
+        try secureStore.write(try JSONEncoder().encode(tokens), for: Self.revocationsItem)
     }
 
     // MARK: AccessTokenProvider

@@ -17,6 +17,9 @@ final class SyncHost: Sendable {
         var statusWatchers: [UInt64: AsyncStream<SyncStatus>.Continuation] = [:]
         var eventWatchers: [UInt64: AsyncStream<SyncEvent>.Continuation] = [:]
         var lastStatus = SyncStatus()
+        /// Engines of users who left, closing (a request of theirs may be in flight), by user: each removes its file
+        /// once closed, and a new engine for that user opens only after.
+        var closing: [String: (id: UInt64, task: Task<Void, Never>)] = [:]
     }
 
     private let state = Locked(State())
@@ -67,6 +70,8 @@ final class SyncHost: Sendable {
     /// their engine closed and its file removed (sign-out, another user signing in), then the new user's engine is
     /// opened and started and, if the app is active, their stream opened.
     func adopt(_ userId: String?, documentsFile: @Sendable (String) -> URL?) async {
+        // That user's previous engine, if it is still closing, must have removed its file before this one opens it.
+        if let userId, let closing = state.withLock({ $0.closing[userId]?.task }) { await closing.value }
         let (changed, previous, next) = state.withLock { state -> (Bool, SyncEngine?, SyncEngine?) in
             if state.userId == userId, state.engine != nil || state.makeEngine == nil { return (false, nil, state.engine) }
             let previous = state.engine
@@ -84,13 +89,35 @@ final class SyncHost: Sendable {
         // Closed without waiting: its task may be waiting for the session, which may be waiting for this adoption
         // (a lost session). Its late events are dropped by user (``handle(_:of:wallet:)``, the client's wallet check).
         if changed, live.openUser != userId { live.close() }
-        if let previous {
-            await previous.close()
-            if let file = documentsFile(previous.userId) { try? LocalDocumentStore.remove(path: file) }
-        }
+        if let previous { close(previous, file: documentsFile(previous.userId)) }
         if changed { next?.start() }
         if let userId, isActive { live.open(userId: userId, lastEventId: next?.cursor) }
         publish(from: next)
+    }
+
+    /// Closes a leaving user's engine and then removes its file, without making the caller wait: a request of the
+    /// engine may be in flight (a closing engine waits for it, up to its timeout), and sign-out returns at once.
+    private func close(_ engine: SyncEngine, file: URL?) {
+        let userId = engine.userId
+        state.withLock { state in
+            state.nextId += 1
+            let id = state.nextId
+            state.closing[userId] = (
+                id,
+                Task {
+                    await engine.close()
+                    if let file { try? LocalDocumentStore.remove(path: file) }
+                    self.state.withLock { state in
+                        if state.closing[userId]?.id == id { state.closing[userId] = nil }
+                    }
+                }
+            )
+        }
+    }
+
+    /// Returns once the engines of users who left are closed and their files removed.
+    func closed() async {
+        for task in state.withLock({ $0.closing.values.map(\.task) }) { await task.value }
     }
 
     /// The app came to the foreground: a sign that the server may be reachable, the stream reopened with catch-up
