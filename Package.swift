@@ -29,7 +29,11 @@ let package = Package(
         .package(url: "https://github.com/hummingbird-project/hummingbird-auth.git", from: "2.5.0"),
         .package(url: "https://github.com/vapor/postgres-nio.git", from: "1.33.2"),
         .package(url: "https://github.com/groue/GRDB.swift.git", from: "7.10.0"),
-        .package(url: "https://github.com/vapor/jwt-kit.git", from: "5.7.1"),
+        // 5.8.0: X5CVerifier with a validation time the verifier chooses (App Store signed data at its signedDate).
+        .package(url: "https://github.com/vapor/jwt-kit.git", from: "5.8.0"),
+        // The App Store's certificate chains: policies over the x5c chain (Apple's OIDs), and test chains.
+        .package(url: "https://github.com/apple/swift-certificates.git", from: "1.21.1"),
+        .package(url: "https://github.com/apple/swift-asn1.git", from: "1.7.4"),
         .package(url: "https://github.com/swift-server/swift-prometheus.git", from: "2.4.1"),
         .package(url: "https://github.com/apple/swift-metrics.git", from: "2.13.0"),
         .package(url: "https://github.com/swift-server/swift-service-lifecycle.git", from: "2.13.0"),
@@ -75,11 +79,40 @@ let package = Package(
             ],
             swiftSettings: swiftSettings
         ),
+        // App Store signed data (StoreKit 2 transactions, App Store Server Notifications V2): the payloads and their
+        // verification (ES256, the x5c chain to a configured root, Apple's OIDs, at the payload's signedDate).
+        .target(
+            name: "TallyAppStore",
+            dependencies: [
+                .product(name: "JWTKit", package: "jwt-kit"),
+                .product(name: "X509", package: "swift-certificates"),
+                .product(name: "SwiftASN1", package: "swift-asn1"),
+                .product(name: "Crypto", package: "swift-crypto"),
+            ],
+            swiftSettings: swiftSettings
+        ),
+        // `tally dev-appstore`: a local stand-in for the App Store (a test CA with Apple's OIDs, signed transactions,
+        // notifications delivered with retries), never part of the server.
+        .target(
+            name: "TallyDevAppStore",
+            dependencies: [
+                "TallyAppStore",
+                .product(name: "Hummingbird", package: "hummingbird"),
+                .product(name: "JWTKit", package: "jwt-kit"),
+                .product(name: "X509", package: "swift-certificates"),
+                .product(name: "SwiftASN1", package: "swift-asn1"),
+                .product(name: "Crypto", package: "swift-crypto"),
+                .product(name: "AsyncHTTPClient", package: "async-http-client"),
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "NIOCore", package: "swift-nio"),
+            ],
+            swiftSettings: swiftSettings
+        ),
         // The HTTP server: buildApplication, routes by feature, middleware.
         .target(
             name: "TallyServer",
             dependencies: [
-                tallyAPI, "TallyStore", "TallySQLite", "TallyPostgres",
+                tallyAPI, "TallyStore", "TallySQLite", "TallyPostgres", "TallyAppStore",
                 .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "HummingbirdBcrypt", package: "hummingbird-auth"),
                 .product(name: "JWTKit", package: "jwt-kit"),
@@ -124,6 +157,7 @@ let package = Package(
             name: "tally",
             dependencies: [
                 tallyAPI, tallyClient, "TallyLoad", "TallyServer", "TallyStore", "TallySQLite", "TallyPostgres", "TallyDevLLM",
+                "TallyDevAppStore",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 // bench-ai's streams, each worker on an event loop of its own.
                 .product(name: "AsyncHTTPClient", package: "async-http-client"),
@@ -141,7 +175,7 @@ let package = Package(
         .target(
             name: "TallyTestSupport",
             dependencies: [
-                tallyAPI, "TallyStore", "TallyPostgres", "TallyLoad", "TallyDevLLM",
+                tallyAPI, "TallyStore", "TallyPostgres", "TallyLoad", "TallyDevLLM", "TallyDevAppStore",
                 .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "NIOCore", package: "swift-nio"),  // OutageProxy
                 .product(name: "NIOPosix", package: "swift-nio"),
@@ -173,6 +207,17 @@ let package = Package(
                 .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
                 .product(name: "Logging", package: "swift-log"),
+            ],
+            swiftSettings: testSwiftSettings
+        ),
+        .testTarget(
+            name: "TallyAppStoreTests",
+            dependencies: [
+                "TallyAppStore", "TallyDevAppStore",
+                .product(name: "JWTKit", package: "jwt-kit"),
+                .product(name: "X509", package: "swift-certificates"),
+                .product(name: "SwiftASN1", package: "swift-asn1"),
+                .product(name: "Crypto", package: "swift-crypto"),
             ],
             swiftSettings: testSwiftSettings
         ),
