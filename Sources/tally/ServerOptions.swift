@@ -23,7 +23,8 @@ struct StoreOptions: ParsableArguments {
         var configuration = TallyConfiguration()
         if let path = environment["TALLY_CONFIG"], !path.isEmpty {
             if let text = try? String(contentsOfFile: path, encoding: .utf8) {
-                do { configuration = try TallyConfiguration(file: text, environment: environment) } catch {
+                let directory = URL(fileURLWithPath: path).deletingLastPathComponent()
+                do { configuration = try TallyConfiguration(file: text, environment: environment, directory: directory) } catch {
                     problems.append("TALLY_CONFIG (\(path)):\n\(error)")
                 }
             } else {

@@ -19,10 +19,26 @@ struct ConfigurationFileTests {
 
     static func example() throws -> String { try String(contentsOf: exampleURL, encoding: .utf8) }
 
+    /// A directory holding the files the example names (`certs/root.der`), which it is read relative to.
+    static let exampleDirectory: URL = {
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("tally-example-\(UUID().uuidString)")
+        try? writeExampleFiles(to: directory)
+        return directory
+    }()
+
+    /// Writes the files the example names into `directory`.
+    static func writeExampleFiles(to directory: URL) throws {
+        try FileManager.default.createDirectory(at: directory.appendingPathComponent("certs"), withIntermediateDirectories: true)
+        try Data(exampleRoot.utf8).write(to: directory.appendingPathComponent("certs/root.der"))
+    }
+
+    /// The example's root certificate file.
+    static let exampleRoot = "a root certificate (the configuration reads it; verification is tested with real chains elsewhere)"
+
     /// The message `text` is refused with ("" when it is accepted).
     static func refusal(_ text: String, environment: [String: String] = environment) -> String {
         do {
-            _ = try TallyConfiguration(file: text, environment: environment)
+            _ = try TallyConfiguration(file: text, environment: environment, directory: exampleDirectory)
             return ""
         } catch {
             return "\(error)"
@@ -69,12 +85,14 @@ struct ConfigurationFileTests {
     @Test("What the file says takes effect: the example's effective configuration is the example, and it reads back the same")
     func effectiveConfiguration() throws {
         let text = try Self.example()
-        let configuration = try TallyConfiguration(file: text, environment: Self.environment)
+        let configuration = try TallyConfiguration(file: text, environment: Self.environment, directory: Self.exampleDirectory)
         let effective = ConfigurationFile(effective: configuration)
         #expect(effective == (try ConfigurationDecoding.decode(ConfigurationFile.self, from: text)))
         let written = configuration.effectiveFile
         #expect(!written.contains("sk-example-key-never-shown") && written.contains("apiKeyEnv: OPENAI_API_KEY"))
-        #expect(ConfigurationFile(effective: try TallyConfiguration(file: written, environment: Self.environment)) == effective)
+        #expect(
+            ConfigurationFile(effective: try TallyConfiguration(file: written, environment: Self.environment, directory: Self.exampleDirectory))
+                == effective)
 
         // Without a file, every setting with a default is written out, and reads back as the defaults.
         let defaults = TallyConfiguration().effectiveFile
@@ -116,6 +134,7 @@ struct ConfigurationFileTests {
         try await Self.withDirectory { directory in
             let file = directory.appendingPathComponent("tally.yaml")
             try Data(try Self.example().utf8).write(to: file)
+            try Self.writeExampleFiles(to: directory)
             let signingKey = Data((0..<32).map { _ in UInt8.random(in: 0...255) }).base64EncodedString()
             // Nothing listens on port 9: a server would wait for it; the check never connects.
             let environment = Self.environment.merging([
@@ -274,6 +293,6 @@ extension TallyConfiguration {
         file.quotas = catalog.quotas.map { ConfigurationFile.Quota(name: $0.name, daily: $0.daily) }
         file.actions = catalog.actions.map { ConfigurationFile.Action(name: $0.name, quota: $0.quota, tokens: $0.tokens) }
         self.init()
-        try file.apply(to: &self, environment: environment)
+        try file.apply(to: &self, environment: environment, directory: nil)
     }
 }

@@ -90,3 +90,23 @@ extension ErrorCode {
     /// A fault inside the server; details are in its logs, never in the response.
     public static let internalError = ErrorCode(rawValue: "internal")
 }
+
+extension ErrorCode {
+    /// The App Store transaction was redeemed by another account (409): a consumable is credited once, to one account.
+    public static let purchaseClaimed = ErrorCode(rawValue: "purchase_claimed")
+    /// The product is not one the server's configuration sells (422): nothing was credited.
+    public static let unknownProduct = ErrorCode(rawValue: "unknown_product")
+    /// A signed payload's signature does not verify with its leaf certificate, or it is not a JWS (400).
+    public static let invalidSignature = ErrorCode(rawValue: "invalid_signature")
+    /// A signed payload's certificate chain does not lead to a configured root, lacks Apple's marks, or was not
+    /// valid at the payload's `signedDate` (400).
+    public static let untrustedChain = ErrorCode(rawValue: "untrusted_chain")
+    /// A signed payload is signed with another algorithm than ES256 (400).
+    public static let unsupportedAlgorithm = ErrorCode(rawValue: "unsupported_algorithm")
+    /// A signed payload is for another app (400).
+    public static let wrongBundle = ErrorCode(rawValue: "wrong_bundle")
+    /// A signed payload is from an environment the server does not accept (400).
+    public static let wrongEnvironment = ErrorCode(rawValue: "wrong_environment")
+    /// A Production notification names another app id than the server's `appAppleId` (400).
+    public static let wrongApp = ErrorCode(rawValue: "wrong_app")
+}

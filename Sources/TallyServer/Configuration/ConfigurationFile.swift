@@ -19,9 +19,12 @@ extension TallyConfiguration {
     /// limits: {sessionsPerUser: 20}
     /// collections: [{name: habit_logs, rangeKey: date}]
     /// ```
-    public init(file text: String, environment: [String: String]) throws {
+    ///
+    /// Files the configuration names (`appStore.rootCertificates`) are read relative to `directory` (the
+    /// configuration file's own; nil: the working directory).
+    public init(file text: String, environment: [String: String], directory: URL? = nil) throws {
         self.init()
-        try ConfigurationDecoding.decode(ConfigurationFile.self, from: text).apply(to: &self, environment: environment)
+        try ConfigurationDecoding.decode(ConfigurationFile.self, from: text).apply(to: &self, environment: environment, directory: directory)
     }
 
     /// The settings a configuration file can give, as they are in effect (defaults included), written as a
@@ -49,6 +52,7 @@ struct ConfigurationFile: Codable, Equatable {
     var maxClientIdsPerUser: Int?
     var ai: AIConfiguration.File?
     var mail: MailConfiguration.File?
+    var appStore: AppStoreConfiguration.File?
 
     /// `{name: readings, daily: 3}`.
     struct Quota: Codable, Equatable {
@@ -64,7 +68,7 @@ struct ConfigurationFile: Codable, Equatable {
     }
 
     /// Sets every setting the file can give: the file's value, or the default when it has none.
-    func apply(to configuration: inout TallyConfiguration, environment: [String: String]) throws {
+    func apply(to configuration: inout TallyConfiguration, environment: [String: String], directory: URL?) throws {
         let standard = Catalog.standard
         do {
             configuration.metering.catalog = try Catalog(
@@ -85,6 +89,7 @@ struct ConfigurationFile: Codable, Equatable {
             maxClientIdsPerUser: maxClientIdsPerUser, catalog: configuration.metering.catalog)
         configuration.ai = try ai?.configuration(catalog: configuration.metering.catalog, environment: environment)
         configuration.mail = try mail?.configuration(environment: environment)
+        configuration.appStore = try appStore?.configuration(directory: directory)
     }
 
     /// The file that gives exactly `configuration`'s settings.
@@ -102,5 +107,6 @@ struct ConfigurationFile: Codable, Equatable {
         maxClientIdsPerUser = configuration.sync.budget.clientIds
         ai = configuration.ai.map { AIConfiguration.File(effective: $0, catalog: catalog) }
         mail = configuration.mail.map(MailConfiguration.File.init(effective:))
+        appStore = configuration.appStore.map(AppStoreConfiguration.File.init(effective:))
     }
 }

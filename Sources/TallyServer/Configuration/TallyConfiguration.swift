@@ -37,6 +37,8 @@ public struct TallyConfiguration: Sendable {
     public var ai: AIConfiguration?
     /// The mail hook that sends password reset and email verification codes (the file's `mail:` section); `nil`: no mail.
     public var mail: MailConfiguration?
+    /// App Store purchases (the file's `appStore:` section); `nil`: no purchase routes.
+    public var appStore: AppStoreConfiguration?
     /// Verifies a guest sign-in's installation (App Attest, DeviceCheck) when an embedding app sets one;
     /// by default every installation is accepted.
     public var installationVerifier: any InstallationVerifier = AcceptEveryInstallation()

@@ -1,0 +1,132 @@
+import Foundation
+
+/// `POST /v1/purchases/apple`: a StoreKit 2 transaction to redeem, as the device received it.
+public struct RedeemPurchaseRequest: Codable, Hashable, Sendable {
+    /// `Transaction.jwsRepresentation`: the App Store's signed transaction (a JWS), verified by the server.
+    public var signedTransaction: String
+
+    /// Creates the request.
+    public init(signedTransaction: String) { self.signedTransaction = signedTransaction }
+}
+
+/// `POST /v1/webhooks/appstore`: an App Store Server Notification V2, as Apple sends it.
+public struct AppStoreNotificationRequest: Codable, Hashable, Sendable {
+    /// The notification, signed by the App Store (a JWS).
+    public var signedPayload: String
+
+    /// Creates the request.
+    public init(signedPayload: String) { self.signedPayload = signedPayload }
+}
+
+/// What kind of product a purchase was.
+public struct PurchaseKind: RawRepresentable, Codable, Hashable, Sendable, CustomStringConvertible {
+    /// The kind as it appears on the wire.
+    public let rawValue: String
+    /// Wraps a wire value (unknown kinds are kept).
+    public init(rawValue: String) { self.rawValue = rawValue }
+    /// The wire value.
+    public var description: String { rawValue }
+
+    /// A consumable: tokens credited to the wallet.
+    public static let consumable = PurchaseKind(rawValue: "consumable")
+    /// An auto-renewable subscription: premium while it is active.
+    public static let subscription = PurchaseKind(rawValue: "subscription")
+
+    /// Decodes a kind from its string; unknown values are kept, not rejected.
+    public init(from decoder: any Decoder) throws { rawValue = try decoder.singleValueContainer().decode(String.self) }
+    /// Encodes the kind as its string.
+    public func encode(to encoder: any Encoder) throws {
+        var container = encoder.singleValueContainer()
+        try container.encode(rawValue)
+    }
+}
+
+/// Where a purchase stands.
+public struct PurchaseStatus: RawRepresentable, Codable, Hashable, Sendable, CustomStringConvertible {
+    /// The status as it appears on the wire.
+    public let rawValue: String
+    /// Wraps a wire value (unknown statuses are kept).
+    public init(rawValue: String) { self.rawValue = rawValue }
+    /// The wire value.
+    public var description: String { rawValue }
+
+    /// A consumable whose tokens are in the wallet.
+    public static let credited = PurchaseStatus(rawValue: "credited")
+    /// Refunded by Apple: its tokens were taken back (the balance may be below zero), or its premium ended.
+    public static let refunded = PurchaseStatus(rawValue: "refunded")
+    /// A subscription giving premium now (renewing, or in its billing grace period).
+    public static let active = PurchaseStatus(rawValue: "active")
+    /// A subscription that ended (expired, or its grace period ran out).
+    public static let expired = PurchaseStatus(rawValue: "expired")
+    /// A subscription Apple revoked (Family Sharing ended).
+    public static let revoked = PurchaseStatus(rawValue: "revoked")
+    /// A subscription now held by another account of the same Apple ID (restored there).
+    public static let movedAway = PurchaseStatus(rawValue: "moved_away")
+    /// Known from a notification whose app account token names no account: credited when an account redeems it.
+    public static let unclaimed = PurchaseStatus(rawValue: "unclaimed")
+
+    /// Decodes a status from its string; unknown values are kept, not rejected.
+    public init(from decoder: any Decoder) throws { rawValue = try decoder.singleValueContainer().decode(String.self) }
+    /// Encodes the status as its string.
+    public func encode(to encoder: any Encoder) throws {
+        var container = encoder.singleValueContainer()
+        try container.encode(rawValue)
+    }
+}
+
+/// One App Store purchase as the server keeps it: `GET /v1/purchases` lists them, `POST /v1/purchases/apple`
+/// answers with the one redeemed.
+public struct Purchase: Codable, Hashable, Sendable {
+    /// The App Store's transaction id.
+    public var transactionId: String
+    /// The first transaction of the purchase (a subscription's renewals share it).
+    public var originalTransactionId: String
+    /// The App Store product id.
+    public var productId: String
+    /// Consumable or subscription.
+    public var kind: PurchaseKind
+    /// The tokens a consumable credited (its product's tokens × quantity).
+    public var tokens: Int64?
+    /// When the premium a subscription gives ends (its expiry, or the end of its grace period).
+    public var premiumUntil: Date?
+    /// `Production` or `Sandbox`.
+    public var environment: String
+    /// Where it stands.
+    public var status: PurchaseStatus
+    /// When it was bought.
+    public var purchasedAt: Date
+
+    /// Creates a purchase view.
+    public init(
+        transactionId: String, originalTransactionId: String, productId: String, kind: PurchaseKind, tokens: Int64?,
+        premiumUntil: Date?, environment: String, status: PurchaseStatus, purchasedAt: Date
+    ) {
+        self.transactionId = transactionId
+        self.originalTransactionId = originalTransactionId
+        self.productId = productId
+        self.kind = kind
+        self.tokens = tokens
+        self.premiumUntil = premiumUntil
+        self.environment = environment
+        self.status = status
+        self.purchasedAt = purchasedAt
+    }
+}
+
+/// The answer of `POST /v1/purchases/apple`: the purchase, and the account after it — the wallet and premium an app
+/// shows at once, with no second request.
+public struct PurchaseResponse: Codable, Hashable, Sendable {
+    /// The purchase redeemed (the same one again for a transaction redeemed before: nothing was credited twice).
+    public var purchase: Purchase
+    /// The wallet after it.
+    public var wallet: Wallet
+    /// When the account's premium ends (purchases and the admin's, the later one); nil: no premium.
+    public var premiumUntil: Date?
+
+    /// Creates the answer.
+    public init(purchase: Purchase, wallet: Wallet, premiumUntil: Date?) {
+        self.purchase = purchase
+        self.wallet = wallet
+        self.premiumUntil = premiumUntil
+    }
+}

@@ -1,0 +1,66 @@
+import Foundation
+import TallyAPI
+
+extension Client {
+    /// App Store purchases, redeemed on the server: tokens credited exactly once, premium while a subscription runs.
+    public var purchases: PurchasesClient { PurchasesClient(client: self) }
+}
+
+/// App Store purchases (`/v1/purchases`), reached as `client.purchases`. A handle, cheap to make: it holds only the
+/// client.
+///
+/// The server verifies each signed transaction (Apple's signature and chain, the app's bundle id and environment)
+/// and credits it once, whatever arrives first — this call or Apple's notification — and however often. On Apple
+/// platforms, ``buy(_:)`` buys a StoreKit `Product` with the user's id as its `appAccountToken`, redeems it, and
+/// finishes the transaction only once the server has it; ``observeTransactions()`` redeems what an earlier launch
+/// left unfinished and what StoreKit delivers meanwhile (renewals, Ask to Buy, other devices).
+///
+/// ```swift
+/// // signedTransaction: StoreKit 2's Transaction.jwsRepresentation
+/// let redeemed = try await tally.purchases.redeem(signedTransaction: signedTransaction)
+/// balanceLabel = "\(redeemed.wallet.available) tokens"     // the cached wallet already shows it
+/// ```
+public struct PurchasesClient: Sendable {
+    let client: Client
+
+    /// The route template metrics record.
+    static let operation = "POST /v1/purchases/apple"
+
+    /// Redeems a StoreKit 2 transaction (`Transaction.jwsRepresentation`): the server verifies it and credits a
+    /// consumable's tokens once, forever, or gives premium while a subscription runs. The answer's wallet and premium
+    /// replace the cached ones at once, with no second request. Redeeming the same transaction again (a retry, a
+    /// relaunch, Apple's notification having come first) returns the same purchase and credits nothing more.
+    ///
+    /// - Throws: a ``ClientError``: ``ClientError/Code/server`` with ``ClientError/serverCode`` `purchase_claimed`
+    ///   (409: another account redeemed this consumable), `unknown_product` (422: the server does not sell it), or a
+    ///   verification refusal (400: `invalid_signature`, `untrusted_chain`, `wrong_bundle`, `wrong_environment`, …);
+    ///   ``ClientError/Code/offline`` when the server could not be reached — redeem again later, the transaction stays
+    ///   valid (StoreKit keeps it unfinished).
+    @discardableResult
+    public func redeem(signedTransaction: String) async throws -> PurchaseResponse {
+        let body = try TallyJSON.encoder().encode(RedeemPurchaseRequest(signedTransaction: signedTransaction))
+        let client = self.client
+        let (walletQuery, meQuery) = (client.walletQuery, client.meQuery)
+        return try await client.mutate(
+            Mutation<PurchaseResponse>(
+                method: "POST", path: "/v1/purchases/apple", operation: Self.operation, body: body,
+                // One transaction is one write: a double tap or a retry after a lost answer shares it.
+                intent: "redeem",
+                confirm: { answer in
+                    var confirmations = [Confirmation.of(walletQuery, answer.wallet)]
+                    if var me = client.value(meQuery), me.premiumUntil != answer.premiumUntil {
+                        me.premiumUntil = answer.premiumUntil
+                        confirmations.append(Confirmation.of(meQuery, me))
+                    }
+                    return confirmations.compactMap { $0 }
+                }))
+    }
+
+    /// The user's purchases, newest first (`GET /v1/purchases`): a page; pass its `nextCursor` to ``list(after:)``.
+    public func list(after cursor: String? = nil, limit: Int = 50) async throws -> Page<Purchase> {
+        var path = "/v1/purchases?limit=\(max(1, min(limit, 100)))"
+        if let cursor, let escaped = cursor.addingPercentEncoding(withAllowedCharacters: .alphanumerics) { path += "&cursor=\(escaped)" }
+        let response = try await client.executor.send(.get(path, operation: "GET /v1/purchases"), auth: client.session)
+        return try decodeAnswer(Page<Purchase>.self, response.body)
+    }
+}

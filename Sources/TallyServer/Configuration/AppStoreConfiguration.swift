@@ -1,0 +1,162 @@
+import Foundation
+import TallyAppStore
+import TallyStore
+
+/// App Store purchases (the configuration file's `appStore:` section): which app's signed transactions and
+/// notifications are accepted, from which environments, signed by a chain ending at which roots, and what each
+/// product gives. Absent: no purchase routes.
+///
+/// ```yaml
+/// appStore:
+///   bundleId: com.example.oracle
+///   appAppleId: 1234567890
+///   environments: [Production, Sandbox]
+///   products:
+///     - {productId: com.example.tokens.100, tokens: 100}
+///     - {productId: com.example.premium.monthly, premium: true}
+/// ```
+public struct AppStoreConfiguration: Sendable {
+    /// The app's bundle id: a payload naming another is refused (`wrong_bundle`).
+    public var bundleId: String
+    /// The app's Apple id (App Store Connect): required to accept Production notifications, which carry it.
+    public var appAppleId: Int64?
+    /// The environments whose signed payloads are accepted (App Review buys in Sandbox against a production server).
+    public var environments: [AppStoreEnvironment]
+    /// The roots a payload's chain must end at, as DER; empty: Apple Root CA - G3, built in.
+    public var rootCertificates: [Data]
+    /// The files the roots were read from (for the effective configuration), in order.
+    public var rootCertificateFiles: [String]
+    /// What each product gives.
+    public var products: [AppStoreProduct]
+    /// Whether certificates are checked for revocation online (OCSP); off by default.
+    public var onlineChecks: Bool
+
+    /// A configuration for `bundleId` accepting both environments, Apple's root, and `products`.
+    public init(
+        bundleId: String, appAppleId: Int64? = nil, environments: [AppStoreEnvironment] = [.production, .sandbox],
+        rootCertificates: [Data] = [], rootCertificateFiles: [String] = [], products: [AppStoreProduct], onlineChecks: Bool = false
+    ) {
+        self.bundleId = bundleId
+        self.appAppleId = appAppleId
+        self.environments = environments
+        self.rootCertificates = rootCertificates
+        self.rootCertificateFiles = rootCertificateFiles
+        self.products = products
+        self.onlineChecks = onlineChecks
+    }
+
+    /// The product `productId`, if the configuration sells it.
+    public func product(_ productId: String) -> AppStoreProduct? { products.first { $0.productId == productId } }
+
+    /// The `appStore:` section as written.
+    struct File: Codable, Equatable {
+        var bundleId: String
+        var appAppleId: Int64?
+        var environments: [String]?
+        var rootCertificates: [String]?
+        var products: [Product]
+        var onlineChecks: Bool?
+
+        /// `{productId: com.example.tokens.100, tokens: 100}` or `{productId: com.example.premium.monthly, premium: true}`.
+        struct Product: Codable, Equatable {
+            var productId: String
+            var tokens: Int64?
+            var premium: Bool?
+        }
+
+        /// The section that gives exactly `configuration` (its roots by the files they were read from).
+        init(effective configuration: AppStoreConfiguration) {
+            bundleId = configuration.bundleId
+            appAppleId = configuration.appAppleId
+            environments = configuration.environments.map(\.rawValue)
+            rootCertificates = configuration.rootCertificateFiles.isEmpty ? nil : configuration.rootCertificateFiles
+            products = configuration.products.map { product in
+                switch product.grant {
+                case .tokens(let tokens): Product(productId: product.productId, tokens: tokens, premium: nil)
+                case .premium: Product(productId: product.productId, tokens: nil, premium: true)
+                }
+            }
+            onlineChecks = configuration.onlineChecks
+        }
+
+        /// The configuration, its root files read relative to `directory` (the configuration file's).
+        func configuration(directory: URL?) throws -> AppStoreConfiguration {
+            guard Self.isBundleId(bundleId) else {
+                throw ConfigurationError("appStore.bundleId must be a bundle id such as com.example.app, found \"\(bundleId)\"")
+            }
+            if let appAppleId, appAppleId <= 0 { throw ConfigurationError("appStore.appAppleId must be a positive number") }
+            var accepted: [AppStoreEnvironment] = []
+            for name in environments ?? ["Production", "Sandbox"] {
+                guard let environment = AppStoreEnvironment(rawValue: name) else {
+                    throw ConfigurationError("appStore.environments: \"\(name)\" is not Production or Sandbox")
+                }
+                if !accepted.contains(environment) { accepted.append(environment) }
+            }
+            guard !accepted.isEmpty else { throw ConfigurationError("appStore.environments must name Production, Sandbox or both") }
+            if accepted.contains(.production), appAppleId == nil {
+                throw ConfigurationError("appStore.appAppleId is required to accept Production (App Store Connect shows it)")
+            }
+            var roots: [Data] = []
+            for path in rootCertificates ?? [] {
+                let url = path.hasPrefix("/") || directory == nil ? URL(fileURLWithPath: path) : directory!.appendingPathComponent(path)
+                guard let data = try? Data(contentsOf: url) else {
+                    throw ConfigurationError("appStore.rootCertificates: cannot read \(url.path)")
+                }
+                roots.append(data)
+            }
+            guard !products.isEmpty else { throw ConfigurationError("appStore.products must list at least one product") }
+            var seen: Set<String> = []
+            let products = try products.enumerated().map { index, product -> AppStoreProduct in
+                let place = "appStore.products[\(index)]"
+                guard !product.productId.isEmpty, product.productId.utf8.count <= 255 else {
+                    throw ConfigurationError("\(place).productId must be 1 to 255 characters")
+                }
+                guard seen.insert(product.productId).inserted else {
+                    throw ConfigurationError("\(place): productId \"\(product.productId)\" is listed twice")
+                }
+                switch (product.tokens, product.premium) {
+                case (let tokens?, nil):
+                    guard tokens > 0, tokens <= Limits.maxAmount else {
+                        throw ConfigurationError("\(place).tokens must be between 1 and \(Limits.maxAmount)")
+                    }
+                    return AppStoreProduct(productId: product.productId, grant: .tokens(tokens))
+                case (nil, true?):
+                    return AppStoreProduct(productId: product.productId, grant: .premium)
+                default:
+                    throw ConfigurationError("\(place) needs either tokens: N (a consumable) or premium: true (a subscription)")
+                }
+            }
+            return AppStoreConfiguration(
+                bundleId: bundleId, appAppleId: appAppleId, environments: accepted, rootCertificates: roots,
+                rootCertificateFiles: rootCertificates ?? [], products: products, onlineChecks: onlineChecks ?? false)
+        }
+
+        /// Reverse-DNS: letters, digits, `-` and `.`, with at least one dot.
+        static func isBundleId(_ text: String) -> Bool {
+            !text.isEmpty && text.utf8.count <= 155 && text.contains(".")
+                && text.unicodeScalars.allSatisfy { CharacterSet.alphanumerics.contains($0) && $0.isASCII || $0 == "." || $0 == "-" }
+        }
+    }
+}
+
+/// A product the app sells on the App Store, and what a purchase of it gives.
+public struct AppStoreProduct: Sendable, Hashable {
+    /// What a purchase gives.
+    public enum Grant: Sendable, Hashable {
+        /// A consumable: this many tokens × the transaction's quantity.
+        case tokens(Int64)
+        /// An auto-renewable subscription: premium while it is active.
+        case premium
+    }
+
+    /// The App Store product id.
+    public var productId: String
+    /// What a purchase gives.
+    public var grant: Grant
+
+    /// A product.
+    public init(productId: String, grant: Grant) {
+        self.productId = productId
+        self.grant = grant
+    }
+}
