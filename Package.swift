@@ -214,6 +214,11 @@ let package = Package(
             name: "TallyAppStoreTests",
             dependencies: [
                 "TallyAppStore", "TallyDevAppStore",
+                // The stand-in's deliveries on TallyStore's ManualClock, to a receiver in the test (Hummingbird),
+                // and its HTTP API called for real (AsyncHTTPClient).
+                "TallyStore",
+                .product(name: "Hummingbird", package: "hummingbird"),
+                .product(name: "AsyncHTTPClient", package: "async-http-client"),
                 .product(name: "JWTKit", package: "jwt-kit"),
                 .product(name: "X509", package: "swift-certificates"),
                 .product(name: "SwiftASN1", package: "swift-asn1"),
