@@ -207,7 +207,7 @@ private func batchColumnCount(_ shape: (some BatchShape).Type) -> Int {
 enum LedgerWrites: BatchShape {
     static let movesHolds = false
     static let countsInstallations = false
-    static let name = "tally_batch_write_v3"
+    static let name = "tally_batch_write_v4"
     static let sql = batchSQL(Self.self)
     static let columnCount = batchColumnCount(Self.self)
 }
@@ -216,7 +216,7 @@ enum LedgerWrites: BatchShape {
 enum HoldWrites: BatchShape {
     static let movesHolds = true
     static let countsInstallations = false
-    static let name = "tally_batch_write_holds_v3"
+    static let name = "tally_batch_write_holds_v4"
     static let sql = batchSQL(Self.self)
     static let columnCount = batchColumnCount(Self.self)
 }
@@ -225,7 +225,7 @@ enum HoldWrites: BatchShape {
 enum InstallationWrites: BatchShape {
     static let movesHolds = false
     static let countsInstallations = true
-    static let name = "tally_batch_write_installations_v2"
+    static let name = "tally_batch_write_installations_v3"
     static let sql = batchSQL(Self.self)
     static let columnCount = batchColumnCount(Self.self)
 }
@@ -234,7 +234,7 @@ enum InstallationWrites: BatchShape {
 enum HoldAndInstallationWrites: BatchShape {
     static let movesHolds = true
     static let countsInstallations = true
-    static let name = "tally_batch_write_holds_installations_v2"
+    static let name = "tally_batch_write_holds_installations_v3"
     static let sql = batchSQL(Self.self)
     static let columnCount = batchColumnCount(Self.self)
 }

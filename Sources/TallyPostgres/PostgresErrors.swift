@@ -110,6 +110,10 @@ extension ErrorDisposition {
             // Another instance stored the key meanwhile (``LedgerSQL/remember(from:)``): run again, and the read
             // that claims the key finds its response.
             return .retry(StoreError(.unavailable, underlying: failure))
+        case "23505" where failure.constraint.map(Self.purchaseOnce.contains) == true:
+            // A transaction credited, refunded or reversed meanwhile (the purchase lock makes this a backstop): run
+            // again, and the plan reads it done.
+            return .retry(StoreError(.unavailable, underlying: failure))
         case _ where sqlState.hasPrefix("23"), _ where sqlState.hasPrefix("22"):
             // Integrity constraint violations, and data exceptions (a NUL byte in text, a number out of range):
             // the input was refused.
@@ -118,6 +122,11 @@ extension ErrorDisposition {
             return .fail(StoreError(.unavailable, underlying: failure))
         }
     }
+}
+
+extension ErrorDisposition {
+    /// The unique indexes that hold a transaction to one credit, one refund and one reversal.
+    static let purchaseOnce: Set<String> = ["ledger_entries_purchase_once", "ledger_entries_refund_once", "ledger_entries_reversal_once"]
 }
 
 extension StoreError {

@@ -78,10 +78,11 @@ enum LedgerSQL {
           WHERE s.moves AND w.user_id = s.user_id AND w.version = s.version AND (s.stamp = '' OR w.xmin::text = s.stamp)
           RETURNING w.user_id, w.xmin::text AS stamp\(carrying.map { ", s.\($0)" }.joined())
         ), appended AS (
-          INSERT INTO ledger_entries (id, user_id, kind, amount, held_change, balance_after, held_after, reason, created_at)
+          INSERT INTO ledger_entries (id, user_id, kind, amount, held_change, balance_after, held_after, reason, created_at, reference)
           OVERRIDING SYSTEM VALUE
           SELECT CASE WHEN e.entry_id <> 0 THEN e.entry_id ELSE nextval('ledger_entries_id_seq') END, e.user_id, e.kind, e.amount,
-                 e.held_change, e.balance, e.held, CASE WHEN e.has_reason THEN e.reason END, e.created_at
+                 e.held_change, e.balance, e.held, CASE WHEN e.has_reason THEN e.reason END, e.created_at,
+                 CASE WHEN e.reference <> '' THEN e.reference END
           FROM \(source) e
           WHERE e.kind <> '' AND e.user_id IN (SELECT user_id FROM moved)
           ORDER BY e.user_id, e.new_version
@@ -110,6 +111,7 @@ struct LedgerRows: ColumnArrays {
     private var userId: [String] = [], version: [Int64] = [], stamp: [String] = [], balance: [Int64] = [], held: [Int64] = []
     private var newVersion: [Int64] = [], moves: [Bool] = [], entryId: [Int64] = [], kind: [String] = [], amount: [Int64] = []
     private var heldChange: [Int64] = [], reason: [String] = [], hasReason: [Bool] = [], createdAt: [Int64] = []
+    private var reference: [String] = []
 
     /// The rows so far.
     var count: Int { userId.count }
@@ -149,6 +151,7 @@ struct LedgerRows: ColumnArrays {
         reason.append(entry?.reason ?? "")
         hasReason.append(entry?.reason != nil)
         createdAt.append(now.millis)
+        reference.append(entry?.reference ?? "")
     }
 
     func forEachColumn(_ body: (String, String, any PostgresDynamicTypeEncodable) -> Void) {
@@ -166,6 +169,7 @@ struct LedgerRows: ColumnArrays {
         body("reason", "TEXT", reason)
         body("has_reason", "BOOLEAN", hasReason)
         body("created_at", "BIGINT", createdAt)
+        body("reference", "TEXT", reference)
     }
 }
 

@@ -48,12 +48,13 @@ extension PostgresStore {
 
 /// Decoding of rows into the store's records, each from the columns its comment names.
 extension UserRecord {
-    /// `id, email, timezone, language, premium_until, created_at, email_verified_at` of `users`.
+    /// `id, email, timezone, language, premium_until, created_at, email_verified_at, purchased_premium_until` of `users`.
     init(_ row: Columns) throws {
         self.init(
             id: try row["id"], email: try row["email"], timezone: try row["timezone"], language: try row["language"],
             premiumUntil: (try row["premium_until"] as Int64?).map(Date.init(millis:)), createdAt: Date(millis: try row["created_at"]),
-            emailVerifiedAt: (try row["email_verified_at"] as Int64?).map(Date.init(millis:)))
+            emailVerifiedAt: (try row["email_verified_at"] as Int64?).map(Date.init(millis:)),
+            purchasedPremiumUntil: (try row["purchased_premium_until"] as Int64?).map(Date.init(millis:)))
     }
 }
 
@@ -88,12 +89,13 @@ extension HoldRecord {
 }
 
 extension LedgerEntryRecord {
-    /// `id, kind, amount, held_change, balance_after, reason, created_at` of `ledger_entries`.
+    /// `id, kind, amount, held_change, balance_after, reason, created_at, reference` of `ledger_entries`.
     init(_ row: Columns) throws {
         let kind: String = try row["kind"]
         self.init(
             id: try row["id"], kind: EntryKind(rawValue: kind) ?? .grant, amount: try row["amount"], heldChange: try row["held_change"],
-            balanceAfter: try row["balance_after"], reason: try row["reason"], createdAt: Date(millis: try row["created_at"]))
+            balanceAfter: try row["balance_after"], reason: try row["reason"], createdAt: Date(millis: try row["created_at"]),
+            reference: try row["reference"])
     }
 }
 

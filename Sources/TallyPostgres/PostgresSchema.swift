@@ -24,7 +24,97 @@ enum PostgresSchema {
         Migration(version: 1, statements: v1), Migration(version: 2, statements: v2), Migration(version: 3, statements: v3),
         Migration(version: 4, statements: v4), Migration(version: 5, statements: v5), Migration(version: 6, statements: v6),
         Migration(version: 7, statements: v7), Migration(version: 8, statements: v8), Migration(version: 9, statements: v9),
-        Migration(version: 10, statements: v10),
+        Migration(version: 10, statements: v10), Migration(version: 11, statements: v11),
+    ]
+
+    /// App Store purchases (`PurchaseStore`), as SQLite's "v9", for data already stored too:
+    /// - What is available (`balance - held`) may go below zero through a refund only, or stay below it through an
+    ///   entry that does not lower it (`WalletState.admits`): the wallet keeps `held >= 0` alone, and each entry's
+    ///   after-values carry the rule. New kinds `purchase`, `refund`, `refund_reversed`, `premium` (amount 0), each
+    ///   with a `reference` (the transaction; a premium change's original transaction); one credit, at most one refund
+    ///   and one reversal per transaction id are unique indexes, so two processes cannot both credit.
+    /// - `users.purchased_premium_until`: the latest end of the subscriptions the account holds.
+    /// - `purchases`, `subscriptions` (its premium's end a generated column) and `purchase_notifications`.
+    static let v11: [String] = [
+        // v1's checks, as PostgreSQL named them (one naming two columns takes the table's name alone).
+        "ALTER TABLE wallets DROP CONSTRAINT wallets_balance_check, DROP CONSTRAINT wallets_check",
+        "ALTER TABLE wallets ADD CONSTRAINT wallets_held_check CHECK (held >= 0)",
+        """
+        ALTER TABLE ledger_entries
+          DROP CONSTRAINT ledger_entries_kind_check,
+          DROP CONSTRAINT ledger_entries_balance_after_check,
+          DROP CONSTRAINT ledger_entries_check,
+          ADD COLUMN reference TEXT
+        """,
+        """
+        ALTER TABLE ledger_entries
+          ADD CONSTRAINT ledger_entries_kind_check CHECK (kind IN (
+            'grant', 'debit', 'hold', 'capture', 'release', 'expire', 'purchase', 'refund', 'refund_reversed', 'premium')),
+          ADD CONSTRAINT ledger_entries_held_after_check CHECK (held_after >= 0),
+          ADD CONSTRAINT ledger_entries_available_check CHECK (held_after <= balance_after OR kind = 'refund' OR amount >= held_change),
+          ADD CONSTRAINT ledger_entries_reference_check
+            CHECK ((reference IS NOT NULL) = (kind IN ('purchase', 'refund', 'refund_reversed', 'premium'))),
+          ADD CONSTRAINT ledger_entries_purchase_amounts_check CHECK (
+            (kind NOT IN ('purchase', 'refund', 'refund_reversed', 'premium') OR held_change = 0)
+            AND (kind <> 'purchase' OR amount > 0) AND (kind <> 'refund' OR amount <= 0)
+            AND (kind <> 'refund_reversed' OR amount >= 0) AND (kind <> 'premium' OR amount = 0))
+        """,
+        "CREATE UNIQUE INDEX ledger_entries_purchase_once ON ledger_entries(reference) WHERE kind = 'purchase'",
+        "CREATE UNIQUE INDEX ledger_entries_refund_once ON ledger_entries(reference) WHERE kind = 'refund'",
+        "CREATE UNIQUE INDEX ledger_entries_reversal_once ON ledger_entries(reference) WHERE kind = 'refund_reversed'",
+        "ALTER TABLE users ADD COLUMN purchased_premium_until BIGINT",
+        """
+        CREATE TABLE purchases (
+          transaction_id TEXT PRIMARY KEY,
+          original_transaction_id TEXT NOT NULL,
+          product_id TEXT NOT NULL,
+          kind TEXT NOT NULL CHECK (kind IN ('consumable', 'subscription')),
+          quantity BIGINT NOT NULL CHECK (quantity > 0),
+          tokens BIGINT CHECK (tokens > 0),
+          environment TEXT NOT NULL,
+          user_id TEXT REFERENCES users(id) ON DELETE SET NULL,
+          claimed BOOLEAN NOT NULL,
+          purchased_at BIGINT NOT NULL,
+          expires_at BIGINT,
+          revoked_at BIGINT,
+          refunded_tokens BIGINT CHECK (refunded_tokens >= 0 AND refunded_tokens <= tokens),
+          reversed_at BIGINT,
+          signed_at BIGINT,
+          recorded_at BIGINT NOT NULL,
+          CHECK ((kind = 'consumable') = (tokens IS NOT NULL)),
+          CHECK ((kind = 'subscription') = (expires_at IS NOT NULL)),
+          CHECK (kind = 'consumable' OR (NOT claimed AND refunded_tokens IS NULL AND reversed_at IS NULL)),
+          CHECK (kind = 'subscription' OR claimed OR user_id IS NULL),
+          CHECK (kind = 'subscription' OR revoked_at IS NULL OR refunded_tokens IS NOT NULL),
+          CHECK (reversed_at IS NULL OR (refunded_tokens IS NOT NULL AND revoked_at IS NULL))
+        )
+        """,
+        "CREATE INDEX purchases_user ON purchases(user_id, purchased_at, transaction_id)",
+        "CREATE INDEX purchases_unclaimed ON purchases(purchased_at, transaction_id) WHERE user_id IS NULL AND NOT claimed",
+        "CREATE INDEX purchases_original ON purchases(original_transaction_id)",
+        """
+        CREATE TABLE subscriptions (
+          original_transaction_id TEXT PRIMARY KEY,
+          product_id TEXT NOT NULL,
+          environment TEXT NOT NULL,
+          user_id TEXT REFERENCES users(id) ON DELETE SET NULL,
+          expires_at BIGINT NOT NULL,
+          grace_until BIGINT,
+          revoked_at BIGINT,
+          signed_at BIGINT NOT NULL,
+          premium_until BIGINT NOT NULL GENERATED ALWAYS AS (LEAST(GREATEST(expires_at, grace_until), revoked_at)) STORED
+        )
+        """,
+        "CREATE INDEX subscriptions_user ON subscriptions(user_id)",
+        """
+        CREATE TABLE purchase_notifications (
+          uuid TEXT PRIMARY KEY,
+          type TEXT NOT NULL,
+          transaction_id TEXT,
+          signed_at BIGINT NOT NULL,
+          received_at BIGINT NOT NULL
+        )
+        """,
     ]
 
     /// Account recovery: when a user proved their email (`users.email_verified_at`, only with an email), and the

@@ -112,9 +112,9 @@ extension PostgresStore {
         }
         let query: PostgresQuery = """
             WITH account AS (
-              SELECT id, email, timezone, language, premium_until, created_at, email_verified_at FROM users WHERE id = \(userId)::TEXT
+              SELECT id, email, timezone, language, premium_until, created_at, email_verified_at, purchased_premium_until FROM users WHERE id = \(userId)::TEXT
               UNION ALL
-              SELECT id, email, timezone, language, premium_until, created_at, email_verified_at FROM users WHERE installation = \(deviceHash)::TEXT
+              SELECT id, email, timezone, language, premium_until, created_at, email_verified_at, purchased_premium_until FROM users WHERE installation = \(deviceHash)::TEXT
             ), session AS (
               INSERT INTO sessions (id, user_id, created_at) SELECT \(session.id), id, \(now.millis) FROM account RETURNING id
             ), token AS (
@@ -130,7 +130,7 @@ extension PostgresStore {
             ), feed AS (
               INSERT INTO session_revocations (session_id, user_id) SELECT id, user_id FROM excess
             )
-            SELECT id, email, timezone, language, premium_until, created_at, email_verified_at, ARRAY(SELECT id FROM excess) AS revoked FROM account
+            SELECT id, email, timezone, language, premium_until, created_at, email_verified_at, purchased_premium_until, ARRAY(SELECT id FROM excess) AS revoked FROM account
             """
         let rows: [PostgresRow]
         if let connection {
@@ -180,7 +180,7 @@ extension PostgresStore {
             """
             WITH token AS (
               SELECT r.session_id, r.expires_at, r.used_at, s.revoked_at,
-                     u.id, u.email, u.timezone, u.language, u.premium_until, u.created_at, u.email_verified_at
+                     u.id, u.email, u.timezone, u.language, u.premium_until, u.created_at, u.email_verified_at, u.purchased_premium_until
               FROM refresh_tokens r JOIN sessions s ON s.id = r.session_id JOIN users u ON u.id = s.user_id
               WHERE r.token_hash = \(hash)
             ), claim AS (
@@ -291,7 +291,7 @@ extension PostgresStore {
                 )
                 UPDATE users SET email = \(email), password_hash = \(passwordHash), installation = NULL
                 WHERE id = (SELECT user_id FROM touched) AND email IS NULL
-                RETURNING id, email, timezone, language, premium_until, created_at, email_verified_at
+                RETURNING id, email, timezone, language, premium_until, created_at, email_verified_at, purchased_premium_until
                 """)
         } catch let error as StoreError where error.violates("users_email_key") {
             throw StoreError(.credentialInUse)
@@ -355,7 +355,7 @@ extension PostgresStore {
     public func user(id: String) async throws -> UserRecord? {
         guard
             let row = try await rows(
-                "SELECT id, email, timezone, language, premium_until, created_at, email_verified_at FROM users WHERE id = \(id)"
+                "SELECT id, email, timezone, language, premium_until, created_at, email_verified_at, purchased_premium_until FROM users WHERE id = \(id)"
             ).first
         else { return nil }
         return try UserRecord(Columns(row))

@@ -44,7 +44,7 @@ extension PostgresStore {
         let limit: Int? = limit < 0 ? nil : limit
         return try await rows(
             """
-            SELECT id, kind, amount, held_change, balance_after, reason, created_at FROM ledger_entries
+            SELECT id, kind, amount, held_change, balance_after, reason, created_at, reference FROM ledger_entries
             WHERE user_id = \(userId) AND id < \(before ?? Int64.max)
             ORDER BY id DESC LIMIT \(limit)::BIGINT
             """

@@ -8,7 +8,8 @@ extension UserRecord {
         self.init(
             id: row["id"], email: row["email"], timezone: row["timezone"], language: row["language"],
             premiumUntil: (row["premium_until"] as Int64?).map(Date.init(millis:)),
-            createdAt: Date(millis: row["created_at"]), emailVerifiedAt: (row["email_verified_at"] as Int64?).map(Date.init(millis:)))
+            createdAt: Date(millis: row["created_at"]), emailVerifiedAt: (row["email_verified_at"] as Int64?).map(Date.init(millis:)),
+            purchasedPremiumUntil: (row["purchased_premium_until"] as Int64?).map(Date.init(millis:)))
     }
 }
 
@@ -28,12 +29,14 @@ extension WalletState {
 enum AccountRow {
     /// The columns, in the order ``decode(_:)`` reads them.
     static let columns =
-        "u.id, u.email, u.timezone, u.language, u.premium_until, u.created_at, w.balance, w.held, w.version, u.installation, u.email_verified_at"
+        "u.id, u.email, u.timezone, u.language, u.premium_until, u.created_at, w.balance, w.held, w.version, u.installation, u.email_verified_at, "
+        + "u.purchased_premium_until"
 
     static func decode(_ row: Row) -> (user: UserRecord, wallet: WalletState, installation: String?) {
         let user = UserRecord(
             id: row[0], email: row[1], timezone: row[2], language: row[3], premiumUntil: (row[4] as Int64?).map(Date.init(millis:)),
-            createdAt: Date(millis: row[5]), emailVerifiedAt: (row[10] as Int64?).map(Date.init(millis:)))
+            createdAt: Date(millis: row[5]), emailVerifiedAt: (row[10] as Int64?).map(Date.init(millis:)),
+            purchasedPremiumUntil: (row[11] as Int64?).map(Date.init(millis:)))
         return (user, WalletState(row: row, at: 6), row[9])
     }
 }
@@ -52,6 +55,6 @@ extension LedgerEntryRecord {
         self.init(
             id: row["id"], kind: EntryKind(rawValue: row["kind"]) ?? .grant, amount: row["amount"],
             heldChange: row["held_change"], balanceAfter: row["balance_after"], reason: row["reason"],
-            createdAt: Date(millis: row["created_at"]))
+            createdAt: Date(millis: row["created_at"]), reference: row["reference"])
     }
 }

@@ -246,12 +246,12 @@ public final class SQLiteStore: MaintenanceStore {
                 arguments: [entry.amount, entry.heldChange, userId], { WalletState(row: $0, at: 0) })
         else { throw StoreError(.userNotFound) }
         try db.run(sql: """
-                INSERT INTO ledger_entries (user_id, kind, amount, held_change, balance_after, held_after, reason, created_at)
-                VALUES (?, ?, ?, ?, ?, ?, ?, ?)
+                INSERT INTO ledger_entries (user_id, kind, amount, held_change, balance_after, held_after, reason, created_at, reference)
+                VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)
                 """,
             arguments: [
                 userId, entry.kind.rawValue, entry.amount, entry.heldChange, wallet.balance, wallet.held, entry.reason,
-                now.millis,
+                now.millis, entry.reference,
             ])
         return db.lastInsertedRowID
     }

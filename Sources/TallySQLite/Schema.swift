@@ -31,6 +31,11 @@ enum Schema {
         migrator.registerMigration("v8") { db in
             try db.execute(sql: v8)
         }
+        // Rebuilds `wallets` and `ledger_entries` (SQLite cannot change a CHECK in place), with foreign keys off
+        // while it runs and checked after (GRDB's default for a migration).
+        migrator.registerMigration("v9") { db in
+            try db.execute(sql: v9)
+        }
         return migrator
     }
 
@@ -244,6 +249,114 @@ enum Schema {
           failed_attempts INTEGER NOT NULL DEFAULT 0 CHECK (failed_attempts >= 0),
           created_at INTEGER NOT NULL,
           PRIMARY KEY (user_id, purpose)
+        ) WITHOUT ROWID;
+        """
+
+    /// App Store purchases (`PurchaseStore`), and the ledger rules they need, for data already stored too:
+    /// - What is available (`balance - held`) may go below zero through a refund only, or stay below it through an
+    ///   entry that does not lower it (`WalletState.admits`: a purchase paying a debt off in part, a release, the
+    ///   capture of a hold opened before the refund): the wallet keeps `held >= 0` alone, and each entry's
+    ///   after-values carry the rule. New kinds `purchase`, `refund`, `refund_reversed`, `premium` (amount 0), each
+    ///   with a `reference` (the transaction; a premium change's original transaction); one credit, at most one refund
+    ///   and one reversal per transaction id are unique indexes. Entries keep their ids, and the id sequence its value.
+    /// - `users.purchased_premium_until`: the latest end of the subscriptions the account holds (premium combines it
+    ///   with `premium_until`, the admin's).
+    /// - `purchases`: each transaction (a consumable's owner once credited stays `claimed` after the account's
+    ///   deletion); `subscriptions`: each original transaction's holder and state, its premium's end a generated
+    ///   column; `purchase_notifications`: the notifications seen, by `notificationUUID`.
+    static let v9 = """
+        CREATE TABLE next_wallets (
+          user_id TEXT PRIMARY KEY NOT NULL REFERENCES users(id) ON DELETE CASCADE,
+          balance INTEGER NOT NULL,
+          held INTEGER NOT NULL CHECK (held >= 0),
+          version INTEGER NOT NULL CHECK (version >= 0)
+        );
+        INSERT INTO next_wallets (user_id, balance, held, version) SELECT user_id, balance, held, version FROM wallets;
+        DROP TABLE wallets;
+        ALTER TABLE next_wallets RENAME TO wallets;
+
+        CREATE TABLE next_ledger_entries (
+          id INTEGER PRIMARY KEY AUTOINCREMENT,
+          user_id TEXT NOT NULL REFERENCES users(id) ON DELETE CASCADE,
+          kind TEXT NOT NULL CHECK (kind IN (
+            'grant', 'debit', 'hold', 'capture', 'release', 'expire', 'purchase', 'refund', 'refund_reversed', 'premium')),
+          amount INTEGER NOT NULL,
+          held_change INTEGER NOT NULL,
+          balance_after INTEGER NOT NULL,
+          held_after INTEGER NOT NULL CHECK (held_after >= 0),
+          reason TEXT,
+          created_at INTEGER NOT NULL,
+          reference TEXT,
+          CHECK (held_after <= balance_after OR kind = 'refund' OR amount >= held_change),
+          CHECK ((reference IS NOT NULL) = (kind IN ('purchase', 'refund', 'refund_reversed', 'premium'))),
+          CHECK (kind NOT IN ('purchase', 'refund', 'refund_reversed', 'premium') OR held_change = 0),
+          CHECK (kind <> 'purchase' OR amount > 0),
+          CHECK (kind <> 'refund' OR amount <= 0),
+          CHECK (kind <> 'refund_reversed' OR amount >= 0),
+          CHECK (kind <> 'premium' OR amount = 0)
+        );
+        INSERT INTO next_ledger_entries (id, user_id, kind, amount, held_change, balance_after, held_after, reason, created_at)
+        SELECT id, user_id, kind, amount, held_change, balance_after, held_after, reason, created_at FROM ledger_entries;
+        INSERT INTO sqlite_sequence (name, seq) SELECT 'next_ledger_entries', 0
+        WHERE NOT EXISTS (SELECT 1 FROM sqlite_sequence WHERE name = 'next_ledger_entries');
+        UPDATE sqlite_sequence SET seq = max(seq, coalesce((SELECT seq FROM sqlite_sequence WHERE name = 'ledger_entries'), 0))
+        WHERE name = 'next_ledger_entries';
+        DROP TABLE ledger_entries;
+        ALTER TABLE next_ledger_entries RENAME TO ledger_entries;
+        CREATE INDEX ledger_entries_user ON ledger_entries(user_id, id);
+        CREATE UNIQUE INDEX ledger_entries_purchase_once ON ledger_entries(reference) WHERE kind = 'purchase';
+        CREATE UNIQUE INDEX ledger_entries_refund_once ON ledger_entries(reference) WHERE kind = 'refund';
+        CREATE UNIQUE INDEX ledger_entries_reversal_once ON ledger_entries(reference) WHERE kind = 'refund_reversed';
+
+        ALTER TABLE users ADD COLUMN purchased_premium_until INTEGER;
+
+        CREATE TABLE purchases (
+          transaction_id TEXT PRIMARY KEY NOT NULL,
+          original_transaction_id TEXT NOT NULL,
+          product_id TEXT NOT NULL,
+          kind TEXT NOT NULL CHECK (kind IN ('consumable', 'subscription')),
+          quantity INTEGER NOT NULL CHECK (quantity > 0),
+          tokens INTEGER CHECK (tokens > 0),
+          environment TEXT NOT NULL,
+          user_id TEXT REFERENCES users(id) ON DELETE SET NULL,
+          claimed INTEGER NOT NULL CHECK (claimed IN (0, 1)),
+          purchased_at INTEGER NOT NULL,
+          expires_at INTEGER,
+          revoked_at INTEGER,
+          refunded_tokens INTEGER CHECK (refunded_tokens >= 0 AND refunded_tokens <= tokens),
+          reversed_at INTEGER,
+          signed_at INTEGER,
+          recorded_at INTEGER NOT NULL,
+          CHECK ((kind = 'consumable') = (tokens IS NOT NULL)),
+          CHECK ((kind = 'subscription') = (expires_at IS NOT NULL)),
+          CHECK (kind = 'consumable' OR (claimed = 0 AND refunded_tokens IS NULL AND reversed_at IS NULL)),
+          CHECK (kind = 'subscription' OR claimed = 1 OR user_id IS NULL),
+          CHECK (kind = 'subscription' OR revoked_at IS NULL OR refunded_tokens IS NOT NULL),
+          CHECK (reversed_at IS NULL OR (refunded_tokens IS NOT NULL AND revoked_at IS NULL))
+        );
+        CREATE INDEX purchases_user ON purchases(user_id, purchased_at, transaction_id);
+        CREATE INDEX purchases_unclaimed ON purchases(purchased_at, transaction_id) WHERE user_id IS NULL AND claimed = 0;
+        CREATE INDEX purchases_original ON purchases(original_transaction_id);
+        CREATE TABLE subscriptions (
+          original_transaction_id TEXT PRIMARY KEY NOT NULL,
+          product_id TEXT NOT NULL,
+          environment TEXT NOT NULL,
+          user_id TEXT REFERENCES users(id) ON DELETE SET NULL,
+          expires_at INTEGER NOT NULL,
+          grace_until INTEGER,
+          revoked_at INTEGER,
+          signed_at INTEGER NOT NULL,
+          premium_until INTEGER NOT NULL GENERATED ALWAYS AS (
+            min(max(expires_at, coalesce(grace_until, expires_at)), coalesce(revoked_at, max(expires_at, coalesce(grace_until, expires_at))))
+          ) STORED
+        );
+        CREATE INDEX subscriptions_user ON subscriptions(user_id);
+        CREATE TABLE purchase_notifications (
+          uuid TEXT PRIMARY KEY NOT NULL,
+          type TEXT NOT NULL,
+          transaction_id TEXT,
+          signed_at INTEGER NOT NULL,
+          received_at INTEGER NOT NULL
         ) WITHOUT ROWID;
         """
 }

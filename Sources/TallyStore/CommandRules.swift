@@ -72,7 +72,7 @@ extension CommandOutcome {
             entry = entryId.map { id in
                 LedgerEntryRecord(
                     id: id, kind: planned.kind, amount: planned.amount, heldChange: planned.heldChange,
-                    balanceAfter: state.wallet.balance, reason: planned.reason, createdAt: now)
+                    balanceAfter: state.wallet.balance, reason: planned.reason, createdAt: now, reference: planned.reference)
             }
         }
         var changedHold = plan.newHold

@@ -36,13 +36,16 @@ public struct PlannedEntry: Sendable, Hashable {
     public var heldChange: Int64
     /// Reason for the ledger.
     public var reason: String?
+    /// The App Store transaction of a purchase, refund, reversal or premium change (``LedgerEntryRecord/reference``).
+    public var reference: String?
 
     /// Creates a planned entry.
-    public init(kind: EntryKind, amount: Int64, heldChange: Int64, reason: String?) {
+    public init(kind: EntryKind, amount: Int64, heldChange: Int64, reason: String?, reference: String? = nil) {
         self.kind = kind
         self.amount = amount
         self.heldChange = heldChange
         self.reason = reason
+        self.reference = reference
     }
 }
 
@@ -160,12 +163,8 @@ public enum LedgerPlanner {
             if let language { user.language = language }
             plan.user = user
         }
-        if let entry = plan.entry {
-            let balance = wallet.balance + entry.amount
-            let held = wallet.held + entry.heldChange
-            // The schema enforces these too; checking here turns a constraint error into a clean refusal.
-            guard balance >= 0, held >= 0, held <= balance else { throw StoreError(.insufficientTokens) }
-        }
+        // The schema enforces this too; checking here turns a constraint error into a clean refusal.
+        if let entry = plan.entry, !wallet.admits(entry) { throw StoreError(.insufficientTokens) }
         return plan
     }
 
@@ -192,5 +191,15 @@ extension WalletState {
     /// The wallet after `entry`.
     public func applying(_ entry: PlannedEntry) -> WalletState {
         WalletState(balance: balance + entry.amount, held: held + entry.heldChange, version: version + 1)
+    }
+
+    /// Whether the ledger may append `entry` to this wallet — the rule both schemas hold every entry to: nothing is
+    /// held below zero, and what is available (`balance - held`) stays at zero or above, except through a refund
+    /// (which takes back what was bought, spent or not) or an entry that does not lower it (a grant or purchase paying
+    /// a debt off in part, a release, or the capture of a hold opened before a refund: it moves the balance down by
+    /// at most what it held, and what is available not at all).
+    public func admits(_ entry: PlannedEntry) -> Bool {
+        let after = applying(entry)
+        return after.held >= 0 && (after.available >= 0 || entry.kind == .refund || entry.amount >= entry.heldChange)
     }
 }

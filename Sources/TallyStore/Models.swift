@@ -10,8 +10,10 @@ public struct UserRecord: Sendable, Hashable {
     public var timezone: String
     /// Language tag, if set.
     public var language: String?
-    /// End of premium, if any.
+    /// End of premium granted by the admin API (``Command/setPremium(userId:until:)``), if any.
     public var premiumUntil: Date?
+    /// End of premium bought: the latest end of the App Store subscriptions the account holds (``PurchaseStore``), if any.
+    public var purchasedPremiumUntil: Date?
     /// Creation time.
     public var createdAt: Date
     /// When the user proved they receive mail at `email` (an account code redeemed); `nil` until then, and for guests.
@@ -20,7 +22,7 @@ public struct UserRecord: Sendable, Hashable {
     /// Creates a record.
     public init(
         id: String, email: String?, timezone: String, language: String?, premiumUntil: Date?, createdAt: Date,
-        emailVerifiedAt: Date? = nil
+        emailVerifiedAt: Date? = nil, purchasedPremiumUntil: Date? = nil
     ) {
         self.id = id
         self.email = email
@@ -29,15 +31,23 @@ public struct UserRecord: Sendable, Hashable {
         self.premiumUntil = premiumUntil
         self.createdAt = createdAt
         self.emailVerifiedAt = emailVerifiedAt
+        self.purchasedPremiumUntil = purchasedPremiumUntil
     }
 
     /// A guest has no email.
     public var isGuest: Bool { email == nil }
 
-    /// Whether premium is active at `now`.
+    /// The end of premium from either source, granted or bought: the later of the two (what `/v1/me`, the quotas
+    /// and the planner go by).
+    public var combinedPremiumUntil: Date? {
+        guard let premiumUntil, let purchasedPremiumUntil else { return premiumUntil ?? purchasedPremiumUntil }
+        return max(premiumUntil, purchasedPremiumUntil)
+    }
+
+    /// Whether premium, granted or bought, is active at `now`.
     public func isPremium(at now: Date) -> Bool {
-        guard let premiumUntil else { return false }
-        return premiumUntil > now
+        guard let combinedPremiumUntil else { return false }
+        return combinedPremiumUntil > now
     }
 
     /// The record as a store keeps it: its instants in whole milliseconds.
@@ -46,6 +56,7 @@ public struct UserRecord: Sendable, Hashable {
         user.premiumUntil = premiumUntil.map { Date(millis: $0.millis) }
         user.createdAt = Date(millis: createdAt.millis)
         user.emailVerifiedAt = emailVerifiedAt.map { Date(millis: $0.millis) }
+        user.purchasedPremiumUntil = purchasedPremiumUntil.map { Date(millis: $0.millis) }
         return user
     }
 }
@@ -84,6 +95,16 @@ public enum EntryKind: String, Sendable, CaseIterable {
     case release
     /// A hold released by its timeout (held -reserved).
     case expire
+    /// Tokens bought: an App Store consumable credited (reference: its transaction id; once per transaction).
+    case purchase
+    /// Tokens of a refunded purchase taken back, spent or not (reference: the transaction id; at most once per
+    /// transaction). The only entry that may leave less than nothing available.
+    case refund
+    /// A refund undone: what it took back credited again (reference: the transaction id; at most once per transaction).
+    case refundReversed = "refund_reversed"
+    /// A change of the premium an App Store subscription gives the account (amount 0; reference: its original
+    /// transaction id): it was bought, renewed, ended, refunded, or moved to or from another account.
+    case premium
 }
 
 /// One ledger row.
@@ -102,11 +123,14 @@ public struct LedgerEntryRecord: Sendable, Hashable {
     public var reason: String?
     /// When written.
     public var createdAt: Date
+    /// The App Store transaction a purchase, refund or reversal moved tokens for (the original transaction of a
+    /// premium change); `nil` for every other kind.
+    public var reference: String?
 
     /// Creates an entry.
     public init(
         id: Int64, kind: EntryKind, amount: Int64, heldChange: Int64, balanceAfter: Int64, reason: String?,
-        createdAt: Date
+        createdAt: Date, reference: String? = nil
     ) {
         self.id = id
         self.kind = kind
@@ -115,6 +139,7 @@ public struct LedgerEntryRecord: Sendable, Hashable {
         self.balanceAfter = balanceAfter
         self.reason = reason
         self.createdAt = createdAt
+        self.reference = reference
     }
 }
 

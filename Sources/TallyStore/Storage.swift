@@ -153,5 +153,33 @@ public protocol LeaseStore: Sendable {
     func releaseLease(_ name: String, holder: String) async throws
 }
 
+/// App Store purchases: verified transactions and notifications made into ledger entries and premium, exactly once.
+/// Each call is one transaction under a lock on the original transaction (so concurrent calls, from any process, take
+/// turns), and plans with ``PurchasePlanner``. Every token moved is a ledger entry whose kind and `reference` (the
+/// transaction id) the schema holds to one credit, at most one refund and one reversal per transaction.
+public protocol PurchaseStore: Sendable {
+    /// `userId` submits `transaction` (from StoreKit on their device). A consumable is credited once, forever: to the
+    /// account its `appAccountToken` names if that exists, else to the first account to submit it (an unclaimed one
+    /// recorded from a notification too); the same account again gets the same purchase with no second credit, another
+    /// account `.purchaseClaimed` (thrown after the named account was credited, if no one had been). A subscription's
+    /// premium moves to `userId` (the account that held it loses what it gave; both ledgers say so). A repeated
+    /// submission that changes nothing writes nothing. Throws `.userNotFound`, and `.invalidInput` for tokens out of range.
+    func redeem(_ transaction: VerifiedTransaction, userId: String, now: Date) async throws -> Redemption
+
+    /// Applies an App Store notification once: a `notificationUUID` seen before changes nothing (`.duplicate`, decided
+    /// in the transaction that applies it), nor does one signed before the newest applied to its original transaction
+    /// (`.stale`, still recorded as seen). See ``PurchasePlanner`` for what each type does.
+    func apply(_ notification: VerifiedNotification, now: Date) async throws -> NotificationOutcome
+
+    /// The account's purchases, newest first (by purchase date, then transaction id), after `cursor` when given; each
+    /// status as of `now`.
+    func purchases(userId: String, after cursor: PurchaseCursor?, limit: Int, now: Date) async throws -> [PurchaseRecord]
+
+    /// The purchases no account holds (a consumable no one was credited for; a subscription's transactions while no
+    /// account holds it), newest first, after `cursor` when given: for the admin.
+    func unclaimedPurchases(after cursor: PurchaseCursor?, limit: Int, now: Date) async throws -> [PurchaseRecord]
+}
+
 /// Everything the server needs from a database.
-public typealias TallyStorage = IdentityStore & AccountCodeStore & LedgerStore & DocumentStore & MaintenanceStore & LeaseStore
+public typealias TallyStorage =
+    IdentityStore & AccountCodeStore & LedgerStore & DocumentStore & MaintenanceStore & LeaseStore & PurchaseStore

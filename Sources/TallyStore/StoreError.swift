@@ -13,7 +13,7 @@ public struct StoreError: Error, Sendable, CustomStringConvertible {
             case credentialInUse, alreadyLinked, invalidRefreshToken, refreshTokenReused
             case rateLimited, idempotencyMismatch, idempotencyKeyInUse, invalidInput, unavailable
             case versionConflict, documentNotFound, documentTooLarge, collectionFull, invalidDocument
-            case clientIdInUse, resyncRequired, storageFull
+            case clientIdInUse, resyncRequired, storageFull, purchaseClaimed
         }
         fileprivate let base: Base
         /// The code's name.
@@ -63,6 +63,9 @@ public struct StoreError: Error, Sendable, CustomStringConvertible {
         public static let resyncRequired = Code(base: .resyncRequired)
         /// The write would take the user past their ``SyncBudget`` (documents and tombstones, bytes, client ids).
         public static let storageFull = Code(base: .storageFull)
+        /// The App Store transaction is another account's: a consumable credited to it (or to the account its
+        /// `appAccountToken` names, which the call credited if no one had been).
+        public static let purchaseClaimed = Code(base: .purchaseClaimed)
     }
 
     /// The kind of failure.

@@ -8,22 +8,31 @@ public struct LedgerLine: Sendable, Hashable {
     public var amount: Int64
     public var heldChange: Int64
     public var balanceAfter: Int64
+    /// The entry's kind (`grant`, `refund`, …); `nil` when unknown, which holds the books to the rule from before
+    /// refunds: never below zero.
+    public var kind: String?
+    /// The App Store transaction of a purchase, refund or reversal, when known.
+    public var reference: String?
 
-    public init(id: Int64, amount: Int64, heldChange: Int64, balanceAfter: Int64) {
+    public init(id: Int64, amount: Int64, heldChange: Int64, balanceAfter: Int64, kind: String? = nil, reference: String? = nil) {
         self.id = id
         self.amount = amount
         self.heldChange = heldChange
         self.balanceAfter = balanceAfter
+        self.kind = kind
+        self.reference = reference
     }
 
     /// A row as a store returns it.
     public init(_ record: LedgerEntryRecord) {
-        self.init(id: record.id, amount: record.amount, heldChange: record.heldChange, balanceAfter: record.balanceAfter)
+        self.init(
+            id: record.id, amount: record.amount, heldChange: record.heldChange, balanceAfter: record.balanceAfter,
+            kind: record.kind.rawValue, reference: record.reference)
     }
 
     /// An entry as `GET /v1/wallet/entries` returns it.
     public init(_ entry: LedgerEntry) {
-        self.init(id: entry.id, amount: entry.amount, heldChange: entry.heldChange, balanceAfter: entry.balanceAfter)
+        self.init(id: entry.id, amount: entry.amount, heldChange: entry.heldChange, balanceAfter: entry.balanceAfter, kind: entry.kind)
     }
 }
 
@@ -32,14 +41,23 @@ public struct LedgerLine: Sendable, Hashable {
 public enum LedgerInvariants {
     /// Every broken invariant of a wallet and all its entries (in any order; empty when the books hold):
     /// - replayed in id order, each entry's `balanceAfter` is the sum of the amounts up to it, and no entry leaves
-    ///   a negative balance or a held amount outside `0...balance`;
+    ///   a held amount below zero, nor less than nothing available (`balance - held < 0`) — unless it is a refund, or
+    ///   (refunds being what puts a wallet there) an entry that does not lower what is available;
     /// - the amounts sum to the balance, the held changes to the held amount;
-    /// - the balance is never negative, the held amount within `0...balance`;
-    /// - one version per entry, and no entry twice.
+    /// - the held amount is never negative, and what is available is negative only after a refund;
+    /// - one version per entry, and no entry twice;
+    /// - per transaction (`reference`): at most one purchase, one refund and one reversal; a refund takes back no more
+    ///   than its purchase credited and comes after it; a reversal credits exactly what its refund took, after it.
+    ///
+    /// Books with an entry of unknown kind are held to the rule from before refunds: the balance never below zero,
+    /// the held amount within `0...balance`, on the way and at the end.
     public static func violations(balance: Int64, held: Int64, version: Int64, entries: [LedgerLine]) -> [String] {
         var problems: [String] = []
+        let kinded = !entries.isEmpty && entries.allSatisfy { $0.kind != nil }
         var (runningBalance, runningHeld) = (Int64(0), Int64(0))
         var previous: Int64?
+        var refunded = false
+        var moved: [String: [String: Int64]] = [:]  // reference → kind → amount
         for entry in entries.sorted(by: { $0.id < $1.id }) {
             if entry.id == previous { problems.append("entry \(entry.id) appears twice") }
             previous = entry.id
@@ -48,15 +66,54 @@ public enum LedgerInvariants {
             if entry.balanceAfter != runningBalance {
                 problems.append("entry \(entry.id) says balance \(entry.balanceAfter) after it, the entries up to it sum to \(runningBalance)")
             }
-            if runningBalance < 0 || runningHeld < 0 || runningHeld > runningBalance {
+            if kinded {
+                refunded = refunded || entry.kind == "refund"
+                let lowers = entry.amount < entry.heldChange
+                if runningHeld < 0 || (runningHeld > runningBalance && entry.kind != "refund" && lowers) {
+                    problems.append("entry \(entry.id) leaves balance \(runningBalance) held \(runningHeld)")
+                }
+                if let kind = entry.kind, let reference = entry.reference, ["purchase", "refund", "refund_reversed"].contains(kind) {
+                    problems += once(entry, kind: kind, reference: reference, &moved)
+                }
+            } else if runningBalance < 0 || runningHeld < 0 || runningHeld > runningBalance {
                 problems.append("entry \(entry.id) leaves balance \(runningBalance) held \(runningHeld)")
             }
         }
         if runningBalance != balance { problems.append("entries sum to \(runningBalance), the wallet's balance is \(balance)") }
         if runningHeld != held { problems.append("held changes sum to \(runningHeld), the wallet's held amount is \(held)") }
-        if balance < 0 { problems.append("negative balance \(balance)") }
-        if held < 0 || held > balance { problems.append("held \(held) outside 0...\(balance)") }
+        if kinded {
+            if held < 0 { problems.append("held \(held) below 0") }
+            if held > balance && !refunded { problems.append("held \(held) above the balance \(balance) without a refund") }
+        } else {
+            if balance < 0 { problems.append("negative balance \(balance)") }
+            if held < 0 || held > balance { problems.append("held \(held) outside 0...\(balance)") }
+        }
         if Int64(entries.count) != version { problems.append("\(entries.count) entries, wallet version \(version): one version per entry") }
+        return problems
+    }
+
+    /// The purchase, refund and reversal of one transaction: each once, in that order, the refund no more than the
+    /// purchase, the reversal what the refund took.
+    private static func once(_ entry: LedgerLine, kind: String, reference: String, _ moved: inout [String: [String: Int64]]) -> [String] {
+        var problems: [String] = []
+        let seen = moved[reference, default: [:]]
+        if seen[kind] != nil { problems.append("transaction \(reference) has a second \(kind) entry (\(entry.id))") }
+        switch kind {
+        case "refund":
+            if let credited = seen["purchase"] {
+                if -entry.amount > credited { problems.append("refund \(entry.id) takes back \(-entry.amount) of \(credited) credited") }
+            } else {
+                problems.append("refund \(entry.id) of \(reference) comes before any purchase of it")
+            }
+        case "refund_reversed":
+            if let taken = seen["refund"] {
+                if entry.amount != -taken { problems.append("reversal \(entry.id) credits \(entry.amount), its refund took \(-taken)") }
+            } else {
+                problems.append("reversal \(entry.id) of \(reference) comes before any refund of it")
+            }
+        default: break
+        }
+        moved[reference, default: [:]][kind] = entry.amount
         return problems
     }
 

@@ -54,6 +54,6 @@ extension Me {
     init(_ user: UserRecord) {
         self.init(
             userId: user.id, isGuest: user.isGuest, email: user.email, timezone: user.timezone, language: user.language,
-            premiumUntil: user.premiumUntil, createdAt: user.createdAt, emailVerified: user.emailVerifiedAt != nil)
+            premiumUntil: user.combinedPremiumUntil, createdAt: user.createdAt, emailVerified: user.emailVerifiedAt != nil)
     }
 }

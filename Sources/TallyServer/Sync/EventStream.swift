@@ -72,7 +72,7 @@ struct EventStream: Sendable {
             do {
                 guard let state = try await services.store.accountState(userId: userId, now: services.clock.now) else { return nil }
                 let event = SyncWalletEvent(
-                    wallet: Wallet(state.wallet), quotas: services.views.quotas(for: state), premiumUntil: state.user.premiumUntil)
+                    wallet: Wallet(state.wallet), quotas: services.views.quotas(for: state), premiumUntil: state.user.combinedPremiumUntil)
                 bytes += ServerSentEvents.event("wallet", data: ServerSentEvents.json(event))
                 walletOwed = false
             } catch {

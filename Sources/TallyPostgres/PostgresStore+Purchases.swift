@@ -1,0 +1,274 @@
+import Foundation
+import PostgresNIO
+import TallyStore
+
+extension PostgresStore {
+    /// One statement reads the purchase, its subscription and the submitter's account, and plans: a repeated submission
+    /// writes nothing and is answered from it. Otherwise ``settle(_:now:)`` runs it under the purchase's lock; a
+    /// refusal of the submitter is thrown once that committed.
+    public func redeem(_ transaction: VerifiedTransaction, userId: String, now: Date) async throws -> Redemption {
+        let fact = PurchaseFact.redemption(transaction, userId: userId)
+        let row = try await rows(
+            """
+            SELECT \(unescaped: PurchaseColumns.rows), a.*,
+                   (SELECT max(o.premium_until) FROM subscriptions o
+                    WHERE o.user_id = a.id AND o.original_transaction_id <> \(transaction.originalTransactionId)) AS other_premium_until
+            FROM (SELECT 1) x
+            LEFT JOIN purchases p ON p.transaction_id = \(transaction.transactionId)
+            LEFT JOIN subscriptions s ON s.original_transaction_id = \(transaction.originalTransactionId)
+            LEFT JOIN LATERAL (
+              SELECT \(unescaped: PurchaseColumns.account) FROM users u JOIN wallets w ON w.user_id = u.id WHERE u.id = \(userId)
+            ) a ON true
+            """
+        ).first.map(Columns.init)
+        guard let row else { throw PostgresFailure(kind: "no row from the purchase read") }
+        var snapshot = PurchaseSnapshot(purchase: try StoredPurchase.read(row), subscription: try StoredSubscription.read(row), accounts: [:])
+        if let account = try PurchaseAccount.read(row) { snapshot.accounts[userId] = account }
+        var plan = try PurchasePlanner.plan(fact, snapshot: snapshot, now: now)
+        if !plan.writesNothing { (snapshot, plan) = try await settleSubmission(fact, now: now) }
+        return try plan.redemption(by: userId, snapshot: snapshot, now: now)
+    }
+
+    /// Records the notification as seen and applies it under the purchase's lock, in one transaction; a duplicate
+    /// (its insert finds the `notificationUUID`, waiting for a concurrent one's commit) changes nothing.
+    public func apply(_ notification: VerifiedNotification, now: Date) async throws -> NotificationOutcome {
+        let fact = PurchaseFact.notification(notification)
+        let seen: @Sendable (PooledConnection) async throws -> Bool = { connection in
+            try await connection.rows(
+                """
+                INSERT INTO purchase_notifications (uuid, type, transaction_id, signed_at, received_at)
+                VALUES (\(notification.notificationUUID), \(notification.type.rawValue), \(notification.transaction?.transactionId),
+                        \(notification.signedDate.millis), \(now.millis))
+                ON CONFLICT (uuid) DO NOTHING RETURNING 1 AS inserted
+                """, logger: self.logger
+            ).isEmpty
+        }
+        guard let (snapshot, plan) = try await settle(fact, now: now, unlessSeen: seen) else {
+            return NotificationOutcome(disposition: .duplicate)
+        }
+        return plan.outcome(snapshot: snapshot, now: now)
+    }
+
+    /// The account's purchases, newest first, after `cursor`.
+    public func purchases(userId: String, after cursor: PurchaseCursor?, limit: Int, now: Date) async throws -> [PurchaseRecord] {
+        try await rows(
+            """
+            SELECT \(unescaped: PurchaseColumns.purchase) FROM purchases p
+            WHERE p.user_id = \(userId)
+              AND (p.purchased_at, p.transaction_id) < (\(cursor?.purchasedAt.millis ?? Int64.max), \(cursor?.transactionId ?? ""))
+            ORDER BY p.purchased_at DESC, p.transaction_id DESC LIMIT \(Int64(limit))
+            """
+        ).compactMap { try StoredPurchase.read(Columns($0))?.record(at: now) }
+    }
+
+    /// The purchases no account holds, newest first, after `cursor`.
+    public func unclaimedPurchases(after cursor: PurchaseCursor?, limit: Int, now: Date) async throws -> [PurchaseRecord] {
+        try await rows(
+            """
+            SELECT \(unescaped: PurchaseColumns.purchase) FROM purchases p
+            WHERE p.user_id IS NULL AND NOT p.claimed
+              AND (p.purchased_at, p.transaction_id) < (\(cursor?.purchasedAt.millis ?? Int64.max), \(cursor?.transactionId ?? ""))
+            ORDER BY p.purchased_at DESC, p.transaction_id DESC LIMIT \(Int64(limit))
+            """
+        ).compactMap { try StoredPurchase.read(Columns($0))?.record(at: now) }
+    }
+
+    // MARK: The locked path
+
+    /// Runs `fact` in one transaction: `seen` first (a notification's record; `true`: a duplicate, and nothing else
+    /// happens), then the advisory lock of its original transaction (so every fact about a purchase takes turns,
+    /// across processes), the rows, the accounts ``PurchasePlanner/accountsToRead(_:purchase:subscription:)`` names
+    /// with their wallets locked in id order, the plan, and its writes. `nil` for a duplicate.
+    func settle(
+        _ fact: PurchaseFact, now: Date, unlessSeen seen: (@Sendable (PooledConnection) async throws -> Bool)? = nil
+    ) async throws -> (PurchaseSnapshot, PurchasePlan)? {
+        let settled = try await transaction { connection -> (PurchaseSnapshot, PurchasePlan)? in
+            if let seen, try await seen(connection) { return nil }
+            var snapshot = PurchaseSnapshot(purchase: nil, subscription: nil, accounts: [:])
+            if let transaction = fact.transaction {
+                snapshot = try await lockedSnapshot(fact, transaction, on: connection)
+            }
+            let plan = try PurchasePlanner.plan(fact, snapshot: snapshot, now: now)
+            try await write(plan, snapshot: snapshot, now: now, on: connection)
+            return (snapshot, plan)
+        }
+        for userId in settled?.1.changedUsers ?? [] { accounts.remove(userId) }
+        return settled
+    }
+
+    /// ``settle(_:now:unlessSeen:)`` of a submission.
+    private func settleSubmission(_ fact: PurchaseFact, now: Date) async throws -> (PurchaseSnapshot, PurchasePlan) {
+        guard let settled = try await settle(fact, now: now, unlessSeen: nil) else { throw PostgresFailure(kind: "a submission seen twice") }
+        return settled
+    }
+
+    private func lockedSnapshot(
+        _ fact: PurchaseFact, _ transaction: VerifiedTransaction, on connection: PooledConnection
+    ) async throws -> PurchaseSnapshot {
+        let original = transaction.originalTransactionId
+        try await connection.rows("SELECT pg_advisory_xact_lock(hashtextextended('tally.purchase:' || \(original), 0))", logger: logger)
+        let found = try Self.single(
+            try await connection.rows(
+                """
+                SELECT \(unescaped: PurchaseColumns.rows) FROM (SELECT 1) x
+                LEFT JOIN purchases p ON p.transaction_id = \(transaction.transactionId)
+                LEFT JOIN subscriptions s ON s.original_transaction_id = \(original)
+                """, logger: logger), "the purchase read")
+        var snapshot = PurchaseSnapshot(purchase: try StoredPurchase.read(found), subscription: try StoredSubscription.read(found), accounts: [:])
+        let ids = PurchasePlanner.accountsToRead(fact, purchase: snapshot.purchase, subscription: snapshot.subscription)
+        let rows = try await connection.rows(
+            """
+            SELECT \(unescaped: PurchaseColumns.account),
+                   (SELECT max(o.premium_until) FROM subscriptions o WHERE o.user_id = u.id AND o.original_transaction_id <> \(original))
+                     AS other_premium_until
+            FROM users u JOIN wallets w ON w.user_id = u.id WHERE u.id = ANY(\(ids)::TEXT[])
+            ORDER BY u.id FOR UPDATE OF w
+            """, logger: logger)
+        for row in rows.map(Columns.init) {
+            if let account = try PurchaseAccount.read(row) { snapshot.accounts[account.user.id] = account }
+        }
+        return snapshot
+    }
+
+    /// Writes `plan` in the transaction of `connection`, whose wallets it locked: the rows, then every entry and
+    /// premium change in one statement that composes ``LedgerSQL/append(from:carrying:)``.
+    private func write(_ plan: PurchasePlan, snapshot: PurchaseSnapshot, now: Date, on connection: PooledConnection) async throws {
+        if let purchase = plan.purchase {
+            try await connection.rows(
+                """
+                INSERT INTO purchases (transaction_id, original_transaction_id, product_id, kind, quantity, tokens, environment,
+                  user_id, claimed, purchased_at, expires_at, revoked_at, refunded_tokens, reversed_at, signed_at, recorded_at)
+                VALUES (\(purchase.transactionId), \(purchase.originalTransactionId), \(purchase.productId), \(purchase.kind.rawValue),
+                  \(Int64(purchase.quantity)), \(purchase.tokens), \(purchase.environment), \(purchase.userId), \(purchase.claimed),
+                  \(purchase.purchasedAt.millis), \(purchase.expiresAt?.millis), \(purchase.revokedAt?.millis), \(purchase.refundedTokens),
+                  \(purchase.reversedAt?.millis), \(purchase.signedAt?.millis), \(purchase.recordedAt.millis))
+                ON CONFLICT (transaction_id) DO UPDATE SET user_id = excluded.user_id, claimed = excluded.claimed,
+                  expires_at = excluded.expires_at, revoked_at = excluded.revoked_at, refunded_tokens = excluded.refunded_tokens,
+                  reversed_at = excluded.reversed_at, signed_at = excluded.signed_at
+                """, logger: logger)
+        }
+        if let subscription = plan.subscription {
+            try await connection.rows(
+                """
+                INSERT INTO subscriptions (original_transaction_id, product_id, environment, user_id, expires_at, grace_until,
+                  revoked_at, signed_at)
+                VALUES (\(subscription.originalTransactionId), \(subscription.productId), \(subscription.environment),
+                  \(subscription.userId), \(subscription.expiresAt.millis), \(subscription.graceUntil?.millis),
+                  \(subscription.revokedAt?.millis), \(subscription.signedAt.millis))
+                ON CONFLICT (original_transaction_id) DO UPDATE SET user_id = excluded.user_id, expires_at = excluded.expires_at,
+                  grace_until = excluded.grace_until, revoked_at = excluded.revoked_at, signed_at = excluded.signed_at
+                """, logger: logger)
+            if let holder = plan.subscriptionClaimedBy {
+                try await connection.rows(
+                    """
+                    UPDATE purchases SET user_id = \(holder)
+                    WHERE original_transaction_id = \(subscription.originalTransactionId) AND kind = 'subscription' AND user_id IS NULL
+                    """, logger: logger)
+            }
+        }
+        let users = plan.changedUsers
+        guard !users.isEmpty else { return }
+        // Ids taken under the wallet locks: after every entry these accounts have.
+        var ids = try await nextEntryIds(plan.entries.count, on: connection).makeIterator()
+        var ledger = LedgerRows(), premium = PremiumRows()
+        for userId in users {
+            guard let account = snapshot.accounts[userId] else { throw RetryTransaction() }
+            var entries: [(id: Int64?, entry: PlannedEntry)] = []
+            for entry in plan.entries(of: userId) { entries.append((ids.next(), entry)) }
+            ledger.move(userId: userId, from: account.wallet, entries: entries, now: now)
+            if let until = plan.premium[userId] { premium.append(userId, until) }
+        }
+        var statement = BoundStatement()
+        let (source, premiums) = (statement.relation([ledger], as: "b"), statement.relation([premium], as: "p"))
+        let rows = try await connection.rows(
+            statement.query(
+                """
+                WITH b AS (\(source)), \(LedgerSQL.append(from: "b")), p AS (\(premiums)), premium AS (
+                  UPDATE users u SET purchased_premium_until = CASE WHEN p.has_until THEN p.until END
+                  FROM p WHERE u.id = p.user_id AND u.id IN (SELECT user_id FROM moved)
+                  RETURNING 1
+                )
+                SELECT (SELECT count(*) FROM moved) AS moved, (SELECT count(*) FROM premium) AS premium
+                """), logger: logger)
+        let counts = try Self.single(rows, "the purchase's ledger write")
+        // Under the wallet locks nothing else moves these wallets; if one moved, the books read are stale: start over.
+        guard try counts["moved"] == Int64(users.count), try counts["premium"] == Int64(plan.premium.count) else { throw RetryTransaction() }
+    }
+}
+
+/// Bought premium ends to store, by account (`has_until` false: none).
+private struct PremiumRows: ColumnArrays {
+    private var userId: [String] = [], until: [Int64] = [], hasUntil: [Bool] = []
+
+    mutating func append(_ user: String, _ end: Date?) {
+        userId.append(user)
+        until.append(end?.millis ?? 0)
+        hasUntil.append(end != nil)
+    }
+
+    func forEachColumn(_ body: (String, String, any PostgresDynamicTypeEncodable) -> Void) {
+        body("user_id", "TEXT", userId)
+        body("until", "BIGINT", until)
+        body("has_until", "BOOLEAN", hasUntil)
+    }
+}
+
+/// The columns purchase reads select: a purchase's (`p_…`), a subscription's (`s_…`) and an account's, named apart.
+private enum PurchaseColumns {
+    static let purchase = """
+        p.transaction_id AS p_transaction_id, p.original_transaction_id AS p_original_transaction_id, p.product_id AS p_product_id,
+        p.kind AS p_kind, p.quantity AS p_quantity, p.tokens AS p_tokens, p.environment AS p_environment, p.user_id AS p_user_id,
+        p.claimed AS p_claimed, p.purchased_at AS p_purchased_at, p.expires_at AS p_expires_at, p.revoked_at AS p_revoked_at,
+        p.refunded_tokens AS p_refunded_tokens, p.reversed_at AS p_reversed_at, p.signed_at AS p_signed_at,
+        p.recorded_at AS p_recorded_at
+        """
+    static let rows = purchase + """
+        , s.original_transaction_id AS s_original_transaction_id, s.product_id AS s_product_id, s.environment AS s_environment,
+        s.user_id AS s_user_id, s.expires_at AS s_expires_at, s.grace_until AS s_grace_until, s.revoked_at AS s_revoked_at,
+        s.signed_at AS s_signed_at
+        """
+    /// An account's, from `users u JOIN wallets w` (the reads add `other_premium_until`).
+    static let account = """
+        u.id, u.email, u.timezone, u.language, u.premium_until, u.created_at, u.email_verified_at, u.purchased_premium_until,
+        w.balance, w.held, w.version
+        """
+}
+
+extension StoredPurchase {
+    /// ``PurchaseColumns/purchase``; `nil` when `p_transaction_id` is NULL (no such purchase).
+    fileprivate static func read(_ row: Columns) throws -> StoredPurchase? {
+        guard let transactionId: String = try row["p_transaction_id"] else { return nil }
+        let kind: String = try row["p_kind"]
+        let quantity: Int64 = try row["p_quantity"]
+        return StoredPurchase(
+            transactionId: transactionId, originalTransactionId: try row["p_original_transaction_id"], productId: try row["p_product_id"],
+            kind: PurchaseKind(rawValue: kind) ?? .consumable, quantity: Int(quantity), tokens: try row["p_tokens"],
+            environment: try row["p_environment"], userId: try row["p_user_id"], claimed: try row["p_claimed"],
+            purchasedAt: Date(millis: try row["p_purchased_at"]), expiresAt: (try row["p_expires_at"] as Int64?).map(Date.init(millis:)),
+            revokedAt: (try row["p_revoked_at"] as Int64?).map(Date.init(millis:)), refundedTokens: try row["p_refunded_tokens"],
+            reversedAt: (try row["p_reversed_at"] as Int64?).map(Date.init(millis:)),
+            signedAt: (try row["p_signed_at"] as Int64?).map(Date.init(millis:)), recordedAt: Date(millis: try row["p_recorded_at"]))
+    }
+}
+
+extension StoredSubscription {
+    /// The `s_…` columns of ``PurchaseColumns/rows``; `nil` when `s_original_transaction_id` is NULL.
+    fileprivate static func read(_ row: Columns) throws -> StoredSubscription? {
+        guard let original: String = try row["s_original_transaction_id"] else { return nil }
+        return StoredSubscription(
+            originalTransactionId: original, productId: try row["s_product_id"], environment: try row["s_environment"],
+            userId: try row["s_user_id"], expiresAt: Date(millis: try row["s_expires_at"]),
+            graceUntil: (try row["s_grace_until"] as Int64?).map(Date.init(millis:)),
+            revokedAt: (try row["s_revoked_at"] as Int64?).map(Date.init(millis:)), signedAt: Date(millis: try row["s_signed_at"]))
+    }
+}
+
+extension PurchaseAccount {
+    /// A user's columns, `balance, held, version` and `other_premium_until`; `nil` when `id` is NULL (no such account).
+    fileprivate static func read(_ row: Columns) throws -> PurchaseAccount? {
+        guard try row["id"] as String? != nil else { return nil }
+        return PurchaseAccount(
+            user: try UserRecord(row), wallet: try WalletState(row),
+            otherPremiumUntil: (try row["other_premium_until"] as Int64?).map(Date.init(millis:)))
+    }
+}

@@ -1,0 +1,154 @@
+import Foundation
+import GRDB
+import TallyStore
+
+extension SQLiteStore: PurchaseStore {
+    /// Plans the submission from a reader first: a repeated one writes nothing and is answered from it. Otherwise the
+    /// single writer reads, plans and writes it in one transaction (every entry through ``append(_:userId:now:_:)``);
+    /// a refusal of the submitter is thrown once that committed.
+    public func redeem(_ transaction: VerifiedTransaction, userId: String, now: Date) async throws -> Redemption {
+        let fact = PurchaseFact.redemption(transaction, userId: userId)
+        var (snapshot, plan) = try await read { db in try Self.planned(fact, now: now, db) }
+        if !plan.writesNothing {
+            (snapshot, plan) = try await write { db in
+                let (snapshot, plan) = try Self.planned(fact, now: now, db)
+                try self.writePurchasePlan(plan, now: now, db)
+                return (snapshot, plan)
+            }
+        }
+        return try plan.redemption(by: userId, snapshot: snapshot, now: now)
+    }
+
+    /// Records the notification as seen and applies it, in one writer transaction; a duplicate writes nothing.
+    public func apply(_ notification: VerifiedNotification, now: Date) async throws -> NotificationOutcome {
+        try await write { db in
+            try db.run(sql: """
+                    INSERT INTO purchase_notifications (uuid, type, transaction_id, signed_at, received_at) VALUES (?, ?, ?, ?, ?)
+                    ON CONFLICT (uuid) DO NOTHING
+                    """,
+                arguments: [
+                    notification.notificationUUID, notification.type.rawValue, notification.transaction?.transactionId,
+                    notification.signedDate.millis, now.millis,
+                ])
+            guard db.changesCount == 1 else { return NotificationOutcome(disposition: .duplicate) }
+            let (snapshot, plan) = try Self.planned(.notification(notification), now: now, db)
+            try self.writePurchasePlan(plan, now: now, db)
+            return plan.outcome(snapshot: snapshot, now: now)
+        }
+    }
+
+    /// The account's purchases, newest first, after `cursor`.
+    public func purchases(userId: String, after cursor: PurchaseCursor?, limit: Int, now: Date) async throws -> [PurchaseRecord] {
+        try await purchases(where: "user_id = ?", [userId], after: cursor, limit: limit, now: now)
+    }
+
+    /// The purchases no account holds, newest first, after `cursor`.
+    public func unclaimedPurchases(after cursor: PurchaseCursor?, limit: Int, now: Date) async throws -> [PurchaseRecord] {
+        try await purchases(where: "user_id IS NULL AND claimed = 0", [], after: cursor, limit: limit, now: now)
+    }
+
+    private func purchases(
+        where condition: String, _ arguments: StatementArguments, after cursor: PurchaseCursor?, limit: Int, now: Date
+    ) async throws -> [PurchaseRecord] {
+        try await read { db in
+            try db.fetchRows(
+                sql: """
+                    SELECT * FROM purchases WHERE \(condition) AND (purchased_at, transaction_id) < (?, ?)
+                    ORDER BY purchased_at DESC, transaction_id DESC LIMIT ?
+                    """,
+                arguments: arguments + [cursor?.purchasedAt.millis ?? Int64.max, cursor?.transactionId ?? "", limit]
+            ).map { StoredPurchase(row: $0).record(at: now) }
+        }
+    }
+
+    // MARK: In a transaction
+
+    /// Reads what `fact` plans from (``PurchaseSnapshot``) and plans it.
+    static func planned(_ fact: PurchaseFact, now: Date, _ db: Database) throws -> (PurchaseSnapshot, PurchasePlan) {
+        var snapshot = PurchaseSnapshot(purchase: nil, subscription: nil, accounts: [:])
+        if let transaction = fact.transaction {
+            snapshot.purchase = try db.fetchRow(sql: "SELECT * FROM purchases WHERE transaction_id = ?", arguments: [transaction.transactionId])
+                .map(StoredPurchase.init(row:))
+            snapshot.subscription = try db.fetchRow(
+                sql: "SELECT * FROM subscriptions WHERE original_transaction_id = ?", arguments: [transaction.originalTransactionId]
+            ).map(StoredSubscription.init(row:))
+            for userId in PurchasePlanner.accountsToRead(fact, purchase: snapshot.purchase, subscription: snapshot.subscription) {
+                guard let account = try db.fetchFirst(sql: accountQuery, arguments: [userId], AccountRow.decode) else { continue }
+                let other = try db.fetchValue(Int64.self, sql: """
+                        SELECT max(premium_until) FROM subscriptions WHERE user_id = ? AND original_transaction_id <> ?
+                        """,
+                    arguments: [userId, transaction.originalTransactionId])
+                snapshot.accounts[userId] = PurchaseAccount(
+                    user: account.user, wallet: account.wallet, otherPremiumUntil: other.map(Date.init(millis:)))
+            }
+        }
+        return (snapshot, try PurchasePlanner.plan(fact, snapshot: snapshot, now: now))
+    }
+
+    /// Writes `plan` in the caller's transaction.
+    func writePurchasePlan(_ plan: PurchasePlan, now: Date, _ db: Database) throws {
+        if let purchase = plan.purchase {
+            try db.run(sql: """
+                    INSERT INTO purchases (transaction_id, original_transaction_id, product_id, kind, quantity, tokens, environment,
+                      user_id, claimed, purchased_at, expires_at, revoked_at, refunded_tokens, reversed_at, signed_at, recorded_at)
+                    VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+                    ON CONFLICT (transaction_id) DO UPDATE SET user_id = excluded.user_id, claimed = excluded.claimed,
+                      expires_at = excluded.expires_at, revoked_at = excluded.revoked_at, refunded_tokens = excluded.refunded_tokens,
+                      reversed_at = excluded.reversed_at, signed_at = excluded.signed_at
+                    """,
+                arguments: [
+                    purchase.transactionId, purchase.originalTransactionId, purchase.productId, purchase.kind.rawValue,
+                    purchase.quantity, purchase.tokens, purchase.environment, purchase.userId, purchase.claimed,
+                    purchase.purchasedAt.millis, purchase.expiresAt?.millis, purchase.revokedAt?.millis, purchase.refundedTokens,
+                    purchase.reversedAt?.millis, purchase.signedAt?.millis, purchase.recordedAt.millis,
+                ])
+        }
+        if let subscription = plan.subscription {
+            try db.run(sql: """
+                    INSERT INTO subscriptions (original_transaction_id, product_id, environment, user_id, expires_at, grace_until,
+                      revoked_at, signed_at)
+                    VALUES (?, ?, ?, ?, ?, ?, ?, ?)
+                    ON CONFLICT (original_transaction_id) DO UPDATE SET user_id = excluded.user_id, expires_at = excluded.expires_at,
+                      grace_until = excluded.grace_until, revoked_at = excluded.revoked_at, signed_at = excluded.signed_at
+                    """,
+                arguments: [
+                    subscription.originalTransactionId, subscription.productId, subscription.environment, subscription.userId,
+                    subscription.expiresAt.millis, subscription.graceUntil?.millis, subscription.revokedAt?.millis,
+                    subscription.signedAt.millis,
+                ])
+            if let holder = plan.subscriptionClaimedBy {
+                try db.run(sql: """
+                        UPDATE purchases SET user_id = ? WHERE original_transaction_id = ? AND kind = 'subscription' AND user_id IS NULL
+                        """,
+                    arguments: [holder, subscription.originalTransactionId])
+            }
+        }
+        for planned in plan.entries { try append(planned.entry, userId: planned.userId, now: now, db) }
+        for (userId, until) in plan.premium {
+            try db.run(sql: "UPDATE users SET purchased_premium_until = ? WHERE id = ?", arguments: [until?.millis, userId])
+        }
+    }
+}
+
+extension StoredPurchase {
+    init(row: Row) {
+        self.init(
+            transactionId: row["transaction_id"], originalTransactionId: row["original_transaction_id"], productId: row["product_id"],
+            kind: PurchaseKind(rawValue: row["kind"]) ?? .consumable, quantity: row["quantity"], tokens: row["tokens"],
+            environment: row["environment"], userId: row["user_id"], claimed: row["claimed"],
+            purchasedAt: Date(millis: row["purchased_at"]), expiresAt: (row["expires_at"] as Int64?).map(Date.init(millis:)),
+            revokedAt: (row["revoked_at"] as Int64?).map(Date.init(millis:)), refundedTokens: row["refunded_tokens"],
+            reversedAt: (row["reversed_at"] as Int64?).map(Date.init(millis:)), signedAt: (row["signed_at"] as Int64?).map(Date.init(millis:)),
+            recordedAt: Date(millis: row["recorded_at"]))
+    }
+}
+
+extension StoredSubscription {
+    init(row: Row) {
+        self.init(
+            originalTransactionId: row["original_transaction_id"], productId: row["product_id"], environment: row["environment"],
+            userId: row["user_id"], expiresAt: Date(millis: row["expires_at"]),
+            graceUntil: (row["grace_until"] as Int64?).map(Date.init(millis:)), revokedAt: (row["revoked_at"] as Int64?).map(Date.init(millis:)),
+            signedAt: Date(millis: row["signed_at"]))
+    }
+}
