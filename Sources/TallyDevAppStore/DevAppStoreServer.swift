@@ -31,7 +31,7 @@ public func buildDevAppStoreApplication(
     router.post("purchase", use: api.purchase)
     router.post("test") { request, context in
         try await api.answer(request, as: DevAppStoreAPI.SendBody.self) { body in
-            try DevAppStoreAPI.NotificationAnswer(notification: store.test(send: body.send ?? true), store: store)
+            DevAppStoreAPI.NotificationOnly(notification: .init(notification: try store.test(send: body.send ?? true), store: store))
         }
     }
     router.post("transactions/:id/:event", use: api.transactionEvent)
@@ -43,7 +43,7 @@ public func buildDevAppStoreApplication(
             return DevAppStoreAPI.error(DevAppStore.Failure(code: "no_webhook", message: "start with --webhook URL to send notifications", status: 409))
         }
         let delivery = store.deliver(notification)
-        return DevAppStoreAPI.json(DevAppStoreAPI.NotificationAnswer(notification: notification, delivery: delivery))
+        return DevAppStoreAPI.json(DevAppStoreAPI.NotificationOnly(notification: .init(notification: notification, delivery: delivery)))
     }
     router.get("deliveries") { _, _ in DevAppStoreAPI.json(["deliveries": store.deliveries]) }
     return Application(
