@@ -198,8 +198,8 @@ let package = Package(
             name: "TallyClientTests",
             dependencies: [
                 tallyClient, tallyAPI, "TallyServer", "TallyStore", "TallyLoad", "TallyTestSupport",
-                // The AI client's tests script the local model (`DevStats`).
-                "TallyDevLLM",
+                // The AI client's tests script the local model (`DevStats`); the purchase tests buy from the local App Store.
+                "TallyDevLLM", "TallyDevAppStore",
                 .product(name: "GRDB", package: "GRDB.swift"),
                 // The push crash tests' proxy (CrashingProxy).
                 .product(name: "NIOCore", package: "swift-nio"),
@@ -235,6 +235,8 @@ let package = Package(
             name: "TallyServerTests",
             dependencies: [
                 "TallyServer", "TallyStore", "TallySQLite", "TallyPostgres", "TallyLoad", "TallyTestSupport", "TallyDevLLM",
+                // Purchases are tested against the local App Store stand-in, in process.
+                "TallyAppStore", "TallyDevAppStore",
                 .product(name: "HummingbirdTesting", package: "hummingbird"),
                 .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "PostgresNIO", package: "postgres-nio"),

@@ -1,4 +1,5 @@
 import Foundation
+import TallyDevAppStore
 import TallyLoad
 @testable import TallyServer
 import TallyStore
@@ -29,11 +30,11 @@ struct ConfigurationFileTests {
     /// Writes the files the example names into `directory`.
     static func writeExampleFiles(to directory: URL) throws {
         try FileManager.default.createDirectory(at: directory.appendingPathComponent("certs"), withIntermediateDirectories: true)
-        try Data(exampleRoot.utf8).write(to: directory.appendingPathComponent("certs/root.der"))
+        try Data(exampleRoot).write(to: directory.appendingPathComponent("certs/root.der"))
     }
 
-    /// The example's root certificate file.
-    static let exampleRoot = "a root certificate (the configuration reads it; verification is tested with real chains elsewhere)"
+    /// The example's root certificate file: the local App Store's root (verification is tested with real chains elsewhere).
+    static let exampleRoot = (try? DevCertificateAuthority.generate(now: Date()).rootDER) ?? []
 
     /// The message `text` is refused with ("" when it is accepted).
     static func refusal(_ text: String, environment: [String: String] = environment) -> String {

@@ -1,6 +1,7 @@
 import Foundation
 import HTTPTypes
 import TallyAPI
+import TallyDevAppStore
 @testable import TallyServer
 import TallyStore
 import Testing
@@ -122,8 +123,15 @@ struct IdentityTests {
             name: "ai.query", model: AIGatewayTests.model,
             prompt: try PromptTemplate("A prediction for {{date}}.", params: [], hasProfile: false, place: "test"),
             action: SyncFixture.catalog.action(named: "ai.query")!, quotaLimit: nil, params: [], profileDocument: nil)
-        try await DevLLMTests.with { upstream in try await LiveServer.with(kind, catalog: SyncFixture.catalog, configure: { configuration in
+        // Purchases too, signed by the local App Store on the server's clock.
+        let clock = ManualClock(Date(timeIntervalSince1970: 1_800_000_000))
+        let appStore = try TestProducts.appStore(clock: clock)
+        let purchases = try AppStoreConfiguration(
+            bundleId: TestProducts.bundleId, environments: [.sandbox], rootCertificates: [Data(appStore.authority.rootDER)],
+            products: [AppStoreProduct(productId: TestProducts.tokens100, grant: .tokens(100))])
+        try await DevLLMTests.with { upstream in try await LiveServer.with(kind, catalog: SyncFixture.catalog, clock: clock, configure: { configuration in
             configuration.sync = SyncFixture.sync
+            configuration.appStore = purchases
             configuration.ai = AIConfiguration(
                 upstream: AIUpstream(baseURL: "http://127.0.0.1:\(upstream.port)/v1", apiKey: DevLLMTests.key),
                 models: [AIGatewayTests.model], dailyGenerations: [daily])
@@ -144,7 +152,13 @@ struct IdentityTests {
             let forged = alice.accessToken.dropLast(2) + "xx"
             #expect(try await api.send(.get, "/v1/wallet", token: String(forged)).status == .unauthorized)
             #expect(try await api.wallet(alice).held == 10)
-            try await Self.everyRouteKeepsToItsUser(api, alice: alice, holdId: holdId)
+            // Alice's purchase: Bob presenting her signed transaction is refused, and learns nothing of it.
+            let bought = try appStore.purchase(productId: TestProducts.tokens100, appAccountToken: UUID(uuidString: alice.userId), send: false)
+            let redeemed = try await api.send(
+                .post, "/v1/purchases/apple", token: alice.accessToken, json: RedeemPurchaseRequest(signedTransaction: bought.signedTransaction))
+            #expect(redeemed.status == .ok, "\(redeemed.text)")
+            try await Self.everyRouteKeepsToItsUser(
+                api, alice: alice, holdId: holdId, purchase: bought, notification: try appStore.test(send: false))
             await api.close()
         } }
     }
@@ -177,7 +191,9 @@ extension IdentityTests {
     /// in a header: no answer carries anything of Alice's, and nothing Alice reads changes. A route whose
     /// path names something the test has no value of Alice's for, or that refuses Bob's request as bad input
     /// (so it never reached the data), fails until the test knows it.
-    static func everyRouteKeepsToItsUser(_ api: APIConnection, alice: TestUser, holdId: String) async throws {
+    static func everyRouteKeepsToItsUser(
+        _ api: APIConnection, alice: TestUser, holdId: String, purchase: DevAppStore.Purchase, notification: DevAppStore.Notification
+    ) async throws {
         let email = "alice-\(UUID().uuidString.prefix(8).lowercased())@example.com"
         let reason = "alice's grant \(UUID().uuidString)"
         #expect(try await api.send(.post, "/v1/auth/link", token: alice.accessToken, json: CredentialsRequest(email: email, password: "alice's password")).status == .ok)
@@ -192,11 +208,14 @@ extension IdentityTests {
         ])
         #expect(pushed.status == .ok, "\(pushed.text)")
         // What is Alice's alone; none of it may reach Bob. (Her time zone without its slash, which JSON may escape.)
-        let alices = [alice.userId, alice.accessToken, alice.refreshToken, holdId, email, reason, "Kiritimati", note, clientId]
+        let alices = [
+            alice.userId, alice.accessToken, alice.refreshToken, holdId, email, reason, "Kiritimati", note, clientId,
+            purchase.transaction.transactionId,
+        ]
         let parameters = ["holdId": holdId, "userId": alice.userId, "name": "ai.query", "collection": "profile", "docId": "alice-doc"]
         let reads = [
             "/v1/me", "/v1/wallet", "/v1/wallet/entries?limit=100", "/v1/wallet/holds/\(holdId)", "/v1/quotas",
-            "/v1/collections/profile/docs/alice-doc", "/v1/collections/profile/docs", "/v1/sync/pull",
+            "/v1/collections/profile/docs/alice-doc", "/v1/collections/profile/docs", "/v1/sync/pull", "/v1/purchases",
         ]
         func aliceReads() async throws -> [String] {
             var texts: [String] = []
@@ -230,6 +249,9 @@ extension IdentityTests {
                 "POST /v1/auth/guest": GuestSignInRequest(deviceId: "device-" + UUID().uuidString),
                 "POST /v1/auth/refresh": RefreshRequest(refreshToken: bob.refreshToken),
                 "POST /v1/auth/revoke": RefreshRequest(refreshToken: bob.refreshToken),
+                // Alice's transaction: 409 purchase_claimed, nothing of hers moved or shown.
+                "POST /v1/purchases/apple": RedeemPurchaseRequest(signedTransaction: purchase.signedTransaction),
+                "POST /v1/webhooks/appstore": AppStoreNotificationRequest(signedPayload: notification.signedPayload),
                 "POST /v1/auth/sign-in": CredentialsRequest(email: email, password: "bob's guess"),
                 "POST /v1/auth/link": CredentialsRequest(email: email, password: "bob's password"),
                 // Alice's email: Bob may ask for her reset mail (202, nothing revealed) but not use a code he does not have.

@@ -42,11 +42,11 @@ struct LiveServer: Sendable {
     /// TALLY_REQUIRE_POSTGRES=1), see ``postgresURL(sourceLocation:)``.
     static func with<T: Sendable>(
         _ kind: StoreKind, catalog: Catalog = .standard, signupsPerHour: Int = 1000, limits: LimitsConfiguration = LimitsConfiguration(),
-        accessTokenTTL: TimeInterval = 30 * 86_400, start: Date = Date(timeIntervalSince1970: 1_800_000_000), logs: LogCapture? = nil,
-        configure: @Sendable (inout TallyConfiguration) async throws -> Void = { _ in }, logger: Logger? = nil,
+        accessTokenTTL: TimeInterval = 30 * 86_400, start: Date = Date(timeIntervalSince1970: 1_800_000_000), clock given: ManualClock? = nil,
+        logs: LogCapture? = nil, configure: @Sendable (inout TallyConfiguration) async throws -> Void = { _ in }, logger: Logger? = nil,
         sourceLocation: SourceLocation = #_sourceLocation, _ body: @Sendable (LiveServer) async throws -> T
     ) async throws -> T {
-        let clock = ManualClock(start)  // by default 2027-01-15T08:00:00Z
+        let clock = given ?? ManualClock(start)  // by default 2027-01-15T08:00:00Z
         var configuration = TallyConfiguration()
         configuration.port = 0
         configuration.adminPort = 0

@@ -111,7 +111,8 @@ struct OpenAPITests {
             "AdminUserView", "HealthStatus", "ErrorResponse", "CollectionInfo", "CollectionList", "Document", "DocumentPage",
             "PutDocumentRequest", "MergePatch", "SyncMutation", "SyncPushRequest", "SyncMutationResult", "SyncPushResponse",
             "SyncPullResponse", "SyncChangedEvent", "SyncWalletEvent", "ChatCompletionRequest", "ChatCompletion", "AICharge", "AIModelList",
-            "DailyGeneration",
+            "DailyGeneration", "RedeemPurchaseRequest", "AppStoreNotificationRequest", "Purchase", "PurchaseResponse", "PurchasePage",
+            "NotificationReceipt",
         ]
         let missing = expected.filter { schemas[$0] == nil }
         #expect(missing.isEmpty, "components/schemas lacks: \(missing.joined(separator: ", "))")
@@ -148,6 +149,8 @@ struct OpenAPITests {
         configuration.dataDirectory = directory.path
         configuration.ai = AIConfiguration(
             upstream: AIUpstream(baseURL: "http://127.0.0.1:1/v1", apiKey: nil), models: [AIGatewayTests.model])
+        configuration.appStore = try AppStoreConfiguration(
+            bundleId: "com.example.oracle", environments: [.sandbox], products: [AppStoreProduct(productId: "com.example.tokens.100", grant: .tokens(100))])
         let registry = PrometheusCollectorRegistry()
         let services = TallyServices(
             store: store, clock: SystemClock(), configuration: configuration, metrics: PrometheusMetricsFactory(registry: registry))

@@ -14,6 +14,25 @@ struct AdminController {
         group.get("users/:userId/entries", use: entries)
         group.post("users/:userId/grants", use: grant)
         group.put("users/:userId/premium", use: premium)
+        group.get("users/:userId/purchases", use: purchases)
+        group.get("purchases/unclaimed", use: unclaimedPurchases)
+    }
+
+    /// A user's App Store purchases, newest first (as `GET /v1/purchases` shows them to the user).
+    @Sendable func purchases(_ request: Request, context: TallyRequestContext) async throws -> Response {
+        let userId = try Self.userId(context)
+        guard try await services.store.user(id: userId) != nil else { throw APIError(.notFound, "No such user.") }
+        let (cursor, limit) = try PurchasesController.page(request)
+        let records = try await services.store.purchases(userId: userId, after: cursor, limit: limit + 1, now: services.clock.now)
+        return JSONResponse.make(body: PurchasesController.page(records, limit: limit))
+    }
+
+    /// The App Store purchases no account holds yet (a notification whose app account token named no account),
+    /// newest first: credited to the first account that redeems one.
+    @Sendable func unclaimedPurchases(_ request: Request, context: TallyRequestContext) async throws -> Response {
+        let (cursor, limit) = try PurchasesController.page(request)
+        let records = try await services.store.unclaimedPurchases(after: cursor, limit: limit + 1, now: services.clock.now)
+        return JSONResponse.make(body: PurchasesController.page(records, limit: limit))
     }
 
     @Sendable func user(_ request: Request, context: TallyRequestContext) async throws -> Response {

@@ -156,9 +156,11 @@ func buildRouter(services: TallyServices) -> Router<TallyRequestContext> {
     let metering = MeteringController(services: services)
     let v1 = router.group("v1")
     let recovery = AccountRecoveryController(services: services)
+    let purchases = services.configuration.appStore.map { PurchasesController(services: services, appStore: $0) }
     identity.addPublicRoutes(to: v1)
     recovery.addPublicRoutes(to: v1)
     metering.addPublicRoutes(to: v1)
+    purchases?.addPublicRoutes(to: v1)
 
     let user = router.group("v1")
         .add(middleware: AuthMiddleware(services: services))
@@ -171,6 +173,7 @@ func buildRouter(services: TallyServices) -> Router<TallyRequestContext> {
     SyncController(services: services).addRoutes(to: user)
     SyncEventsController(services: services).addRoutes(to: user)
     services.ai?.addRoutes(to: user, services: services)
+    purchases?.addRoutes(to: user)
     return router
 }
 

@@ -28,14 +28,18 @@ public struct AppStoreConfiguration: Sendable {
     public var rootCertificateFiles: [String]
     /// What each product gives.
     public var products: [AppStoreProduct]
-    /// Whether certificates are checked for revocation online (OCSP); off by default.
+    /// Whether certificates are checked for revocation online (OCSP): not supported yet, so always false (the file's
+    /// `onlineChecks: true` is refused).
     public var onlineChecks: Bool
+    /// Verifies signed payloads for this app, environments and roots (made once: the roots are parsed here).
+    public let verifier: AppStoreVerifier
 
-    /// A configuration for `bundleId` accepting both environments, Apple's root, and `products`.
+    /// A configuration for `bundleId` accepting `environments`, signed under `rootCertificates` (DER or PEM; empty:
+    /// Apple Root CA - G3), selling `products`. Throws ``ConfigurationError`` when a root is not a certificate.
     public init(
         bundleId: String, appAppleId: Int64? = nil, environments: [AppStoreEnvironment] = [.production, .sandbox],
         rootCertificates: [Data] = [], rootCertificateFiles: [String] = [], products: [AppStoreProduct], onlineChecks: Bool = false
-    ) {
+    ) throws {
         self.bundleId = bundleId
         self.appAppleId = appAppleId
         self.environments = environments
@@ -43,6 +47,13 @@ public struct AppStoreConfiguration: Sendable {
         self.rootCertificateFiles = rootCertificateFiles
         self.products = products
         self.onlineChecks = onlineChecks
+        do {
+            verifier = try AppStoreVerifier(
+                rootCertificates: rootCertificates.isEmpty ? nil : rootCertificates.map { Array($0) }, bundleId: bundleId,
+                appAppleId: appAppleId, environments: Set(environments))
+        } catch {
+            throw ConfigurationError("appStore.rootCertificates: \(error)")
+        }
     }
 
     /// The product `productId`, if the configuration sells it.
@@ -105,6 +116,10 @@ public struct AppStoreConfiguration: Sendable {
                 roots.append(data)
             }
             guard !products.isEmpty else { throw ConfigurationError("appStore.products must list at least one product") }
+            guard onlineChecks != true else {
+                // Refused rather than silently off: an operator who asks for revocation checks must know there are none.
+                throw ConfigurationError("appStore.onlineChecks: true is not supported yet (OCSP); payloads are verified offline at their signedDate")
+            }
             var seen: Set<String> = []
             let products = try products.enumerated().map { index, product -> AppStoreProduct in
                 let place = "appStore.products[\(index)]"
@@ -126,7 +141,7 @@ public struct AppStoreConfiguration: Sendable {
                     throw ConfigurationError("\(place) needs either tokens: N (a consumable) or premium: true (a subscription)")
                 }
             }
-            return AppStoreConfiguration(
+            return try AppStoreConfiguration(
                 bundleId: bundleId, appAppleId: appAppleId, environments: accepted, rootCertificates: roots,
                 rootCertificateFiles: rootCertificates ?? [], products: products, onlineChecks: onlineChecks ?? false)
         }

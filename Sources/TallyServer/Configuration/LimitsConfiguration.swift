@@ -39,6 +39,11 @@ public struct LimitsConfiguration: Sendable {
     public var codeAttemptsPerAddress = RateLimit(30, per: 900)
     /// Verification mails asked for (`POST /v1/auth/email/verify/send`) per user.
     public var verificationMailsPerUser = RateLimit(5, per: 3600)
+    /// App Store transactions redeemed per user (`POST /v1/purchases/apple`): each costs signature checks.
+    public var purchasesPerUser = RateLimit(60, per: 60)
+    /// App Store notifications per client address (`POST /v1/webhooks/appstore`): Apple's few addresses send them
+    /// all, in bursts after an outage; a flood of forgeries costs signature checks.
+    public var appStoreNotificationsPerAddress = RateLimit(1_200, per: 60)
 
     /// The production defaults.
     public init() {}
@@ -68,6 +73,8 @@ public struct LimitsConfiguration: Sendable {
         var passwordForgotPerAddress: Rate?
         var codeAttemptsPerAddress: Rate?
         var verificationMailsPerUser: Rate?
+        var purchasesPerUser: Rate?
+        var appStoreNotificationsPerAddress: Rate?
 
         /// The limits the section gives, the defaults for the keys it does not.
         func configuration() throws -> LimitsConfiguration {
@@ -93,6 +100,8 @@ public struct LimitsConfiguration: Sendable {
             passwordForgotPerAddress = Rate(limits.passwordForgotPerAddress)
             codeAttemptsPerAddress = Rate(limits.codeAttemptsPerAddress)
             verificationMailsPerUser = Rate(limits.verificationMailsPerUser)
+            purchasesPerUser = Rate(limits.purchasesPerUser)
+            appStoreNotificationsPerAddress = Rate(limits.appStoreNotificationsPerAddress)
         }
 
         private func apply(to limits: inout LimitsConfiguration) throws {
@@ -115,6 +124,8 @@ public struct LimitsConfiguration: Sendable {
                 ("passwordForgotPerAddress", passwordForgotPerAddress, \.passwordForgotPerAddress),
                 ("codeAttemptsPerAddress", codeAttemptsPerAddress, \.codeAttemptsPerAddress),
                 ("verificationMailsPerUser", verificationMailsPerUser, \.verificationMailsPerUser),
+                ("purchasesPerUser", purchasesPerUser, \.purchasesPerUser),
+                ("appStoreNotificationsPerAddress", appStoreNotificationsPerAddress, \.appStoreNotificationsPerAddress),
             ]
             for (name, rate, path) in rates {
                 guard let rate else { continue }

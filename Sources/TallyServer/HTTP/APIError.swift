@@ -39,6 +39,8 @@ public struct APIError: Error, HTTPResponseError, CustomStringConvertible {
         case .clientIdInUse: return .forbidden
         case .versionConflict: return .preconditionFailed
         case .resyncRequired: return .gone
+        case .purchaseClaimed: return .conflict
+        case .unknownProduct: return .unprocessableContent
         case .documentTooLarge: return .contentTooLarge
         case .collectionFull, .storageFull: return .conflict
         case .unsupportedMediaType: return .unsupportedMediaType
@@ -90,6 +92,7 @@ extension APIError {
                 .storageFull,
                 "This user's synced storage is full (documents and tombstones, bytes, or sync client ids); delete documents "
                     + "to free bytes; tombstones and idle client ids are purged after the tombstone retention.")
+        case .purchaseClaimed: self.init(.purchaseClaimed, "This App Store transaction was redeemed by another account.")
         case .resyncRequired:
             self.init(.resyncRequired, "The cursor is older than the tombstones the server keeps; pull again without a cursor.")
         case .rateLimited:

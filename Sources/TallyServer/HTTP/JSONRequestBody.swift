@@ -27,6 +27,14 @@ extension ChangePasswordRequest: JSONRequestBody {
     static let integerFields: Set<String> = []
 }
 
+extension RedeemPurchaseRequest: JSONRequestBody {
+    static let integerFields: Set<String> = []
+}
+
+extension AppStoreNotificationRequest: JSONRequestBody {
+    static let integerFields: Set<String> = []
+}
+
 extension ForgotPasswordRequest: JSONRequestBody {
     static let integerFields: Set<String> = []
 }

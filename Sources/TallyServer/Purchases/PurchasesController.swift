@@ -1,0 +1,139 @@
+import Foundation
+import Hummingbird
+import Logging
+import TallyAPI
+import TallyAppStore
+import TallyStore
+
+/// App Store purchases: `POST /v1/purchases/apple` (a user redeems a StoreKit 2 transaction), `GET /v1/purchases`,
+/// and `POST /v1/webhooks/appstore` (App Store Server Notifications V2, authenticated by their signature alone).
+///
+/// Nothing in a payload is believed before ``AppStoreVerifier`` has checked it (ES256, the chain to a configured root
+/// with Apple's marks, at the payload's `signedDate`; the bundle id and environment). What it says is then handed to
+/// the store as facts (``AppStorePayloads``), and the store credits, refunds and moves premium in one transaction each,
+/// exactly once whichever of the app and Apple comes first.
+struct PurchasesController {
+    let services: TallyServices
+    let appStore: AppStoreConfiguration
+    let throttles: PurchaseThrottles
+    var store: any TallyStorage { services.store }
+
+    /// The longest signed payload taken: StoreKit's JWS are 3–6 KiB (three certificates and the payload).
+    static let maxSignedBytes = 64 * 1024
+
+    init(services: TallyServices, appStore: AppStoreConfiguration) {
+        self.services = services
+        self.appStore = appStore
+        throttles = PurchaseThrottles(services.configuration.limits)
+    }
+
+    func addPublicRoutes(to group: RouterGroup<TallyRequestContext>) {
+        group.post("webhooks/appstore", use: webhook)
+    }
+
+    func addRoutes(to group: RouterGroup<AuthenticatedContext>) {
+        group.post("purchases/apple", use: redeem)
+        group.get("purchases", use: list)
+    }
+
+    /// Verifies and redeems a transaction for the caller; answers the purchase with the caller's wallet and premium.
+    @Sendable func redeem(_ request: Request, context: AuthenticatedContext) async throws -> Response {
+        let body = try await JSONBody<RedeemPurchaseRequest>.read(request, context: context).value
+        let userId = context.identity.userId
+        let door = Door(route: "POST /v1/purchases/apple", now: services.clock.now, logger: context.logger, services: services)
+        try throttles.redeemsPerUser.acquire(userId, door)
+        let payload = try await verified { try await appStore.verifier.verifyTransaction(try Self.bounded(body.signedTransaction)) }
+        let transaction = try AppStorePayloads.transaction(payload, products: appStore)
+        let redemption = try await store.redeem(transaction, userId: userId, now: services.clock.now)
+        for changed in redemption.changedUsers { services.notifier.walletChanged(userId: changed) }
+        let answer = PurchaseResponse(
+            purchase: Purchase(redemption.purchase), wallet: Wallet(redemption.wallet),
+            premiumUntil: redemption.user.combinedPremiumUntil)
+        return JSONResponse.make(body: answer)
+    }
+
+    /// The caller's purchases, newest first, `limit` (1–100, default 50) a page, after `cursor`.
+    @Sendable func list(_ request: Request, context: AuthenticatedContext) async throws -> Response {
+        let (cursor, limit) = try Self.page(request)
+        let records = try await store.purchases(userId: context.identity.userId, after: cursor, limit: limit + 1, now: services.clock.now)
+        return JSONResponse.make(body: Self.page(records, limit: limit))
+    }
+
+    /// An App Store Server Notification V2: applied once (a duplicate, a stale one, an unknown type: 200 and nothing
+    /// changes); a payload that does not verify: 400 and nothing changes; 503 only when the database cannot answer,
+    /// so that Apple retries (at 1, 12, 24, 48 and 72 hours).
+    @Sendable func webhook(_ request: Request, context: TallyRequestContext) async throws -> Response {
+        let body = try await JSONBody<AppStoreNotificationRequest>.read(request, context: context).value
+        let address = services.clientAddress(request, peer: context.peer)
+        let door = Door(route: "POST /v1/webhooks/appstore", now: services.clock.now, logger: context.logger, services: services)
+        try throttles.notificationsPerAddress.acquire(address, door)
+        let notification = try await verified { try await appStore.verifier.verifyNotification(try Self.bounded(body.signedPayload)) }
+        let verifiedNotification = AppStorePayloads.notification(notification, products: appStore)
+        let outcome = try await store.apply(verifiedNotification, now: services.clock.now)
+        for changed in outcome.changedUsers { services.notifier.walletChanged(userId: changed) }
+        context.logger.info(
+            "app store notification",
+            metadata: [
+                "tally.notification": .string(verifiedNotification.type.rawValue),
+                "tally.disposition": .string(outcome.disposition.rawValue),
+            ])
+        return JSONResponse.make(body: NotificationReceipt(disposition: outcome.disposition.rawValue))
+    }
+
+    /// What the webhook answers: how the notification was taken (`applied`, `duplicate`, `stale`, `ignored`).
+    struct NotificationReceipt: Codable {
+        var disposition: String
+    }
+
+    // MARK: Helpers
+
+    /// Runs a verification; a refusal becomes a 400 with its code (and nothing else happens).
+    private func verified<T>(_ verify: () async throws -> T) async throws -> T {
+        do {
+            return try await verify()
+        } catch let error as AppStoreVerificationError {
+            throw APIError(ErrorCode(rawValue: error.code.rawValue == "malformed" ? ErrorCode.invalidSignature.rawValue : error.code.rawValue), error.message)
+        }
+    }
+
+    /// `text` if it is short enough to be a signed payload.
+    static func bounded(_ text: String) throws -> String {
+        guard !text.isEmpty, text.utf8.count <= maxSignedBytes else {
+            throw APIError(.invalidField, "A signed payload is a JWS of at most \(maxSignedBytes) bytes.")
+        }
+        return text
+    }
+
+    /// The `cursor` and `limit` of a list request.
+    static func page(_ request: Request) throws -> (PurchaseCursor?, Int) {
+        let query = request.uri.queryParameters
+        var limit = 50
+        if let text = query["limit"] {
+            guard let value = Int(String(text)), (1...100).contains(value) else {
+                throw APIError(.invalidQuery, "'limit' must be a whole number from 1 to 100.")
+            }
+            limit = value
+        }
+        guard let text = query["cursor"] else { return (nil, limit) }
+        guard let cursor = PurchaseCursor(token: String(text)) else { throw APIError(.invalidCursor, "'cursor' is not one this server issued.") }
+        return (cursor, limit)
+    }
+
+    /// The first `limit` of `records` (read one more, to know whether a page follows), as the API's page.
+    static func page(_ records: [PurchaseRecord], limit: Int) -> Page<Purchase> {
+        let shown = records.prefix(limit)
+        let next = records.count > limit ? shown.last.map { PurchaseCursor(after: $0).token } : nil
+        return Page(items: shown.map(Purchase.init), nextCursor: next)
+    }
+}
+
+extension Purchase {
+    /// The API's view of a stored purchase.
+    init(_ record: PurchaseRecord) {
+        self.init(
+            transactionId: record.transactionId, originalTransactionId: record.originalTransactionId, productId: record.productId,
+            kind: TallyAPI.PurchaseKind(rawValue: record.kind.rawValue), tokens: record.tokens, premiumUntil: record.premiumUntil,
+            environment: record.environment, status: TallyAPI.PurchaseStatus(rawValue: record.status.rawValue),
+            purchasedAt: record.purchasedAt)
+    }
+}
