@@ -18,8 +18,8 @@ struct PurchasesController {
     let throttles: PurchaseThrottles
     var store: any TallyStorage { services.store }
 
-    /// The longest signed payload taken: StoreKit's JWS are 3–6 KiB (three certificates and the payload).
-    static let maxSignedBytes = 64 * 1024
+    /// The longest signed payload taken: a StoreKit JWS is 5–8 KiB, a notification (two nested JWS) about 20 KiB.
+    static let maxSignedBytes = 60 * 1024
 
     init(services: TallyServices, appStore: AppStoreConfiguration) {
         self.services = services
