@@ -84,7 +84,7 @@ enum PostgresSchema {
           CHECK ((kind = 'consumable') = (tokens IS NOT NULL)),
           CHECK ((kind = 'subscription') = (expires_at IS NOT NULL)),
           CHECK (kind = 'consumable' OR (NOT claimed AND refunded_tokens IS NULL AND reversed_at IS NULL)),
-          CHECK (kind = 'subscription' OR claimed OR user_id IS NULL),
+          CHECK (kind = 'subscription' OR claimed OR user_id IS NULL OR revoked_at IS NOT NULL),
           CHECK (kind = 'subscription' OR revoked_at IS NULL OR refunded_tokens IS NOT NULL),
           CHECK (reversed_at IS NULL OR (refunded_tokens IS NOT NULL AND revoked_at IS NULL))
         )

@@ -246,7 +246,9 @@ public struct PurchasePlan: Sendable, Hashable {
 ///
 /// - A consumable credits its tokens once, forever: to the account its `appAccountToken` names if that account
 ///   exists, else to the first account to submit it. The same account submitting it again changes nothing; another
-///   account is refused (`.purchaseClaimed`, after the named account was credited if no one had been).
+///   account is refused (`.purchaseClaimed`, after the named account was credited if no one had been). One refunded
+///   before anyone was credited credits no one, but keeps the account it would have gone to as its owner: a
+///   reversal of the refund credits that account (its app finished the transaction and will not submit it again).
 /// - A subscription's premium goes to the account that submitted one of its transactions last (a restore moves it;
 ///   both accounts' ledgers get a `premium` entry), else to the account its notifications' `appAccountToken` names.
 /// - A notification older (`signedDate`) than one applied to its original transaction changes nothing. A
@@ -323,15 +325,17 @@ private struct Planning {
             if purchase.userId != userId { plan.refusal = .purchaseClaimed }
             return
         }
-        // Refunded before anyone was credited: nothing to credit (until a reversal).
-        if purchase.revokedAt != nil { return }
-        if let revoked = transaction.revocationDate, purchase.refundedTokens == nil {
+        if purchase.revokedAt == nil, let revoked = transaction.revocationDate, purchase.refundedTokens == nil {
             (purchase.revokedAt, purchase.refundedTokens) = (revoked, 0)
+        }
+        let owner = purchase.userId ?? namedAccount ?? userId
+        if owner != userId { plan.refusal = .purchaseClaimed }
+        // Refunded before anyone was credited: nothing to credit, but the owner is recorded: a reversal credits it.
+        if purchase.revokedAt != nil {
+            purchase.userId = owner
             return
         }
-        let owner = namedAccount ?? userId
         credit(owner)
-        if owner != userId { plan.refusal = .purchaseClaimed }
     }
 
     mutating func notifyConsumable(_ notification: VerifiedNotification) {
@@ -339,8 +343,10 @@ private struct Planning {
         switch notification.type {
         case .refund: refundConsumable(at: transaction.revocationDate ?? notification.signedDate)
         case .refundReversed:
+            // The owner a refund made before any credit recorded, if it still exists.
+            let recorded = purchase.claimed ? nil : purchase.userId.flatMap { snapshot.accounts[$0] == nil ? nil : $0 }
             reverseConsumableRefund(at: notification.signedDate)
-            if let owner = namedAccount { creditUnclaimed(owner) }
+            if let owner = recorded ?? namedAccount { creditUnclaimed(owner) }
         case .revoke: break
         default: if let owner = namedAccount { creditUnclaimed(owner) }
         }
@@ -364,6 +370,8 @@ private struct Planning {
         purchase.revokedAt = date
         guard purchase.claimed, let owner = purchase.userId, snapshot.accounts[owner] != nil, let tokens = purchase.tokens else {
             purchase.refundedTokens = 0
+            // Before any credit: the account it names is its owner, should the refund be reversed.
+            if !purchase.claimed, purchase.userId == nil { purchase.userId = namedAccount }
             return
         }
         let taken = PurchasePlanner.refundedTokens(of: tokens, percentage: transaction.revocationPercentage)

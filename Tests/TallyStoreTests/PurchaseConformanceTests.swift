@@ -129,27 +129,43 @@ struct PurchaseConformanceTests {
         }
     }
 
-    @Test("A refund before any credit credits nothing, to any submitter, until its reversal makes the purchase creditable",
+    @Test("A refund before any credit credits nothing but keeps its submitter as the owner; the reversal credits that account",
         arguments: StoreKind.allCases)
     func refundBeforeCredit(kind: StoreKind) async throws {
         try await withFixture(kind) { f in
-            let user = try await f.newUser()
+            let (user, other) = (try await f.newUser(), try await f.newUser())
             let bought = Facts.consumable(purchased: f.now)
             f.clock.advance(by: 60)
             let refunded = try await f.deliver(Facts.notification(.refund, bought.signed(at: f.now, revoked: f.now), signed: f.now))
             #expect(refunded.purchase?.status == .refunded && refunded.purchase?.refundedTokens == 0, "[\(kind)]")
+            #expect(try await f.unclaimed(bought.transactionId) != nil, "[\(kind)]")
             let submitted = try await f.redeem(bought, by: user)
             #expect(submitted.purchase.status == .refunded && submitted.wallet.balance == 0 && submitted.changedUsers.isEmpty, "[\(kind)]")
+            #expect(submitted.purchase.userId == user, "[\(kind)]")
+            #expect(try await f.unclaimed(bought.transactionId) == nil, "[\(kind)] the submitter owns it now")
+            await expectClaimed(kind) { try await f.redeem(bought, by: other) }
             // A payload that already shows its refund credits nothing either.
             let revoked = Facts.consumable(purchased: f.now, revoked: f.now)
             #expect(try await f.redeem(revoked, by: user).purchase.status == .refunded, "[\(kind)]")
 
+            // The reversal credits the owner the submission recorded: its app finished the transaction, and will not
+            // submit it again.
             f.clock.advance(by: 60)
             let reversal = try await f.deliver(Facts.notification(.refundReversed, bought.signed(at: f.now), signed: f.now))
-            #expect(reversal.purchase?.status == .unclaimed && reversal.changedUsers.isEmpty, "[\(kind)]")
+            #expect(reversal.purchase?.status == .credited && reversal.changedUsers == [user], "[\(kind)]")
+            #expect(try await f.balance(user) == 100, "[\(kind)]")
             #expect(try await f.redeem(bought, by: user).wallet.balance == 100, "[\(kind)]")
             #expect(try await f.allEntries(user).map(\.kind) == [.purchase], "[\(kind)]")
-            try await f.checkInvariants([user])
+
+            // Named by its appAccountToken, refunded before the charge arrived: the named account is credited at the reversal.
+            let named = Facts.consumable(for: other, purchased: f.now)
+            f.clock.advance(by: 60)
+            try await f.deliver(Facts.notification(.refund, named.signed(at: f.now, revoked: f.now), signed: f.now))
+            #expect(try await f.allPurchases(other, pageSize: 10).map(\.status) == [.refunded], "[\(kind)]")
+            f.clock.advance(by: 60)
+            try await f.deliver(Facts.notification(.refundReversed, named.signed(at: f.now), signed: f.now))
+            #expect(try await f.balance(other) == 100, "[\(kind)]")
+            try await f.checkInvariants([user, other])
         }
     }
 

@@ -82,6 +82,17 @@ extension Fixture {
         try await allEntries(userId).filter { $0.reference == reference }
     }
 
+    /// The unclaimed purchase `transactionId`, if the admin's list has it (looked for page by page).
+    func unclaimed(_ transactionId: String) async throws -> PurchaseRecord? {
+        var cursor: PurchaseCursor?
+        while true {
+            let page = try await store.unclaimedPurchases(after: cursor, limit: 200, now: now)
+            if let found = page.first(where: { $0.transactionId == transactionId }) { return found }
+            guard let last = page.last else { return nil }
+            cursor = PurchaseCursor(after: last)
+        }
+    }
+
     /// Every purchase of the account, newest first, read in pages of `pageSize`.
     func allPurchases(_ userId: String, pageSize: Int = 2) async throws -> [PurchaseRecord] {
         var all: [PurchaseRecord] = []
