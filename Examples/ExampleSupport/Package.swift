@@ -1,8 +1,8 @@
 // swift-tools-version:6.1
 import PackageDescription
 
-/// What the example apps' tests and drivers share: a real `tally serve` as a child process, and other
-/// processes of the app (a widget). Foundation only.
+/// What the example apps' tests and drivers share: a real `tally serve` as a child process, a real
+/// `tally dev-appstore` (the local App Store) beside it, and other processes of the app (a widget). Foundation only.
 let package = Package(
     name: "ExampleSupport",
     platforms: [.macOS(.v14)],

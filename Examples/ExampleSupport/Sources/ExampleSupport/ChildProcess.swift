@@ -62,6 +62,18 @@ public final class ChildProcess: @unchecked Sendable {
         throw ExampleError("\(output.lastPathComponent) did not end within \(limit)")
     }
 
+    /// Waits (polling every 20 ms, at most `limit`) until `parse` finds what it looks for in the standard output so
+    /// far (a "listening on" line); throws when the process ends first or the time is up. `name` is for the message.
+    public func awaitOutput<T>(_ name: String, limit: Duration = .seconds(30), _ parse: (String) -> T?) async throws -> T {
+        let deadline = ContinuousClock.now + limit
+        while true {
+            if let value = parse(text) { return value }
+            if let status = exitStatus { throw ExampleError("\(name) exited with \(status): \(errors)") }
+            guard ContinuousClock.now < deadline else { throw ExampleError("\(name) did not start within \(limit): \(errors)") }
+            try await Task.sleep(for: .milliseconds(20))
+        }
+    }
+
     /// What it wrote to standard output so far.
     public var text: String { (try? String(contentsOf: output, encoding: .utf8)) ?? "" }
     /// What it wrote to standard error so far.

@@ -32,19 +32,17 @@ public final class TallyServer: @unchecked Sendable {
         process = try ChildProcess(
             try Self.binary, ["serve", "--port", "\(port)", "--admin-port", "0", "--data-dir", dataDirectory.path],
             environment: ["TALLY_CONFIG": config.path, "TALLY_ADMIN_KEY": adminKey, "LOG_LEVEL": "warning"], output: output)
-        var api: URL?
-        var admin: URL?
-        for _ in 0..<1_500 where api == nil || admin == nil {
-            for line in process.text.split(separator: "\n") {
+        (baseURL, adminURL) = try await process.awaitOutput("tally serve") { text in
+            var api: URL?
+            var admin: URL?
+            for line in text.split(separator: "\n") {
                 let words = line.split(separator: " ")
                 if line.hasPrefix("tally listening on "), words.count > 3 { api = URL(string: String(words[3])) }
                 if line.hasPrefix("tally admin listening on "), words.count > 4 { admin = URL(string: String(words[4])) }
             }
-            if let status = process.exitStatus { throw ExampleError("tally serve exited with \(status): \(process.errors)") }
-            if api == nil || admin == nil { try await Task.sleep(for: .milliseconds(20)) }
+            guard let api, let admin else { return nil }
+            return (api, admin)
         }
-        guard let api, let admin else { throw ExampleError("tally serve did not start: \(process.errors)") }
-        (baseURL, adminURL) = (api, admin)
     }
 
     /// The port the API listens on (to start the server again on the same one).
