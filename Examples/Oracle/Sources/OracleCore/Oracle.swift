@@ -32,51 +32,71 @@ public enum OracleSetup {
     }
 }
 
-/// The oracle's screen state: the wallet and today's free readings, the chat history (from the device), and a
-/// notice when the server refused something. Readings are metered actions; chat exchanges are synced documents
-/// the server charges as it stores them, so a message sent offline is charged once when it arrives.
+/// The oracle's screen state: the wallet, premium and today's free readings, the chat history (from the device),
+/// and a notice when the server refused something. Readings are metered actions; chat exchanges are synced
+/// documents the server charges as it stores them, so a message sent offline is charged once when it arrives.
+/// Tokens and premium are bought from a ``Storefront`` and redeemed on the server, which answers with the wallet
+/// and premium after the purchase; what the App Store does later (a refund, a subscription's end) reaches the
+/// server as a notification, and the screen through the server's events.
 @MainActor
 @Observable
 public final class OracleSession {
     /// The wallet as last known (the server's events keep it current).
     public private(set) var wallet: Wallet?
-    /// Free readings left today, when known.
+    /// Free readings left today, when known; nil under premium (unlimited).
     public private(set) var freeReadingsLeft: Int?
+    /// When premium ends, as the server last said; nil: no premium.
+    public private(set) var premiumUntil: Date?
     /// The chat, oldest first.
     public private(set) var history: [ChatExchange] = []
     /// What the app tells the user about a refusal ("out of tokens…"), if anything.
     public private(set) var notice: String?
 
-    @ObservationIgnored public let client: Client
-    @ObservationIgnored private let chat: SyncedCollection<ChatExchange>
+    /// Whether premium runs now: readings are free and unlimited.
+    public var isPremium: Bool { premiumUntil.map { $0 > Date() } ?? false }
 
-    /// The session of `client`'s user.
-    public init(client: Client) {
+    @ObservationIgnored public let client: Client
+    @ObservationIgnored private let storefront: (any Storefront)?
+    @ObservationIgnored private let chat: SyncedCollection<ChatExchange>
+    /// Readings drawn on this device (premium ones move neither the quota nor the wallet: they still differ).
+    @ObservationIgnored private var draws: Int64 = 0
+
+    /// The session of `client`'s user, buying from `storefront` (nil: the app sells nothing).
+    public init(client: Client, storefront: (any Storefront)? = nil) {
         self.client = client
+        self.storefront = storefront
         chat = client.collection("chat_messages", of: ChatExchange.self)
     }
 
-    /// Restores the stored session, or starts as a guest.
+    /// Restores the stored session, or starts as a guest; reads whether the user has premium.
     public func start() async throws {
         if try await client.restore() == nil { try await client.signInAsGuest() }
+        premiumUntil = try await client.premiumStatus().until
         try reload()
     }
 
-    /// Reads the history and the cached wallet and quotas from the device.
+    /// Reads the history and the cached wallet, quotas and premium from the device.
     public func reload() throws {
         history = try chat.documents().map(\.value)
         wallet = client.value(client.walletQuery)
-        if let quota = client.value(client.quotasQuery)?.items.first(where: { $0.name == "readings" }) {
-            freeReadingsLeft = quota.unlimited ? nil : quota.remaining
-        }
+        if let quotas = client.value(client.quotasQuery) { show(quotas.items) }
+        if let me = client.value(client.meQuery) { premiumUntil = me.premiumUntil }
     }
 
-    /// Follows the history, the wallet and refusals until the task is cancelled (SwiftUI's `.task`).
+    private func show(_ quotas: [Quota]) {
+        guard let quota = quotas.first(where: { $0.name == "readings" }) else { return }
+        freeReadingsLeft = quota.unlimited ? nil : quota.remaining
+    }
+
+    /// Follows the history, the wallet, the free readings, premium and refusals until the task is cancelled
+    /// (SwiftUI's `.task`).
     public func follow() async {
         async let historyFollowed: Void = followHistory()
         async let walletFollowed: Void = followWallet()
+        async let quotasFollowed: Void = followQuotas()
+        async let premiumFollowed: Void = followPremium()
         async let refusalsFollowed: Void = followRefusals()
-        _ = await (historyFollowed, walletFollowed, refusalsFollowed)
+        _ = await (historyFollowed, walletFollowed, quotasFollowed, premiumFollowed, refusalsFollowed)
     }
 
     private func followHistory() async {
@@ -90,6 +110,16 @@ public final class OracleSession {
         }
     }
 
+    /// The server's events carry the quotas with the wallet: a subscription's end shows the day's free readings again.
+    private func followQuotas() async {
+        for await state in client.observe(client.quotasQuery) { if let quotas = state.value { show(quotas.items) } }
+    }
+
+    /// Premium as the server says, bought or ended (the events update the cached profile).
+    private func followPremium() async {
+        for await state in client.observe(client.meQuery) { if let me = state.value { premiumUntil = me.premiumUntil } }
+    }
+
     private func followRefusals() async {
         for await event in client.syncEvents {
             if case .rejected(_, _, let error) = event, error.code.rawValue == "insufficient_tokens" {
@@ -98,14 +128,16 @@ public final class OracleSession {
         }
     }
 
-    /// Draws today's reading: free while the day's three last, then 5 tokens; nil (and a notice) when neither.
+    /// Draws today's reading: free under premium or while the day's three last, then 5 tokens; nil (and a notice)
+    /// when none of these.
     public func drawReading() async throws -> String? {
         do {
             let result = try await client.perform("reading")
             wallet = result.wallet
-            if let quota = result.quotas.first(where: { $0.name == "readings" }) { freeReadingsLeft = quota.remaining }
+            show(result.quotas)
             notice = nil
-            return Self.reading(for: Int64(result.quotas.first?.used ?? 0) + result.wallet.version)
+            draws += 1
+            return Self.reading(for: Int64(result.quotas.first?.used ?? 0) + result.wallet.version + draws)
         } catch let error as ClientError where error.code == .insufficientTokens {
             wallet = error.wallet ?? wallet
             notice = "Your three free readings are used for today: buy tokens for more."
@@ -121,6 +153,33 @@ public final class OracleSession {
         let exchange = ChatExchange(sentAt: formatter.string(from: date), question: question, answer: Self.answer(to: question))
         try chat.put(id: UUID().uuidString.lowercased(), exchange)
         history = try chat.documents().map(\.value)
+    }
+
+    /// Buys 100 tokens: charged by the store, redeemed on the server, shown at once from the server's answer (no
+    /// second request). The purchase is the answer's (its transaction id, what it gave).
+    @discardableResult
+    public func buyTokens() async throws -> PurchaseResponse {
+        try await buy(OracleProduct.tokens100)
+    }
+
+    /// Subscribes to premium (unlimited readings while it runs), shown at once as ``buyTokens()`` shows tokens.
+    @discardableResult
+    public func subscribe() async throws -> PurchaseResponse {
+        try await buy(OracleProduct.premium)
+    }
+
+    /// Buys `productId` for this account (the user id is the `appAccountToken`, so Apple's notification credits the
+    /// same account whichever reaches the server first) and redeems it.
+    private func buy(_ productId: String) async throws -> PurchaseResponse {
+        guard let storefront else { throw StorefrontError(message: "this build sells nothing") }
+        guard let userId = await client.user?.userId else { throw ClientError(.unauthorized, message: "sign in before buying") }
+        let signedTransaction = try await storefront.buy(productId: productId, appAccountToken: UUID(uuidString: userId))
+        let answer = try await client.purchases.redeem(signedTransaction: signedTransaction)
+        wallet = answer.wallet
+        premiumUntil = answer.premiumUntil
+        if isPremium { freeReadingsLeft = nil }
+        notice = nil
+        return answer
     }
 
     /// Keeps the guest's account under an email and password, so a reinstall can sign in to it.

@@ -3,14 +3,16 @@ import Foundation
 import OracleCore
 import TallyClient
 
-// The oracle from the command line: `oracle` plays a day of the app against a real `tally serve` it starts
-// (TALLY_BIN), printing what the screen shows: three free readings, a refusal, a purchase arriving live, a
-// metered chat, and a reinstall that signs in and finds the whole history.
+// The oracle from the command line: `oracle` plays a day of the app against a real `tally serve` and a real
+// `tally dev-appstore` (the local App Store) it starts (TALLY_BIN), printing what the screen shows: three free
+// readings, a refusal, 100 tokens bought and shown at once, a metered chat, Apple's refund arriving live, a
+// subscription's unlimited readings, and a reinstall that signs in and finds the whole history.
 
 @MainActor
 func screen(_ session: OracleSession, _ title: String) {
     let wallet = session.wallet.map { "\($0.available) tokens" } ?? "…"
-    print("── \(title) ── [\(wallet), free readings left: \(session.freeReadingsLeft.map(String.init) ?? "…")]")
+    let readings = session.isPremium ? "premium: unlimited readings" : "free readings left: \(session.freeReadingsLeft.map(String.init) ?? "…")"
+    print("── \(title) ── [\(wallet), \(readings)]")
     for exchange in session.history { print("  you: \(exchange.question)\n  oracle: \(exchange.answer)") }
     if let notice = session.notice { print("  ! \(notice)") }
 }
@@ -25,9 +27,11 @@ func main() async throws {
     let home = FileManager.default.temporaryDirectory.appendingPathComponent("oracle-\(UUID().uuidString.prefix(8))")
     defer { try? FileManager.default.removeItem(at: home) }
     let config = URL(fileURLWithPath: #filePath).deletingLastPathComponent().appendingPathComponent("../../tally.yaml").standardized
-    let server = try await TallyServer(config: config, dataDirectory: home.appendingPathComponent("server"))
-    print("tally serve on \(server.baseURL)")
-    let session = OracleSession(client: try OracleSetup.client(server: server.baseURL, home: home.appendingPathComponent("phone")))
+    let (server, appStore) = try await DevAppStore.startWithServer(config: config, directory: home, subscriptions: [OracleProduct.premium])
+    print("tally serve on \(server.baseURL), tally dev-appstore on \(appStore.baseURL)")
+    let session = OracleSession(
+        client: try OracleSetup.client(server: server.baseURL, home: home.appendingPathComponent("phone")),
+        storefront: DevAppStoreStorefront(url: appStore.baseURL))
     try await session.start()
     let follower = Task { await session.follow() }
     defer { follower.cancel() }
@@ -36,15 +40,26 @@ func main() async throws {
     }
     screen(session, "a guest's three free readings, then a refusal")
 
-    let userId = try require(await session.client.user)?.userId
-    try await server.grant(20, to: userId ?? "")  // a purchase, recorded by the app's backend
-    for _ in 0..<200 where session.wallet?.available != 20 { try await Task.sleep(for: .milliseconds(10)) }
-    screen(session, "20 tokens bought: the wallet follows the server's event")
+    let tokens = try await session.buyTokens()
+    screen(session, "100 tokens bought from the App Store: shown as the purchase returns")
+    if let reading = try await session.drawReading() { print("  reading: \(reading)") }
+    screen(session, "a reading for 5 tokens")
 
     try session.ask("Will I find a new job?")
     try session.ask("Should I call my sister?")
     await synced(session.client)
     screen(session, "two questions, 1 token each")
+
+    try await appStore.waitUntilDelivered(try await appStore.refund(tokens.purchase.transactionId))
+    for _ in 0..<500 where session.wallet?.available != -7 { try await Task.sleep(for: .milliseconds(10)) }
+    _ = try await session.drawReading()
+    screen(session, "Apple refunded the 100 tokens: the server's event shows the debt, a reading is refused")
+
+    try await session.subscribe()
+    for _ in 0..<3 {
+        if let reading = try await session.drawReading() { print("  reading: \(reading)") }
+    }
+    screen(session, "subscribed: readings are unlimited and free")
 
     let email = "oracle-\(UUID().uuidString.prefix(6).lowercased())@example.com"
     try await session.keepAccount(email: email, password: "moon and stars")
@@ -53,12 +68,8 @@ func main() async throws {
     await synced(reinstalled.client)
     try reinstalled.reload()
     screen(reinstalled, "reinstalled and signed in: the history is back")
+    try await appStore.stop()
     try await server.stop()
-}
-
-func require<T>(_ value: T?) throws -> T {
-    guard let value else { throw ExampleError("missing value") }
-    return value
 }
 
 do {

@@ -4,21 +4,36 @@ import OracleCore
 import TallyClient
 import Testing
 
-/// The oracle against a real `tally serve` (TALLY_BIN): seeds 002 and 004 without a backend of their own.
+/// The oracle against a real `tally serve` and a real `tally dev-appstore` (TALLY_BIN): seeds 002 and 004 without a
+/// backend of their own.
 @Suite("Oracle", .serialized, .timeLimit(.minutes(2)))
 @MainActor
 struct OracleTests {
     static let config = URL(fileURLWithPath: #filePath).deletingLastPathComponent().appendingPathComponent("../../tally.yaml").standardized
 
-    /// A server and a started guest session on a fresh phone, both removed afterwards.
+    /// A server selling through a dev App Store, and a started guest session on a fresh phone that buys from it,
+    /// all removed afterwards.
     static func withSession(_ body: @MainActor (TallyServer, OracleSession, URL) async throws -> Void) async throws {
+        try await withStore { server, _, session, home in try await body(server, session, home) }
+    }
+
+    /// ``withSession(_:)`` with the dev App Store, to play Apple's side.
+    static func withStore(_ body: @MainActor (TallyServer, DevAppStore, OracleSession, URL) async throws -> Void) async throws {
         let home = FileManager.default.temporaryDirectory.appendingPathComponent("oracle-tests-\(UUID().uuidString.prefix(8))")
         defer { try? FileManager.default.removeItem(at: home) }
-        let server = try await TallyServer(config: config, dataDirectory: home.appendingPathComponent("server"))
-        let session = OracleSession(client: try OracleSetup.client(server: server.baseURL, home: home.appendingPathComponent("phone")))
+        let (server, appStore) = try await DevAppStore.startWithServer(config: config, directory: home, subscriptions: [OracleProduct.premium])
+        let session = OracleSession(
+            client: try OracleSetup.client(server: server.baseURL, home: home.appendingPathComponent("phone")),
+            storefront: DevAppStoreStorefront(url: appStore.baseURL))
         try await session.start()
-        try await body(server, session, home)
+        try await body(server, appStore, session, home)
+        try await appStore.stop()
         try await server.stop()
+    }
+
+    /// Waits (polling every 10 ms, at most 5 s: the change comes from another process) until `condition` holds.
+    static func eventually(_ condition: @MainActor () -> Bool) async throws {
+        for _ in 0..<500 where !condition() { try await Task.sleep(for: .milliseconds(10)) }
     }
 
     static func synced(_ client: Client) async {
@@ -89,6 +104,67 @@ struct OracleTests {
             try await server.grant(42, to: try await Self.userId(session))
             for _ in 0..<500 where session.wallet?.balance != 42 { try await Task.sleep(for: .milliseconds(10)) }
             #expect(session.wallet?.balance == 42)
+        }
+    }
+
+    @Test("100 tokens bought show in the wallet as soon as the purchase returns, with no refresh")
+    func buyTokensShowsAtOnce() async throws {
+        try await Self.withSession { _, session, _ in
+            let purchase = try await session.buyTokens()
+            #expect(session.wallet?.balance == 100 && session.wallet?.available == 100, "from the server's answer")
+            #expect(purchase.purchase.productId == OracleProduct.tokens100 && purchase.purchase.tokens == 100)
+            #expect(session.notice == nil)
+            let onServer = try await session.client.fetch(session.client.walletQuery, forceRefresh: true)
+            #expect(onServer.balance == 100)
+        }
+    }
+
+    @Test("A refund after spending leaves the wallet below zero on the open screen: a paid reading is refused, charging nothing, a free one still given")
+    func refundGoesNegative() async throws {
+        try await Self.withStore { _, appStore, session, _ in
+            let follower = Task { await session.follow() }
+            defer { follower.cancel() }
+            for _ in 0..<2 { #expect(try await session.drawReading() != nil) }
+            let purchase = try await session.buyTokens()
+            let base = Date(timeIntervalSince1970: 1_800_000_000)
+            for index in 0..<3 { try session.ask("Question \(index)?", at: base.addingTimeInterval(Double(index))) }
+            await Self.synced(session.client)
+            try await Self.eventually { session.wallet?.balance == 97 }
+            #expect(session.wallet?.balance == 97, "3 chat messages at 1 token")
+
+            try await appStore.waitUntilDelivered(try await appStore.refund(purchase.purchase.transactionId))
+            try await Self.eventually { session.wallet?.balance == -3 }
+            #expect(session.wallet?.balance == -3, "the refund takes back all 100, shown from the server's event")
+
+            #expect(try await session.drawReading() != nil, "the day's third free reading")
+            #expect(session.freeReadingsLeft == 0 && session.wallet?.balance == -3)
+            #expect(try await session.drawReading() == nil, "a paid reading is refused")
+            #expect(session.notice != nil && session.wallet?.balance == -3)
+            let onServer = try await session.client.fetch(session.client.walletQuery, forceRefresh: true)
+            #expect(onServer.balance == -3, "nothing charged")
+        }
+    }
+
+    @Test("A subscription gives unlimited readings at once, charging nothing; when it expires, three free a day again")
+    func subscriptionThenExpiry() async throws {
+        try await Self.withStore { _, appStore, session, _ in
+            let follower = Task { await session.follow() }
+            defer { follower.cancel() }
+            let subscription = try await session.subscribe()
+            #expect(session.isPremium && session.freeReadingsLeft == nil, "from the server's answer")
+            #expect(subscription.purchase.kind == .subscription)
+            for _ in 0..<5 { #expect(try await session.drawReading() != nil) }
+            #expect(session.wallet?.balance == 0 && session.freeReadingsLeft == nil && session.notice == nil)
+
+            try await appStore.waitUntilDelivered(try await appStore.expire(subscription.purchase.transactionId))
+            try await Self.eventually { !session.isPremium && session.freeReadingsLeft == 3 }
+            #expect(!session.isPremium && session.freeReadingsLeft == 3, "the readings under premium were not counted")
+            for left in [2, 1, 0] {
+                #expect(try await session.drawReading() != nil)
+                #expect(session.freeReadingsLeft == left)
+            }
+            #expect(try await session.drawReading() == nil, "the fourth of the day is refused")
+            #expect(session.wallet?.balance == 0)
         }
     }
 }
