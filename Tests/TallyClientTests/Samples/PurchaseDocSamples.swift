@@ -1,7 +1,8 @@
 import Foundation
 import TallyClient
 
-/// The samples of the purchases client's doc comments, verbatim, compiled (``SamplesAreCompiledTests`` checks they match).
+/// The samples of the purchases client's doc comments and README's "App Store purchases", verbatim, compiled
+/// (``SamplesAreCompiledTests`` checks they match).
 enum PurchaseDocSamples {
     /// `PurchasesClient`: redeem a StoreKit 2 transaction.
     static func redeem(tally: Client, signedTransaction: String) async throws -> String {
