@@ -2,8 +2,11 @@
 """Helpers of scripts/bench (standard library only).
 
   seed   create USERS guest accounts through the API, grant each a balance, write tokens and ids
+  redeem POST /v1/purchases/apple the first COUNT transactions of a `tally bench-purchases sign` file (each must be
+         credited: the replay set)
   books  check every wallet through the admin API and compare the debited tokens with the server's
-         own count of successful POST /v1/actions/{name} replies (from /metrics)
+         own count of successful POST /v1/actions/{name} replies (from /metrics); with --purchases, also
+         every purchase against the user's ledger (purchase_bench.check_user)
   (the admin API and /metrics are on the server's admin listener, --admin-port)
   report aggregate the runs (median per case) and print the Markdown report
 """
@@ -18,6 +21,7 @@ import sys
 import threading
 import time
 
+import purchase_bench
 import sync_bench
 
 
@@ -120,8 +124,9 @@ def seed(args):
 METRIC = re.compile(r'^tally_http_requests_total\{(.*)\}\s+([0-9.eE+]+)\s*$')
 
 
-def action_replies(port):
-    """Counts of POST /v1/actions/{name} replies by status class, as the server itself counted them."""
+def action_replies(port, route="/v1/actions/"):
+    """Counts of POST replies to routes containing `route` (POST /v1/actions/{name} by default) by status class, as
+    the server itself counted them."""
     status, text = Client(port).request("GET", "/metrics")
     if status != 200:
         raise RuntimeError(f"GET /metrics answered {status}")
@@ -131,7 +136,7 @@ def action_replies(port):
         if not match:
             continue
         labels = dict(re.findall(r'(\w+)="((?:[^"\\]|\\.)*)"', match.group(1)))
-        if labels.get("method") != "POST" or "/v1/actions/" not in labels.get("route", ""):
+        if labels.get("method") != "POST" or route not in labels.get("route", ""):
             continue
         value = int(float(match.group(2)))
         if labels.get("status", "").startswith("2"):
@@ -141,14 +146,19 @@ def action_replies(port):
     return ok, other
 
 
+def settled_replies(port):
+    """The action and purchase reply counts."""
+    return action_replies(port), action_replies(port, "/v1/purchases/apple")
+
+
 def settled_action_replies(port, quiet=2.0, limit=120.0):
-    """The action reply counts once they stop changing for `quiet` seconds: requests whose client
+    """The action (and purchase) reply counts once they stop changing for `quiet` seconds: requests whose client
     (wrk) has gone away are still finished by the server, so the books are read only after that."""
     deadline = time.monotonic() + limit
-    previous = action_replies(port)
+    previous = settled_replies(port)
     while True:
         time.sleep(quiet)
-        current = action_replies(port)
+        current = settled_replies(port)
         if current == previous:
             return current
         if time.monotonic() > deadline:
@@ -161,29 +171,75 @@ def books(args):
     with open(args.ids) as handle:
         ids = [line.strip() for line in handle if line.strip()]
     wallets = [None] * len(ids)
+    checked = [None] * len(ids)
+    owner_of = {tid: user for user, tid, _, _ in purchase_bench.read_signed(args.purchases)} if args.purchases else {}
+
+    def pages(admin_client, path):
+        items, cursor = [], None
+        while True:
+            status, text = admin_client.request("GET", path + (f"&cursor={cursor}" if cursor else ""), headers=admin)
+            if status != 200:
+                raise RuntimeError(f"GET {path.split('?')[0]} answered {status}: {text[:300]!r}")
+            page = json.loads(text)
+            items.extend(page["items"])
+            cursor = page.get("nextCursor")
+            if not cursor:
+                return items
 
     def one(client, admin_client, index):
         status, text = admin_client.request("GET", f"/admin/v1/users/{ids[index]}", headers=admin)
         if status != 200:
             raise RuntimeError(f"GET /admin/v1/users/{{id}} answered {status}: {text[:300]!r}")
         wallets[index] = json.loads(text)["wallet"]
+        if args.purchases:
+            entries = pages(admin_client, f"/admin/v1/users/{ids[index]}/entries?limit=100")
+            listed = pages(admin_client, f"/admin/v1/users/{ids[index]}/purchases?limit=100")
+            problems, tokens = purchase_bench.check_user(ids[index], wallets[index], entries, listed, owner_of)
+            checked[index] = (problems, tokens, len(listed))
 
     for attempt in range(5):
         before = settled_action_replies(args.admin_port)
         parallel(len(ids), args.workers, one)
-        after = action_replies(args.admin_port)
+        after = settled_replies(args.admin_port)
         if after == before:
             break
-    ok, other = after
+    ok, other = after[0]
     negative = sum(1 for w in wallets if w["balance"] < 0 or w["available"] < 0)
     held = sum(w["held"] for w in wallets)
-    debited = sum(args.grant + args.signup_grant - w["balance"] for w in wallets)
+    purchased = sum(c[1] for c in checked) if args.purchases else 0
+    debited = sum(args.grant + args.signup_grant - w["balance"] for w in wallets) + purchased
     result = {
         "users": len(ids), "negative": negative, "held": held, "debited": debited,
         "actions_2xx": ok, "actions_other": other, "wrk_posts": args.wrk_posts,
         "ok": negative == 0 and held == 0 and debited == ok,
     }
+    if args.purchases:
+        result.update(purchase_bench.purchase_books(checked, args.purchase_min, args.purchase_max))
+        result["purchases_2xx"], result["purchases_other"] = after[1]
+        result["ok"] = result["ok"] and result["purchases_ok"]
     print(json.dumps(result))
+
+
+# ---------------------------------------------------------------- redeem
+
+def redeem(args):
+    """Redeems the first COUNT signed transactions, each by its own user; each must answer a credited purchase."""
+    signed = purchase_bench.read_signed(args.purchases, args.count)
+    started = time.monotonic()
+
+    def one(client, _admin, index):
+        user_id, transaction_id, token, jws = signed[index]
+        status, text = client.request("POST", "/v1/purchases/apple", {"signedTransaction": jws},
+                                      {"Authorization": "Bearer " + token})
+        if status != 200:
+            raise RuntimeError(f"POST /v1/purchases/apple answered {status}: {text[:300]!r}")
+        purchase = json.loads(text)["purchase"]
+        if purchase["transactionId"] != transaction_id or purchase["status"] != "credited" \
+                or purchase["tokens"] != purchase_bench.TOKENS_PER_PURCHASE:
+            raise RuntimeError(f"POST /v1/purchases/apple answered {purchase}")
+
+    parallel(len(signed), args.workers, one)
+    print(f"redeemed {len(signed)} transactions in {time.monotonic() - started:.1f} s", file=sys.stderr)
 
 
 # ---------------------------------------------------------------- report
@@ -204,7 +260,8 @@ def read_rows(path):
             run, store, kind, conns, rps, p50, p99, errors, requests = parts[:9]
             rows.append({
                 "run": int(run), "store": store, "kind": kind, "conns": int(conns), "rps": float(rps),
-                "p50": float(p50), "p99": float(p99), "errors": int(errors), "requests": int(requests)})
+                "p50": float(p50), "p99": float(p99), "errors": int(errors), "requests": int(requests),
+                "ran_out": int(parts[9]) if len(parts) > 9 and parts[9] else 0})
     return rows
 
 
@@ -264,7 +321,7 @@ def report(args):
         return {
             "rps": median([i["rps"] for i in items]), "p50": median([i["p50"] for i in items]),
             "p99": median([i["p99"] for i in items]), "errors": sum(i["errors"] for i in items),
-            "runs": {i["run"]: i["rps"] for i in items},
+            "runs": {i["run"]: i["rps"] for i in items}, "ran_out": sum(i["ran_out"] for i in items),
         }
 
     health = {c: find_ceiling(ceilings, r"GET /health", rf"\b{c} conn") for c in (64, 256)}
@@ -275,7 +332,8 @@ def report(args):
     order = [(s, k, c) for s in ("sqlite", "postgres") for k in ("wallet", "action") for c in (64, 256)]
     table = []
     values = {}
-    for store, kind, conns in order + [(s, k, c) for s in ("sqlite", "postgres") for k, c in (("range", 64), ("push", 16))]:
+    extra = (("range", 64), ("push", 16), ("purchase-new", 64), ("purchase-replay", 64))
+    for store, kind, conns in order + [(s, k, c) for s in ("sqlite", "postgres") for k, c in extra]:
         a = agg(store, kind, conns)
         if a is None:
             continue
@@ -398,6 +456,10 @@ def report(args):
     if sync:
         out.append("")
         out.extend(sync)
+    purchases = purchase_bench.purchases_section(values, args.verify, args.purchase_rate, os.cpu_count() or 1)
+    if purchases:
+        out.append("")
+        out.extend(purchases)
     out.append("")
     out.append("## Targets")
     out.append("")
@@ -414,6 +476,23 @@ def report(args):
         out.append("| run | store | users | negative wallets | held | tokens debited | action 2xx | action non-2xx | wrk POST replies | books |")
         out.append("|---:|---|---:|---:|---:|---:|---:|---:|---:|---|")
         out.extend(books_out)
+        bought = [(run, store, data) for run, store, data in books_lines if "purchases" in data]
+        if bought:
+            out.append("")
+            out.append("Purchases: every user's ledger read whole and their purchases listed (`/admin/v1/users/{id}/entries`, "
+                       "`/purchases`): each listed purchase is a transaction signed for that user, credited by exactly one "
+                       "`purchase` entry of 100 tokens, and the ledger sums to the balance (tokens debited above count the "
+                       "purchases in). Credited transactions must lie between those answered 2xx (replay set + new ones "
+                       "wrk counted, less one a thread) and those handed out.")
+            out.append("")
+            out.append("| run | store | purchases credited | at least | at most | problems | purchase POST 2xx | non-2xx | purchases |")
+            out.append("|---:|---|---:|---:|---:|---:|---:|---:|---|")
+            for run, store, data in bought:
+                examples = "; ".join(data["purchase_examples"])
+                out.append(f"| {run} | {STORE_NAMES.get(store, store)} | {data['purchases']} | {data['purchase_min']} | "
+                           f"{data['purchase_max']} | {data['purchase_problems']}{' (' + examples + ')' if examples else ''} | "
+                           f"{data['purchases_2xx']} | {data['purchases_other']} | "
+                           f"{'ok' if data['purchases_ok'] else '**MISMATCH**'} |")
     print("\n".join(out))
 
 
@@ -463,7 +542,16 @@ def main():
     b.add_argument("--grant", type=int, required=True)
     b.add_argument("--signup-grant", type=int, default=0)
     b.add_argument("--wrk-posts", type=int, default=0)
+    b.add_argument("--purchases", default="")
+    b.add_argument("--purchase-min", type=int, default=0)
+    b.add_argument("--purchase-max", type=int, default=0)
     b.add_argument("--workers", type=int, default=8)
+    d = sub.add_parser("redeem")
+    d.add_argument("--port", type=int, required=True)
+    d.add_argument("--purchases", required=True)
+    d.add_argument("--count", type=int, required=True)
+    d.add_argument("--workers", type=int, default=8)
+    d.set_defaults(admin_port=0)  # parallel() opens no admin connection it does not use
     r = sub.add_parser("report")
     r.add_argument("--meta", required=True)
     r.add_argument("--rows", required=True)
@@ -473,8 +561,10 @@ def main():
     r.add_argument("--ceilings-reused", action="store_true")
     r.add_argument("--baseline-rows", default="")
     r.add_argument("--baseline-name", default="")
+    r.add_argument("--verify", default="")
+    r.add_argument("--purchase-rate", default="0")
     ARGS = parser.parse_args()
-    {"seed": seed, "books": books, "report": report}[ARGS.command](ARGS)
+    {"seed": seed, "books": books, "redeem": redeem, "report": report}[ARGS.command](ARGS)
 
 
 ARGS = None
