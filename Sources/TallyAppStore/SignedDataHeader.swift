@@ -23,7 +23,8 @@ struct SignedDataHeader {
     }
 
     init(_ jws: String) throws(AppStoreVerificationError) {
-        let parts = jws.split(separator: ".", omittingEmptySubsequences: false)
+        // Split on the bytes, as jwt-kit does (splitting the String's Characters took a tenth of a verification).
+        let parts = jws.utf8.split(separator: UInt8(ascii: "."), omittingEmptySubsequences: false).map { Substring($0) }
         guard parts.count == 3, let headerBytes = Self.base64URLDecoded(parts[0]) else {
             throw AppStoreVerificationError.malformed("not a JWS (three base64url parts)")
         }
@@ -78,16 +79,24 @@ struct SignedDataHeader {
         }
     }
 
-    /// base64url (RFC 4648 §5, padding optional) to bytes; nil when it is not.
+    /// base64url (RFC 4648 §5, without padding) to bytes; nil when it is not. On the bytes: Foundation's
+    /// `replacingOccurrences` on Linux took a third of a verification.
     static func base64URLDecoded(_ part: Substring) -> Data? {
-        var text = String(part).replacingOccurrences(of: "-", with: "+").replacingOccurrences(of: "_", with: "/")
-        if text.contains("=") { return nil }
-        switch text.utf8.count % 4 {
-        case 2: text += "=="
-        case 3: text += "="
+        var bytes = Array(part.utf8)
+        for index in bytes.indices {
+            switch bytes[index] {
+            case UInt8(ascii: "-"): bytes[index] = UInt8(ascii: "+")
+            case UInt8(ascii: "_"): bytes[index] = UInt8(ascii: "/")
+            case UInt8(ascii: "="): return nil
+            default: break
+            }
+        }
+        switch bytes.count % 4 {
+        case 2: bytes += [UInt8(ascii: "="), UInt8(ascii: "=")]
+        case 3: bytes.append(UInt8(ascii: "="))
         case 1: return nil
         default: break
         }
-        return Data(base64Encoded: text)
+        return Data(base64Encoded: Data(bytes))
     }
 }
