@@ -91,6 +91,21 @@ let package = Package(
             ],
             swiftSettings: swiftSettings
         ),
+        // Sign in with Apple: identity tokens and account notifications verified (RS256 with Apple's keys, fetched and
+        // cached), the client secret, and Apple's token and revoke endpoints. No Tally module: it speaks Apple's protocol.
+        .target(
+            name: "TallyAppleID",
+            dependencies: [
+                .product(name: "Crypto", package: "swift-crypto"),
+                // RSA (`_RSA.Signing`): Apple signs identity tokens with RS256.
+                .product(name: "CryptoExtras", package: "swift-crypto"),
+                .product(name: "AsyncHTTPClient", package: "async-http-client"),
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOHTTP1", package: "swift-nio"),
+                .product(name: "Logging", package: "swift-log"),
+            ],
+            swiftSettings: swiftSettings
+        ),
         // `tally dev-appstore`: a local stand-in for the App Store (a test CA with Apple's OIDs, signed transactions,
         // notifications delivered with retries), never part of the server.
         .target(

@@ -1,0 +1,25 @@
+import Crypto
+import Foundation
+
+/// The nonce of a Sign in with Apple request: the app makes a random raw nonce, gives Apple its SHA-256 hex (Apple
+/// signs that into the identity token's `nonce` claim) and sends the raw one to the server, which hashes it again and
+/// compares (``AppleIdentityVerifier/verify(identityToken:rawNonce:now:)``). A token replayed without its raw nonce is
+/// worthless. The SDK has its own copy of these rules; this one serves tests and the stand-in.
+public enum AppleNonce {
+    /// A new nonce: `raw`, 32 random bytes as base64url (what the app sends the server), and `hashed`, its SHA-256 hex
+    /// (what the app gives Apple and the token carries).
+    public static func make() -> (raw: String, hashed: String) {
+        var generator = SystemRandomNumberGenerator()
+        let bytes = (0..<32).map { _ in UInt8.random(in: .min ... .max, using: &generator) }
+        let raw = AppleBase64URL.encode(bytes)
+        return (raw, hash(raw))
+    }
+
+    /// The lowercase hex SHA-256 of the raw nonce's UTF-8 bytes.
+    public static func hash(_ raw: String) -> String {
+        SHA256.hash(data: Data(raw.utf8)).map { byte in
+            let hex = String(byte, radix: 16)
+            return byte < 16 ? "0" + hex : hex
+        }.joined()
+    }
+}
