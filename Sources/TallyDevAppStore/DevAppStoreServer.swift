@@ -17,8 +17,10 @@ import TallyAppStore
 /// - `GET /deliveries`: every delivery and each attempt's outcome. `GET /root.der`: the root a server must trust.
 ///
 /// The notification object is `{notificationUUID, notificationType, subtype?, signedPayload, delivery?}`.
+///
+/// With `appleID`, Sign in with Apple is served too, under `/auth/` (``DevAppleIDAPI``).
 public func buildDevAppStoreApplication(
-    store: DevAppStore, host: String = "127.0.0.1", port: Int = 8092, logger: Logger,
+    store: DevAppStore, appleID: DevAppleID? = nil, host: String = "127.0.0.1", port: Int = 8092, logger: Logger,
     onServerRunning: @escaping @Sendable (_ port: Int) async -> Void = { _ in }
 ) -> some ApplicationProtocol {
     let router = Router()
@@ -46,6 +48,7 @@ public func buildDevAppStoreApplication(
         return DevAppStoreAPI.json(DevAppStoreAPI.NotificationOnly(notification: .init(notification: notification, delivery: delivery)))
     }
     router.get("deliveries") { _, _ in DevAppStoreAPI.json(["deliveries": store.deliveries]) }
+    if let appleID { DevAppleIDAPI(appleID: appleID, api: api).add(to: router) }
     return Application(
         router: router, configuration: .init(address: .hostname(host, port: port), serverName: "tally-dev-appstore"),
         onServerRunning: { channel in await onServerRunning(channel.localAddress?.port ?? port) }, logger: logger)
@@ -167,7 +170,7 @@ struct DevAppStoreAPI: Sendable {
 
     /// Decodes the body (an empty body is `{}`), runs `make`, answers its value as JSON or its failure as an error.
     func answer<Body: Decodable>(
-        _ request: Request, as _: Body.Type, _ make: (Body) throws -> any Encodable
+        _ request: Request, as _: Body.Type, _ make: (Body) async throws -> any Encodable
     ) async throws -> Response {
         let bytes = try await request.body.collect(upTo: 64 * 1024)
         let data = bytes.readableBytes == 0 ? Data("{}".utf8) : Data(bytes.readableBytesView)
@@ -178,7 +181,7 @@ struct DevAppStoreAPI: Sendable {
             return Self.error(DevAppStore.Failure(code: "bad_request", message: "the body is not the JSON this route takes", status: 400))
         }
         do {
-            return Self.json(try make(body))
+            return Self.json(try await make(body))
         } catch let failure as DevAppStore.Failure {
             return Self.error(failure)
         }

@@ -29,12 +29,29 @@ struct DevAppStoreCommand: AsyncParsableCommand {
     @Option(name: .customLong("hour-seconds"), help: "Seconds that stand for one hour of Apple's retry schedule (1, 12, 24, 48, 72 h).")
     var hourSeconds: Double = 1
     @Option(name: .customLong("subscription-period-seconds"), help: "Length of a subscription period.") var subscriptionPeriod: Double = 30 * 24 * 3600
+    @Option(
+        name: .customLong("apple-client-id"),
+        help: "Sign in with Apple: the client id identity tokens are issued for and /auth/token accepts (default: --bundle-id).")
+    var appleClientId: String?
+    @Option(name: .customLong("apple-team-id"), help: "Sign in with Apple: the team id a client secret must name as iss (default: any).")
+    var appleTeamId: String?
+    @Option(name: .customLong("apple-key-id"), help: "Sign in with Apple: the key id a client secret must name as kid (default: any).")
+    var appleKeyId: String?
+    @Option(
+        name: .customLong("apple-client-key"),
+        help: "PEM file of the app's Sign in with Apple key (its public key, or the .p8): client secrets are verified with it (else recorded as unverified).")
+    var appleClientKey: String?
+    @Option(
+        name: .customLong("apple-id-webhook"), help: "Where Sign in with Apple account notifications are posted (the server's POST /v1/webhooks/apple-id).")
+    var appleIDWebhook: String?
 
     func validate() throws {
         guard AppStoreEnvironment(rawValue: environment) != nil else { throw ValidationError("--environment is Sandbox or Production") }
         guard hourSeconds > 0, subscriptionPeriod > 0 else { throw ValidationError("--hour-seconds and --subscription-period-seconds must be positive") }
-        if let webhook, URL(string: webhook)?.scheme.map({ ["http", "https"].contains($0) }) != true {
-            throw ValidationError("--webhook must be an http(s) URL")
+        for (option, url) in [("--webhook", webhook), ("--apple-id-webhook", appleIDWebhook)] {
+            if let url, URL(string: url)?.scheme.map({ ["http", "https"].contains($0) }) != true {
+                throw ValidationError("\(option) must be an http(s) URL")
+            }
         }
     }
 
@@ -52,9 +69,10 @@ struct DevAppStoreCommand: AsyncParsableCommand {
         var logger = Logger(label: "tally.dev-appstore")
         logger.logLevel = .warning
         let store = DevAppStore(configuration: configuration, authority: authority, logger: logger)
+        let appleID = try makeAppleID(directory: directory, logger: logger)
         let host = host
         let rootPath = directory.appendingPathComponent(DevCertificateAuthority.File.root).path
-        let app = buildDevAppStoreApplication(store: store, host: host, port: port, logger: logger) { port in
+        let app = buildDevAppStoreApplication(store: store, appleID: appleID, host: host, port: port, logger: logger) { port in
             FileHandle.standardOutput.write(
                 Data(
                     """
@@ -62,12 +80,29 @@ struct DevAppStoreCommand: AsyncParsableCommand {
                     root certificate: \(rootPath) (the server's appStore.rootCertificates)
                     bundle id: \(store.configuration.bundleId), environment: \(store.configuration.environment.rawValue)
                     webhook: \(store.configuration.webhook ?? "none (notifications are signed, not sent)")
+                    Sign in with Apple: client id \(appleID.configuration.clientId), keys \(appleID.configuration.keysDirectory?.path ?? "-")/\(DevAppleIDKeys.File.keys) (GET /auth/keys), client secrets \(appleID.configuration.clientPublicKey == nil ? "unverified (no --apple-client-key)" : "verified"), account notifications to \(appleID.webhook ?? "none")
 
                     """.utf8))
         }
         try await ServiceGroup(
             configuration: .init(services: [app, DeliveryService(store: store)], gracefulShutdownSignals: [.sigterm, .sigint], logger: logger)
         ).run()
+    }
+}
+
+extension DevAppStoreCommand {
+    /// Sign in with Apple's stand-in: its keys kept in the --certs directory, its client as the options say.
+    func makeAppleID(directory: URL, logger: Logger) throws -> DevAppleID {
+        var configuration = DevAppleID.Configuration()
+        configuration.clientId = appleClientId ?? bundleId
+        configuration.teamId = appleTeamId
+        configuration.keyId = appleKeyId
+        configuration.webhook = appleIDWebhook
+        configuration.keysDirectory = directory
+        if let appleClientKey {
+            configuration.clientPublicKey = try DevAppleID.clientPublicKey(pem: try String(contentsOfFile: appleClientKey, encoding: .utf8))
+        }
+        return DevAppleID(configuration: configuration, keys: try DevAppleIDKeys.loadOrGenerate(directory: directory), logger: logger)
     }
 }
 
