@@ -243,6 +243,18 @@ let package = Package(
             swiftSettings: testSwiftSettings
         ),
         .testTarget(
+            name: "TallyAppleIDTests",
+            dependencies: [
+                // The verifier and the token client against the stand-in's Sign in with Apple, served over loopback HTTP.
+                "TallyAppleID", "TallyDevAppStore",
+                .product(name: "Hummingbird", package: "hummingbird"),
+                .product(name: "AsyncHTTPClient", package: "async-http-client"),
+                .product(name: "Crypto", package: "swift-crypto"),
+                .product(name: "Logging", package: "swift-log"),
+            ],
+            swiftSettings: testSwiftSettings
+        ),
+        .testTarget(
             name: "TallyLoadTests",
             dependencies: ["TallyLoad", "TallyTestSupport", tallyAPI],
             swiftSettings: testSwiftSettings
