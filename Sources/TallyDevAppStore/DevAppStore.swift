@@ -430,14 +430,7 @@ public final class DevAppStore: Sendable {
             var status: Int?
             var failure: String?
             do {
-                var request = HTTPClientRequest(url: webhook)
-                request.method = .POST
-                request.headers.add(name: "Content-Type", value: "application/json")
-                request.headers.add(name: "User-Agent", value: "tally-dev-appstore/1")
-                request.body = .bytes(ByteBuffer(bytes: body))
-                let response = try await HTTPClient.shared.execute(request, timeout: configuration.attemptTimeout)
-                _ = try? await response.body.collect(upTo: 64 * 1024)
-                status = Int(response.status.code)
+                status = try await DevWebhook.post(body, to: webhook, userAgent: "tally-dev-appstore/1", timeout: configuration.attemptTimeout)
             } catch {
                 if Task.isCancelled { return }
                 failure = Self.describe(error)

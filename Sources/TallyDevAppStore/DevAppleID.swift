@@ -460,14 +460,8 @@ public final class DevAppleID: Sendable {
         var status: Int?
         var failure: String?
         do {
-            var request = HTTPClientRequest(url: webhook)
-            request.method = .POST
-            request.headers.add(name: "Content-Type", value: "application/json")
-            request.headers.add(name: "User-Agent", value: "tally-dev-appleid/1")
-            request.body = .bytes(ByteBuffer(bytes: notification.body))
-            let response = try await HTTPClient.shared.execute(request, timeout: configuration.deliveryTimeout)
-            _ = try? await response.body.collect(upTo: 64 * 1024)
-            status = Int(response.status.code)
+            status = try await DevWebhook.post(
+                notification.body, to: webhook, userAgent: "tally-dev-appleid/1", timeout: configuration.deliveryTimeout)
         } catch {
             failure = String(describing: error).localizedCaseInsensitiveContains("refused") ? "connection refused" : "no answer (\(type(of: error)))"
         }

@@ -1,4 +1,7 @@
+import AsyncHTTPClient
 import Foundation
+import NIOCore
+import NIOHTTP1
 
 /// When the App Store tries a notification again: a delivery is answered 200-206 or it failed (another status, a refused
 /// connection, a timeout), and a failed one is sent again 1, 12, 24, 48 and 72 hours after the attempt before —
@@ -57,4 +60,18 @@ public struct DevDelivery: Sendable, Hashable, Codable {
     public var attempts: [Attempt]
     /// When the next attempt is due (``State/retrying``).
     public var nextAttemptAt: Date?
+}
+
+/// One POST of a signed notification to a webhook, as Apple sends it: its status code (the body read and dropped).
+enum DevWebhook {
+    static func post(_ body: [UInt8], to webhook: String, userAgent: String, timeout: TimeAmount) async throws -> Int {
+        var request = HTTPClientRequest(url: webhook)
+        request.method = .POST
+        request.headers.add(name: "Content-Type", value: "application/json")
+        request.headers.add(name: "User-Agent", value: userAgent)
+        request.body = .bytes(ByteBuffer(bytes: body))
+        let response = try await HTTPClient.shared.execute(request, timeout: timeout)
+        _ = try? await response.body.collect(upTo: 64 * 1024)
+        return Int(response.status.code)
+    }
 }
