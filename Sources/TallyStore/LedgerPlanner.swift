@@ -92,6 +92,8 @@ public struct LedgerPlan: Sendable, Hashable {
 public enum LedgerPlanner {
     /// Plans `command` against `snapshot`, or throws the refusal (which leaves nothing behind).
     public static func plan(_ command: Command, snapshot: LedgerSnapshot, now: Date) throws(StoreError) -> LedgerPlan {
+        // A guest merged into an account is gone: everything it had is the account's (``MergeStore``).
+        guard snapshot.user.mergedInto == nil else { throw StoreError(.userNotFound) }
         var plan = LedgerPlan()
         let wallet = snapshot.wallet
         switch command {

@@ -18,11 +18,17 @@ public struct UserRecord: Sendable, Hashable {
     public var createdAt: Date
     /// When the user proved they receive mail at `email` (an account code redeemed); `nil` until then, and for guests.
     public var emailVerifiedAt: Date?
+    /// Whether an Apple identity (Sign in with Apple) is linked to the account (``AppleIdentityStore``): a way in
+    /// besides an email and password.
+    public var hasAppleIdentity: Bool
+    /// The account this former guest was merged into (``MergeStore``), if it was: everything it had is there, and it
+    /// has no way in left (no sessions, installation, email or Apple identity).
+    public var mergedInto: String?
 
     /// Creates a record.
     public init(
         id: String, email: String?, timezone: String, language: String?, premiumUntil: Date?, createdAt: Date,
-        emailVerifiedAt: Date? = nil, purchasedPremiumUntil: Date? = nil
+        emailVerifiedAt: Date? = nil, purchasedPremiumUntil: Date? = nil, hasAppleIdentity: Bool = false, mergedInto: String? = nil
     ) {
         self.id = id
         self.email = email
@@ -32,10 +38,12 @@ public struct UserRecord: Sendable, Hashable {
         self.createdAt = createdAt
         self.emailVerifiedAt = emailVerifiedAt
         self.purchasedPremiumUntil = purchasedPremiumUntil
+        self.hasAppleIdentity = hasAppleIdentity
+        self.mergedInto = mergedInto
     }
 
-    /// A guest has no email.
-    public var isGuest: Bool { email == nil }
+    /// A guest has no email and no Apple identity: only its installation's device secret opens it.
+    public var isGuest: Bool { email == nil && !hasAppleIdentity }
 
     /// The end of premium from either source, granted or bought: the later of the two (what `/v1/me`, the quotas
     /// and the planner go by).
@@ -105,6 +113,12 @@ public enum EntryKind: String, Sendable, CaseIterable {
     /// A change of the premium an App Store subscription gives the account (amount 0; reference: its original
     /// transaction id): it was bought, renewed, ended, refunded, or moved to or from another account.
     case premium
+    /// A guest's tokens leaving it as it is merged into an account (``MergeStore``; reference: the account's id; once
+    /// per guest): minus its balance (plus its debt, when a refund left it below zero).
+    case mergeOut = "merge_out"
+    /// A merged guest's tokens arriving in the account (reference: the guest's id; once per guest): the guest's balance,
+    /// negative when the account takes over the guest's debt, which it must be able to pay at once.
+    case mergeIn = "merge_in"
 }
 
 /// One ledger row.

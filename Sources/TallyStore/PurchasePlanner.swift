@@ -172,20 +172,26 @@ public enum PurchaseFact: Sendable, Hashable {
 }
 
 /// What a store reads, under the purchase's lock, before applying a fact: the transaction's row, its subscription's
-/// row, and the accounts ``PurchasePlanner/accountsToRead(_:purchase:subscription:)`` names that exist.
+/// row, and the accounts ``PurchasePlanner/accountsToRead(_:purchase:subscription:merged:)`` names that exist.
 public struct PurchaseSnapshot: Sendable, Hashable {
     /// The transaction's row, if it was seen before.
     public var purchase: StoredPurchase?
     /// Its original transaction's subscription row, if any.
     public var subscription: StoredSubscription?
-    /// The accounts read, by id; an account missing here does not exist.
+    /// The accounts read, by id; an account missing here does not exist (a merged guest is never here).
     public var accounts: [String: PurchaseAccount]
+    /// The guests among the ids the fact names that were merged, each with the account it went into (read with
+    /// ``accounts``): a purchase naming one is the account's.
+    public var merged: [String: String]
 
     /// Creates a snapshot.
-    public init(purchase: StoredPurchase?, subscription: StoredSubscription?, accounts: [String: PurchaseAccount]) {
+    public init(
+        purchase: StoredPurchase?, subscription: StoredSubscription?, accounts: [String: PurchaseAccount], merged: [String: String] = [:]
+    ) {
         self.purchase = purchase
         self.subscription = subscription
         self.accounts = accounts
+        self.merged = merged
     }
 }
 
@@ -263,14 +269,18 @@ public struct PurchasePlan: Sendable, Hashable {
 ///   transaction, and one reversal, which credits back what the refund took.
 public enum PurchasePlanner {
     /// The accounts a store reads (and locks) for `fact`: the submitter, the account the `appAccountToken` names,
-    /// the consumable's owner and the subscription's holder — sorted, as they are locked.
-    public static func accountsToRead(_ fact: PurchaseFact, purchase: StoredPurchase?, subscription: StoredSubscription?) -> [String] {
+    /// the consumable's owner and the subscription's holder — sorted, as they are locked. Each of them that is a merged
+    /// guest (`merged`: guest → account, as the store found them) stands for the account it went into: a store reads
+    /// the ids first, learns which are merged guests, and reads (and locks) the accounts this names then.
+    public static func accountsToRead(
+        _ fact: PurchaseFact, purchase: StoredPurchase?, subscription: StoredSubscription?, merged: [String: String] = [:]
+    ) -> [String] {
         var ids: Set<String> = []
         if case .redemption(_, let userId) = fact { ids.insert(userId) }
         if let token = fact.transaction?.appAccountToken { ids.insert(token) }
         if let owner = purchase?.userId { ids.insert(owner) }
         if let holder = subscription?.userId { ids.insert(holder) }
-        return ids.sorted()
+        return Set(ids.map { merged[$0] ?? $0 }).sorted()
     }
 
     /// Plans `fact` against `snapshot`; throws `.userNotFound` for a submitter that does not exist, `.invalidInput` for
@@ -315,8 +325,10 @@ private struct Planning {
         subscription = snapshot.subscription
     }
 
-    /// The account the transaction's `appAccountToken` names, if it exists.
-    var namedAccount: String? { transaction.appAccountToken.flatMap { snapshot.accounts[$0] == nil ? nil : $0 } }
+    /// The account the transaction's `appAccountToken` names (the account a merged guest went into), if it exists.
+    var namedAccount: String? {
+        transaction.appAccountToken.map { snapshot.merged[$0] ?? $0 }.flatMap { snapshot.accounts[$0] == nil ? nil : $0 }
+    }
 
     // MARK: Consumables
 

@@ -14,6 +14,7 @@ public struct StoreError: Error, Sendable, CustomStringConvertible {
             case rateLimited, idempotencyMismatch, idempotencyKeyInUse, invalidInput, unavailable
             case versionConflict, documentNotFound, documentTooLarge, collectionFull, invalidDocument
             case clientIdInUse, resyncRequired, storageFull, purchaseClaimed
+            case appleIdentityInUse, mergeRefused, alreadyMerged, guestInDebt
         }
         fileprivate let base: Base
         /// The code's name.
@@ -66,6 +67,16 @@ public struct StoreError: Error, Sendable, CustomStringConvertible {
         /// The App Store transaction is another account's: a consumable credited to it (or to the account its
         /// `appAccountToken` names, which the call credited if no one had been).
         public static let purchaseClaimed = Code(base: .purchaseClaimed)
+        /// The Apple identity (its `sub`) is linked to another account.
+        public static let appleIdentityInUse = Code(base: .appleIdentityInUse)
+        /// A merge that cannot be: the source is not a guest (it has an email or an Apple identity), the target is a guest
+        /// or a merged guest, or both are the same account.
+        public static let mergeRefused = Code(base: .mergeRefused)
+        /// The guest was merged into another account already (merging it into the same one again replays the merge).
+        public static let alreadyMerged = Code(base: .alreadyMerged)
+        /// The guest owes tokens (a refund took back tokens it had spent) that the account's available tokens cannot pay:
+        /// the merge is refused, as the account could otherwise go below zero without a refund of its own.
+        public static let guestInDebt = Code(base: .guestInDebt)
     }
 
     /// The kind of failure.
