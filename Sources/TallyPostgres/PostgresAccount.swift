@@ -80,7 +80,7 @@ extension PostgresStore {
     ) async throws -> LockedAccount? {
         let rows = try await connection.rows(
             """
-            SELECT u.id, u.email, u.timezone, u.language, u.premium_until, u.created_at, u.email_verified_at, u.purchased_premium_until,
+            SELECT \(unescaped: UserRecord.columns(of: "u")),
                    w.balance, w.held, w.version,
                    c.quotas, c.used, c.window_ends,
                    u.installation, i.installation_quotas, i.installation_used, i.installation_window_ends,

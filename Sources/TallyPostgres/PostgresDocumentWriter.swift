@@ -90,7 +90,7 @@ struct DocumentWriter {
               SELECT user_id, last_mutation_id FROM sync_clients WHERE client_id = \(clientId ?? "") AND \(clientId != nil)
               LIMIT 1
             ) c ON true
-            WHERE s.user_id = \(userId)
+            WHERE s.user_id = \(userId) AND NOT EXISTS (SELECT 1 FROM users m WHERE m.id = \(userId) AND m.merged_into IS NOT NULL)
             UNION ALL
             SELECT 'document', NULL, NULL, NULL, NULL, NULL, d.collection, d.id, d.data, d.range_value, d.version, d.updated_at, d.deleted
             FROM unnest(\(addresses.map(\.collection))::TEXT[], \(addresses.map(\.id))::TEXT[]) AS k(collection, id)
@@ -110,7 +110,8 @@ struct DocumentWriter {
             usage = SyncUsage(documents: try row["stored_documents"], bytes: try row["stored_bytes"])
             if let user: String = try row["client_user_id"] { owner = (user, try row["client_last_mutation_id"]) }
         }
-        // No sync state: the account does not exist (or was deleted since the lock statement's snapshot).
+        // No sync state: the account does not exist (or was deleted since the lock statement's snapshot), or it is a
+        // guest merged into an account (its documents are the account's now; the merge held this lock).
         guard let version else { throw StoreError(.userNotFound) }
         var client: (id: String, lastMutationId: Int64)?
         if let clientId {

@@ -113,9 +113,10 @@ struct SessionUserStatement: PostgresPreparedStatement {
 /// which no key or hold id is. Each lookup is a `LIMIT 1` lateral subquery, so that the plan stays one
 /// index probe per read whatever the planner guesses of `unnest`.
 struct AccountBatchReadStatement: PostgresPreparedStatement {
-    static let name = "tally_account_batch_read_v5"
+    static let name = "tally_account_batch_read_v6"
     static let sql = """
         SELECT r.position, a.id, a.email, a.timezone, a.language, a.premium_until, a.created_at, a.email_verified_at, a.purchased_premium_until,
+               a.apple_linked, a.merged_into,
                a.balance, a.held, a.version, a.stamp,
                c.quotas, c.used, c.window_ends,
                a.installation, i.installation_quotas, i.installation_used, i.installation_window_ends,
@@ -128,7 +129,7 @@ struct AccountBatchReadStatement: PostgresPreparedStatement {
         FROM unnest($1::TEXT[], $2::BIGINT[], $3::BOOLEAN[], $4::TEXT[], $5::TEXT[], $6::TEXT[])
              WITH ORDINALITY AS r(user_id, now, allocate, scope, key, hold_id, position)
         CROSS JOIN LATERAL (
-          SELECT u.id, u.email, u.timezone, u.language, u.premium_until, u.created_at, u.email_verified_at, u.purchased_premium_until,
+          SELECT \(UserRecord.columns(of: "u")),
                  w.balance, w.held, w.version, w.xmin::text AS stamp, u.installation
           FROM users u JOIN wallets w ON w.user_id = u.id WHERE u.id = r.user_id LIMIT 1
         ) a

@@ -48,14 +48,28 @@ extension PostgresStore {
 
 /// Decoding of rows into the store's records, each from the columns its comment names.
 extension UserRecord {
-    /// `id, email, timezone, language, premium_until, created_at, email_verified_at, purchased_premium_until` of `users`.
+    /// ``columns(of:)``: `id, email, timezone, language, premium_until, created_at, email_verified_at,
+    /// purchased_premium_until, apple_linked, merged_into`.
     init(_ row: Columns) throws {
         self.init(
             id: try row["id"], email: try row["email"], timezone: try row["timezone"], language: try row["language"],
             premiumUntil: (try row["premium_until"] as Int64?).map(Date.init(millis:)), createdAt: Date(millis: try row["created_at"]),
             emailVerifiedAt: (try row["email_verified_at"] as Int64?).map(Date.init(millis:)),
-            purchasedPremiumUntil: (try row["purchased_premium_until"] as Int64?).map(Date.init(millis:)))
+            purchasedPremiumUntil: (try row["purchased_premium_until"] as Int64?).map(Date.init(millis:)),
+            hasAppleIdentity: try row["apple_linked"], mergedInto: try row["merged_into"])
     }
+
+    /// The columns ``init(_:)`` reads, selected from the `users` row `alias` (unqualified without one); `apple_linked`
+    /// says whether `apple_sub` is set, so the `sub` itself is read only where it is needed.
+    static func columns(of alias: String? = nil) -> String {
+        let p = alias.map { $0 + "." } ?? ""
+        return "\(p)id, \(p)email, \(p)timezone, \(p)language, \(p)premium_until, \(p)created_at, \(p)email_verified_at, "
+            + "\(p)purchased_premium_until, \(p)apple_sub IS NOT NULL AS apple_linked, \(p)merged_into"
+    }
+
+    /// The names of ``columns(of:)``, to select them again from a relation that selected them.
+    static let columnNames =
+        "id, email, timezone, language, premium_until, created_at, email_verified_at, purchased_premium_until, apple_linked, merged_into"
 }
 
 extension WalletState {

@@ -24,7 +24,59 @@ enum PostgresSchema {
         Migration(version: 1, statements: v1), Migration(version: 2, statements: v2), Migration(version: 3, statements: v3),
         Migration(version: 4, statements: v4), Migration(version: 5, statements: v5), Migration(version: 6, statements: v6),
         Migration(version: 7, statements: v7), Migration(version: 8, statements: v8), Migration(version: 9, statements: v9),
-        Migration(version: 10, statements: v10), Migration(version: 11, statements: v11),
+        Migration(version: 10, statements: v10), Migration(version: 11, statements: v11), Migration(version: 12, statements: v12),
+    ]
+
+    /// Apple identities (`AppleIdentityStore`) and merging a guest into an account (`MergeStore`), as SQLite's "v10":
+    /// - `users.apple_sub`: Apple's stable user id, unique, the identity (never the email); `apple_email` only a contact,
+    ///   `apple_refresh_token` opaque text to revoke at deletion, both only with an identity. An account with one has no
+    ///   installation (linking detaches a guest, as linking an email does).
+    /// - `users.merged_into`: the account a guest was merged into; a merged guest has no way in left (no installation,
+    ///   email or Apple identity) and goes with that account. `merges` keeps each merge's summary, once per guest.
+    /// - Ledger kinds `merge_out` (on the guest, reference: the account) and `merge_in` (on the account, reference: the
+    ///   guest), no held change, each once per guest (unique indexes, so two processes cannot both merge); a negative
+    ///   `merge_in` (a guest's debt) must leave the account with something available, as every entry but a refund must.
+    static let v12: [String] = [
+        """
+        ALTER TABLE users
+          ADD COLUMN apple_sub TEXT, ADD COLUMN apple_email TEXT, ADD COLUMN apple_refresh_token TEXT, ADD COLUMN apple_linked_at BIGINT,
+          ADD COLUMN merged_into TEXT REFERENCES users(id) ON DELETE CASCADE,
+          ADD CONSTRAINT users_apple_sub_key UNIQUE (apple_sub),
+          ADD CONSTRAINT users_apple_installation CHECK (apple_sub IS NULL OR installation IS NULL),
+          ADD CONSTRAINT users_apple_contact CHECK (apple_sub IS NOT NULL OR (apple_email IS NULL AND apple_refresh_token IS NULL)),
+          ADD CONSTRAINT users_apple_linked_at CHECK ((apple_linked_at IS NULL) = (apple_sub IS NULL)),
+          ADD CONSTRAINT users_merged CHECK (
+            merged_into IS NULL OR (merged_into <> id AND email IS NULL AND apple_sub IS NULL AND installation IS NULL))
+        """,
+        "CREATE INDEX users_merged_into ON users(merged_into) WHERE merged_into IS NOT NULL",
+        """
+        CREATE TABLE merges (
+          guest_id TEXT PRIMARY KEY REFERENCES users(id) ON DELETE CASCADE,
+          account_id TEXT NOT NULL REFERENCES users(id) ON DELETE CASCADE,
+          summary TEXT NOT NULL,
+          merged_at BIGINT NOT NULL,
+          CHECK (guest_id <> account_id)
+        )
+        """,
+        "CREATE INDEX merges_account ON merges(account_id)",
+        """
+        ALTER TABLE ledger_entries
+          DROP CONSTRAINT ledger_entries_kind_check,
+          DROP CONSTRAINT ledger_entries_reference_check,
+          DROP CONSTRAINT ledger_entries_purchase_amounts_check,
+          ADD CONSTRAINT ledger_entries_kind_check CHECK (kind IN (
+            'grant', 'debit', 'hold', 'capture', 'release', 'expire', 'purchase', 'refund', 'refund_reversed', 'premium',
+            'merge_out', 'merge_in')),
+          ADD CONSTRAINT ledger_entries_reference_check CHECK (
+            (reference IS NOT NULL) = (kind IN ('purchase', 'refund', 'refund_reversed', 'premium', 'merge_out', 'merge_in'))),
+          ADD CONSTRAINT ledger_entries_purchase_amounts_check CHECK (
+            (kind NOT IN ('purchase', 'refund', 'refund_reversed', 'premium', 'merge_out', 'merge_in') OR held_change = 0)
+            AND (kind <> 'purchase' OR amount > 0) AND (kind <> 'refund' OR amount <= 0)
+            AND (kind <> 'refund_reversed' OR amount >= 0) AND (kind <> 'premium' OR amount = 0)),
+          ADD CONSTRAINT ledger_entries_merge_check CHECK (kind NOT IN ('merge_out', 'merge_in') OR reference <> user_id)
+        """,
+        "CREATE UNIQUE INDEX ledger_entries_merge_out_once ON ledger_entries(user_id) WHERE kind = 'merge_out'",
+        "CREATE UNIQUE INDEX ledger_entries_merge_in_once ON ledger_entries(reference) WHERE kind = 'merge_in'",
     ]
 
     /// App Store purchases (`PurchaseStore`), as SQLite's "v9", for data already stored too:

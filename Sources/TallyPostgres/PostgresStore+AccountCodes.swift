@@ -59,7 +59,7 @@ extension PostgresStore {
                 """
                 UPDATE users SET email_verified_at = coalesce(email_verified_at, \(now.millis))
                 WHERE id = \(userId) AND email IS NOT NULL
-                RETURNING id, email, timezone, language, premium_until, created_at, email_verified_at, purchased_premium_until
+                RETURNING \(unescaped: UserRecord.columns())
                 """, logger: logger)
             return try rows.first.map { try UserRecord(Columns($0)) }
         }

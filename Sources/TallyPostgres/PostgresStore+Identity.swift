@@ -25,7 +25,6 @@ extension PostgresStore {
         deviceHash: String, ipHash: String, signupsPerHour: Int, signupGrant: Int64, session: NewSession, now: Date
     ) async throws -> SessionGrant {
         let sessionId = session.id
-        let refresh = session.refresh
         if let user = try await open(session, for: .device(deviceHash), now: now, on: nil) {
             return SessionGrant(user: user, sessionId: sessionId, created: false)
         }
@@ -49,39 +48,64 @@ extension PostgresStore {
             let oldest: Int64? = try recent["oldest"]
             try GuestSignup.admit(count: Int(count), oldest: oldest.map(Date.init(millis:)), perHour: signupsPerHour, now: now)
             let user = GuestSignup.newGuest(now: now)
-            try await connection.rows(
-                """
-                WITH installation AS (
-                  INSERT INTO installations (id, created_at) VALUES (\(deviceHash), \(now.millis)) ON CONFLICT (id) DO NOTHING
-                ), new_user AS (
-                  INSERT INTO users (id, timezone, created_at, installation) VALUES (\(user.id), 'UTC', \(now.millis), \(deviceHash))
-                  RETURNING id
-                ), new_wallet AS (
-                  INSERT INTO wallets (user_id, balance, held, version)
-                  SELECT id, 0, 0, 0 FROM new_user
-                ), signup AS (
-                  INSERT INTO guest_signups (ip_hash, created_at) VALUES (\(ipHash), \(now.millis))
-                ), session AS (
-                  INSERT INTO sessions (id, user_id, created_at) SELECT \(sessionId), id, \(now.millis) FROM new_user RETURNING id
-                )
-                INSERT INTO refresh_tokens (token_hash, session_id, expires_at)
-                SELECT \(refresh.hash), id, \(refresh.expiresAt.millis) FROM session
-                """, logger: logger)
-            // The sign-up grant moves the new wallet as every ledger write does (a second statement: the first's
-            // snapshot cannot see the wallet it inserts).
-            if let grant = GuestSignup.grant(signupGrant) {
-                var ledger = LedgerRows()
-                ledger.move(userId: user.id, from: WalletState(balance: 0, held: 0, version: 0), entries: [(nil, grant)], now: now)
-                var statement = BoundStatement()
-                let source = statement.relation([ledger], as: "b")
-                let moved = try Self.single(
-                    try await connection.rows(
-                        statement.query("WITH b AS (\(source)), \(LedgerSQL.append(from: "b")) SELECT count(*) AS moved FROM moved"),
-                        logger: logger), "the sign-up grant")
-                guard try moved["moved"] == Int64(1) else { throw RetryTransaction() }
-            }
+            try await insertAccount(
+                user, kind: .guest(deviceHash: deviceHash, ipHash: ipHash), session: session, now: now, on: connection)
+            try await creditSignupGrant(signupGrant, userId: user.id, now: now, on: connection)
             return SessionGrant(user: user, sessionId: sessionId, created: true)
         }
+    }
+
+    /// What a new account is: a guest of an installation (created the first time), counted against its address's
+    /// sign-ups, or the account of an Apple identity.
+    enum NewAccount {
+        case guest(deviceHash: String, ipHash: String)
+        case apple(AppleCredential)
+    }
+
+    /// Inserts `user` — a guest on its installation, or an Apple identity's account — with an empty wallet, and its
+    /// first session and refresh token, in one statement in the transaction of `connection`.
+    func insertAccount(_ user: UserRecord, kind: NewAccount, session: NewSession, now: Date, on connection: PooledConnection) async throws {
+        var (deviceHash, ipHash, apple): (String?, String?, AppleCredential?)
+        switch kind {
+        case .guest(let device, let ip): (deviceHash, ipHash) = (device, ip)
+        case .apple(let credential): apple = credential
+        }
+        try await connection.rows(
+            """
+            WITH installation AS (
+              INSERT INTO installations (id, created_at) SELECT \(deviceHash)::TEXT, \(now.millis) WHERE \(deviceHash)::TEXT IS NOT NULL
+              ON CONFLICT (id) DO NOTHING
+            ), new_user AS (
+              INSERT INTO users (id, timezone, created_at, installation, apple_sub, apple_email, apple_refresh_token, apple_linked_at)
+              VALUES (\(user.id), 'UTC', \(now.millis), \(deviceHash)::TEXT, \(apple?.subject)::TEXT, \(apple?.email)::TEXT,
+                      \(apple?.refreshToken)::TEXT, \(apple.map { _ in now.millis })::BIGINT)
+              RETURNING id
+            ), new_wallet AS (
+              INSERT INTO wallets (user_id, balance, held, version)
+              SELECT id, 0, 0, 0 FROM new_user
+            ), signup AS (
+              INSERT INTO guest_signups (ip_hash, created_at) SELECT \(ipHash)::TEXT, \(now.millis) WHERE \(ipHash)::TEXT IS NOT NULL
+            ), session AS (
+              INSERT INTO sessions (id, user_id, created_at) SELECT \(session.id), id, \(now.millis) FROM new_user RETURNING id
+            )
+            INSERT INTO refresh_tokens (token_hash, session_id, expires_at)
+            SELECT \(session.refresh.hash), id, \(session.refresh.expiresAt.millis) FROM session
+            """, logger: logger)
+    }
+
+    /// The sign-up grant of an account created in the transaction of `connection`, if any: it moves the new wallet as
+    /// every ledger write does (a second statement: the one that inserted the wallet cannot see it in its snapshot).
+    func creditSignupGrant(_ amount: Int64, userId: String, now: Date, on connection: PooledConnection) async throws {
+        guard let grant = GuestSignup.grant(amount) else { return }
+        var ledger = LedgerRows()
+        ledger.move(userId: userId, from: WalletState(balance: 0, held: 0, version: 0), entries: [(nil, grant)], now: now)
+        var statement = BoundStatement()
+        let source = statement.relation([ledger], as: "b")
+        let moved = try Self.single(
+            try await connection.rows(
+                statement.query("WITH b AS (\(source)), \(LedgerSQL.append(from: "b")) SELECT count(*) AS moved FROM moved"),
+                logger: logger), "the sign-up grant")
+        guard try moved["moved"] == Int64(1) else { throw RetryTransaction() }
     }
 
     /// A session to open: its id, its first refresh token, and the account's cap on live sessions.
@@ -91,30 +115,36 @@ extension PostgresStore {
         var limit: Int
     }
 
-    /// Whose session: the guest of an installation (a device secret's hash), or an account by id.
+    /// Whose session: the guest of an installation (a device secret's hash), an account by id, or the account of an
+    /// Apple identity (its `sub`).
     enum SessionOwner: Sendable {
         case device(String)
         case user(String)
+        case apple(String)
     }
 
     /// Opens `session` for the owner's account, if there is one, and revokes (and lists in the revocation
     /// feed) the account's oldest live sessions beyond `session.limit`: one statement, in the transaction of
     /// `connection`, or on its own when `nil`. The statement's snapshot does not see the new session, so it
     /// keeps `limit - 1` of the others. This process forgets the revoked ones at once.
-    private func open(_ session: NewSession, for owner: SessionOwner, now: Date, on connection: PooledConnection?) async throws
+    func open(_ session: NewSession, for owner: SessionOwner, now: Date, on connection: PooledConnection?) async throws
         -> UserRecord?
     {
         var userId: String?
         var deviceHash: String?
+        var appleSubject: String?
         switch owner {
         case .device(let hash): deviceHash = hash
         case .user(let id): userId = id
+        case .apple(let subject): appleSubject = subject
         }
         let query: PostgresQuery = """
             WITH account AS (
-              SELECT id, email, timezone, language, premium_until, created_at, email_verified_at, purchased_premium_until FROM users WHERE id = \(userId)::TEXT
+              SELECT \(unescaped: UserRecord.columns()) FROM users WHERE id = \(userId)::TEXT
               UNION ALL
-              SELECT id, email, timezone, language, premium_until, created_at, email_verified_at, purchased_premium_until FROM users WHERE installation = \(deviceHash)::TEXT
+              SELECT \(unescaped: UserRecord.columns()) FROM users WHERE installation = \(deviceHash)::TEXT
+              UNION ALL
+              SELECT \(unescaped: UserRecord.columns()) FROM users WHERE apple_sub = \(appleSubject)::TEXT
             ), session AS (
               INSERT INTO sessions (id, user_id, created_at) SELECT \(session.id), id, \(now.millis) FROM account RETURNING id
             ), token AS (
@@ -130,7 +160,7 @@ extension PostgresStore {
             ), feed AS (
               INSERT INTO session_revocations (session_id, user_id) SELECT id, user_id FROM excess
             )
-            SELECT id, email, timezone, language, premium_until, created_at, email_verified_at, purchased_premium_until, ARRAY(SELECT id FROM excess) AS revoked FROM account
+            SELECT \(unescaped: UserRecord.columnNames), ARRAY(SELECT id FROM excess) AS revoked FROM account
             """
         let rows: [PostgresRow]
         if let connection {
@@ -161,7 +191,7 @@ extension PostgresStore {
     /// Runs a call that opens or renews a session, then remembers the session as live (``LiveSessions``):
     /// this process's first request of a new session would otherwise look it up. The epoch is taken
     /// first, so a revocation racing the call is not undone.
-    private func remembering(_ open: () async throws -> SessionGrant) async throws -> SessionGrant {
+    func remembering(_ open: () async throws -> SessionGrant) async throws -> SessionGrant {
         let epoch = sessions.epoch
         let grant = try await open()
         sessions.remember(grant.sessionId, user: grant.user.id, readAt: epoch)
@@ -180,7 +210,7 @@ extension PostgresStore {
             """
             WITH token AS (
               SELECT r.session_id, r.expires_at, r.used_at, s.revoked_at,
-                     u.id, u.email, u.timezone, u.language, u.premium_until, u.created_at, u.email_verified_at, u.purchased_premium_until
+                     \(unescaped: UserRecord.columns(of: "u"))
               FROM refresh_tokens r JOIN sessions s ON s.id = r.session_id JOIN users u ON u.id = s.user_id
               WHERE r.token_hash = \(hash)
             ), claim AS (
@@ -291,7 +321,7 @@ extension PostgresStore {
                 )
                 UPDATE users SET email = \(email), password_hash = \(passwordHash), installation = NULL
                 WHERE id = (SELECT user_id FROM touched) AND email IS NULL
-                RETURNING id, email, timezone, language, premium_until, created_at, email_verified_at, purchased_premium_until
+                RETURNING \(unescaped: UserRecord.columns())
                 """)
         } catch let error as StoreError where error.violates("users_email_key") {
             throw StoreError(.credentialInUse)
@@ -355,7 +385,7 @@ extension PostgresStore {
     public func user(id: String) async throws -> UserRecord? {
         guard
             let row = try await rows(
-                "SELECT id, email, timezone, language, premium_until, created_at, email_verified_at, purchased_premium_until FROM users WHERE id = \(id)"
+                "SELECT \(unescaped: UserRecord.columns()) FROM users WHERE id = \(id)"
             ).first
         else { return nil }
         return try UserRecord(Columns(row))
@@ -365,17 +395,29 @@ extension PostgresStore {
     /// deletion never deadlocks with one. Lists the account in the revocation feed in the same transaction.
     public func deleteUser(id: String) async throws -> Bool {
         let existed = try await transaction { connection in
-            try await connection.rows("SELECT 1 FROM sync_state WHERE user_id = \(id) FOR UPDATE", logger: logger)
-            try await connection.rows("SELECT 1 FROM wallets WHERE user_id = \(id) FOR UPDATE", logger: logger)
-            let deleted = try await connection.rows(
-                """
-                WITH keys AS (DELETE FROM idempotency_keys WHERE scope = \(id)),
-                gone AS (DELETE FROM users WHERE id = \(id) RETURNING id)
-                INSERT INTO session_revocations (user_id) SELECT id FROM gone RETURNING 1
-                """, logger: logger)
-            return !deleted.isEmpty
+            try await lockAccount(id, on: connection)
+            return try await deleteAccount(id, on: connection)
         }
         sessions.forget(userId: id)
         return existed
+    }
+
+    /// Locks the account's sync state, then its wallet, in the order document writes and commands take them.
+    func lockAccount(_ id: String, on connection: PooledConnection) async throws {
+        try await connection.rows("SELECT 1 FROM sync_state WHERE user_id = \(id) FOR UPDATE", logger: logger)
+        try await connection.rows("SELECT 1 FROM wallets WHERE user_id = \(id) FOR UPDATE", logger: logger)
+    }
+
+    /// Deletes the account and everything that belongs to it (the guests merged into it too), listing it in the
+    /// revocation feed, in the transaction of `connection` (which locked it: ``lockAccount(_:on:)``). Returns whether
+    /// it existed; the caller forgets its sessions once that commits.
+    func deleteAccount(_ id: String, on connection: PooledConnection) async throws -> Bool {
+        let deleted = try await connection.rows(
+            """
+            WITH keys AS (DELETE FROM idempotency_keys WHERE scope = \(id)),
+            gone AS (DELETE FROM users WHERE id = \(id) RETURNING id)
+            INSERT INTO session_revocations (user_id) SELECT id FROM gone RETURNING 1
+            """, logger: logger)
+        return !deleted.isEmpty
     }
 }

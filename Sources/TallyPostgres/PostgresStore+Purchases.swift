@@ -17,7 +17,8 @@ extension PostgresStore {
             LEFT JOIN purchases p ON p.transaction_id = \(transaction.transactionId)
             LEFT JOIN subscriptions s ON s.original_transaction_id = \(transaction.originalTransactionId)
             LEFT JOIN LATERAL (
-              SELECT \(unescaped: PurchaseColumns.account) FROM users u JOIN wallets w ON w.user_id = u.id WHERE u.id = \(userId)
+              SELECT \(unescaped: PurchaseColumns.account) FROM users u JOIN wallets w ON w.user_id = u.id
+              WHERE u.id = \(userId) AND u.merged_into IS NULL
             ) a ON true
             """
         ).first.map(Columns.init)
@@ -77,7 +78,7 @@ extension PostgresStore {
 
     /// Runs `fact` in one transaction: `seen` first (a notification's record; `true`: a duplicate, and nothing else
     /// happens), then the advisory lock of its original transaction (so every fact about a purchase takes turns,
-    /// across processes), the rows, the accounts ``PurchasePlanner/accountsToRead(_:purchase:subscription:)`` names
+    /// across processes), the rows, the accounts ``PurchasePlanner/accountsToRead(_:purchase:subscription:merged:)`` names
     /// with their wallets locked in id order, the plan, and its writes. `nil` for a duplicate.
     func settle(
         _ fact: PurchaseFact, now: Date, unlessSeen seen: (@Sendable (PooledConnection) async throws -> Bool)? = nil
@@ -115,7 +116,17 @@ extension PostgresStore {
                 LEFT JOIN subscriptions s ON s.original_transaction_id = \(original)
                 """, logger: logger), "the purchase read")
         var snapshot = PurchaseSnapshot(purchase: try StoredPurchase.read(found), subscription: try StoredSubscription.read(found), accounts: [:])
-        let ids = PurchasePlanner.accountsToRead(fact, purchase: snapshot.purchase, subscription: snapshot.subscription)
+        // The merged guests among the ids the fact names stand for the accounts they went into.
+        let named = PurchasePlanner.accountsToRead(fact, purchase: snapshot.purchase, subscription: snapshot.subscription)
+        for row in try await connection.rows(
+            "SELECT id, merged_into FROM users WHERE id = ANY(\(named)::TEXT[]) AND merged_into IS NOT NULL", logger: logger
+        ).map(Columns.init) {
+            snapshot.merged[try row["id"]] = try row["merged_into"] as String
+        }
+        // Rows read before a merge of their owner committed name the guest still: read them again.
+        let owners = [snapshot.purchase?.userId, snapshot.subscription?.userId].compactMap { $0 }
+        if owners.contains(where: { snapshot.merged[$0] != nil }) { throw RetryTransaction() }
+        let ids = PurchasePlanner.accountsToRead(fact, purchase: snapshot.purchase, subscription: snapshot.subscription, merged: snapshot.merged)
         let rows = try await connection.rows(
             """
             SELECT \(unescaped: PurchaseColumns.account),
@@ -124,6 +135,10 @@ extension PostgresStore {
             FROM users u JOIN wallets w ON w.user_id = u.id WHERE u.id = ANY(\(ids)::TEXT[])
             ORDER BY u.id FOR UPDATE OF w
             """, logger: logger)
+        // A guest merged while this waited for its wallet: the rows and accounts read are from before; start over.
+        let mergedMeanwhile = try await connection.rows(
+            "SELECT 1 FROM users WHERE id = ANY(\(ids)::TEXT[]) AND merged_into IS NOT NULL LIMIT 1", logger: logger)
+        guard mergedMeanwhile.isEmpty else { throw RetryTransaction() }
         for row in rows.map(Columns.init) {
             if let account = try PurchaseAccount.read(row) { snapshot.accounts[account.user.id] = account }
         }
@@ -228,10 +243,7 @@ private enum PurchaseColumns {
         s.signed_at AS s_signed_at
         """
     /// An account's, from `users u JOIN wallets w` (the reads add `other_premium_until`).
-    static let account = """
-        u.id, u.email, u.timezone, u.language, u.premium_until, u.created_at, u.email_verified_at, u.purchased_premium_until,
-        w.balance, w.held, w.version
-        """
+    static let account = UserRecord.columns(of: "u") + ", w.balance, w.held, w.version"
 }
 
 extension StoredPurchase {

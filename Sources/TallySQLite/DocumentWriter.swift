@@ -24,13 +24,14 @@ struct DocumentWriter {
     /// The account after this call's last charge, if any.
     private(set) var charged: AccountState?
 
-    /// Begins the user's writes within `budget`; throws `.userNotFound`.
+    /// Begins the user's writes within `budget`; throws `.userNotFound` (also for a guest merged into an account: its
+    /// documents are the account's now).
     init(store: SQLiteStore, userId: String, budget: SyncBudget, now: Date, _ db: Database) throws {
         guard
             let (version, usage) = try db.fetchFirst(
                 sql: """
                     SELECT s.version, s.stored_documents, s.stored_bytes FROM users u LEFT JOIN sync_state s ON s.user_id = u.id
-                    WHERE u.id = ?
+                    WHERE u.id = ? AND u.merged_into IS NULL
                     """,
                 arguments: [userId],
                 { row in (row[0] as Int64? ?? 0, SyncUsage(documents: row[1] as Int64? ?? 0, bytes: row[2] as Int64? ?? 0)) })

@@ -9,7 +9,8 @@ extension UserRecord {
             id: row["id"], email: row["email"], timezone: row["timezone"], language: row["language"],
             premiumUntil: (row["premium_until"] as Int64?).map(Date.init(millis:)),
             createdAt: Date(millis: row["created_at"]), emailVerifiedAt: (row["email_verified_at"] as Int64?).map(Date.init(millis:)),
-            purchasedPremiumUntil: (row["purchased_premium_until"] as Int64?).map(Date.init(millis:)))
+            purchasedPremiumUntil: (row["purchased_premium_until"] as Int64?).map(Date.init(millis:)),
+            hasAppleIdentity: (row["apple_sub"] as String?) != nil, mergedInto: row["merged_into"])
     }
 }
 
@@ -30,13 +31,13 @@ enum AccountRow {
     /// The columns, in the order ``decode(_:)`` reads them.
     static let columns =
         "u.id, u.email, u.timezone, u.language, u.premium_until, u.created_at, w.balance, w.held, w.version, u.installation, u.email_verified_at, "
-        + "u.purchased_premium_until"
+        + "u.purchased_premium_until, u.apple_sub IS NOT NULL, u.merged_into"
 
     static func decode(_ row: Row) -> (user: UserRecord, wallet: WalletState, installation: String?) {
         let user = UserRecord(
             id: row[0], email: row[1], timezone: row[2], language: row[3], premiumUntil: (row[4] as Int64?).map(Date.init(millis:)),
             createdAt: Date(millis: row[5]), emailVerifiedAt: (row[10] as Int64?).map(Date.init(millis:)),
-            purchasedPremiumUntil: (row[11] as Int64?).map(Date.init(millis:)))
+            purchasedPremiumUntil: (row[11] as Int64?).map(Date.init(millis:)), hasAppleIdentity: row[12], mergedInto: row[13])
         return (user, WalletState(row: row, at: 6), row[9])
     }
 }

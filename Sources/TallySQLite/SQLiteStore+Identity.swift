@@ -38,7 +38,7 @@ extension SQLiteStore: IdentityStore {
     /// A write that opens or renews a session, which is then kept in the cache as live: every new
     /// session's first request would otherwise look it up on a reader (10,000 of them at the start of a
     /// load run). The epoch is taken first, so a revocation committed meanwhile is not undone.
-    private func writeSession(_ open: @Sendable @escaping (Database) throws -> SessionGrant) async throws -> SessionGrant {
+    func writeSession(_ open: @Sendable @escaping (Database) throws -> SessionGrant) async throws -> SessionGrant {
         let epoch = sessions.epoch
         let grant = try await write(open)
         sessions.store(grant.user.id, for: grant.sessionId, readAt: epoch)
@@ -191,14 +191,28 @@ extension SQLiteStore: IdentityStore {
 
     /// Deletes the account and everything that belongs to it.
     public func deleteUser(id: String) async throws -> Bool {
-        try await write { db in
-            self.forgets.wallet(id)
-            self.forgets.documents(id)
-            self.forgets.everySession()
-            try db.run(sql: "DELETE FROM idempotency_keys WHERE scope = ?", arguments: [id])
-            try db.run(sql: "DELETE FROM users WHERE id = ?", arguments: [id])
-            return db.changesCount > 0
-        }
+        try await write { db in try self.deleteAccount(id, db) }
+    }
+
+    /// Deletes the account and everything that belongs to it (the guests merged into it too) in the caller's
+    /// transaction; the caches forget it as that commits. Returns whether it existed.
+    func deleteAccount(_ id: String, _ db: Database) throws -> Bool {
+        forgets.wallet(id)
+        forgets.documents(id)
+        forgets.everySession()
+        try db.run(sql: "DELETE FROM idempotency_keys WHERE scope = ?", arguments: [id])
+        try db.run(sql: "DELETE FROM users WHERE id = ?", arguments: [id])
+        return db.changesCount > 0
+    }
+
+    /// Revokes every live session of the account in the caller's transaction (the cache forgets them as it commits);
+    /// returns their ids.
+    func revokeSessions(ofUser userId: String, now: Date, _ db: Database) throws -> [String] {
+        let ids = try db.fetchValues(
+            String.self, sql: "SELECT id FROM sessions WHERE user_id = ? AND revoked_at IS NULL ORDER BY id", arguments: [userId])
+        for id in ids { forgets.session(id) }
+        try db.run(sql: "UPDATE sessions SET revoked_at = ? WHERE user_id = ? AND revoked_at IS NULL", arguments: [now.millis, userId])
+        return ids
     }
 
     /// Inserts the session and its first refresh token, then revokes the account's oldest live sessions

@@ -63,7 +63,8 @@ extension SQLiteStore: PurchaseStore {
 
     // MARK: In a transaction
 
-    /// Reads what `fact` plans from (``PurchaseSnapshot``) and plans it.
+    /// Reads what `fact` plans from (``PurchaseSnapshot``) and plans it: the merged guests among the ids it names first,
+    /// then the accounts, each merged guest standing for the account it went into.
     static func planned(_ fact: PurchaseFact, now: Date, _ db: Database) throws -> (PurchaseSnapshot, PurchasePlan) {
         var snapshot = PurchaseSnapshot(purchase: nil, subscription: nil, accounts: [:])
         if let transaction = fact.transaction {
@@ -73,7 +74,15 @@ extension SQLiteStore: PurchaseStore {
                 sql: "SELECT * FROM subscriptions WHERE original_transaction_id = ?", arguments: [transaction.originalTransactionId]
             ).map(StoredSubscription.init(row:))
             for userId in PurchasePlanner.accountsToRead(fact, purchase: snapshot.purchase, subscription: snapshot.subscription) {
-                guard let account = try db.fetchFirst(sql: accountQuery, arguments: [userId], AccountRow.decode) else { continue }
+                let into = try db.fetchValue(String.self, sql: "SELECT merged_into FROM users WHERE id = ?", arguments: [userId])
+                if let into { snapshot.merged[userId] = into }
+            }
+            let ids = PurchasePlanner.accountsToRead(
+                fact, purchase: snapshot.purchase, subscription: snapshot.subscription, merged: snapshot.merged)
+            for userId in ids {
+                guard let account = try db.fetchFirst(sql: accountQuery, arguments: [userId], AccountRow.decode),
+                    account.user.mergedInto == nil
+                else { continue }
                 let other = try db.fetchValue(Int64.self, sql: """
                         SELECT max(premium_until) FROM subscriptions WHERE user_id = ? AND original_transaction_id <> ?
                         """,

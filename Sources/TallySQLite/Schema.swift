@@ -36,6 +36,10 @@ enum Schema {
         migrator.registerMigration("v9") { db in
             try db.execute(sql: v9)
         }
+        // Rebuilds `ledger_entries` for the merge entries' rules, as "v9" did (ids and the id sequence kept).
+        migrator.registerMigration("v10") { db in
+            try db.execute(sql: v10)
+        }
         return migrator
     }
 
@@ -252,6 +256,35 @@ enum Schema {
         ) WITHOUT ROWID;
         """
 
+    /// The columns of `ledger_entries` after `kind` since "v9" (rebuilt by "v9" and "v10"), and the rule every entry but a
+    /// refund keeps: what is available does not fall below zero, unless the entry does not lower it.
+    static let ledgerColumns = """
+        amount INTEGER NOT NULL,
+        held_change INTEGER NOT NULL,
+        balance_after INTEGER NOT NULL,
+        held_after INTEGER NOT NULL CHECK (held_after >= 0),
+        reason TEXT,
+        created_at INTEGER NOT NULL,
+        reference TEXT,
+        CHECK (held_after <= balance_after OR kind = 'refund' OR amount >= held_change),
+        """
+
+    /// The end of a rebuild of `ledger_entries` ("v9", "v10"; SQLite cannot change a CHECK in place): the rows are in
+    /// `next_ledger_entries`; its id sequence continues the old table's (ids of deleted accounts' entries are never used
+    /// again), it takes the old table's name, and the indexes of the purchase rules are made again.
+    static let ledgerSwap = """
+        INSERT INTO sqlite_sequence (name, seq) SELECT 'next_ledger_entries', 0
+        WHERE NOT EXISTS (SELECT 1 FROM sqlite_sequence WHERE name = 'next_ledger_entries');
+        UPDATE sqlite_sequence SET seq = max(seq, coalesce((SELECT seq FROM sqlite_sequence WHERE name = 'ledger_entries'), 0))
+        WHERE name = 'next_ledger_entries';
+        DROP TABLE ledger_entries;
+        ALTER TABLE next_ledger_entries RENAME TO ledger_entries;
+        CREATE INDEX ledger_entries_user ON ledger_entries(user_id, id);
+        CREATE UNIQUE INDEX ledger_entries_purchase_once ON ledger_entries(reference) WHERE kind = 'purchase';
+        CREATE UNIQUE INDEX ledger_entries_refund_once ON ledger_entries(reference) WHERE kind = 'refund';
+        CREATE UNIQUE INDEX ledger_entries_reversal_once ON ledger_entries(reference) WHERE kind = 'refund_reversed';
+        """
+
     /// App Store purchases (`PurchaseStore`), and the ledger rules they need, for data already stored too:
     /// - What is available (`balance - held`) may go below zero through a refund only, or stay below it through an
     ///   entry that does not lower it (`WalletState.admits`: a purchase paying a debt off in part, a release, the
@@ -280,14 +313,7 @@ enum Schema {
           user_id TEXT NOT NULL REFERENCES users(id) ON DELETE CASCADE,
           kind TEXT NOT NULL CHECK (kind IN (
             'grant', 'debit', 'hold', 'capture', 'release', 'expire', 'purchase', 'refund', 'refund_reversed', 'premium')),
-          amount INTEGER NOT NULL,
-          held_change INTEGER NOT NULL,
-          balance_after INTEGER NOT NULL,
-          held_after INTEGER NOT NULL CHECK (held_after >= 0),
-          reason TEXT,
-          created_at INTEGER NOT NULL,
-          reference TEXT,
-          CHECK (held_after <= balance_after OR kind = 'refund' OR amount >= held_change),
+          \(ledgerColumns)
           CHECK ((reference IS NOT NULL) = (kind IN ('purchase', 'refund', 'refund_reversed', 'premium'))),
           CHECK (kind NOT IN ('purchase', 'refund', 'refund_reversed', 'premium') OR held_change = 0),
           CHECK (kind <> 'purchase' OR amount > 0),
@@ -297,16 +323,7 @@ enum Schema {
         );
         INSERT INTO next_ledger_entries (id, user_id, kind, amount, held_change, balance_after, held_after, reason, created_at)
         SELECT id, user_id, kind, amount, held_change, balance_after, held_after, reason, created_at FROM ledger_entries;
-        INSERT INTO sqlite_sequence (name, seq) SELECT 'next_ledger_entries', 0
-        WHERE NOT EXISTS (SELECT 1 FROM sqlite_sequence WHERE name = 'next_ledger_entries');
-        UPDATE sqlite_sequence SET seq = max(seq, coalesce((SELECT seq FROM sqlite_sequence WHERE name = 'ledger_entries'), 0))
-        WHERE name = 'next_ledger_entries';
-        DROP TABLE ledger_entries;
-        ALTER TABLE next_ledger_entries RENAME TO ledger_entries;
-        CREATE INDEX ledger_entries_user ON ledger_entries(user_id, id);
-        CREATE UNIQUE INDEX ledger_entries_purchase_once ON ledger_entries(reference) WHERE kind = 'purchase';
-        CREATE UNIQUE INDEX ledger_entries_refund_once ON ledger_entries(reference) WHERE kind = 'refund';
-        CREATE UNIQUE INDEX ledger_entries_reversal_once ON ledger_entries(reference) WHERE kind = 'refund_reversed';
+        \(ledgerSwap)
 
         ALTER TABLE users ADD COLUMN purchased_premium_until INTEGER;
 
@@ -358,5 +375,55 @@ enum Schema {
           signed_at INTEGER NOT NULL,
           received_at INTEGER NOT NULL
         ) WITHOUT ROWID;
+        """
+
+    /// Apple identities (`AppleIdentityStore`) and merging a guest into an account (`MergeStore`):
+    /// - `users.apple_sub`: Apple's stable user id, unique, the identity (never the email); `apple_email` only a contact,
+    ///   `apple_refresh_token` opaque text to revoke at deletion, both only with an identity. An account with one has no
+    ///   installation (linking detaches a guest, as linking an email does).
+    /// - `users.merged_into`: the account a guest was merged into; a merged guest has no way in left (no installation,
+    ///   email or Apple identity) and goes with that account. `merges` keeps each merge's summary, once per guest.
+    /// - Ledger kinds `merge_out` (on the guest, reference: the account) and `merge_in` (on the account, reference: the
+    ///   guest), no held change, each once per guest (unique indexes); a negative `merge_in` (a guest's debt) must leave
+    ///   the account with something available, as every entry but a refund must.
+    static let v10 = """
+        ALTER TABLE users ADD COLUMN apple_sub TEXT CONSTRAINT users_apple_installation CHECK (apple_sub IS NULL OR installation IS NULL);
+        ALTER TABLE users ADD COLUMN apple_email TEXT CONSTRAINT users_apple_email CHECK (apple_email IS NULL OR apple_sub IS NOT NULL);
+        ALTER TABLE users ADD COLUMN apple_refresh_token TEXT
+          CONSTRAINT users_apple_refresh_token CHECK (apple_refresh_token IS NULL OR apple_sub IS NOT NULL);
+        ALTER TABLE users ADD COLUMN apple_linked_at INTEGER CONSTRAINT users_apple_linked_at CHECK ((apple_linked_at IS NULL) = (apple_sub IS NULL));
+        CREATE UNIQUE INDEX users_apple_sub ON users(apple_sub);
+        ALTER TABLE users ADD COLUMN merged_into TEXT REFERENCES users(id) ON DELETE CASCADE
+          CONSTRAINT users_merged CHECK (merged_into IS NULL OR (merged_into <> id AND email IS NULL AND apple_sub IS NULL AND installation IS NULL));
+        CREATE INDEX users_merged_into ON users(merged_into) WHERE merged_into IS NOT NULL;
+        CREATE TABLE merges (
+          guest_id TEXT PRIMARY KEY NOT NULL REFERENCES users(id) ON DELETE CASCADE,
+          account_id TEXT NOT NULL REFERENCES users(id) ON DELETE CASCADE,
+          summary TEXT NOT NULL CHECK (json_type(summary) = 'object'),
+          merged_at INTEGER NOT NULL,
+          CHECK (guest_id <> account_id)
+        ) WITHOUT ROWID;
+        CREATE INDEX merges_account ON merges(account_id);
+
+        CREATE TABLE next_ledger_entries (
+          id INTEGER PRIMARY KEY AUTOINCREMENT,
+          user_id TEXT NOT NULL REFERENCES users(id) ON DELETE CASCADE,
+          kind TEXT NOT NULL CHECK (kind IN (
+            'grant', 'debit', 'hold', 'capture', 'release', 'expire', 'purchase', 'refund', 'refund_reversed', 'premium',
+            'merge_out', 'merge_in')),
+          \(ledgerColumns)
+          CHECK ((reference IS NOT NULL) = (kind IN ('purchase', 'refund', 'refund_reversed', 'premium', 'merge_out', 'merge_in'))),
+          CHECK (kind NOT IN ('purchase', 'refund', 'refund_reversed', 'premium', 'merge_out', 'merge_in') OR held_change = 0),
+          CHECK (kind <> 'purchase' OR amount > 0),
+          CHECK (kind <> 'refund' OR amount <= 0),
+          CHECK (kind <> 'refund_reversed' OR amount >= 0),
+          CHECK (kind <> 'premium' OR amount = 0),
+          CHECK (kind NOT IN ('merge_out', 'merge_in') OR reference <> user_id)
+        );
+        INSERT INTO next_ledger_entries (id, user_id, kind, amount, held_change, balance_after, held_after, reason, created_at, reference)
+        SELECT id, user_id, kind, amount, held_change, balance_after, held_after, reason, created_at, reference FROM ledger_entries;
+        \(ledgerSwap)
+        CREATE UNIQUE INDEX ledger_entries_merge_out_once ON ledger_entries(user_id) WHERE kind = 'merge_out';
+        CREATE UNIQUE INDEX ledger_entries_merge_in_once ON ledger_entries(reference) WHERE kind = 'merge_in';
         """
 }
