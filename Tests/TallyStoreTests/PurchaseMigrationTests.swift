@@ -36,6 +36,51 @@ struct PurchaseMigrationTests {
             #expect(try await store.wallet(userId: kept, now: now) == WalletState(balance: -95, held: 5, version: 7), "[\(kind)]")
             try await f.checkInvariants([kept])
         }
+
+        /// The wallets: (user, balance, held, version).
+        var wallets: [(String, Int64, Int64, Int64)] { [(kept, 20, 5, 3), (gone, 0, 0, 2)] }
+        /// The entries: (user, kind, amount, held change, balance after, held after), in id order 1...5.
+        var entries: [(String, String, Int64, Int64, Int64, Int64)] {
+            [
+                (kept, "grant", 25, 0, 25, 0), (kept, "debit", -5, 0, 20, 0), (kept, "hold", 0, 5, 20, 5),
+                (gone, "grant", 3, 0, 3, 0), (gone, "debit", -3, 0, 0, 0),
+            ]
+        }
+
+        /// Writes the books into an SQLite database of an older schema (as its rows were then), and deletes `gone`.
+        func write(_ db: Database) throws {
+            for (user, balance, held, version) in wallets {
+                try db.execute(sql: "INSERT INTO users (id, created_at) VALUES (?, 0)", arguments: [user])
+                try db.execute(sql: "INSERT INTO wallets (user_id, balance, held, version) VALUES (?, ?, ?, ?)",
+                    arguments: [user, balance, held, version])
+            }
+            for (user, kind, amount, heldChange, balance, held) in entries {
+                try db.execute(
+                    sql: """
+                        INSERT INTO ledger_entries (user_id, kind, amount, held_change, balance_after, held_after, reason, created_at)
+                        VALUES (?, ?, ?, ?, ?, ?, 'old', 0)
+                        """,
+                    arguments: [user, kind, amount, heldChange, balance, held])
+            }
+            try db.execute(sql: "DELETE FROM users WHERE id = ?", arguments: [gone])
+        }
+
+        /// Writes the books into a PostgreSQL database of an older schema, and deletes `gone`.
+        func write(_ store: PostgresStore) async throws {
+            for (user, balance, held, version) in wallets {
+                try await store.rows("INSERT INTO users (id, created_at) VALUES (\(user), 0)")
+                try await store.rows(
+                    "INSERT INTO wallets (user_id, balance, held, version) VALUES (\(user), \(balance), \(held), \(version))")
+            }
+            for (user, kind, amount, heldChange, balance, held) in entries {
+                try await store.rows(
+                    """
+                    INSERT INTO ledger_entries (user_id, kind, amount, held_change, balance_after, held_after, reason, created_at)
+                    VALUES (\(user), \(kind), \(amount), \(heldChange), \(balance), \(held), 'old', 0)
+                    """)
+            }
+            try await store.rows("DELETE FROM users WHERE id = \(gone)")
+        }
     }
 
     @Test("SQLite: a v8 database migrates to purchases with its books, entry ids and id sequence kept")
@@ -46,27 +91,7 @@ struct PurchaseMigrationTests {
         let store = try SQLiteStore(path: directory.appendingPathComponent("tally.sqlite").path)
         try Schema.migrator.migrate(store.pool, upTo: "v8")
         let books = OldBooks()
-        try await store.pool.write { db in
-            for (user, balance, held, version) in [(books.kept, 20, 5, 3), (books.gone, 0, 0, 2)] {
-                try db.execute(sql: "INSERT INTO users (id, created_at) VALUES (?, 0)", arguments: [user])
-                try db.execute(sql: "INSERT INTO wallets (user_id, balance, held, version) VALUES (?, ?, ?, ?)",
-                    arguments: [user, balance, held, version])
-            }
-            // (user, kind, amount, held change, balance after, held after), in id order 1...5.
-            let rows: [(String, String, Int, Int, Int, Int)] = [
-                (books.kept, "grant", 25, 0, 25, 0), (books.kept, "debit", -5, 0, 20, 0), (books.kept, "hold", 0, 5, 20, 5),
-                (books.gone, "grant", 3, 0, 3, 0), (books.gone, "debit", -3, 0, 0, 0),
-            ]
-            for (user, kind, amount, heldChange, balance, held) in rows {
-                try db.execute(
-                    sql: """
-                        INSERT INTO ledger_entries (user_id, kind, amount, held_change, balance_after, held_after, reason, created_at)
-                        VALUES (?, ?, ?, ?, ?, ?, 'old', 0)
-                        """,
-                    arguments: [user, kind, amount, heldChange, balance, held])
-            }
-            try db.execute(sql: "DELETE FROM users WHERE id = ?", arguments: [books.gone])
-        }
+        try await store.pool.write { db in try books.write(db) }
         try await store.migrate()
         try await books.expectMigrated(store, .sqlite)
         let checks = try await store.pool.read { db in try db.tableExists("next_wallets") || db.tableExists("next_ledger_entries") }
@@ -78,23 +103,7 @@ struct PurchaseMigrationTests {
         try await withPostgresStore(isolated: true, migrated: false) { store in
             try await store.migrate(upTo: 10)
             let books = OldBooks()
-            for (user, balance, held, version) in [(books.kept, Int64(20), Int64(5), Int64(3)), (books.gone, 0, 0, 2)] {
-                try await store.rows("INSERT INTO users (id, created_at) VALUES (\(user), 0)")
-                try await store.rows(
-                    "INSERT INTO wallets (user_id, balance, held, version) VALUES (\(user), \(balance), \(held), \(version))")
-            }
-            let rows: [(String, String, Int64, Int64, Int64, Int64)] = [
-                (books.kept, "grant", 25, 0, 25, 0), (books.kept, "debit", -5, 0, 20, 0), (books.kept, "hold", 0, 5, 20, 5),
-                (books.gone, "grant", 3, 0, 3, 0), (books.gone, "debit", -3, 0, 0, 0),
-            ]
-            for (user, kind, amount, heldChange, balance, held) in rows {
-                try await store.rows(
-                    """
-                    INSERT INTO ledger_entries (user_id, kind, amount, held_change, balance_after, held_after, reason, created_at)
-                    VALUES (\(user), \(kind), \(amount), \(heldChange), \(balance), \(held), 'old', 0)
-                    """)
-            }
-            try await store.rows("DELETE FROM users WHERE id = \(books.gone)")
+            try await books.write(store)
             try await store.migrate()
             try await books.expectMigrated(store, .postgres)
         }

@@ -1,0 +1,210 @@
+import Foundation
+import TallyStore
+import Testing
+
+/// Sign in with Apple identities, on every store: the `sub` is the identity (an email only a contact), a guest becomes
+/// the Apple account in place, a new `sub` makes a new account (once, however many sign in at once), Apple's
+/// notifications unlink or delete, and the refresh token is kept to revoke at deletion.
+@Suite("Apple identity conformance")
+struct AppleIdentityConformanceTests {
+    static func subject() -> String { randomId("001234.") }
+
+    @Test("A guest links an Apple identity in place: same id, no longer a guest, detached from its installation",
+        arguments: StoreKind.allCases)
+    func linkInPlace(kind: StoreKind) async throws {
+        try await withFixture(kind) { f in
+            let device = randomId("dev-")
+            let guest = try await f.signIn(device: device).user.id
+            try await f.run(.grant(userId: guest, amount: 7, reason: "test"))
+            let sub = Self.subject()
+            let credential = AppleCredential(subject: sub, email: "relay@privaterelay.appleid.com", refreshToken: "enc:r1")
+            let linked = try await f.store.linkApple(userId: guest, credential: credential, now: f.now)
+            #expect(linked.id == guest && linked.hasAppleIdentity && !linked.isGuest && linked.email == nil, "[\(kind)]")
+            #expect(try await f.store.user(id: guest)?.isGuest == false, "[\(kind)]")
+            #expect(try await f.store.appleAccount(subject: sub)?.id == guest, "[\(kind)]")
+            let identity = try await f.store.appleIdentity(userId: guest)
+            #expect(
+                identity == AppleIdentityRecord(
+                    userId: guest, subject: sub, email: "relay@privaterelay.appleid.com", refreshToken: "enc:r1",
+                    linkedAt: Date(millis: f.now.millis)), "[\(kind)]")
+            #expect(try await f.balance(guest) == 7, "[\(kind)] the account keeps what the guest had")
+            // The device secret no longer opens it: a new guest.
+            let next = try await f.signIn(device: device)
+            #expect(next.created && next.user.id != guest, "[\(kind)]")
+            // Linking the same identity again only updates the contact; another identity is refused.
+            f.clock.advance(by: 60)
+            _ = try await f.store.linkApple(userId: guest, credential: AppleCredential(subject: sub, email: "new@example.com"), now: f.now)
+            #expect(try await f.store.appleIdentity(userId: guest)?.email == "new@example.com", "[\(kind)]")
+            #expect(try await f.store.appleIdentity(userId: guest)?.refreshToken == "enc:r1", "[\(kind)]")
+            await expectStoreError(.alreadyLinked, kind) {
+                try await f.store.linkApple(userId: guest, credential: AppleCredential(subject: Self.subject()), now: f.now)
+            }
+            await expectStoreError(.userNotFound, kind) {
+                try await f.store.linkApple(userId: randomId(), credential: AppleCredential(subject: Self.subject()), now: f.now)
+            }
+            try await f.checkInvariants([guest])
+        }
+    }
+
+    @Test("A sub already linked to another account is refused, and an email account can add an Apple identity",
+        arguments: StoreKind.allCases)
+    func linkedElsewhere(kind: StoreKind) async throws {
+        try await withFixture(kind) { f in
+            let sub = Self.subject()
+            let owner = try await f.newUser()
+            _ = try await f.store.linkApple(userId: owner, credential: AppleCredential(subject: sub), now: f.now)
+            let other = try await f.newUser()
+            await expectStoreError(.appleIdentityInUse, kind) {
+                try await f.store.linkApple(userId: other, credential: AppleCredential(subject: sub), now: f.now)
+            }
+            #expect(try await f.store.user(id: other)?.hasAppleIdentity == false, "[\(kind)]")
+            let withEmail = try await f.newUser()
+            _ = try await f.store.linkCredentials(userId: withEmail, email: randomId() + "@example.com", passwordHash: "hash")
+            let both = try await f.store.linkApple(userId: withEmail, credential: AppleCredential(subject: Self.subject()), now: f.now)
+            #expect(both.email != nil && both.hasAppleIdentity, "[\(kind)]")
+            // An Apple account may add an email and password too.
+            let appleOnly = try await f.newUser()
+            _ = try await f.store.linkApple(userId: appleOnly, credential: AppleCredential(subject: Self.subject()), now: f.now)
+            let added = try await f.store.linkCredentials(userId: appleOnly, email: randomId() + "@example.com", passwordHash: "hash")
+            #expect(added.hasAppleIdentity && added.email != nil, "[\(kind)]")
+        }
+    }
+
+    @Test("A new sub signs up a new account (with the sign-up grant); the same sub again signs in to it, its contact refreshed",
+        arguments: StoreKind.allCases)
+    func newAccountAndSignIn(kind: StoreKind) async throws {
+        try await withFixture(kind) { f in
+            let sub = Self.subject()
+            #expect(try await f.store.appleAccount(subject: sub) == nil, "[\(kind)]")
+            let first = try await f.signInWithApple(sub, email: "a@privaterelay.appleid.com", refreshToken: "enc:1", signupGrant: 3)
+            #expect(first.created && !first.user.isGuest && first.user.hasAppleIdentity && first.user.email == nil, "[\(kind)]")
+            let account = first.user.id
+            #expect(try await f.store.liveSessionUser(sessionId: first.sessionId) == account, "[\(kind)]")
+            #expect(try await f.balance(account) == 3, "[\(kind)]")
+            let found = try await f.store.appleAccount(subject: sub)
+            #expect(found?.id == account && found?.isGuest == false, "[\(kind)]")
+
+            let again = try await f.signInWithApple(sub, refreshToken: "enc:2", signupGrant: 3)
+            #expect(!again.created && again.user.id == account && again.user.hasAppleIdentity, "[\(kind)]")
+            let identity = try await f.store.appleIdentity(userId: account)
+            #expect(identity?.email == "a@privaterelay.appleid.com" && identity?.refreshToken == "enc:2", "[\(kind)]")
+            #expect(try await f.balance(account) == 3, "[\(kind)] one sign-up grant")
+            // A session opened for the account the lookup found (the server's known-sub path).
+            let opened = try await f.store.openSession(
+                userId: account, sessionId: randomId(), refresh: f.refresh(), sessionsPerUser: 5, now: f.now)
+            #expect(opened.user.hasAppleIdentity, "[\(kind)]")
+            // Linking that sub to a guest is refused: it is the account's.
+            let guest = try await f.newUser()
+            await expectStoreError(.appleIdentityInUse, kind) {
+                try await f.store.linkApple(userId: guest, credential: AppleCredential(subject: sub), now: f.now)
+            }
+            try await f.checkInvariants([account])
+        }
+    }
+
+    @Test("Concurrent first sign-ins of one sub make one account", arguments: StoreKind.allCases)
+    func concurrentSignUps(kind: StoreKind) async throws {
+        try await withFixture(kind) { f in
+            let sub = Self.subject()
+            let grants = try await withThrowingTaskGroup(of: SessionGrant.self) { group in
+                for _ in 0..<10 {
+                    group.addTask {
+                        try await f.signInWithApple(sub, signupGrant: 1, sessionsPerUser: 50)
+                    }
+                }
+                return try await group.reduce(into: []) { $0.append($1) }
+            }
+            #expect(Set(grants.map(\.user.id)).count == 1 && grants.filter(\.created).count == 1, "[\(kind)]")
+            #expect(try await f.balance(grants[0].user.id) == 1, "[\(kind)]")
+        }
+    }
+
+    @Test("The refresh token is stored and cleared; an account without an Apple identity has none", arguments: StoreKind.allCases)
+    func refreshToken(kind: StoreKind) async throws {
+        try await withFixture(kind) { f in
+            let user = try await f.newUser()
+            #expect(try await f.store.setAppleRefreshToken(userId: user, "enc:x") == false, "[\(kind)]")
+            _ = try await f.store.linkApple(userId: user, credential: AppleCredential(subject: Self.subject()), now: f.now)
+            #expect(try await f.store.appleIdentity(userId: user)?.refreshToken == nil, "[\(kind)]")
+            #expect(try await f.store.setAppleRefreshToken(userId: user, "enc:x"), "[\(kind)]")
+            #expect(try await f.store.appleIdentity(userId: user)?.refreshToken == "enc:x", "[\(kind)]")
+            #expect(try await f.store.setAppleRefreshToken(userId: user, nil), "[\(kind)]")
+            #expect(try await f.store.appleIdentity(userId: user)?.refreshToken == nil, "[\(kind)]")
+            #expect(try await f.store.appleIdentity(userId: randomId()) == nil, "[\(kind)]")
+        }
+    }
+
+    @Test("consent-revoked unlinks the identity and revokes the account's sessions, naming them", arguments: StoreKind.allCases)
+    func consentRevoked(kind: StoreKind) async throws {
+        try await withFixture(kind) { f in
+            let sub = Self.subject()
+            let first = try await f.signInWithApple(sub, refreshToken: "enc:1")
+            let second = try await f.signInWithApple(sub)
+            let account = first.user.id
+            let revoked = try await f.store.revokeAppleConsent(subject: sub, now: f.now)
+            #expect(
+                revoked == AppleConsentRevocation(userId: account, revokedSessions: [first.sessionId, second.sessionId].sorted()), "[\(kind)]")
+            for session in [first.sessionId, second.sessionId] {
+                #expect(try await f.store.liveSessionUser(sessionId: session) == nil, "[\(kind)]")
+            }
+            #expect(try await f.store.appleAccount(subject: sub) == nil, "[\(kind)]")
+            #expect(try await f.store.appleIdentity(userId: account) == nil, "[\(kind)]")
+            #expect(try await f.store.user(id: account)?.hasAppleIdentity == false, "[\(kind)]")
+            #expect(try await f.store.revokeAppleConsent(subject: sub, now: f.now) == nil, "[\(kind)]")
+        }
+    }
+
+    @Test("account-delete deletes an account with no other way in, and only unlinks one with an email and password",
+        arguments: StoreKind.allCases)
+    func accountDelete(kind: StoreKind) async throws {
+        try await withFixture(kind) { f in
+            let sub = Self.subject()
+            let grant = try await f.signInWithApple(sub, signupGrant: 4)
+            try await f.put(grant.user.id, Collections.notes, "n", #"{"x":1}"#)
+            #expect(try await f.store.appleAccountDeleted(subject: sub, now: f.now) == .deleted(userId: grant.user.id), "[\(kind)]")
+            #expect(try await f.store.user(id: grant.user.id) == nil, "[\(kind)]")
+            #expect(try await f.store.liveSessionUser(sessionId: grant.sessionId) == nil, "[\(kind)]")
+            #expect(try await f.store.appleAccountDeleted(subject: sub, now: f.now) == nil, "[\(kind)]")
+
+            let withEmail = try await f.newUser()
+            _ = try await f.store.linkCredentials(userId: withEmail, email: randomId() + "@example.com", passwordHash: "hash")
+            let other = Self.subject()
+            _ = try await f.store.linkApple(userId: withEmail, credential: AppleCredential(subject: other), now: f.now)
+            #expect(try await f.store.appleAccountDeleted(subject: other, now: f.now) == .unlinked(userId: withEmail), "[\(kind)]")
+            let kept = try await f.store.user(id: withEmail)
+            #expect(kept?.email != nil && kept?.hasAppleIdentity == false, "[\(kind)]")
+        }
+    }
+
+    @Test("A guest that signs in with a known sub is merged into its account (the server's account_exists path)",
+        arguments: StoreKind.allCases)
+    func mergeIntoAppleAccount(kind: StoreKind) async throws {
+        try await withFixture(kind) { f in
+            let sub = Self.subject()
+            let account = try await f.signInWithApple(sub, signupGrant: 2).user.id
+            let guest = try await f.newUser(tokens: 5)
+            let known = try #require(try await f.store.appleAccount(subject: sub), "[\(kind)]")
+            let preview = try await f.store.mergePreview(guestId: guest, into: known.id, now: f.now)
+            #expect(preview.summary.tokensMoved == 5 && preview.summary.documentsMoved == 0 && preview.summary.purchasesMoved == 0, "[\(kind)]")
+            let merged = try await f.store.merge(guestId: guest, into: account, now: f.now)
+            #expect(!merged.replayed && merged.summary == preview.summary, "[\(kind)]")
+            #expect(try await f.balance(account) == 7, "[\(kind)]")
+            // The merged guest cannot be given an Apple identity.
+            await expectStoreError(.userNotFound, kind) {
+                try await f.store.linkApple(userId: guest, credential: AppleCredential(subject: Self.subject()), now: f.now)
+            }
+            try await f.checkInvariants([guest, account])
+        }
+    }
+}
+
+extension Fixture {
+    /// Signs in with Apple without a guest (``AppleIdentityStore/signInWithApple(_:sessionId:refresh:sessionsPerUser:signupGrant:now:)``).
+    func signInWithApple(
+        _ subject: String, email: String? = nil, refreshToken: String? = nil, signupGrant: Int64 = 0, sessionsPerUser: Int = 5
+    ) async throws -> SessionGrant {
+        try await store.signInWithApple(
+            AppleCredential(subject: subject, email: email, refreshToken: refreshToken), sessionId: randomId(), refresh: refresh(),
+            sessionsPerUser: sessionsPerUser, signupGrant: signupGrant, now: now)
+    }
+}
