@@ -128,7 +128,7 @@ let package = Package(
         .target(
             name: "TallyServer",
             dependencies: [
-                tallyAPI, "TallyStore", "TallySQLite", "TallyPostgres", "TallyAppStore",
+                tallyAPI, "TallyStore", "TallySQLite", "TallyPostgres", "TallyAppStore", "TallyAppleID",
                 .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "HummingbirdBcrypt", package: "hummingbird-auth"),
                 .product(name: "JWTKit", package: "jwt-kit"),
@@ -264,7 +264,7 @@ let package = Package(
             dependencies: [
                 "TallyServer", "TallyStore", "TallySQLite", "TallyPostgres", "TallyLoad", "TallyTestSupport", "TallyDevLLM",
                 // Purchases are tested against the local App Store stand-in, in process.
-                "TallyAppStore", "TallyDevAppStore",
+                "TallyAppStore", "TallyDevAppStore", "TallyAppleID",
                 .product(name: "HummingbirdTesting", package: "hummingbird"),
                 .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "PostgresNIO", package: "postgres-nio"),

@@ -112,7 +112,7 @@ struct OpenAPITests {
             "PutDocumentRequest", "MergePatch", "SyncMutation", "SyncPushRequest", "SyncMutationResult", "SyncPushResponse",
             "SyncPullResponse", "SyncChangedEvent", "SyncWalletEvent", "ChatCompletionRequest", "ChatCompletion", "AICharge", "AIModelList",
             "DailyGeneration", "RedeemPurchaseRequest", "AppStoreNotificationRequest", "Purchase", "PurchaseResponse", "PurchasePage",
-            "NotificationReceipt",
+            "NotificationReceipt", "AppleSignInRequest", "GuestProgress", "MergeSummary", "MergedDocumentConflict",
         ]
         let missing = expected.filter { schemas[$0] == nil }
         #expect(missing.isEmpty, "components/schemas lacks: \(missing.joined(separator: ", "))")
@@ -151,6 +151,7 @@ struct OpenAPITests {
             upstream: AIUpstream(baseURL: "http://127.0.0.1:1/v1", apiKey: nil), models: [AIGatewayTests.model])
         configuration.appStore = try AppStoreConfiguration(
             bundleId: "com.example.oracle", environments: [.sandbox], products: [AppStoreProduct(productId: "com.example.tokens.100", grant: .tokens(100))])
+        configuration.signInWithApple = try SignInWithAppleConfiguration(audiences: ["com.example.oracle"], keysURL: "http://127.0.0.1:1/auth/keys")
         let registry = PrometheusCollectorRegistry()
         let services = TallyServices(
             store: store, clock: SystemClock(), configuration: configuration, metrics: PrometheusMetricsFactory(registry: registry))

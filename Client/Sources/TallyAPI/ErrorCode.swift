@@ -110,3 +110,25 @@ extension ErrorCode {
     /// A Production notification names another app id than the server's `appAppleId` (400).
     public static let wrongApp = ErrorCode(rawValue: "wrong_app")
 }
+
+extension ErrorCode {
+    /// Signing in to an existing account from a guest without `merge: true` (409): the answer's `guest` says what the
+    /// guest would bring; ask the user, then sign in again with `merge: true`.
+    public static let accountExists = ErrorCode(rawValue: "account_exists")
+    /// A Sign in with Apple identity token was not issued by Apple (401).
+    public static let wrongIssuer = ErrorCode(rawValue: "wrong_issuer")
+    /// A Sign in with Apple identity token is for another app (401).
+    public static let wrongAudience = ErrorCode(rawValue: "wrong_audience")
+    /// A Sign in with Apple identity token has expired, or is not valid yet (401).
+    public static let tokenExpired = ErrorCode(rawValue: "expired")
+    /// A Sign in with Apple identity token does not carry the SHA-256 of the nonce sent (401): a replayed token.
+    public static let wrongNonce = ErrorCode(rawValue: "wrong_nonce")
+    /// A Sign in with Apple identity token names a key Apple does not publish (401).
+    public static let unknownKey = ErrorCode(rawValue: "unknown_key")
+    /// The guest was merged into another account already (409).
+    public static let alreadyMerged = ErrorCode(rawValue: "already_merged")
+    /// Only a guest merges, into another account that is not a guest (409).
+    public static let mergeRefused = ErrorCode(rawValue: "merge_refused")
+    /// The guest owes tokens (a refund) that the account cannot pay (409): nothing was merged.
+    public static let guestInDebt = ErrorCode(rawValue: "guest_in_debt")
+}

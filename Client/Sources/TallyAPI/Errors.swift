@@ -24,11 +24,14 @@ public struct ErrorResponse: Codable, Hashable, Sendable {
     public var wallet: Wallet?
     /// The caller's quotas after the refusal, on 402 responses.
     public var quotas: [Quota]?
+    /// What the calling guest would bring into the account, on 409 `account_exists` responses.
+    public var guest: GuestProgress?
 
     /// Creates an error response.
-    public init(error: ErrorDetail, wallet: Wallet? = nil, quotas: [Quota]? = nil) {
+    public init(error: ErrorDetail, wallet: Wallet? = nil, quotas: [Quota]? = nil, guest: GuestProgress? = nil) {
         self.error = error
         self.wallet = wallet
         self.quotas = quotas
+        self.guest = guest
     }
 }

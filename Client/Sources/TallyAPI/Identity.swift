@@ -26,14 +26,17 @@ public struct SessionTokens: Codable, Hashable, Sendable {
     public var refreshToken: String
     /// Seconds until `accessToken` expires.
     public var expiresIn: Int
+    /// What a sign-in with `merge: true` carried from the calling guest into this account.
+    public var merged: MergeSummary?
 
     /// Creates a token pair.
-    public init(userId: String, isGuest: Bool, accessToken: String, refreshToken: String, expiresIn: Int) {
+    public init(userId: String, isGuest: Bool, accessToken: String, refreshToken: String, expiresIn: Int, merged: MergeSummary? = nil) {
         self.userId = userId
         self.isGuest = isGuest
         self.accessToken = accessToken
         self.refreshToken = refreshToken
         self.expiresIn = expiresIn
+        self.merged = merged
     }
 }
 
@@ -51,10 +54,14 @@ public struct CredentialsRequest: Codable, Hashable, Sendable {
     public var email: String
     /// The account's password: 8 characters to 72 bytes of UTF-8 (bcrypt's limit), compared after NFKC normalisation.
     public var password: String
+    /// Sign-in only, called with a guest's access token: carry the guest's progress into the account
+    /// (``SessionTokens/merged``). Without it the sign-in leaves the guest as it is.
+    public var merge: Bool?
     /// Creates the request.
-    public init(email: String, password: String) {
+    public init(email: String, password: String, merge: Bool? = nil) {
         self.email = email
         self.password = password
+        self.merge = merge
     }
 }
 

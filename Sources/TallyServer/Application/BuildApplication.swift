@@ -161,6 +161,9 @@ func buildRouter(services: TallyServices) -> Router<TallyRequestContext> {
     recovery.addPublicRoutes(to: v1)
     metering.addPublicRoutes(to: v1)
     purchases?.addPublicRoutes(to: v1)
+    if let apple = services.configuration.signInWithApple {
+        AppleSignInController(services: services, apple: apple, throttles: identity.throttles).addPublicRoutes(to: v1)
+    }
 
     let user = router.group("v1")
         .add(middleware: AuthMiddleware(services: services))

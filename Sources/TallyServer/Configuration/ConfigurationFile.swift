@@ -53,6 +53,7 @@ struct ConfigurationFile: Codable, Equatable {
     var ai: AIConfiguration.File?
     var mail: MailConfiguration.File?
     var appStore: AppStoreConfiguration.File?
+    var signInWithApple: SignInWithAppleConfiguration.File?
 
     /// `{name: readings, daily: 3}`.
     struct Quota: Codable, Equatable {
@@ -90,6 +91,7 @@ struct ConfigurationFile: Codable, Equatable {
         configuration.ai = try ai?.configuration(catalog: configuration.metering.catalog, environment: environment)
         configuration.mail = try mail?.configuration(environment: environment)
         configuration.appStore = try appStore?.configuration(directory: directory)
+        configuration.signInWithApple = try signInWithApple?.configuration(environment: environment)
     }
 
     /// The file that gives exactly `configuration`'s settings.
@@ -108,5 +110,6 @@ struct ConfigurationFile: Codable, Equatable {
         ai = configuration.ai.map { AIConfiguration.File(effective: $0, catalog: catalog) }
         mail = configuration.mail.map(MailConfiguration.File.init(effective:))
         appStore = configuration.appStore.map(AppStoreConfiguration.File.init(effective:))
+        signInWithApple = configuration.signInWithApple.map(SignInWithAppleConfiguration.File.init(effective:))
     }
 }

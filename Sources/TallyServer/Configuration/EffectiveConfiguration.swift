@@ -40,6 +40,9 @@ extension TallyConfiguration {
         } else {
             settings.append(("mail hook", "none: no mail is sent (password reset and email verification codes)"))
         }
+        if let apple = signInWithApple, let variable = apple.privateKeyEnv {
+            settings.append(("Sign in with Apple key (\(variable))", apple.tokens == nil ? "unset" : "set"))
+        }
         let width = settings.map(\.0.count).max() ?? 0
         let lines = settings.map { name, value in
             let padded = name.padding(toLength: width, withPad: " ", startingAt: 0)

@@ -39,6 +39,8 @@ public struct TallyConfiguration: Sendable {
     public var mail: MailConfiguration?
     /// App Store purchases (the file's `appStore:` section); `nil`: no purchase routes.
     public var appStore: AppStoreConfiguration?
+    /// Sign in with Apple (the file's `signInWithApple:` section); `nil`: no `POST /v1/auth/apple`.
+    public var signInWithApple: SignInWithAppleConfiguration?
     /// Verifies a guest sign-in's installation (App Attest, DeviceCheck) when an embedding app sets one;
     /// by default every installation is accepted.
     public var installationVerifier: any InstallationVerifier = AcceptEveryInstallation()

@@ -39,7 +39,8 @@ public struct APIError: Error, HTTPResponseError, CustomStringConvertible {
         case .clientIdInUse: return .forbidden
         case .versionConflict: return .preconditionFailed
         case .resyncRequired: return .gone
-        case .purchaseClaimed: return .conflict
+        case .purchaseClaimed, .accountExists, .alreadyMerged, .guestInDebt, .mergeRefused: return .conflict
+        case .wrongIssuer, .wrongAudience, .tokenExpired, .wrongNonce, .unknownKey: return .unauthorized
         case .unknownProduct: return .unprocessableContent
         case .documentTooLarge: return .contentTooLarge
         case .collectionFull, .storageFull: return .conflict

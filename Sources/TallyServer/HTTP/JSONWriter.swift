@@ -267,6 +267,15 @@ extension ErrorResponse: JSONWritable {
         json.raw(#","message":"#)
         json.string(error.message)
         json.raw("}")
+        if let guest {
+            json.raw(#","guest":{"balance":"#)
+            json.int(guest.balance)
+            json.raw(#","documents":"#)
+            json.int(guest.documents)
+            json.raw(#","purchases":"#)
+            json.int(guest.purchases)
+            json.raw("}")
+        }
         if let quotas {
             json.raw(#","quotas":"#)
             json.array(quotas)

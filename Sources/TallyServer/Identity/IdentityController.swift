@@ -92,6 +92,7 @@ struct IdentityController {
         let body = try await JSONBody<CredentialsRequest>.read(request, context: context).value
         let email = try Validate.email(body.email)
         let password = try Validate.password(body.password)
+        let guest = try await guestToMerge(request, merge: body.merge)
         let door = makeDoor("POST /v1/auth/sign-in", context.logger)
         let address = services.clientAddress(request, peer: context.peer)
         try throttles.signInPerAddress.acquire(address, door)
@@ -116,15 +117,29 @@ struct IdentityController {
             throw APIError(.invalidCredentials, "Email or password is wrong.")
         }
         try await store.signInSucceeded(account: accountKey, address: addressKey)
+        var merged: MergeSummary?
+        if let guest {
+            merged = try await GuestMerge(services: services).merge(guestId: guest, into: account.userId, now: door.now, logger: context.logger)
+        }
         let (refreshToken, record) = services.tokens.refreshToken()
         let grant = try await store.openSession(
             userId: account.userId, sessionId: UUID().uuidString.lowercased(), refresh: record,
             sessionsPerUser: limits.sessionsPerUser, now: door.now)
-        return try await tokensResponse(grant, refreshToken: refreshToken)
+        return try await SessionAnswer.make(services, grant: grant, refreshToken: refreshToken, merged: merged)
+    }
+
+    /// The guest a sign-in with `merge: true` carries into the account: the caller of the request's own access token.
+    private func guestToMerge(_ request: Request, merge: Bool?) async throws -> String? {
+        guard merge == true else { return nil }
+        guard let caller = try await GuestMerge(services: services).caller(request) else {
+            throw APIError(.invalidField, "'merge' needs the guest's access token in the Authorization header.")
+        }
+        return caller.userId
     }
 
     @Sendable func link(_ request: Request, context: AuthenticatedContext) async throws -> Response {
         let body = try await JSONBody<CredentialsRequest>.read(request, context: context).value
+        guard body.merge == nil else { throw APIError(.invalidField, "'merge' is for sign-in: linking keeps the account in place.") }
         let email = try Validate.email(body.email)
         let password = try Validate.password(body.password)
         let door = makeDoor("POST /v1/auth/link", context.logger)
@@ -209,14 +224,6 @@ struct IdentityController {
     }
 
     private func tokensResponse(_ grant: SessionGrant, refreshToken: String, status: HTTPResponse.Status = .ok) async throws -> Response {
-        let access = try await services.tokens.accessToken(userId: grant.user.id, sessionId: grant.sessionId)
-        // Just signed: its first request needs no signature check, only the session lookup (under load,
-        // the first request of every session verifying its token was the start-up latency peak).
-        services.sessions.rememberSigned(
-            access.token, identity: Identity(userId: grant.user.id, sessionId: grant.sessionId), expiresAt: access.expiresAt)
-        let tokens = SessionTokens(
-            userId: grant.user.id, isGuest: grant.user.isGuest, accessToken: access.token, refreshToken: refreshToken,
-            expiresIn: access.expiresIn)
-        return JSONResponse.make(status: status, body: tokens, headers: [.cacheControl: "no-store"])
+        try await SessionAnswer.make(services, grant: grant, refreshToken: refreshToken, status: status)
     }
 }

@@ -1,0 +1,109 @@
+import Foundation
+import Hummingbird
+import Logging
+import TallyAPI
+import TallyAppleID
+import TallyStore
+
+/// `POST /v1/auth/apple`: Sign in with Apple. The identity token is verified (Apple's key by `kid`, issuer, audience,
+/// expiry, and the SHA-256 of the raw nonce sent) before anything in it is believed; the account is found by Apple's
+/// `sub`, never by the email, which is kept only as a contact.
+///
+/// - A new `sub` from a caller with an access token: that account gets the Apple identity in place (a guest keeps its
+///   id, wallet and history, and leaves its installation, as when linking an email); without a token: a new account.
+/// - A known `sub`: sign in to its account. From a guest, with `merge: true` the guest is merged into it first
+///   (``GuestMerge``); without it the answer is 409 `account_exists` with what the guest would bring.
+struct AppleSignInController {
+    let services: TallyServices
+    let apple: SignInWithAppleConfiguration
+    let throttles: IdentityThrottles
+    var store: any TallyStorage { services.store }
+
+    func addPublicRoutes(to group: RouterGroup<TallyRequestContext>) {
+        group.post("auth/apple", use: signIn)
+    }
+
+    @Sendable func signIn(_ request: Request, context: TallyRequestContext) async throws -> Response {
+        let body = try await JSONBody<AppleSignInRequest>.read(request, context: context).value
+        try Self.validate(body)
+        let door = Door(route: "POST /v1/auth/apple", now: services.clock.now, logger: context.logger, services: services)
+        try throttles.signInPerAddress.acquire(services.clientAddress(request, peer: context.peer), door)
+        let merging = GuestMerge(services: services)
+        let caller = try await merging.caller(request)
+        let identity = try await verified(body, now: door.now)
+        let refreshToken = await exchange(body.authorizationCode, now: door.now, logger: context.logger)
+        let credential = AppleCredential(subject: identity.sub, email: identity.email, refreshToken: refreshToken)
+
+        let (sessionRefresh, record) = services.tokens.refreshToken()
+        let sessionId = UUID().uuidString.lowercased()
+        let known = try await store.appleAccount(subject: identity.sub)
+        var merged: MergeSummary?
+        let userId: String
+        switch (known, caller) {
+        case (let account?, let caller?) where account.id != caller.userId:
+            // The caller is someone else: a guest may be merged into the account; anyone else just signs in to it.
+            if let guest = try await store.user(id: caller.userId), guest.isGuest {
+                guard body.merge == true else { throw try await merging.accountExists(guestId: guest.id, accountId: account.id, now: door.now) }
+                merged = try await merging.merge(guestId: guest.id, into: account.id, now: door.now, logger: context.logger)
+            }
+            userId = account.id
+        case (let account?, _):
+            userId = account.id
+        case (nil, let caller?):
+            // A new Apple identity on the caller's account, in place.
+            _ = try await store.linkApple(userId: caller.userId, credential: credential, now: door.now)
+            context.logger.info("apple identity linked", metadata: ["tally.user": .string(caller.userId)])
+            userId = caller.userId
+        case (nil, nil):
+            let grant = try await store.signInWithApple(
+                credential, sessionId: sessionId, refresh: record, sessionsPerUser: services.configuration.limits.sessionsPerUser,
+                signupGrant: services.catalog.signupGrant, now: door.now)
+            if grant.created { context.logger.info("account created with apple", metadata: ["tally.user": .string(grant.user.id)]) }
+            return try await SessionAnswer.make(services, grant: grant, refreshToken: sessionRefresh, status: grant.created ? .created : .ok)
+        }
+        if known != nil, let refreshToken { _ = try await store.setAppleRefreshToken(userId: userId, refreshToken) }
+        let grant = try await store.openSession(
+            userId: userId, sessionId: sessionId, refresh: record, sessionsPerUser: services.configuration.limits.sessionsPerUser,
+            now: door.now)
+        return try await SessionAnswer.make(services, grant: grant, refreshToken: sessionRefresh, merged: merged)
+    }
+
+    /// Bounds on what the request may carry (an identity token is ~1 KB; Apple's codes and nonces are short).
+    static func validate(_ body: AppleSignInRequest) throws {
+        guard (1...16_384).contains(body.identityToken.utf8.count) else {
+            throw APIError(.invalidField, "'identityToken' must be Apple's identity token (at most 16 KiB).")
+        }
+        guard (16...512).contains(body.nonce.utf8.count) else {
+            throw APIError(.invalidField, "'nonce' must be the raw nonce the app generated (16 to 512 bytes).")
+        }
+        if let code = body.authorizationCode, !(1...4_096).contains(code.utf8.count) {
+            throw APIError(.invalidField, "'authorizationCode' must be Apple's authorization code (at most 4 KiB).")
+        }
+    }
+
+    /// The verified identity token; a refusal is a 401 naming it (signing nobody in), Apple's keys out of reach a 503.
+    private func verified(_ body: AppleSignInRequest, now: Date) async throws -> AppleIdentity {
+        do {
+            return try await apple.verifier.verify(identityToken: body.identityToken, rawNonce: body.nonce, now: now)
+        } catch {
+            if error.code == .keysUnavailable {
+                throw APIError(.unavailable, "Apple's keys could not be fetched; retry later.", headers: [.retryAfter: "5"])
+            }
+            let code = error.code.rawValue == "malformed" ? ErrorCode.invalidSignature : ErrorCode(rawValue: error.code.rawValue)
+            throw APIError(code, "The identity token was refused: \(error.message)", status: .unauthorized)
+        }
+    }
+
+    /// The refresh token Apple gives for the authorization code, to revoke at account deletion; nil without a code or
+    /// a configured key, or when Apple refuses or cannot be reached (the sign-in stands: the identity token decided it;
+    /// the next sign-in tries again).
+    private func exchange(_ code: String?, now: Date, logger: Logger) async -> String? {
+        guard let code, let tokens = apple.tokens else { return nil }
+        do {
+            return try await tokens.exchange(authorizationCode: code, now: now).refreshToken
+        } catch {
+            logger.warning("apple authorization code not exchanged", metadata: ["tally.reason": .string(error.code.rawValue)])
+            return nil
+        }
+    }
+}

@@ -1,0 +1,90 @@
+import Foundation
+import Hummingbird
+import Logging
+import TallyAPI
+import TallyStore
+
+/// What a sign-in does for a guest that turns out to have an account: finds the calling guest by the request's own
+/// access token (never by an id in the body), merges it into the account when the app asked, and ends the guest's
+/// sessions everywhere. Shared by `POST /v1/auth/apple` and `POST /v1/auth/sign-in`.
+struct GuestMerge {
+    let services: TallyServices
+    var store: any TallyStorage { services.store }
+
+    /// The caller of a public route that may carry `Authorization: Bearer`: nil without the header, 401 for a token
+    /// that is not valid (a stale token must not silently sign in somewhere else).
+    func caller(_ request: Request) async throws -> Identity? {
+        guard let header = request.headers[.authorization] else { return nil }
+        guard let token = AuthMiddleware.bearer(header), let identity = try await AuthMiddleware(services: services).identity(of: token) else {
+            throw APIError(.unauthorized, "A valid access token is required.")
+        }
+        return identity
+    }
+
+    /// The 409 `account_exists` answer: what the guest would bring into `accountId`.
+    func accountExists(guestId: String, accountId: String, now: Date) async throws -> APIError {
+        let preview = try await storeCall { try await store.mergePreview(guestId: guestId, into: accountId, now: now) }
+        var error = APIError(
+            .accountExists, "This sign-in belongs to an existing account; sign in again with merge: true to bring the guest's progress into it.")
+        let summary = preview.summary
+        error.body.guest = GuestProgress(balance: summary.tokensMoved, documents: summary.documentsMoved, purchases: summary.purchasesMoved)
+        return error
+    }
+
+    /// Merges the guest into the account (idempotent: a retry answers the same summary), ends the guest's sessions on
+    /// every process and tells the account's streams that its wallet and documents changed.
+    func merge(guestId: String, into accountId: String, now: Date, logger: Logger) async throws -> MergeSummary {
+        let outcome = try await storeCall { try await store.merge(guestId: guestId, into: accountId, now: now) }
+        let summary = outcome.summary
+        if !outcome.replayed {
+            for sessionId in summary.revokedSessions {
+                services.sessions.evict(sessionId: sessionId)
+                services.notifier.sessionEnded(userId: guestId, sessionId: sessionId)
+            }
+            services.notifier.walletChanged(userId: accountId)
+            if let version = summary.documentsVersion { services.notifier.documentsChanged(userId: accountId, version: version) }
+            logger.info(
+                "guest merged",
+                metadata: [
+                    "tally.user": .string(accountId), "tally.guest": .string(guestId), "tally.tokens_moved": "\(summary.tokensMoved)",
+                    "tally.documents_moved": "\(summary.documentsMoved)",
+                ])
+        }
+        return MergeSummary(
+            guestUserId: guestId, tokensMoved: summary.tokensMoved, holdsReleased: summary.holdsReleased,
+            documentsMoved: summary.documentsMoved,
+            conflicts: summary.conflicts.map { MergedDocumentConflict(collection: $0.collection, documentId: $0.guestDocumentId, newId: $0.newId) },
+            purchasesMoved: summary.purchasesMoved)
+    }
+
+    /// The store's refusals of a merge as answers; other store errors as usual.
+    private func storeCall<T>(_ body: () async throws -> T) async throws -> T {
+        do {
+            return try await body()
+        } catch let error as StoreError {
+            switch error.code {
+            case .alreadyMerged: throw APIError(.alreadyMerged, "This guest was merged into another account already.")
+            case .guestInDebt: throw APIError(.guestInDebt, "The guest owes tokens from a refund that the account cannot pay; nothing was merged.")
+            case .mergeRefused: throw APIError(.mergeRefused, "Only a guest can be merged, into another account that is not a guest.")
+            default: throw error
+            }
+        }
+    }
+}
+
+/// The tokens of a new session, as every sign-in answers them.
+enum SessionAnswer {
+    static func make(
+        _ services: TallyServices, grant: SessionGrant, refreshToken: String, status: HTTPResponse.Status = .ok, merged: MergeSummary? = nil
+    ) async throws -> Response {
+        let access = try await services.tokens.accessToken(userId: grant.user.id, sessionId: grant.sessionId)
+        // Just signed: its first request needs no signature check, only the session lookup (under load,
+        // the first request of every session verifying its token was the start-up latency peak).
+        services.sessions.rememberSigned(
+            access.token, identity: Identity(userId: grant.user.id, sessionId: grant.sessionId), expiresAt: access.expiresAt)
+        let tokens = SessionTokens(
+            userId: grant.user.id, isGuest: grant.user.isGuest, accessToken: access.token, refreshToken: refreshToken,
+            expiresIn: access.expiresIn, merged: merged)
+        return JSONResponse.make(status: status, body: tokens, headers: [.cacheControl: "no-store"])
+    }
+}

@@ -1,0 +1,145 @@
+import Foundation
+import Hummingbird
+import Logging
+import TallyAPI
+import TallyAppleID
+import TallyDevAppStore
+@testable import TallyServer
+import TallyStore
+import TallyTestSupport
+import Testing
+
+/// `POST /v1/auth/apple` through the real HTTP stack, on both stores, with identity tokens minted by the local Sign in
+/// with Apple stand-in (its keys fetched by the server over loopback HTTP, on the server's clock): each refusal signs
+/// nobody in; a new Apple identity makes an account or becomes the calling guest in place; a known one signs in, and a
+/// guest reaching it is asked first (409 `account_exists`), then merged with `merge: true`.
+@Suite("Sign in with Apple", .timeLimit(.minutes(2)))
+struct AppleSignInTests {
+    static let clientId = "com.example.oracle"
+    /// One key set per test process: RSA-2048 generation is slow in a debug build.
+    static let keys: DevAppleIDKeys = {
+        do { return try DevAppleIDKeys.generate() } catch { fatalError("RSA key generation failed: \(error)") }
+    }()
+
+    /// A server on `kind` accepting tokens for ``clientId`` whose keys come from a stand-in on the server's clock.
+    static func with(_ kind: StoreKind, _ body: @Sendable (LiveServer, DevAppleID, APIConnection) async throws -> Void) async throws {
+        let clock = ManualClock(Date(timeIntervalSince1970: 1_800_000_000))
+        var configuration = DevAppleID.Configuration()
+        configuration.clientId = clientId
+        let appleID = DevAppleID(configuration: configuration, keys: keys, clock: clock)
+        let store = DevAppStore(authority: try DevCertificateAuthority.generate(now: clock.now), clock: clock)
+        var logger = Logger(label: "apple-sign-in-tests")
+        logger.logLevel = .critical
+        let (ports, continuation) = AsyncStream.makeStream(of: Int.self)
+        let app = buildDevAppStoreApplication(store: store, appleID: appleID, port: 0, logger: logger) { continuation.yield($0) }
+        try await withThrowingTaskGroup(of: Void.self) { group in
+            group.addTask { try await app.runService(gracefulShutdownSignals: []) }
+            defer { group.cancelAll() }
+            var iterator = ports.makeAsyncIterator()
+            guard let port = await iterator.next() else { throw CancellationError() }
+            let apple = try SignInWithAppleConfiguration(audiences: [clientId], keysURL: "http://127.0.0.1:\(port)/auth/keys")
+            try await LiveServer.with(kind, clock: clock, configure: { $0.signInWithApple = apple }) { server in
+                let api = server.connection()
+                try await body(server, appleID, api)
+                await api.close()
+            }
+        }
+    }
+
+    /// Signs in with a token minted for `sub` (and the nonce it carries), as `caller` if given.
+    static func signIn(
+        _ api: APIConnection, _ appleID: DevAppleID, sub: String, caller: TestUser? = nil, merge: Bool? = nil, defect: DevAppleIDDefect? = nil,
+        audience: String? = nil, sentNonce: String? = nil
+    ) async throws -> APIResponse {
+        let nonce = AppleNonce.make().raw
+        let minted = try await appleID.identityToken(sub: sub, email: "\(sub)@privaterelay.appleid.com", nonce: nonce, audience: audience, defect: defect)
+        return try await api.send(
+            .post, "/v1/auth/apple", token: caller?.accessToken,
+            json: AppleSignInRequest(identityToken: minted.identityToken, nonce: sentNonce ?? nonce, merge: merge))
+    }
+
+    @Test("A new Apple identity makes an account; the same identity signs in to it again", arguments: StoreKind.allCases)
+    func newAccountThenSignIn(kind: StoreKind) async throws {
+        try await Self.with(kind) { _, appleID, api in
+            let first = try await Self.signIn(api, appleID, sub: "001234.apple.a")
+            #expect(first.status == .created, "\(first.text)")
+            let created = try first.decode(SessionTokens.self)
+            #expect(!created.isGuest && created.merged == nil)
+            let again = try await Self.signIn(api, appleID, sub: "001234.apple.a")
+            let signedIn = try again.decode(SessionTokens.self)
+            #expect(again.status == .ok && signedIn.userId == created.userId)
+            let me: Me = try await api.send(.get, "/v1/me", token: created.accessToken).decode()
+            #expect(me.userId == created.userId && !me.isGuest)
+        }
+    }
+
+    @Test("Each refusal of an identity token names its cause and signs nobody in", arguments: StoreKind.allCases)
+    func refusals(kind: StoreKind) async throws {
+        try await Self.with(kind) { _, appleID, api in
+            let cases: [(String, DevAppleIDDefect?, String?, String?)] = [
+                ("wrong_audience", nil, "com.example.other", nil), ("wrong_nonce", nil, nil, "another-raw-nonce-0123456789"),
+                ("wrong_issuer", .wrongIssuer, nil, nil), ("expired", .expired, nil, nil), ("invalid_signature", .tampered, nil, nil),
+                ("unknown_key", .unknownKid, nil, nil), ("wrong_nonce", .missingNonce, nil, nil),
+            ]
+            for (code, defect, audience, nonce) in cases {
+                let answer = try await Self.signIn(api, appleID, sub: "001234.refused", defect: defect, audience: audience, sentNonce: nonce)
+                #expect(answer.status == .unauthorized && answer.errorCode == code, "\(code): \(answer.status) \(answer.text)")
+            }
+            // Nobody was made: the identity's first good sign-in creates the account.
+            #expect(try await Self.signIn(api, appleID, sub: "001234.refused").status == .created)
+            let bad = try await api.send(.post, "/v1/auth/apple", raw: #"{"identityToken":"x","nonce":"short"}"#)
+            #expect(bad.status == .badRequest && bad.errorCode == "invalid_field")
+        }
+    }
+
+    @Test("A new Apple identity from a guest makes the guest that account in place", arguments: StoreKind.allCases)
+    func guestInPlace(kind: StoreKind) async throws {
+        try await Self.with(kind) { _, appleID, api in
+            let guest = try await api.newGuest(granted: 30)
+            let answer = try await Self.signIn(api, appleID, sub: "001234.apple.b", caller: guest)
+            let tokens = try answer.decode(SessionTokens.self)
+            #expect(answer.status == .ok && tokens.userId == guest.userId && !tokens.isGuest, "\(answer.text)")
+            #expect(try await api.send(.get, "/v1/wallet", token: tokens.accessToken).decode(Wallet.self).balance == 30)
+        }
+    }
+
+    @Test("A guest reaching an existing account is asked first, then merged: tokens moved once, the guest's token refused",
+        arguments: StoreKind.allCases)
+    func mergeIntoExisting(kind: StoreKind) async throws {
+        try await Self.with(kind) { _, appleID, api in
+            let account = try await Self.signIn(api, appleID, sub: "001234.apple.c").decode(SessionTokens.self)
+            try await api.grant(10, to: TestUser(userId: account.userId, accessToken: account.accessToken, refreshToken: account.refreshToken))
+            let guest = try await api.newGuest(granted: 30)
+
+            let asked = try await Self.signIn(api, appleID, sub: "001234.apple.c", caller: guest)
+            #expect(asked.status == .conflict && asked.errorCode == "account_exists", "\(asked.text)")
+            #expect(try asked.decode(ErrorResponse.self).guest == GuestProgress(balance: 30, documents: 0, purchases: 0))
+            #expect(try await api.wallet(guest).balance == 30, "asking moved nothing")
+
+            let merged = try await Self.signIn(api, appleID, sub: "001234.apple.c", caller: guest, merge: true)
+            let tokens = try merged.decode(SessionTokens.self)
+            #expect(merged.status == .ok && tokens.userId == account.userId, "\(merged.text)")
+            #expect(tokens.merged?.guestUserId == guest.userId && tokens.merged?.tokensMoved == 30)
+            #expect(try await api.send(.get, "/v1/wallet", token: tokens.accessToken).decode(Wallet.self).balance == 40)
+            #expect(try await api.send(.get, "/v1/wallet", token: guest.accessToken).status == .unauthorized, "the guest's token is refused")
+            let user = TestUser(userId: tokens.userId, accessToken: tokens.accessToken, refreshToken: tokens.refreshToken)
+            try await api.expectBooksBalance(user)
+        }
+    }
+
+    @Test("Email sign-in with merge: true from a guest carries the guest's tokens into the account", arguments: [StoreKind.sqlite])
+    func emailSignInMerge(kind: StoreKind) async throws {
+        try await Self.with(kind) { _, _, api in
+            let owner = try await api.newGuest(granted: 5)
+            #expect(try await api.send(.post, "/v1/auth/link", token: owner.accessToken, json: CredentialsRequest(email: "merge@example.com", password: "correct horse 1")).status == .ok)
+            let guest = try await api.newGuest(granted: 7)
+            let plain = try await api.send(.post, "/v1/auth/sign-in", json: CredentialsRequest(email: "merge@example.com", password: "correct horse 1", merge: true))
+            #expect(plain.status == .badRequest, "merge needs the guest's token: \(plain.text)")
+            let answer = try await api.send(
+                .post, "/v1/auth/sign-in", token: guest.accessToken, json: CredentialsRequest(email: "merge@example.com", password: "correct horse 1", merge: true))
+            let tokens = try answer.decode(SessionTokens.self)
+            #expect(answer.status == .ok && tokens.userId == owner.userId && tokens.merged?.tokensMoved == 7, "\(answer.text)")
+            #expect(try await api.wallet(owner).balance == 12)
+        }
+    }
+}
