@@ -21,7 +21,7 @@ public struct ClientError: Error, Sendable, Equatable, CustomStringConvertible {
     public struct Code: Hashable, Sendable, CustomStringConvertible {
         fileprivate enum Base: String, Sendable {
             case offline, timedOut, unauthorized, invalidCredentials, insufficientTokens, quotaExhausted, rateLimited
-            case server, invalidResponse, invalidInput, unexpected, pendingWrites
+            case server, invalidResponse, invalidInput, unexpected, pendingWrites, accountExists
         }
         fileprivate let base: Base
         /// The code's name.
@@ -60,6 +60,10 @@ public struct ClientError: Error, Sendable, Equatable, CustomStringConvertible {
         /// `discardingPendingWrites: true` to drop them.
         public static let pendingWrites = Code(base: .pendingWrites)
 
+        /// A sign-in from a guest reached an account that already exists: ``ClientError/guest`` says what the guest would
+        /// bring into it. Ask the user, then sign in again with `merge: true` (or without the guest's session).
+        public static let accountExists = Code(base: .accountExists)
+
         /// Whether `error` is a ``ClientError`` with this code, so that `catch ClientError.Code.unauthorized` matches it.
         public static func ~= (code: Code, error: any Error) -> Bool { (error as? ClientError)?.code == code }
     }
@@ -85,22 +89,24 @@ public struct ClientError: Error, Sendable, Equatable, CustomStringConvertible {
     public var retryAfter: TimeInterval? { details?.retryAfter }
     /// The local changes the server has not confirmed yet (``Code/pendingWrites``).
     public var pendingWrites: Int? { details?.pendingWrites }
+    /// What the signed-in guest would bring into the account (``Code/accountExists``).
+    public var guest: GuestProgress? { details?.guest }
 
     /// Creates an error (an app's tests can make the errors the SDK throws).
     public init(
         _ code: Code, status: Int? = nil, serverCode: ErrorCode? = nil, message: String? = nil, wallet: Wallet? = nil,
-        quotas: [Quota] = [], retryAfter: TimeInterval? = nil, pendingWrites: Int? = nil
+        quotas: [Quota] = [], retryAfter: TimeInterval? = nil, pendingWrites: Int? = nil, guest: GuestProgress? = nil
     ) {
         self.code = code
         let carriesNothing =
             status == nil && serverCode == nil && message == nil && wallet == nil && quotas.isEmpty && retryAfter == nil
-            && pendingWrites == nil
+            && pendingWrites == nil && guest == nil
         details =
             carriesNothing
             ? nil
             : Details(
                 status: status, serverCode: serverCode, message: message, wallet: wallet, quotas: quotas, retryAfter: retryAfter,
-                pendingWrites: pendingWrites)
+                pendingWrites: pendingWrites, guest: guest)
     }
 
     /// Whether both have the same code and carry the same data.
@@ -123,6 +129,7 @@ public struct ClientError: Error, Sendable, Equatable, CustomStringConvertible {
         case .invalidInput: "invalid input: \(message ?? "")"
         case .unexpected: "unexpected failure: \(message ?? "")"
         case .pendingWrites: "\(pendingWrites ?? 0) local changes are not synced yet"
+        case .accountExists: "the account exists: sign in with merge to bring the guest's progress into it"
         }
     }
 
@@ -135,10 +142,11 @@ public struct ClientError: Error, Sendable, Equatable, CustomStringConvertible {
         let quotas: [Quota]
         let retryAfter: TimeInterval?
         let pendingWrites: Int?
+        let guest: GuestProgress?
 
         init(
             status: Int?, serverCode: ErrorCode?, message: String?, wallet: Wallet?, quotas: [Quota], retryAfter: TimeInterval?,
-            pendingWrites: Int?
+            pendingWrites: Int?, guest: GuestProgress?
         ) {
             self.status = status
             self.serverCode = serverCode
@@ -147,13 +155,14 @@ public struct ClientError: Error, Sendable, Equatable, CustomStringConvertible {
             self.quotas = quotas
             self.retryAfter = retryAfter
             self.pendingWrites = pendingWrites
+            self.guest = guest
         }
 
         static func == (lhs: Details, rhs: Details) -> Bool {
             lhs === rhs
                 || (lhs.status == rhs.status && lhs.serverCode == rhs.serverCode && lhs.message == rhs.message
                     && lhs.wallet == rhs.wallet && lhs.quotas == rhs.quotas && lhs.retryAfter == rhs.retryAfter
-                    && lhs.pendingWrites == rhs.pendingWrites)
+                    && lhs.pendingWrites == rhs.pendingWrites && lhs.guest == rhs.guest)
         }
     }
 

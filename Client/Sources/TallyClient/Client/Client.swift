@@ -119,7 +119,7 @@ public final class Client: Sendable {
     }
 
     /// What follows every sign-in: the price list prepared, the device's time zone set on the user.
-    private func signedIn(_ user: SessionUser) async -> SessionUser {
+    func signedIn(_ user: SessionUser) async -> SessionUser {
         preparePriceList()
         await session.scheduleRevocations()  // the server answered: sessions signed out offline can be revoked now
         await adoptDeviceTimeZone()

@@ -101,6 +101,21 @@ actor SessionManager: AccessTokenProvider {
         return signedIn
     }
 
+    /// Signs in with Sign in with Apple, as the signed-in user when there is one (a guest then becomes the Apple
+    /// account in place, or — `merge` — is merged into the existing one), and adopts the answer's session.
+    /// `beforeSwitch` runs with the answer before the client switches users.
+    func signInWithApple(_ request: AppleSignInRequest, beforeSwitch: @Sendable (SessionTokens) -> Void) async throws -> SessionTokens {
+        let body = try TallyJSON.encoder().encode(request)
+        let signedIn = user != nil
+        let response = try await executor.send(.post("/v1/auth/apple", authenticated: signedIn), body: body, auth: signedIn ? self : nil)
+        let tokens = try decode(SessionTokens.self, response)
+        beforeSwitch(tokens)
+        let previous = user?.userId
+        _ = try await exclusive { try adopt(tokens) }
+        await notify(previous)
+        return tokens
+    }
+
     /// Attaches an email and password to the current (guest) account, in place: same user, same wallet.
     func link(email: String, password: String) async throws -> Me {
         let body = try TallyJSON.encoder().encode(CredentialsRequest(email: email, password: password))

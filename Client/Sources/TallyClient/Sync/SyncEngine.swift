@@ -82,8 +82,9 @@ final class SyncEngine: Sendable {
     }
 
     /// Stops the loop, waits for it to end, fails the ``SyncClient/now()`` calls waiting, and closes the store's file
-    /// (for ``LocalDocumentStore/remove(path:)``).
-    func close() async {
+    /// (for ``LocalDocumentStore/remove(path:)``); `forgettingCursor` first resets the pull cursor (the file goes to
+    /// another user, whose first pull starts from nothing).
+    func close(forgettingCursor: Bool = false) async {
         let (task, onClose, waiters) = state.withLock { state in
             state.closed = true
             defer { (state.task, state.onClose, state.waiters) = (nil, [:], [:]) }
@@ -94,6 +95,7 @@ final class SyncEngine: Sendable {
         for waiter in waiters { waiter.resume(throwing: ClientError(.unauthorized, message: "signed out before the sync finished")) }
         task?.cancel()
         await task?.value
+        if forgettingCursor { try? store.resetForResync() }
         try? store.close()
     }
 

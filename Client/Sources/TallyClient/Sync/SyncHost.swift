@@ -20,6 +20,9 @@ final class SyncHost: Sendable {
         /// Engines of users who left, closing (a request of theirs may be in flight), by user: each removes its file
         /// once closed, and a new engine for that user opens only after.
         var closing: [String: (id: UInt64, task: Task<Void, Never>)] = [:]
+        /// A guest merged into an account on the server (``carryDocuments(from:to:)``): at the switch to the account,
+        /// the guest's file becomes the account's instead of being removed.
+        var carry: (from: String, to: String)?
     }
 
     private let state = Locked(State())
@@ -66,12 +69,41 @@ final class SyncHost: Sendable {
     /// Whether the app is in the foreground.
     var isActive: Bool { state.withLock { $0.isActive } }
 
+    /// The server merged `guest` into `account`: when the client next switches from the guest to the account, the
+    /// guest's document file — its unpushed changes included — becomes the account's (the server carried the guest's
+    /// sync client over, so each change still applies once), unless the account has a file on this device already.
+    func carryDocuments(from guest: String, to account: String) {
+        state.withLock { $0.carry = (guest, account) }
+    }
+
+    /// Moves the closed guest engine's file to the account's path (when the account has none here), its pull cursor
+    /// forgotten: a cursor is the guest's, and the account's first pull starts from nothing (the outbox stays).
+    private func carry(_ guest: SyncEngine, to account: String, documentsFile: @Sendable (String) -> URL?) async {
+        await guest.close(forgettingCursor: true)
+        guard let from = documentsFile(guest.userId), let to = documentsFile(account),
+            !FileManager.default.fileExists(atPath: to.path)
+        else { return }
+        for suffix in ["", "-wal", "-shm"] {
+            let source = URL(fileURLWithPath: from.path + suffix)
+            guard FileManager.default.fileExists(atPath: source.path) else { continue }
+            try? FileManager.default.moveItem(at: source, to: URL(fileURLWithPath: to.path + suffix))
+        }
+    }
+
     /// Makes `userId` the one whose documents sync and whose events stream: a different user's stream is closed,
     /// their engine closed and its file removed (sign-out, another user signing in), then the new user's engine is
     /// opened and started and, if the app is active, their stream opened.
     func adopt(_ userId: String?, documentsFile: @Sendable (String) -> URL?) async {
         // That user's previous engine, if it is still closing, must have removed its file before this one opens it.
         if let userId, let closing = state.withLock({ $0.closing[userId]?.task }) { await closing.value }
+        // A merged guest's file becomes the account's before the account's engine opens it.
+        let carried = state.withLock { state -> SyncEngine? in
+            guard let carry = state.carry, carry.from == state.userId, carry.to == userId, let guest = state.engine else { return nil }
+            state.carry = nil
+            state.engine = nil
+            return guest
+        }
+        if let carried, let userId { await carry(carried, to: userId, documentsFile: documentsFile) }
         let (changed, previous, next) = state.withLock { state -> (Bool, SyncEngine?, SyncEngine?) in
             if state.userId == userId, state.engine != nil || state.makeEngine == nil { return (false, nil, state.engine) }
             let previous = state.engine

@@ -98,11 +98,12 @@ final class RequestExecutor: Sendable {
             case (401, .invalidCredentials): .invalidCredentials
             case (401, _): .unauthorized
             case (429, _): .rateLimited
+            case (409, .accountExists): .accountExists
             default: .server
             }
         return ClientError(
             code, status: status, serverCode: serverCode, message: detail?.error.message ?? "HTTP \(status)",
-            wallet: detail?.wallet, quotas: detail?.quotas ?? [], retryAfter: retryAfter)
+            wallet: detail?.wallet, quotas: detail?.quotas ?? [], retryAfter: retryAfter, guest: detail?.guest)
     }
 }
 

@@ -1,0 +1,67 @@
+import Foundation
+import TallyAPI
+
+/// The nonce of one Sign in with Apple request: put ``hashed`` in `ASAuthorizationAppleIDRequest.nonce` and hand
+/// ``raw`` to ``Client/signInWithApple(identityToken:nonce:authorizationCode:merge:)``. The server checks that Apple's
+/// identity token carries the hash of the raw nonce it is sent, so a token taken from another request is refused.
+/// Make a new one for every request.
+public struct AppleSignInNonce: Sendable, Hashable {
+    /// The raw nonce: 32 random bytes, base64url without padding.
+    public let raw: String
+
+    /// A new random nonce.
+    public init() {
+        var generator = SystemRandomNumberGenerator()
+        let bytes = (0..<32).map { _ in UInt8.random(in: 0...255, using: &generator) }
+        raw = Data(bytes).base64EncodedString().replacingOccurrences(of: "+", with: "-").replacingOccurrences(of: "/", with: "_")
+            .replacingOccurrences(of: "=", with: "")
+    }
+
+    /// A nonce made elsewhere.
+    public init(raw: String) { self.raw = raw }
+
+    /// The SHA-256 of ``raw``, as 64 lower-case hexadecimal digits: what Apple's request carries.
+    public var hashed: String { SHA256.hex(Array(raw.utf8)) }
+}
+
+/// What a sign-in did: the user now signed in and, when a guest was merged into it, what moved.
+public struct SignInResult: Sendable, Hashable {
+    /// The signed-in user.
+    public var user: SessionUser
+    /// What the calling guest brought into the account (`merge: true`), else nil.
+    public var merged: MergeSummary?
+}
+
+extension Client {
+    /// Signs in with Sign in with Apple: `identityToken` and `authorizationCode` are the credential's
+    /// (`ASAuthorizationAppleIDCredential`, as text), `nonce` the one whose ``AppleSignInNonce/hashed`` the request to
+    /// Apple carried. Signed in as a guest, a new Apple ID becomes this guest's account in place (same wallet and
+    /// history); an Apple ID that already has an account throws ``ClientError/Code/accountExists`` with
+    /// ``ClientError/guest`` — what the guest would bring — unless `merge` is true, which carries the guest's tokens,
+    /// documents and purchases into the account and signs in to it. The cached values of the previous user are
+    /// cleared, as at any change of user.
+    ///
+    /// ```swift
+    /// let nonce = AppleSignInNonce()                  // request.nonce = nonce.hashed
+    /// do {
+    ///     try await tally.signInWithApple(identityToken: identityToken, nonce: nonce)
+    /// } catch let error as ClientError where error.code == .accountExists {
+    ///     if askToBringProgress(error.guest) {         // "This account exists — bring your guest progress?"
+    ///         try await tally.signInWithApple(identityToken: identityToken, nonce: nonce, merge: true)
+    ///     }
+    /// }
+    /// ```
+    @discardableResult
+    public func signInWithApple(
+        identityToken: String, nonce: AppleSignInNonce, authorizationCode: String? = nil, merge: Bool = false
+    ) async throws -> SignInResult {
+        let request = AppleSignInRequest(identityToken: identityToken, nonce: nonce.raw, authorizationCode: authorizationCode, merge: merge ? true : nil)
+        let guest = await self.user.flatMap { $0.isGuest ? $0.userId : nil }
+        let tokens = try await session.signInWithApple(request) { tokens in
+            // Before the switch to the account: the guest's synced documents, unpushed changes included, go with it.
+            if let guest, tokens.merged?.guestUserId == guest { self.syncHost.carryDocuments(from: guest, to: tokens.userId) }
+        }
+        let user = try await signedIn(SessionUser(userId: tokens.userId, isGuest: tokens.isGuest))
+        return SignInResult(user: user, merged: tokens.merged)
+    }
+}

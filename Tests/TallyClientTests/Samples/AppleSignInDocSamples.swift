@@ -1,0 +1,21 @@
+import Foundation
+import TallyAPI
+import TallyClient
+
+/// The samples of `Client.signInWithApple`'s doc comment, verbatim, compiled (``SamplesAreCompiledTests`` checks they match).
+enum AppleSignInDocSamples {
+    /// The app's question to the user (a sample stand-in).
+    static func askToBringProgress(_ guest: GuestProgress?) -> Bool { guest != nil }
+
+    /// `Client.signInWithApple`: sign in, and merge the guest when the user agrees.
+    static func signIn(tally: Client, identityToken: String) async throws {
+        let nonce = AppleSignInNonce()                  // request.nonce = nonce.hashed
+        do {
+            try await tally.signInWithApple(identityToken: identityToken, nonce: nonce)
+        } catch let error as ClientError where error.code == .accountExists {
+            if askToBringProgress(error.guest) {         // "This account exists — bring your guest progress?"
+                try await tally.signInWithApple(identityToken: identityToken, nonce: nonce, merge: true)
+            }
+        }
+    }
+}

@@ -1,0 +1,104 @@
+import Foundation
+import Hummingbird
+import Logging
+import TallyAPI
+import TallyDevAppStore
+import TallyServer
+import TallyStore
+import TallyTestSupport
+import Testing
+
+@testable import TallyClient
+
+/// Sign in with Apple from the SDK against the real server, with identity tokens minted by the local stand-in: a guest
+/// app whose change has not reached the server signs in to the account it turns out to have, with `merge: true`; the
+/// change then syncs to the account, once, and nothing of the guest is lost.
+@Suite("Client sign in with Apple and merge", .timeLimit(.minutes(1)))
+struct MergeSyncTests {
+    static let clientId = "com.example.oracle"
+    static let keys: DevAppleIDKeys = {
+        do { return try DevAppleIDKeys.generate() } catch { fatalError("RSA key generation failed: \(error)") }
+    }()
+
+    /// A server with the sync fixture's collections accepting tokens from a stand-in (on the server's clock) it reaches
+    /// over loopback, and that stand-in.
+    static func with(_ kind: StoreKind, _ body: @Sendable (TallyTestServer, DevAppleID) async throws -> Void) async throws {
+        let clock = ManualClock(Date(timeIntervalSince1970: 1_800_000_000))
+        var configuration = DevAppleID.Configuration()
+        configuration.clientId = clientId
+        let appleID = DevAppleID(configuration: configuration, keys: keys, clock: clock)
+        let store = DevAppStore(authority: try DevCertificateAuthority.generate(now: clock.now), clock: clock)
+        var logger = Logger(label: "merge-sync-tests")
+        logger.logLevel = .critical
+        let (ports, continuation) = AsyncStream.makeStream(of: Int.self)
+        let app = buildDevAppStoreApplication(store: store, appleID: appleID, port: 0, logger: logger) { continuation.yield($0) }
+        try await withThrowingTaskGroup(of: Void.self) { group in
+            group.addTask { try await app.runService(gracefulShutdownSignals: []) }
+            defer { group.cancelAll() }
+            var iterator = ports.makeAsyncIterator()
+            guard let port = await iterator.next() else { throw CancellationError() }
+            let apple = try SignInWithAppleConfiguration(audiences: [clientId], keysURL: "http://127.0.0.1:\(port)/auth/keys")
+            try await TallyTestServer.with(kind, configure: { configuration in
+                configuration.sync.collections = SyncedClientFixture.serverCollections
+                configuration.signInWithApple = apple
+            }) { server in try await body(server, appleID) }
+        }
+    }
+
+    @Test("A guest's unpushed change, merged into the account it signs in to, reaches the account once", arguments: StoreKind.allCases)
+    func unpushedChangeFollowsTheMerge(kind: StoreKind) async throws {
+        try await Self.with(kind) { server, appleID in
+            // The first phone made the account with Apple and wrote a note.
+            let firstDirectory = SyncedClientFixture.directory()
+            defer { try? FileManager.default.removeItem(at: firstDirectory) }
+            let (first, _, _) = server.syncedClient(directory: firstDirectory)
+            var nonce = AppleSignInNonce()
+            let account = try await first.signInWithApple(
+                identityToken: try await appleID.identityToken(sub: "001234.merge", nonce: nonce.raw).identityToken, nonce: nonce)
+            try first.collection("notes", of: Note.self).put(id: "n1", Note(date: "2027-01-01", text: "the account's"))
+            try await first.sync.now()
+
+            // A reinstall: a guest whose note has not reached the server (every push refused as offline).
+            let directory = SyncedClientFixture.directory()
+            defer { try? FileManager.default.removeItem(at: directory) }
+            let (client, transport, _) = server.syncedClient(directory: directory)
+            let guest = try await client.signInAsGuest()
+            try await client.waitUntilSynced()
+            transport.enqueue(Array(repeating: .offline, count: 1_000), forPathPrefix: "/v1/sync/push")
+            try client.collection("notes", of: Note.self).put(id: "g1", Note(date: "2027-01-02", text: "the guest's, offline"))
+            #expect(client.syncStatus.pendingMutations == 1)
+
+            // Asked first, then merged.
+            nonce = AppleSignInNonce()
+            let token = try await appleID.identityToken(sub: "001234.merge", nonce: nonce.raw).identityToken
+            let asked = await #expect(throws: ClientError.self) { try await client.signInWithApple(identityToken: token, nonce: nonce) }
+            #expect(asked?.code == .accountExists && asked?.guest?.documents == 0, "\(String(describing: asked))")
+            #expect(await client.user?.userId == guest.userId, "still the guest")
+            nonce = AppleSignInNonce()
+            let again = try await appleID.identityToken(sub: "001234.merge", nonce: nonce.raw).identityToken
+            let merged = try await client.signInWithApple(identityToken: again, nonce: nonce, merge: true)
+            #expect(merged.user.userId == account.user.userId && merged.merged?.guestUserId == guest.userId)
+
+            // Back online: the guest's change goes to the account, once, beside the account's own note.
+            transport.clearFaults()
+            try await client.sync.now()
+            let state = try await server.serverState(of: client)
+            let texts = try state.changes.map { change in
+                try TallyJSON.decoder().decode(Note.self, from: TallyJSON.encoder().encode(change.data)).text
+            }
+            #expect(texts.sorted() == ["the account's", "the guest's, offline"], "\(state.changes.map(\.id))")
+            #expect(state.lastMutationIds[try client.syncClientId] == 1, "applied once")
+            #expect(client.syncStatus.pendingMutations == 0)
+            try await first.sync.now()
+            #expect(try first.collection("notes", of: Note.self).documents().count == 2, "the first phone sees both")
+        }
+    }
+
+    @Test("A nonce is 32 random bytes in base64url, and its hash the SHA-256 hex Apple's request carries")
+    func nonce() {
+        let nonces = (0..<100).map { _ in AppleSignInNonce() }
+        #expect(Set(nonces.map(\.raw)).count == 100)
+        #expect(nonces.allSatisfy { $0.raw.count == 43 && $0.raw.allSatisfy { $0.isLetter || $0.isNumber || $0 == "-" || $0 == "_" } })
+        #expect(AppleSignInNonce(raw: "abc").hashed == "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad")
+    }
+}
