@@ -16,28 +16,11 @@ import Testing
 @Suite("Sign in with Apple", .timeLimit(.minutes(2)))
 struct AppleSignInTests {
     static let clientId = "com.example.oracle"
-    /// One key set per test process: RSA-2048 generation is slow in a debug build.
-    static let keys: DevAppleIDKeys = {
-        do { return try DevAppleIDKeys.generate() } catch { fatalError("RSA key generation failed: \(error)") }
-    }()
-
     /// A server on `kind` accepting tokens for ``clientId`` whose keys come from a stand-in on the server's clock.
     static func with(_ kind: StoreKind, _ body: @Sendable (LiveServer, DevAppleID, APIConnection) async throws -> Void) async throws {
         let clock = ManualClock(Date(timeIntervalSince1970: 1_800_000_000))
-        var configuration = DevAppleID.Configuration()
-        configuration.clientId = clientId
-        let appleID = DevAppleID(configuration: configuration, keys: keys, clock: clock)
-        let store = DevAppStore(authority: try DevCertificateAuthority.generate(now: clock.now), clock: clock)
-        var logger = Logger(label: "apple-sign-in-tests")
-        logger.logLevel = .critical
-        let (ports, continuation) = AsyncStream.makeStream(of: Int.self)
-        let app = buildDevAppStoreApplication(store: store, appleID: appleID, port: 0, logger: logger) { continuation.yield($0) }
-        try await withThrowingTaskGroup(of: Void.self) { group in
-            group.addTask { try await app.runService(gracefulShutdownSignals: []) }
-            defer { group.cancelAll() }
-            var iterator = ports.makeAsyncIterator()
-            guard let port = await iterator.next() else { throw CancellationError() }
-            let apple = try SignInWithAppleConfiguration(audiences: [clientId], keysURL: "http://127.0.0.1:\(port)/auth/keys")
+        try await AppleIDStandIn.serving(clientId: clientId, clock: clock) { appleID, keysURL in
+            let apple = try SignInWithAppleConfiguration(audiences: [clientId], keysURL: keysURL)
             try await LiveServer.with(kind, clock: clock, configure: { $0.signInWithApple = apple }) { server in
                 let api = server.connection()
                 try await body(server, appleID, api)

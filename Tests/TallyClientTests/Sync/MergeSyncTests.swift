@@ -16,28 +16,13 @@ import Testing
 @Suite("Client sign in with Apple and merge", .timeLimit(.minutes(1)))
 struct MergeSyncTests {
     static let clientId = "com.example.oracle"
-    static let keys: DevAppleIDKeys = {
-        do { return try DevAppleIDKeys.generate() } catch { fatalError("RSA key generation failed: \(error)") }
-    }()
 
     /// A server with the sync fixture's collections accepting tokens from a stand-in (on the server's clock) it reaches
     /// over loopback, and that stand-in.
     static func with(_ kind: StoreKind, _ body: @Sendable (TallyTestServer, DevAppleID) async throws -> Void) async throws {
         let clock = ManualClock(Date(timeIntervalSince1970: 1_800_000_000))
-        var configuration = DevAppleID.Configuration()
-        configuration.clientId = clientId
-        let appleID = DevAppleID(configuration: configuration, keys: keys, clock: clock)
-        let store = DevAppStore(authority: try DevCertificateAuthority.generate(now: clock.now), clock: clock)
-        var logger = Logger(label: "merge-sync-tests")
-        logger.logLevel = .critical
-        let (ports, continuation) = AsyncStream.makeStream(of: Int.self)
-        let app = buildDevAppStoreApplication(store: store, appleID: appleID, port: 0, logger: logger) { continuation.yield($0) }
-        try await withThrowingTaskGroup(of: Void.self) { group in
-            group.addTask { try await app.runService(gracefulShutdownSignals: []) }
-            defer { group.cancelAll() }
-            var iterator = ports.makeAsyncIterator()
-            guard let port = await iterator.next() else { throw CancellationError() }
-            let apple = try SignInWithAppleConfiguration(audiences: [clientId], keysURL: "http://127.0.0.1:\(port)/auth/keys")
+        try await AppleIDStandIn.serving(clientId: clientId, clock: clock) { appleID, keysURL in
+            let apple = try SignInWithAppleConfiguration(audiences: [clientId], keysURL: keysURL)
             try await TallyTestServer.with(kind, configure: { configuration in
                 configuration.sync.collections = SyncedClientFixture.serverCollections
                 configuration.signInWithApple = apple
