@@ -16,6 +16,14 @@ struct ConfigurationFileTests {
         .appendingPathComponent("docs/tally.example.yaml")
     static let environment = [
         "OPENAI_API_KEY": "sk-example-key-never-shown", "TALLY_MAIL_SECRET": "mail-secret-never-shown-0123456789abcdef",
+        // A P-256 key made for this test, in the .p8 form Apple hands out (PKCS #8 PEM).
+        "TALLY_APPLE_KEY": """
+            -----BEGIN PRIVATE KEY-----
+            MIGHAgEAMBMGByqGSM49AgEGCCqGSM49AwEHBG0wawIBAQQgOx8VrEVgKzZAarDE
+            DbZzdrXvrVv/jBw1djWhEWluGeWhRANCAATkO+Fa1fnLq1sG7Mr0TELJA6QOJJCM
+            Aa1Oqv0ZgMoyuUXj2AanFiWR4Fs4lkEVfLifcbzfO3bBx8XR1v6qwLRL
+            -----END PRIVATE KEY-----
+            """,
     ]
 
     static func example() throws -> String { try String(contentsOf: exampleURL, encoding: .utf8) }
