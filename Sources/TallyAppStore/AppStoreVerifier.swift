@@ -22,7 +22,9 @@ import X509
 /// its certificate was valid stays verifiable after the certificate expires. Revocation (OCSP) is not checked.
 ///
 /// A value: the roots are parsed once, at ``init(rootCertificates:bundleId:appAppleId:environments:)``, and shared by
-/// every verification; any number of verifications may run at once.
+/// every verification; any number of verifications may run at once. The transactions it has accepted are kept by the
+/// SHA-256 of their exact bytes (``VerifiedPayloadCache``, shared by its copies, which have the same rules): the same
+/// signed transaction submitted again is answered from there, without a second chain build and signature check.
 public struct AppStoreVerifier: Sendable {
     /// The app's bundle id every payload must name.
     public let bundleId: String
@@ -35,6 +37,8 @@ public struct AppStoreVerifier: Sendable {
 
     private let x5c: X5CVerifier
     private let decoder: JSONDecoder
+    /// The transactions accepted, by the digest of their bytes.
+    let transactions = VerifiedPayloadCache<JWSTransactionDecodedPayload>(capacity: 8_192)
 
     /// A verifier trusting `rootCertificates` — each DER, or PEM with one or more certificates; nil: the built-in Apple
     /// Root CA - G3 (``AppleRootCertificate``) — for the app `bundleId`, accepting `environments`.
@@ -66,9 +70,13 @@ public struct AppStoreVerifier: Sendable {
     }
 
     /// Verifies a signed transaction (`Transaction.jwsRepresentation`, a notification's `signedTransactionInfo`).
+    /// The same bytes accepted before are answered from ``transactions`` (a refusal is never kept: it is verified again).
     public func verifyTransaction(_ signedTransaction: String) async throws(AppStoreVerificationError) -> JWSTransactionDecodedPayload {
+        let key = VerifiedPayloadCache<JWSTransactionDecodedPayload>.key(signedTransaction)
+        if let transaction = transactions.payload(for: key) { return transaction }
         let transaction = try await verifySignature(signedTransaction, as: JWSTransactionDecodedPayload.self)
         try checkApp(bundleId: transaction.bundleId, environment: transaction.environment)
+        transactions.insert(transaction, for: key)
         return transaction
     }
 
