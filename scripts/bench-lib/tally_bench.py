@@ -289,7 +289,9 @@ def find_ceiling(rows, *patterns):
 
 
 STORE_NAMES = {"sqlite": "SQLite", "postgres": "PostgreSQL"}
-KIND_NAMES = {"wallet": "GET /v1/wallet", "action": "POST /v1/actions/bench.debit"}
+KIND_NAMES = {"wallet": "GET /v1/wallet", "action": "POST /v1/actions/bench.debit",
+              "purchase-new": "POST /v1/purchases/apple (new transactions)",
+              "purchase-replay": "POST /v1/purchases/apple (replays)"}
 
 
 def fmt_ratio(numerator, denominator, label):
@@ -451,7 +453,8 @@ def report(args):
                            + " | ".join(f"{a['runs'][r]:.0f}" if r in a["runs"] else "–" for r in runs) + " |")
     if args.baseline_rows:
         out.append("")
-        out.extend(baseline_comparison(rows, read_rows(args.baseline_rows), args.baseline_name, order))
+        purchase_cases = [(s, k, 64) for s in ("sqlite", "postgres") for k in ("purchase-new", "purchase-replay")]
+        out.extend(baseline_comparison(rows, read_rows(args.baseline_rows), args.baseline_name, order + purchase_cases))
     sync = sync_bench.sync_section(values, sync_lines)
     if sync:
         out.append("")
