@@ -1,6 +1,7 @@
 import Foundation
 import Hummingbird
 import Logging
+import Crypto
 import TallyAPI
 import TallyAppleID
 import TallyDevAppStore
@@ -21,6 +22,24 @@ struct AppleSignInTests {
         let clock = ManualClock(Date(timeIntervalSince1970: 1_800_000_000))
         try await AppleIDStandIn.serving(clientId: clientId, clock: clock) { appleID, keysURL in
             let apple = try SignInWithAppleConfiguration(audiences: [clientId], keysURL: keysURL)
+            try await LiveServer.with(kind, clock: clock, configure: { $0.signInWithApple = apple }) { server in
+                let api = server.connection()
+                try await body(server, appleID, api)
+                await api.close()
+            }
+        }
+    }
+
+    /// A server whose configuration also exchanges codes and revokes tokens at the stand-in, with a key it knows.
+    static func withTokens(_ kind: StoreKind, _ body: @Sendable (LiveServer, DevAppleID, APIConnection) async throws -> Void) async throws {
+        let clock = ManualClock(Date(timeIntervalSince1970: 1_800_000_000))
+        let key = P256.Signing.PrivateKey()
+        try await AppleIDStandIn.serving(clientId: clientId, clock: clock, configure: { $0.clientPublicKey = key.publicKey }) { appleID, keysURL in
+            let base = String(keysURL.dropLast("/auth/keys".count))
+            var settings = AppleTokenClient.Configuration(teamId: "TEAM123456", keyId: "KEY1234567", clientId: clientId)
+            (settings.tokenURL, settings.revokeURL) = (base + "/auth/token", base + "/auth/revoke")
+            let apple = try SignInWithAppleConfiguration(
+                audiences: [clientId], keysURL: keysURL, tokenSettings: settings, privateKeyPEM: key.pemRepresentation, privateKeyEnv: "TALLY_APPLE_KEY")
             try await LiveServer.with(kind, clock: clock, configure: { $0.signInWithApple = apple }) { server in
                 let api = server.connection()
                 try await body(server, appleID, api)
@@ -123,6 +142,49 @@ struct AppleSignInTests {
             let tokens = try answer.decode(SessionTokens.self)
             #expect(answer.status == .ok && tokens.userId == owner.userId && tokens.merged?.tokensMoved == 7, "\(answer.text)")
             #expect(try await api.wallet(owner).balance == 12)
+        }
+    }
+
+    @Test("Apple's consent-revoked ends the Apple account's sessions and unlinks it; account-delete deletes an Apple-only account; a forged one changes nothing",
+        arguments: StoreKind.allCases)
+    func accountNotifications(kind: StoreKind) async throws {
+        try await Self.with(kind) { _, appleID, api in
+            let revoked = try await Self.signIn(api, appleID, sub: "001234.consent").decode(SessionTokens.self)
+            let forged = try await appleID.notification(type: "consent-revoked", sub: "001234.consent", defect: .tampered)
+            let refused = try await api.send(.post, "/v1/webhooks/apple-id", json: AppleIDNotificationRequest(payload: forged.payload))
+            #expect(refused.status == .badRequest && refused.errorCode == "invalid_signature", "\(refused.text)")
+            #expect(try await api.send(.get, "/v1/me", token: revoked.accessToken).status == .ok, "a forged notification changes nothing")
+
+            let consent = try await appleID.notification(type: "consent-revoked", sub: "001234.consent")
+            let applied = try await api.send(.post, "/v1/webhooks/apple-id", json: AppleIDNotificationRequest(payload: consent.payload))
+            #expect(applied.status == .ok && applied.text.contains("applied"), "\(applied.text)")
+            #expect(try await api.send(.get, "/v1/me", token: revoked.accessToken).status == .unauthorized)
+            let twice = try await api.send(.post, "/v1/webhooks/apple-id", json: AppleIDNotificationRequest(payload: consent.payload))
+            #expect(twice.status == .ok && twice.text.contains("ignored"), "\(twice.text)")
+
+            let deleted = try await Self.signIn(api, appleID, sub: "001234.delete").decode(SessionTokens.self)
+            let delete = try await appleID.notification(type: "account-delete", sub: "001234.delete")
+            #expect(try await api.send(.post, "/v1/webhooks/apple-id", json: AppleIDNotificationRequest(payload: delete.payload)).status == .ok)
+            #expect(try await api.send(.get, "/v1/me", token: deleted.accessToken).status == .unauthorized)
+            let other = try await appleID.notification(type: "email-disabled", sub: "001234.nobody", email: "x@privaterelay.appleid.com")
+            let ignored = try await api.send(.post, "/v1/webhooks/apple-id", json: AppleIDNotificationRequest(payload: other.payload))
+            #expect(ignored.status == .ok && ignored.text.contains("ignored"))
+        }
+    }
+
+    @Test("The authorization code is exchanged at sign-in, and deleting the account revokes Apple's refresh token", arguments: [StoreKind.sqlite])
+    func deletionRevokesAppleToken(kind: StoreKind) async throws {
+        try await Self.withTokens(kind) { _, appleID, api in
+            let nonce = AppleNonce.make().raw
+            let minted = try await appleID.identityToken(sub: "001234.revoke", nonce: nonce)
+            let answer = try await api.send(
+                .post, "/v1/auth/apple",
+                json: AppleSignInRequest(identityToken: minted.identityToken, nonce: nonce, authorizationCode: minted.authorizationCode))
+            let tokens = try answer.decode(SessionTokens.self)
+            #expect(answer.status == .created, "\(answer.text)")
+            #expect(appleID.exchanges.count == 1, "the code was exchanged")
+            #expect(try await api.send(.delete, "/v1/me", token: tokens.accessToken).status == .noContent)
+            #expect(appleID.revocations.map(\.sub) == ["001234.revoke"], "the refresh token was revoked at Apple")
         }
     }
 }

@@ -112,7 +112,7 @@ struct OpenAPITests {
             "PutDocumentRequest", "MergePatch", "SyncMutation", "SyncPushRequest", "SyncMutationResult", "SyncPushResponse",
             "SyncPullResponse", "SyncChangedEvent", "SyncWalletEvent", "ChatCompletionRequest", "ChatCompletion", "AICharge", "AIModelList",
             "DailyGeneration", "RedeemPurchaseRequest", "AppStoreNotificationRequest", "Purchase", "PurchaseResponse", "PurchasePage",
-            "NotificationReceipt", "AppleSignInRequest", "GuestProgress", "MergeSummary", "MergedDocumentConflict",
+            "NotificationReceipt", "AppleSignInRequest", "AppleIDNotificationRequest", "GuestProgress", "MergeSummary", "MergedDocumentConflict",
         ]
         let missing = expected.filter { schemas[$0] == nil }
         #expect(missing.isEmpty, "components/schemas lacks: \(missing.joined(separator: ", "))")

@@ -12,12 +12,15 @@ public enum AppleIDStandIn {
         do { return try DevAppleIDKeys.generate() } catch { fatalError("RSA key generation failed: \(error)") }
     }()
 
-    /// Runs `body` with a stand-in minting tokens for `clientId` on `clock`, and the URL of its key set, while it is served.
+    /// Runs `body` with a stand-in minting tokens for `clientId` on `clock` (its configuration changed by `configure`),
+    /// and the URL of its key set (its other endpoints beside it), while it is served.
     public static func serving<T: Sendable>(
-        clientId: String, clock: ManualClock, _ body: (DevAppleID, _ keysURL: String) async throws -> T
+        clientId: String, clock: ManualClock, configure: (inout DevAppleID.Configuration) -> Void = { _ in },
+        _ body: (DevAppleID, _ keysURL: String) async throws -> T
     ) async throws -> T {
         var configuration = DevAppleID.Configuration()
         configuration.clientId = clientId
+        configure(&configuration)
         let appleID = DevAppleID(configuration: configuration, keys: keys, clock: clock)
         let store = DevAppStore(authority: try DevCertificateAuthority.generate(now: clock.now), clock: clock)
         var logger = Logger(label: "apple-id-stand-in")

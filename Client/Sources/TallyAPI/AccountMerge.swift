@@ -86,3 +86,12 @@ public struct MergeSummary: Codable, Hashable, Sendable {
         self.purchasesMoved = purchasesMoved
     }
 }
+
+/// `POST /v1/webhooks/apple-id`: a Sign in with Apple server-to-server notification, as Apple sends it.
+public struct AppleIDNotificationRequest: Codable, Hashable, Sendable {
+    /// The notification: a JWT signed with Apple's keys, its `events` claim the event.
+    public var payload: String
+
+    /// Creates the request.
+    public init(payload: String) { self.payload = payload }
+}

@@ -27,6 +27,10 @@ extension ChangePasswordRequest: JSONRequestBody {
     static let integerFields: Set<String> = []
 }
 
+extension AppleIDNotificationRequest: JSONRequestBody {
+    static let integerFields: Set<String> = []
+}
+
 extension AppleSignInRequest: JSONRequestBody {
     static let integerFields: Set<String> = []
 }

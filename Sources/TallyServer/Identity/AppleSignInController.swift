@@ -21,6 +21,55 @@ struct AppleSignInController {
 
     func addPublicRoutes(to group: RouterGroup<TallyRequestContext>) {
         group.post("auth/apple", use: signIn)
+        group.post("webhooks/apple-id", use: notification)
+    }
+
+    /// `POST /v1/webhooks/apple-id`: Apple's account notifications (no user, no key: the signature is the
+    /// authentication). `consent-revoked` unlinks the Apple identity and ends its account's sessions; `account-delete`
+    /// deletes the account when Apple was its only way in, else unlinks. Other types, and a `sub` no account has, change
+    /// nothing; each is safe to receive twice. 200 `{"disposition"}`; 400 for what does not verify.
+    @Sendable func notification(_ request: Request, context: TallyRequestContext) async throws -> Response {
+        let body = try await JSONBody<AppleIDNotificationRequest>.read(request, context: context).value
+        guard (1...16_384).contains(body.payload.utf8.count) else {
+            throw APIError(.invalidField, "'payload' must be Apple's signed notification (at most 16 KiB).")
+        }
+        let now = services.clock.now
+        let event: AppleAccountEvent
+        do {
+            event = try await apple.verifier.verifyNotification(body.payload, now: now)
+        } catch {
+            if error.code == .keysUnavailable {
+                throw APIError(.unavailable, "Apple's keys could not be fetched; retry later.", headers: [.retryAfter: "5"])
+            }
+            let code = error.code.rawValue == "malformed" ? ErrorCode.invalidSignature : ErrorCode(rawValue: error.code.rawValue)
+            throw APIError(code, "The notification was refused: \(error.message)", status: .badRequest)
+        }
+        var disposition = "ignored"
+        switch event.type {
+        case .consentRevoked:
+            if let revoked = try await store.revokeAppleConsent(subject: event.sub, now: now) {
+                for sessionId in revoked.revokedSessions {
+                    services.sessions.evict(sessionId: sessionId)
+                    services.notifier.sessionEnded(userId: revoked.userId, sessionId: sessionId)
+                }
+                context.logger.info("apple consent revoked", metadata: ["tally.user": .string(revoked.userId)])
+                disposition = "applied"
+            }
+        case .accountDelete:
+            switch try await store.appleAccountDeleted(subject: event.sub, now: now) {
+            case .deleted(let userId):
+                services.sessions.evict(userId: userId)
+                services.notifier.accountDeleted(userId: userId)
+                context.logger.info("account deleted by apple", metadata: ["tally.user": .string(userId)])
+                disposition = "applied"
+            case .unlinked(let userId):
+                context.logger.info("apple identity unlinked", metadata: ["tally.user": .string(userId)])
+                disposition = "applied"
+            case nil: break
+            }
+        default: break
+        }
+        return JSONResponse.make(body: ["disposition": disposition])
     }
 
     @Sendable func signIn(_ request: Request, context: TallyRequestContext) async throws -> Response {
