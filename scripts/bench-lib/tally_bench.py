@@ -292,6 +292,7 @@ STORE_NAMES = {"sqlite": "SQLite", "postgres": "PostgreSQL"}
 KIND_NAMES = {"wallet": "GET /v1/wallet", "action": "POST /v1/actions/bench.debit",
               "purchase-new": "POST /v1/purchases/apple (new transactions)",
               "purchase-replay": "POST /v1/purchases/apple (replays)"}
+PURCHASE_CASES = [(s, k, 64) for s in ("sqlite", "postgres") for k in ("purchase-new", "purchase-replay")]
 
 
 def fmt_ratio(numerator, denominator, label):
@@ -446,15 +447,14 @@ def report(args):
         out.append("")
         out.append("| case | " + " | ".join(f"run {r}" for r in runs) + " |")
         out.append("|---|" + "---:|" * len(runs))
-        for store, kind, conns in order:
+        for store, kind, conns in order + PURCHASE_CASES:
             a = values.get((store, kind, conns))
             if a:
                 out.append(f"| {KIND_NAMES[kind]}, {STORE_NAMES[store]}, {conns} conn | "
                            + " | ".join(f"{a['runs'][r]:.0f}" if r in a["runs"] else "–" for r in runs) + " |")
     if args.baseline_rows:
         out.append("")
-        purchase_cases = [(s, k, 64) for s in ("sqlite", "postgres") for k in ("purchase-new", "purchase-replay")]
-        out.extend(baseline_comparison(rows, read_rows(args.baseline_rows), args.baseline_name, order + purchase_cases))
+        out.extend(baseline_comparison(rows, read_rows(args.baseline_rows), args.baseline_name, order + PURCHASE_CASES))
     sync = sync_bench.sync_section(values, sync_lines)
     if sync:
         out.append("")
