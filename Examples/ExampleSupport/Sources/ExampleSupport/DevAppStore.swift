@@ -8,15 +8,25 @@ import FoundationNetworking
 /// posts App Store Server Notifications V2 to a server's webhook. The app buys from it (the example's storefront);
 /// the tests play Apple's side with it: a refund, a subscription's expiry, and when a notification arrived.
 ///
-/// The server must trust its root (`appStore.rootCertificates`) before it starts, and the dev App Store must know
-/// the server's webhook when it starts: ``startWithServer(config:directory:certificates:subscriptions:)`` does it in
-/// that order.
+/// It also plays Apple's Sign in with Apple (`GET /auth/keys`, `POST /auth/identity-token`): the tests mint the
+/// identity token Apple would give the app with ``identityToken(sub:nonce:email:)``.
+///
+/// The server must trust its root (`appStore.rootCertificates`) and know where Apple's keys are
+/// (`signInWithApple.keysURL`) before it starts, and the dev App Store must know the server's webhook when it starts:
+/// ``startWithServer(config:directory:certificates:subscriptions:)`` does it in that order.
 public final class DevAppStore: @unchecked Sendable {
     /// Its HTTP API's base URL (`POST /purchase`, `POST /transactions/{id}/…`, `GET /deliveries`).
     public let baseURL: URL
-    /// The directory of its certificate authority (`root.der` is the root a server trusts).
+    /// The directory of its certificate authority (`root.der` is the root a server trusts) and of its Sign in with
+    /// Apple keys (`apple-id-keys.json`).
     public let certificates: URL
+    /// The base URL of the process that plays Apple's sign-in for this one (`GET /auth/keys`,
+    /// `POST /auth/identity-token`): its own, unless ``startWithServer(config:directory:certificates:subscriptions:)``
+    /// started a second `tally dev-appstore` for it.
+    public var appleIDURL: URL { appleID?.baseURL ?? baseURL }
     private let process: ChildProcess
+    /// The `tally dev-appstore` playing Apple's sign-in, stopped with this one (nil: this one plays it).
+    private var appleID: DevAppStore?
 
     /// A notification the dev App Store signed (and queued for the webhook, when it has one).
     public struct Notification: Decodable, Sendable, Hashable {
@@ -62,29 +72,58 @@ public final class DevAppStore: @unchecked Sendable {
         }
     }
 
-    /// Stops it (SIGTERM) and waits for it.
+    /// Stops it (SIGTERM) and waits for it, and the process playing Apple's sign-in for it, if another.
     public func stop() async throws {
         process.signal()
         _ = try await process.wait()
+        try await appleID?.stop()
     }
 
     /// A `tally serve` that sells through a `tally dev-appstore`, both started and ready: `config` (whose
     /// `appStore.rootCertificates` names `<certificates>/root.der`, relative to the file) is copied into `directory`
-    /// beside a new CA in `directory/<certificates>`; the CA is written first (a dev App Store started without a
-    /// webhook and stopped), the server started on the copy (data in `directory/server`), then the dev App Store
-    /// posting to the server's `/v1/webhooks/appstore`.
+    /// beside a new CA in `directory/<certificates>`; the CA (and the Sign in with Apple keys) is written first by a
+    /// dev App Store started without a webhook, the server started on the copy (data in `directory/server`), then
+    /// the dev App Store posting to the server's `/v1/webhooks/appstore`.
+    ///
+    /// When `config` has a `signInWithApple:` section, the first dev App Store keeps running as Apple's sign-in
+    /// (Apple's two services, two processes over the same keys, so that neither needs the other's port in advance):
+    /// the copy's `keysURL:` line is pointed at its `/auth/keys` (the section must have one), and the returned dev
+    /// App Store's ``identityToken(sub:nonce:email:)`` asks it. Otherwise the first one is stopped.
     public static func startWithServer(
         config: URL, directory: URL, certificates: String = ".dev-appstore", subscriptions: [String] = []
     ) async throws -> (server: TallyServer, appStore: DevAppStore) {
         try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
         let copy = directory.appendingPathComponent(config.lastPathComponent)
-        try? FileManager.default.removeItem(at: copy)
-        try FileManager.default.copyItem(at: config, to: copy)
+        var text = try String(contentsOf: config, encoding: .utf8)
         let authority = directory.appendingPathComponent(certificates, isDirectory: true)
-        try await DevAppStore(certificates: authority, webhook: nil).stop()
+        var appleID: DevAppStore? = try await DevAppStore(certificates: authority, webhook: nil)
+        if let keys = appleID.map({ $0.baseURL.appendingPathComponent("auth/keys") }), let pointed = try pointKeysURL(of: text, at: keys) {
+            text = pointed
+        } else {
+            try await appleID?.stop()
+            appleID = nil
+        }
+        try? FileManager.default.removeItem(at: copy)
+        try Data(text.utf8).write(to: copy)
         let server = try await TallyServer(config: copy, dataDirectory: directory.appendingPathComponent("server"))
         let webhook = server.baseURL.appendingPathComponent("v1/webhooks/appstore")
-        return (server, try await DevAppStore(certificates: authority, webhook: webhook, subscriptions: subscriptions))
+        let appStore = try await DevAppStore(certificates: authority, webhook: webhook, subscriptions: subscriptions)
+        appStore.appleID = appleID
+        return (server, appStore)
+    }
+
+    /// `config`'s text with its `signInWithApple:` section's `keysURL:` line set to `keys`; nil when it has no such
+    /// section; throws when the section has no such line (the server would fetch Apple's real keys).
+    static func pointKeysURL(of config: String, at keys: URL) throws -> String? {
+        var lines = config.components(separatedBy: "\n")
+        guard let section = lines.firstIndex(where: { $0.hasPrefix("signInWithApple:") }) else { return nil }
+        let inSection = lines[(section + 1)...].prefix { $0.isEmpty || $0.hasPrefix(" ") || $0.hasPrefix("#") }
+        guard let line = inSection.indices.first(where: { lines[$0].trimmingCharacters(in: .whitespaces).hasPrefix("keysURL:") }) else {
+            throw ExampleError("the signInWithApple: section needs a keysURL: line for the stand-in's keys")
+        }
+        let indent = lines[line].prefix { $0 == " " }
+        lines[line] = "\(indent)keysURL: \(keys.absoluteString)"
+        return lines.joined(separator: "\n")
     }
 
     // MARK: Apple's side
@@ -127,12 +166,37 @@ public final class DevAppStore: @unchecked Sendable {
         throw ExampleError("\(notification.notificationType) was not delivered: \(last.map { "\($0)" } ?? "never queued")")
     }
 
-    private func request<Answer: Decodable>(_ method: String, _ path: String, as _: Answer.Type) async throws -> Answer {
-        var request = URLRequest(url: baseURL.appendingPathComponent(path))
+    /// What Apple gives the app when the user signs in (`ASAuthorizationAppleIDCredential`), minted by the process
+    /// playing Apple's sign-in.
+    public struct AppleIDCredential: Decodable, Sendable, Hashable {
+        /// The identity token (a JWT signed with a key of `GET /auth/keys`), for the app's bundle id.
+        public var identityToken: String
+        /// A one-time code the server may exchange for Apple's refresh token.
+        public var authorizationCode: String
+        /// The Apple user id: the same for the same person on every device.
+        public var sub: String
+    }
+
+    /// Signs Apple user `sub` in, as Apple would in the app (`POST /auth/identity-token` of ``appleIDURL``): the
+    /// token carries the SHA-256 of the raw `nonce` the app made, and `email` (a relay address or the user's) if given.
+    public func identityToken(sub: String, nonce: String, email: String? = nil) async throws -> AppleIDCredential {
+        struct Body: Encodable {
+            var sub: String
+            var nonce: String
+            var email: String?
+        }
+        let body = try JSONEncoder().encode(Body(sub: sub, nonce: nonce, email: email))
+        return try await request("POST", "auth/identity-token", of: appleIDURL, body: body, as: AppleIDCredential.self)
+    }
+
+    private func request<Answer: Decodable>(
+        _ method: String, _ path: String, of base: URL? = nil, body: Data = Data("{}".utf8), as _: Answer.Type
+    ) async throws -> Answer {
+        var request = URLRequest(url: (base ?? baseURL).appendingPathComponent(path))
         request.httpMethod = method
         if method == "POST" {
             request.setValue("application/json", forHTTPHeaderField: "Content-Type")
-            request.httpBody = Data("{}".utf8)
+            request.httpBody = body
         }
         let (data, response) = try await URLSession.shared.data(for: request)
         guard (response as? HTTPURLResponse)?.statusCode == 200 else {
