@@ -20,13 +20,28 @@ public struct ChatExchange: Codable, Sendable, Hashable {
     }
 }
 
+/// A reading drawn, a document of `readings` (ranged by `drawnAt`; free to store: the `reading` action was charged
+/// when it was drawn), so the user's past readings follow the account to a new phone.
+public struct Reading: Codable, Sendable, Hashable {
+    /// When it was drawn (ISO 8601, UTC): the readings' order.
+    public var drawnAt: String
+    /// The card and what it says.
+    public var card: String
+
+    /// Creates a reading.
+    public init(drawnAt: String, card: String) {
+        self.drawnAt = drawnAt
+        self.card = card
+    }
+}
+
 /// How the app sets up its Tally client.
 public enum OracleSetup {
     /// The app's client for `server`, its session and documents under `home`.
     public static func client(server: URL, home: URL) throws -> Client {
         var configuration = ClientConfiguration(
             baseURL: server, secureStore: try FileSecureStore(directory: home.appendingPathComponent("session")))
-        configuration.collections = [SyncedCollectionSpec("chat_messages", rangeKey: "sentAt")]
+        configuration.collections = [SyncedCollectionSpec("chat_messages", rangeKey: "sentAt"), SyncedCollectionSpec("readings", rangeKey: "drawnAt")]
         configuration.documentsDirectory = home.appendingPathComponent("documents")
         return Client(configuration: configuration)
     }
@@ -49,15 +64,23 @@ public final class OracleSession {
     public private(set) var premiumUntil: Date?
     /// The chat, oldest first.
     public private(set) var history: [ChatExchange] = []
+    /// The readings drawn, oldest first.
+    public private(set) var readings: [Reading] = []
     /// What the app tells the user about a refusal ("out of tokens…"), if anything.
     public private(set) var notice: String?
 
     /// Whether premium runs now: readings are free and unlimited.
     public var isPremium: Bool { premiumUntil.map { $0 > Date() } ?? false }
 
+    /// Asked when the Apple ID signing in already has an account and this phone's guest has progress of its own
+    /// (`progress`: its tokens, documents, purchases): whether to bring it into the account. The screen asks "This
+    /// account already exists — bring what you did on this phone into it?"; without a screen, yes.
+    @ObservationIgnored public var confirmMerge: @MainActor (GuestProgress) async -> Bool = { _ in true }
+
     @ObservationIgnored public let client: Client
     @ObservationIgnored private let storefront: (any Storefront)?
     @ObservationIgnored private let chat: SyncedCollection<ChatExchange>
+    @ObservationIgnored private let drawn: SyncedCollection<Reading>
     /// Readings drawn on this device (premium ones move neither the quota nor the wallet: they still differ).
     @ObservationIgnored private var draws: Int64 = 0
 
@@ -66,6 +89,7 @@ public final class OracleSession {
         self.client = client
         self.storefront = storefront
         chat = client.collection("chat_messages", of: ChatExchange.self)
+        drawn = client.collection("readings", of: Reading.self)
     }
 
     /// Restores the stored session, or starts as a guest; reads whether the user has premium.
@@ -75,9 +99,10 @@ public final class OracleSession {
         try reload()
     }
 
-    /// Reads the history and the cached wallet, quotas and premium from the device.
+    /// Reads the history, the readings and the cached wallet, quotas and premium from the device.
     public func reload() throws {
         history = try chat.documents().map(\.value)
+        readings = try drawn.documents().map(\.value)
         wallet = client.value(client.walletQuery)
         if let quotas = client.value(client.quotasQuery) { show(quotas.items) }
         if let me = client.value(client.meQuery) { premiumUntil = me.premiumUntil }
@@ -92,15 +117,20 @@ public final class OracleSession {
     /// (SwiftUI's `.task`).
     public func follow() async {
         async let historyFollowed: Void = followHistory()
+        async let readingsFollowed: Void = followReadings()
         async let walletFollowed: Void = followWallet()
         async let quotasFollowed: Void = followQuotas()
         async let premiumFollowed: Void = followPremium()
         async let refusalsFollowed: Void = followRefusals()
-        _ = await (historyFollowed, walletFollowed, quotasFollowed, premiumFollowed, refusalsFollowed)
+        _ = await (historyFollowed, readingsFollowed, walletFollowed, quotasFollowed, premiumFollowed, refusalsFollowed)
     }
 
     private func followHistory() async {
         for await documents in chat.observe() { history = documents.map(\.value) }
+    }
+
+    private func followReadings() async {
+        for await documents in drawn.observe() { readings = documents.map(\.value) }
     }
 
     private func followWallet() async {
@@ -129,15 +159,18 @@ public final class OracleSession {
     }
 
     /// Draws today's reading: free under premium or while the day's three last, then 5 tokens; nil (and a notice)
-    /// when none of these.
-    public func drawReading() async throws -> String? {
+    /// when none of these. A reading drawn is kept in ``readings`` (and synced).
+    public func drawReading(at date: Date = Date()) async throws -> String? {
         do {
             let result = try await client.perform("reading")
             wallet = result.wallet
             show(result.quotas)
             notice = nil
             draws += 1
-            return Self.reading(for: Int64(result.quotas.first?.used ?? 0) + result.wallet.version + draws)
+            let card = Self.reading(for: Int64(result.quotas.first?.used ?? 0) + result.wallet.version + draws)
+            try drawn.put(id: UUID().uuidString.lowercased(), Reading(drawnAt: Self.timestamp(date), card: card))
+            readings = try drawn.documents().map(\.value)
+            return card
         } catch let error as ClientError where error.code == .insufficientTokens {
             wallet = error.wallet ?? wallet
             notice = "Your three free readings are used for today: buy tokens for more."
@@ -148,9 +181,7 @@ public final class OracleSession {
     /// Asks the oracle: the exchange shows in the history at once and is stored (and charged 1 token) on the
     /// server when it arrives; a refusal rolls it back and sets ``notice``.
     public func ask(_ question: String, at date: Date = Date()) throws {
-        let formatter = ISO8601DateFormatter()
-        formatter.formatOptions = [.withInternetDateTime, .withFractionalSeconds]
-        let exchange = ChatExchange(sentAt: formatter.string(from: date), question: question, answer: Self.answer(to: question))
+        let exchange = ChatExchange(sentAt: Self.timestamp(date), question: question, answer: Self.answer(to: question))
         try chat.put(id: UUID().uuidString.lowercased(), exchange)
         history = try chat.documents().map(\.value)
     }
@@ -182,9 +213,46 @@ public final class OracleSession {
         return answer
     }
 
+    /// Signs in with Apple: `identityToken` and `authorizationCode` are the credential Apple gave for a request whose
+    /// nonce was `nonce.hashed` (`ASAuthorizationAppleIDRequest.nonce`). A guest whose Apple ID is new keeps everything
+    /// as that account (in place). An Apple ID that already has an account — a reinstall, a second phone — makes the
+    /// server answer `account_exists` with what this guest would bring; the user decides (``confirmMerge``): yes
+    /// carries the guest's tokens, readings, chat and purchases into the account (one transaction on the server,
+    /// unsynced changes included) and signs in to it; no leaves this phone's guest as it was (nil). Then the screen
+    /// shows the account's wallet, free readings, premium, history and readings.
+    @discardableResult
+    public func signInWithApple(identityToken: String, nonce: AppleSignInNonce, authorizationCode: String? = nil) async throws -> SignInResult? {
+        let result: SignInResult
+        do {
+            result = try await client.signInWithApple(identityToken: identityToken, nonce: nonce, authorizationCode: authorizationCode)
+        } catch let error as ClientError where error.code == .accountExists {
+            guard let progress = error.guest, await confirmMerge(progress) else { return nil }
+            result = try await client.signInWithApple(
+                identityToken: identityToken, nonce: nonce, authorizationCode: authorizationCode, merge: true)
+        }
+        try await refresh()
+        return result
+    }
+
+    /// Reads the signed-in user's wallet, free readings and premium from the server, and the documents from the device.
+    private func refresh() async throws {
+        wallet = try await client.fetch(client.walletQuery, forceRefresh: true)
+        show(try await client.fetch(client.quotasQuery, forceRefresh: true).items)
+        premiumUntil = try await client.premiumStatus().until
+        notice = nil
+        try reload()
+    }
+
     /// Keeps the guest's account under an email and password, so a reinstall can sign in to it.
     public func keepAccount(email: String, password: String) async throws {
         _ = try await client.link(email: email, password: password)
+    }
+
+    /// `date` as the documents' range keys write it (ISO 8601 with milliseconds, UTC).
+    static func timestamp(_ date: Date) -> String {
+        let formatter = ISO8601DateFormatter()
+        formatter.formatOptions = [.withInternetDateTime, .withFractionalSeconds]
+        return formatter.string(from: date)
     }
 
     /// The oracle's answer (a stand-in for the AI gateway of issue 21: deterministic, computed on the device).

@@ -6,13 +6,14 @@ import TallyClient
 // The oracle from the command line: `oracle` plays a day of the app against a real `tally serve` and a real
 // `tally dev-appstore` (the local App Store) it starts (TALLY_BIN), printing what the screen shows: three free
 // readings, a refusal, 100 tokens bought and shown at once, a metered chat, Apple's refund arriving live, a
-// subscription's unlimited readings, and a reinstall that signs in and finds the whole history.
+// subscription's unlimited readings, Sign in with Apple, and a reinstall that starts as a guest, buys tokens, draws a
+// reading, then signs in with Apple and brings them into the account, where the whole history is.
 
 @MainActor
 func screen(_ session: OracleSession, _ title: String) {
     let wallet = session.wallet.map { "\($0.available) tokens" } ?? "…"
     let readings = session.isPremium ? "premium: unlimited readings" : "free readings left: \(session.freeReadingsLeft.map(String.init) ?? "…")"
-    print("── \(title) ── [\(wallet), \(readings)]")
+    print("── \(title) ── [\(wallet), \(readings), \(session.readings.count) readings kept]")
     for exchange in session.history { print("  you: \(exchange.question)\n  oracle: \(exchange.answer)") }
     if let notice = session.notice { print("  ! \(notice)") }
 }
@@ -20,6 +21,14 @@ func screen(_ session: OracleSession, _ title: String) {
 @MainActor
 func synced(_ client: Client) async {
     for await status in client.syncStatusChanges where status.pendingMutations == 0 && !status.isSyncing && status.lastSyncedAt != nil { return }
+}
+
+/// Signs `session` in with Apple as Apple user `sub` (the stand-in mints what `ASAuthorizationAppleIDCredential` holds).
+@MainActor
+func signInWithApple(_ session: OracleSession, sub: String, _ appStore: DevAppStore) async throws {
+    let nonce = AppleSignInNonce()
+    let credential = try await appStore.identityToken(sub: sub, nonce: nonce.raw)
+    try await session.signInWithApple(identityToken: credential.identityToken, nonce: nonce, authorizationCode: credential.authorizationCode)
 }
 
 @MainActor
@@ -61,13 +70,29 @@ func main() async throws {
     }
     screen(session, "subscribed: readings are unlimited and free")
 
-    let email = "oracle-\(UUID().uuidString.prefix(6).lowercased())@example.com"
-    try await session.keepAccount(email: email, password: "moon and stars")
-    let reinstalled = OracleSession(client: try OracleSetup.client(server: server.baseURL, home: home.appendingPathComponent("new-phone")))
-    _ = try await reinstalled.client.signIn(email: email, password: "moon and stars")
+    await synced(session.client)
+    let sub = "001234.\(UUID().uuidString.prefix(8).lowercased())"
+    try await signInWithApple(session, sub: sub, appStore)
+    screen(session, "signed in with Apple: the guest is that account now, in place")
+
+    let reinstalled = OracleSession(
+        client: try OracleSetup.client(server: server.baseURL, home: home.appendingPathComponent("new-phone")),
+        storefront: DevAppStoreStorefront(url: appStore.baseURL))
+    try await reinstalled.start()
+    try await reinstalled.buyTokens()
+    if let reading = try await reinstalled.drawReading() { print("  reading: \(reading)") }
     await synced(reinstalled.client)
-    try reinstalled.reload()
-    screen(reinstalled, "reinstalled and signed in: the history is back")
+    screen(reinstalled, "reinstalled: a new guest buys 100 tokens and draws a reading")
+    reinstalled.confirmMerge = { progress in
+        print("  ? This Apple ID has an account: bring \(progress.balance) tokens, \(progress.documents) documents and \(progress.purchases) purchase into it? yes")
+        return true
+    }
+    try await signInWithApple(reinstalled, sub: sub, appStore)
+    for _ in 0..<500 where reinstalled.history.count != session.history.count || reinstalled.readings.count != session.readings.count + 1 {
+        try await Task.sleep(for: .milliseconds(10))
+        try reinstalled.reload()
+    }
+    screen(reinstalled, "signed in with Apple and merged: the history, the tokens and the new reading are all there")
     try await appStore.stop()
     try await server.stop()
 }
