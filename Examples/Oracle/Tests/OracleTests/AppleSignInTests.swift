@@ -102,6 +102,8 @@ struct AppleSignInTests {
             // (3, not 2 + 3), the earlier history and readings with the new ones.
             #expect(again.wallet?.balance == 192 && again.wallet?.available == 192, "97 + 95")
             #expect(again.freeReadingsLeft == 0)
+            let readingsQuota = try await again.client.fetch(again.client.quotasQuery, forceRefresh: true).items.first { $0.name == "readings" }
+            #expect(readingsQuota?.used == 3, "the larger of the day's counts, not 2 + 3")
             try await OracleTests.eventually { (try? again.reload()) != nil && again.history.count == 3 && again.readings.count == 6 }
             #expect(again.history == history, "the earlier history")
             #expect(again.readings == phone.readings + newReadings, "the earlier readings, then the four of the reinstall")
