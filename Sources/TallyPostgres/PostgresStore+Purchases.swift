@@ -3,10 +3,12 @@ import PostgresNIO
 import TallyStore
 
 extension PostgresStore {
-    /// One statement reads the purchase, its subscription and the submitter's account, and plans: a repeated submission
-    /// writes nothing and is answered from it. Otherwise ``settle(_:now:)`` runs it under the purchase's lock; a
-    /// refusal of the submitter is thrown once that committed.
+    /// A consumable already credited to the submitter is answered from one prepared statement
+    /// (``PurchaseReplayStatement``). Anything else: one statement reads the purchase, its subscription and the
+    /// submitter's account, and plans: a repeated submission writes nothing and is answered from it. Otherwise
+    /// ``settle(_:now:)`` runs it under the purchase's lock; a refusal of the submitter is thrown once that committed.
     public func redeem(_ transaction: VerifiedTransaction, userId: String, now: Date) async throws -> Redemption {
+        if let replay = try await replayed(transaction, userId: userId, now: now) { return replay }
         let fact = PurchaseFact.redemption(transaction, userId: userId)
         let row = try await rows(
             """
@@ -72,6 +74,19 @@ extension PostgresStore {
             ORDER BY p.purchased_at DESC, p.transaction_id DESC LIMIT \(Int64(limit))
             """
         ).compactMap { try StoredPurchase.read(Columns($0))?.record(at: now) }
+    }
+
+    /// The answer to a replay — `userId` submitting again a consumable credited to it — from one round trip: the
+    /// purchase row, read every time (a refund, from any process, may have changed it), with the submitter's account
+    /// and wallet, planned by ``PurchasePlanner/replay(_:by:purchase:account:now:)``. `nil` (no such row, or anything
+    /// else the full path must decide) sends the submission on to it.
+    func replayed(_ transaction: VerifiedTransaction, userId: String, now: Date) async throws -> Redemption? {
+        let statement = PurchaseReplayStatement(transactionId: transaction.transactionId, userId: userId)
+        guard let row = try await retrying({ try await prepared(statement) }).first.map(Columns.init),
+            let purchase = try StoredPurchase.read(row)
+        else { return nil }
+        let account = PurchaseAccount(user: try UserRecord(row), wallet: try WalletState(row), otherPremiumUntil: nil)
+        return PurchasePlanner.replay(transaction, by: userId, purchase: purchase, account: account, now: now)
     }
 
     // MARK: The locked path
@@ -209,6 +224,30 @@ extension PostgresStore {
         // Under the wallet locks nothing else moves these wallets; if one moved, the books read are stale: start over.
         guard try counts["moved"] == Int64(users.count), try counts["premium"] == Int64(plan.premium.count) else { throw RetryTransaction() }
     }
+}
+
+/// A consumable credited to the account `$2`, with the account and its wallet: the replay's read, parsed and planned
+/// once per connection. No row for anything else (not credited, another account's, a subscription, a merged guest).
+struct PurchaseReplayStatement: PostgresPreparedStatement {
+    static let name = "tally_purchase_replay_v1"
+    static let sql = """
+        SELECT \(PurchaseColumns.purchase), \(PurchaseColumns.account)
+        FROM purchases p JOIN users u ON u.id = p.user_id JOIN wallets w ON w.user_id = u.id
+        WHERE p.transaction_id = $1::TEXT AND p.user_id = $2::TEXT AND p.kind = 'consumable' AND p.claimed AND u.merged_into IS NULL
+        """
+    typealias Row = PostgresRow
+
+    var transactionId: String
+    var userId: String
+
+    func makeBindings() -> PostgresBindings {
+        var bindings = PostgresBindings(capacity: 2)
+        bindings.append(transactionId)
+        bindings.append(userId)
+        return bindings
+    }
+
+    func decodeRow(_ row: PostgresRow) throws -> PostgresRow { row }
 }
 
 /// Bought premium ends to store, by account (`has_until` false: none).

@@ -3,10 +3,11 @@ import GRDB
 import TallyStore
 
 extension SQLiteStore: PurchaseStore {
-    /// Plans the submission from a reader first: a repeated one writes nothing and is answered from it. Otherwise the
-    /// single writer reads, plans and writes it in one transaction (every entry through ``append(_:userId:now:_:)``);
-    /// a refusal of the submitter is thrown once that committed.
+    /// A consumable already credited to the submitter is answered from one statement (``replayed(_:userId:now:)``). Anything else is planned from a reader first: a repeated submission writes
+    /// nothing and is answered from it. Otherwise the single writer reads, plans and writes it in one transaction
+    /// (every entry through ``append(_:userId:now:_:)``); a refusal of the submitter is thrown once that committed.
     public func redeem(_ transaction: VerifiedTransaction, userId: String, now: Date) async throws -> Redemption {
+        if let replay = try await replayed(transaction, userId: userId, now: now) { return replay }
         let fact = PurchaseFact.redemption(transaction, userId: userId)
         var (snapshot, plan) = try await read { db in try Self.planned(fact, now: now, db) }
         if !plan.writesNothing {
@@ -60,6 +61,32 @@ extension SQLiteStore: PurchaseStore {
             ).map { StoredPurchase(row: $0).record(at: now) }
         }
     }
+
+    /// The answer to a replay — `userId` submitting again a consumable credited to it — from one statement on a
+    /// reader (instead of the full path's four, and its planning): the purchase row, read every time (a
+    /// refund may have changed it), with the submitter's account and wallet as stored, all from one snapshot; the
+    /// answer is planned by ``PurchasePlanner/replay(_:by:purchase:account:now:)``. `nil` (no such row, or anything
+    /// else the full path must decide) sends the submission on to it.
+    func replayed(_ transaction: VerifiedTransaction, userId: String, now: Date) async throws -> Redemption? {
+        // Through the async API, not ``readStatement(_:)``: that synchronous wait for a reader, mixed with the full
+        // path's async reads, hung 50 concurrent submissions (gdb: every cooperative thread blocked in GRDB's
+        // `Pool.get`, no reader coming back).
+        let found = try await read { db in
+            try db.fetchFirst(sql: Self.replayQuery, arguments: [transaction.transactionId, userId]) { row in
+                (AccountRow.decode(row), StoredPurchase(row: row))
+            }
+        }
+        guard let ((user, wallet, _), purchase) = found else { return nil }
+        return PurchasePlanner.replay(
+            transaction, by: userId, purchase: purchase, account: PurchaseAccount(user: user, wallet: wallet, otherPremiumUntil: nil), now: now)
+    }
+
+    /// A consumable credited to the account (`?` 2) with that account and its wallet (``AccountRow``'s columns first, the
+    /// purchase's after them, by name); no row for anything else.
+    static let replayQuery = """
+        SELECT \(AccountRow.columns), p.* FROM purchases p JOIN users u ON u.id = p.user_id JOIN wallets w ON w.user_id = u.id
+        WHERE p.transaction_id = ? AND p.user_id = ? AND p.kind = 'consumable' AND p.claimed = 1 AND u.merged_into IS NULL
+        """
 
     // MARK: In a transaction
 

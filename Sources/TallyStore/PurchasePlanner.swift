@@ -540,3 +540,24 @@ extension PurchasePlan {
             disposition: disposition, purchase: (purchase ?? snapshot.purchase)?.record(at: now), changedUsers: changedUsers)
     }
 }
+
+extension PurchasePlanner {
+    /// The answer to `userId` submitting `transaction` again when its stored row (`purchase`) and the submitter's
+    /// account are all the full path would read to answer it: a consumable already credited to `userId`, whose
+    /// repeated submission writes nothing (whatever it says of a refund: a credited consumable's refunds come only
+    /// from notifications). The answer is the full path's, planned by ``plan(_:snapshot:now:)`` from those two.
+    /// `nil` for anything else — not yet credited, another account's (`.purchaseClaimed`), a subscription, a merged
+    /// guest submitting — which the store answers on its full path.
+    public static func replay(
+        _ transaction: VerifiedTransaction, by userId: String, purchase: StoredPurchase, account: PurchaseAccount, now: Date
+    ) -> Redemption? {
+        guard purchase.transactionId == transaction.transactionId, purchase.kind == .consumable, purchase.claimed,
+            purchase.userId == userId, account.user.id == userId, account.user.mergedInto == nil
+        else { return nil }
+        let snapshot = PurchaseSnapshot(purchase: purchase, subscription: nil, accounts: [userId: account])
+        guard let plan = try? plan(.redemption(transaction, userId: userId), snapshot: snapshot, now: now),
+            plan.writesNothing, plan.refusal == nil
+        else { return nil }
+        return try? plan.redemption(by: userId, snapshot: snapshot, now: now)
+    }
+}

@@ -130,6 +130,42 @@ struct PurchasesTests {
         }
     }
 
+    @Test("A replay answers the first answer's JSON, field for field; after a refund, the refund and the wallet after it; another account 409",
+        arguments: StoreKind.allCases)
+    func replayAnswers(kind: StoreKind) async throws {
+        try await Self.with(kind) { server, appStore, api in
+            let user = try await api.newGuest()
+            let purchase = try appStore.purchase(productId: TestProducts.tokens100, appAccountToken: UUID(uuidString: user.userId), send: false)
+            let request = RedeemPurchaseRequest(signedTransaction: purchase.signedTransaction)
+            let first = try await api.send(.post, "/v1/purchases/apple", token: user.accessToken, json: request)
+            #expect(first.status == .ok, "\(first.text)")
+            for _ in 0..<2 {
+                let again = try await api.send(.post, "/v1/purchases/apple", token: user.accessToken, json: request)
+                let (replayed, answered) = (try Self.json(again), try Self.json(first))
+                #expect(again.status == .ok && replayed == answered, "\(again.text) vs \(first.text)")
+            }
+            let other = try await api.newGuest()
+            let claimed = try await api.send(.post, "/v1/purchases/apple", token: other.accessToken, json: request)
+            #expect(claimed.status == .conflict && claimed.errorCode == "purchase_claimed")
+
+            let refund = try appStore.refund(purchase.transaction.transactionId, send: false)
+            #expect(try await api.send(.post, "/v1/webhooks/appstore", raw: String(decoding: refund.body, as: UTF8.self)).status == .ok)
+            let replay = try await api.send(.post, "/v1/purchases/apple", token: user.accessToken, json: request)
+            let answer: PurchaseResponse = try replay.decode()
+            let listed: Page<Purchase> = try await api.send(.get, "/v1/purchases", token: user.accessToken).decode()
+            #expect(answer.purchase.status == .refunded && listed.items == [answer.purchase], "\(replay.text)")
+            let wallet = try await api.wallet(user)
+            #expect(answer.wallet == wallet && answer.wallet.balance == 0)
+            #expect(try await api.send(.post, "/v1/purchases/apple", token: other.accessToken, json: request).status == .conflict)
+            try await api.expectBooksBalance(user)
+        }
+    }
+
+    /// A response body as JSON objects compare: every field, whatever its order.
+    static func json(_ response: APIResponse) throws -> NSDictionary {
+        try #require(try JSONSerialization.jsonObject(with: Data(response.body)) as? NSDictionary)
+    }
+
     @Test("Apple's notification first credits the account its appAccountToken names; one naming nobody waits unclaimed", arguments: StoreKind.allCases)
     func notificationFirst(kind: StoreKind) async throws {
         try await Self.with(kind) { server, appStore, api in
