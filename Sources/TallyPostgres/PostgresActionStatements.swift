@@ -258,10 +258,16 @@ extension PostgresStore {
         }
     }
 
-    /// Runs a prepared statement on its own (committed when it returns) and collects its rows, on a
-    /// connection leased for just that. No retry: the caller decides what a conflict means.
+    /// Runs a named statement on its own (committed when it returns) and collects its rows, on a connection
+    /// leased for just that. No retry on a conflict (the caller decides what it means); only once, on another
+    /// connection, when the statement was lost on this one (26000, 42P05: the connection is then replaced, and the
+    /// statement never ran, since the server refused its Bind or Parse).
     func prepared<Statement: PostgresPreparedStatement>(_ statement: Statement) async throws -> [PostgresRow]
     where Statement.Row == PostgresRow {
-        try await pool.withConnection { try await $0.execute(statement, logger: logger) }
+        do {
+            return try await pool.withConnection { try await $0.execute(statement, logger: logger) }
+        } catch where PostgresStatements.lostStatement(error) != nil {
+            return try await pool.withConnection { try await $0.execute(statement, logger: logger) }
+        }
     }
 }

@@ -106,6 +106,11 @@ extension ErrorDisposition {
         case "40001", "40P01":
             // serialization_failure, deadlock_detected: the transaction can simply run again.
             return .retry(StoreError(.unavailable, underlying: failure))
+        case "26000", "42P05":
+            // A named statement missing from the server session, or there already (a transaction pooler): the
+            // statement never ran, and its connection is replaced (``PooledConnection/execute(_:logger:)``), so
+            // the unit runs again on another.
+            return .retry(StoreError(.unavailable, underlying: failure))
         case "23505" where failure.constraint == "idempotency_keys_pkey":
             // Another instance stored the key meanwhile (``LedgerSQL/remember(from:)``): run again, and the read
             // that claims the key finds its response.

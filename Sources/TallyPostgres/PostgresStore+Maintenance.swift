@@ -12,7 +12,7 @@ extension PostgresStore {
 
     /// Applies the pending migrations up to `version` (all when `nil`); tests build older schemas with it.
     func migrate(upTo version: Int?) async throws {
-        try await transaction { connection in
+        let reconfigured = try await migrationTransaction { connection in
             try await connection.rows("SELECT pg_advisory_xact_lock(hashtextextended('tally:schema_migrations', 0))", logger: logger)
             try await connection.rows(PostgresQuery(unsafeSQL: PostgresSchema.versionTable), logger: logger)
             var applied = Set<Int64>()
@@ -29,7 +29,9 @@ extension PostgresStore {
                     "INSERT INTO tally_schema_migrations (version, applied_at) VALUES (\(migration.version), \(Date().millis))",
                     logger: logger)
             }
+            return try await preferGenericPlans(on: connection)
         }
+        if reconfigured { pool.retireConnections() }
     }
 
     /// Succeeds when the database answers `SELECT 1`.

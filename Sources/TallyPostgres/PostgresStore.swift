@@ -1,5 +1,6 @@
 import Foundation
 import Logging
+import NIOPosix
 import PostgresNIO
 import ServiceLifecycle
 import TallyStore
@@ -39,6 +40,8 @@ public final class PostgresStore: TallyStorage {
     let sessions: LiveSessions
     /// What the revocation poller and the conflict backoff sleep on.
     let clock: any WallClock
+    /// Where migrations connect, when not through the pool (``directConnection``).
+    let direct: PostgresConnection.Configuration?
 
     /// How far back each poll of the revocation feed reads, on the database's clock: far longer than any
     /// revoking transaction takes to commit, so none is missed.
@@ -56,31 +59,48 @@ public final class PostgresStore: TallyStorage {
 
     /// Creates a store on `configuration` (``configuration(url:maximumConnections:)`` parses a URL).
     /// `clock` paces the revocation poller and the pause before a transaction runs again after a conflict
-    /// (its `now` is not read: every command is given its time).
-    public convenience init(configuration: PostgresPool.Configuration, logger: Logger, clock: any WallClock = SystemClock()) {
-        self.init(configuration: configuration, logger: logger, sessionStaleness: .seconds(3), clock: clock)
+    /// (its `now` is not read: every command is given its time). `direct`, when given, is where migrations
+    /// connect instead of the pool (a URL that reaches PostgreSQL itself or a pooler in session mode, while the
+    /// pool goes through a transaction pooler); see ``directConnection``.
+    public convenience init(
+        configuration: PostgresPool.Configuration, direct: PostgresConnection.Configuration? = nil, logger: Logger,
+        clock: any WallClock = SystemClock()
+    ) {
+        self.init(configuration: configuration, direct: direct, logger: logger, sessionStaleness: .seconds(3), clock: clock)
     }
 
     /// Creates a store whose live sessions are trusted `sessionStaleness` after the last successful poll
     /// (tests make it long, so that their assertions do not depend on how fast a loaded machine runs them).
-    init(configuration: PostgresPool.Configuration, logger: Logger, sessionStaleness: Duration, clock: any WallClock = SystemClock()) {
+    init(
+        configuration: PostgresPool.Configuration, direct: PostgresConnection.Configuration? = nil, logger: Logger,
+        sessionStaleness: Duration, clock: any WallClock = SystemClock()
+    ) {
         self.logger = Self.driverLogger(logger)
         self.clock = clock
-        var configuration = configuration
-        // The hot statements are prepared once per connection. Left to choose, PostgreSQL plans them afresh on
-        // every call as long as a plan for the actual values looks cheaper than the generic one — and for the
-        // action read (a NULL key or hold lets it drop a join) it always does: planning then cost three times
-        // the statement's execution. Their generic plans are the same index lookups (benchmarks/postgres-levers.md, "2026-11-23 morning").
-        configuration.connection.options.additionalStartupParameters.append(("plan_cache_mode", "force_generic_plan"))
+        // No start-up parameter beyond PostgreSQL's own: a pooler refuses the ones it does not know
+        // (PgBouncer: "unsupported startup parameter"). The generic plans the hot statements need are the role's
+        // setting instead, made by ``migrate()`` (``preferGenericPlans(on:)``).
         self.pool = PostgresPool(configuration: configuration, logger: self.logger)
+        self.direct = direct
         self.sessions = LiveSessions(staleness: sessionStaleness)
     }
 
     /// Creates a store from a `postgres://user:password@host:port/database` URL (see
-    /// ``configuration(url:maximumConnections:)``) with a pool of `maximumConnections`.
-    public convenience init(url: String, maximumConnections: Int = PostgresStore.defaultMaximumConnections, logger: Logger) throws {
-        self.init(configuration: try Self.configuration(url: url, maximumConnections: maximumConnections), logger: logger)
+    /// ``configuration(url:maximumConnections:)``) with a pool of `maximumConnections` that sends its named
+    /// statements as `statements` says; migrations connect to `directURL` when given (see ``directConnection``).
+    public convenience init(
+        url: String, maximumConnections: Int = PostgresStore.defaultMaximumConnections, statements: PostgresStatements = .prepared,
+        directURL: String? = nil, logger: Logger
+    ) throws {
+        var configuration = try Self.configuration(url: url, maximumConnections: maximumConnections)
+        configuration.statements = statements
+        let direct = try directURL.map { try Self.configuration(url: $0, maximumConnections: 1).connection }
+        self.init(configuration: configuration, direct: direct, logger: logger)
     }
+
+    /// Where a connection that needs a session of its own connects — migrations here, the event listener's
+    /// `LISTEN` (``PostgresNotifications``) —: the direct configuration given at creation, else the pool's.
+    public var directConnection: PostgresConnection.Configuration { direct ?? pool.configuration.connection }
 
     /// Parses `postgres://` or `postgresql://` URLs: user, password, host, port (5432) and database
     /// (default: the user), into a pool that keeps `maximumConnections` open. As in libpq, a `host` query
@@ -150,6 +170,52 @@ public final class PostgresStore: TallyStorage {
         try await retrying {
             try await pool.withTransaction(logger: logger) { connection in try await body(connection) }
         }
+    }
+
+    /// Runs `body` in one transaction for a migration: on a connection of its own to ``directConnection`` when
+    /// the store was given one (a transaction pooler may sit in front of the pool), else like ``transaction(_:)``.
+    func migrationTransaction<T: Sendable>(_ body: (PooledConnection) async throws -> T) async throws -> T {
+        guard let direct else { return try await transaction(body) }
+        return try await retrying {
+            let connected = try await PostgresConnection.connect(
+                on: MultiThreadedEventLoopGroup.singleton.next(), configuration: direct, id: 0, logger: logger
+            ).get()
+            let connection = PooledConnection(connection: connected, watch: ConnectionWatch())
+            connected.closeFuture.whenComplete { _ in connection.watch.closed() }
+            defer { connected.close().whenComplete { _ in } }
+            return try await connection.transaction(logger: logger, body)
+        }
+    }
+
+    /// Makes the role's new sessions plan the store's statements generically, once: called in the migration's
+    /// transaction (under its lock). Returns whether the role's setting was made now, so that the pool's
+    /// connections, opened before, are replaced (``PostgresPool/retireConnections()``).
+    ///
+    /// The hot statements are prepared once per connection. Left to choose (`plan_cache_mode = auto`), PostgreSQL
+    /// plans them afresh on every call as long as a plan for the actual values looks cheaper than the generic
+    /// one — and for the action read (a NULL key or hold lets it drop a join) it always does: planning then cost
+    /// three times the statement's execution. Their generic plans are the same index lookups
+    /// (benchmarks/postgres-levers.md, "2026-11-23 morning"). This was a start-up parameter, which poolers
+    /// refuse; a role may set its own defaults (`ALTER ROLE CURRENT_USER SET`), which apply to every session it
+    /// starts afterwards, through a pooler too. A setting other than `auto` (an operator's choice) is left alone,
+    /// and a role that may not change it is logged and served with PostgreSQL's default.
+    func preferGenericPlans(on connection: PooledConnection) async throws -> Bool {
+        let mode: String = try await connection.rows("SELECT current_setting('plan_cache_mode') AS mode", logger: logger)
+            .first.map { try Columns($0)["mode"] } ?? "auto"
+        guard mode == "auto" else { return false }
+        try await connection.rows("SAVEPOINT tally_plan_cache_mode", logger: logger)
+        do {
+            try await connection.rows("ALTER ROLE CURRENT_USER SET plan_cache_mode = force_generic_plan", logger: logger)
+        } catch {
+            try await connection.rows("ROLLBACK TO SAVEPOINT tally_plan_cache_mode", logger: logger)
+            logger.warning(
+                "postgres: could not set the role's plan_cache_mode to force_generic_plan (each call of a hot statement is planned again: about 40 % more database CPU)",
+                metadata: ["error": "\(PostgresFailure(error))"])
+            return false
+        }
+        try await connection.rows("RELEASE SAVEPOINT tally_plan_cache_mode", logger: logger)
+        logger.notice("postgres: the role's new sessions plan statements generically (plan_cache_mode = force_generic_plan); reopening the pool's connections")
+        return true
     }
 
     /// Runs one statement on its own (committed when it returns) and collects its rows.

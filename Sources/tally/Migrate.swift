@@ -16,7 +16,10 @@ struct Migrate: AsyncParsableCommand {
         umask(0o077)
         let configuration = try store.configuration()
         if let url = configuration.databaseURL {
-            let postgres = try PostgresStore(url: url, maximumConnections: 2, logger: Logger(label: "tally.migrate"))
+            // On TALLY_LISTEN_DATABASE_URL when set (PostgreSQL itself, while DATABASE_URL may go through a transaction pooler).
+            let postgres = try PostgresStore(
+                url: url, maximumConnections: 2, statements: configuration.postgresStatements, directURL: configuration.listenDatabaseURL,
+                logger: Logger(label: "tally.migrate"))
             try await withThrowingTaskGroup(of: Void.self) { group in
                 group.addTask { try await postgres.run() }
                 try await postgres.migrate()

@@ -1,5 +1,6 @@
 import ArgumentParser
 import Foundation
+import TallyPostgres
 import TallyServer
 
 /// Options shared by the commands that open the database.
@@ -8,7 +9,8 @@ struct StoreOptions: ParsableArguments {
     var dataDirectory = "tally-data"
 
     /// The configuration from these options and the environment
-    /// (`DATABASE_URL`, `TALLY_CONFIG`, `TALLY_ADMIN_KEY`, `TALLY_SIGNING_KEY`, `TALLY_POSTGRES_POOL`); the
+    /// (`DATABASE_URL`, `TALLY_LISTEN_DATABASE_URL`, `TALLY_POSTGRES_STATEMENTS`, `TALLY_CONFIG`, `TALLY_ADMIN_KEY`,
+    /// `TALLY_SIGNING_KEY`, `TALLY_POSTGRES_POOL`); the
     /// problems found, all of them, in one error.
     func configuration(environment: [String: String] = ProcessInfo.processInfo.environment) throws -> TallyConfiguration {
         var problems: [String] = []
@@ -33,6 +35,12 @@ struct StoreOptions: ParsableArguments {
         }
         configuration.dataDirectory = dataDirectory
         if let url = environment["DATABASE_URL"], !url.isEmpty { configuration.databaseURL = url }
+        if let url = environment["TALLY_LISTEN_DATABASE_URL"], !url.isEmpty { configuration.listenDatabaseURL = url }
+        if let mode = environment["TALLY_POSTGRES_STATEMENTS"], !mode.isEmpty {
+            if let statements = PostgresStatements(rawValue: mode) { configuration.postgresStatements = statements } else {
+                problems.append("TALLY_POSTGRES_STATEMENTS must be prepared or unnamed")
+            }
+        }
         if let pool = environment["TALLY_POSTGRES_POOL"] {
             if let size = Int(pool), size >= 1 { configuration.postgresPoolSize = size } else {
                 problems.append("TALLY_POSTGRES_POOL must be a positive integer")

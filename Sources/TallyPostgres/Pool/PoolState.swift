@@ -140,6 +140,12 @@ struct PoolState<Connection, Waiter> {
         return (queue.map(\.waiter), idle.map(\.connection))
     }
 
+    /// Takes every idle connection out of the pool (for closing: their slots connect new ones).
+    mutating func takeIdle() -> [Connection] {
+        defer { idle.removeAll() }
+        return idle.map(\.connection)
+    }
+
     /// Leased connections, for closing them when the pool stops.
     var leasedConnections: [Connection] { leased.values.map(\.connection) }
 

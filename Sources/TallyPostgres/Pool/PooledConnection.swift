@@ -13,10 +13,24 @@ import Synchronization
 /// of its own, and when the connection closes first, the caller gets ``PoolFailure/connectionClosed`` at
 /// once (the statement, if PostgreSQL got it, fails or commits on its own; an idempotency key makes the
 /// caller's retry safe). A statement abandoned that way leaves one suspended task behind.
+///
+/// The store's named statements (``PostgresPreparedStatement``s) all go through ``execute(_:logger:)``, the one
+/// place that sends them as the pool's ``PostgresStatements`` says: prepared once per connection, or unnamed
+/// on every call (through a transaction pooler). A connection whose prepared statements no longer match the
+/// server session it talks to (SQLSTATE 26000 or 42P05) is marked broken there, and the pool closes it
+/// instead of taking it back (PostgresNIO remembers a failed prepare for the connection's life).
 public struct PooledConnection: Sendable {
     /// The connection.
     public let connection: PostgresConnection
     let watch: ConnectionWatch
+    /// How ``execute(_:logger:)`` sends a named statement.
+    let statements: PostgresStatements
+
+    init(connection: PostgresConnection, watch: ConnectionWatch, statements: PostgresStatements = .prepared) {
+        self.connection = connection
+        self.watch = watch
+        self.statements = statements
+    }
 
     /// Runs `query` and collects its rows.
     @discardableResult
@@ -25,14 +39,25 @@ public struct PooledConnection: Sendable {
         return try await watch.run { try await connection.query(query, logger: logger).collect() }
     }
 
-    /// Runs a prepared statement (prepared once per connection) and collects its rows.
+    /// Runs a named statement and collects its rows: ``PostgresStatements/prepared``, prepared once per
+    /// connection; ``PostgresStatements/unnamed``, its SQL and bindings as an unnamed extended-protocol query.
     public func execute<Statement: PostgresPreparedStatement>(_ statement: Statement, logger: Logger) async throws -> [PostgresRow]
     where Statement.Row == PostgresRow {
-        let connection = self.connection
-        return try await watch.run {
-            var rows: [PostgresRow] = []
-            for try await row in try await connection.execute(statement, logger: logger) { rows.append(row) }
-            return rows
+        switch statements {
+        case .unnamed:
+            return try await rows(PostgresQuery(unsafeSQL: Statement.sql, binds: try statement.makeBindings()), logger: logger)
+        case .prepared:
+            let connection = self.connection
+            do {
+                return try await watch.run {
+                    var rows: [PostgresRow] = []
+                    for try await row in try await connection.execute(statement, logger: logger) { rows.append(row) }
+                    return rows
+                }
+            } catch {
+                if let sqlState = PostgresStatements.lostStatement(error) { watch.broke(.statementLost(sqlState: sqlState)) }
+                throw error
+            }
         }
     }
 
@@ -61,11 +86,20 @@ public struct PooledConnection: Sendable {
 final class ConnectionWatch: Sendable {
     private struct State {
         var isClosed = false
+        var broken: BrokenConnection?
         var next = 0
         var pending: [Int: CheckedContinuation<[PostgresRow], any Error>] = [:]
     }
 
     private let state = Mutex(State())
+
+    /// Why the connection must not be used again, once something found it so.
+    var broken: BrokenConnection? { state.withLock { $0.broken } }
+
+    /// Marks the connection as not to be reused (the first reason is kept): the pool closes it at its release.
+    func broke(_ reason: BrokenConnection) {
+        state.withLock { state in if state.broken == nil { state.broken = reason } }
+    }
 
     /// Runs `work` in a task of its own and returns its result, or throws once the connection is closed.
     /// Whoever takes the continuation out of `pending` (the task, or ``closed()``) resumes it.
@@ -97,5 +131,34 @@ final class ConnectionWatch: Sendable {
             return Array(state.pending.values)
         }
         for continuation in pending { continuation.resume(throwing: PoolFailure.connectionClosed) }
+    }
+}
+
+/// Why a pooled connection is closed at its release instead of being reused.
+enum BrokenConnection: Equatable, Sendable {
+    /// A named statement is missing on the server session (26000) or is there already (42P05): the session is
+    /// not the one the statements were prepared on, as behind a transaction pooler.
+    case statementLost(sqlState: String)
+    /// Opened before a setting its sessions should start with (``PostgresPool/retireConnections()``).
+    case retired
+}
+
+/// How the store sends its named statements (`TALLY_POSTGRES_STATEMENTS`).
+public enum PostgresStatements: String, Sendable, CaseIterable {
+    /// Named prepared statements, parsed and planned once per connection: each call is one Bind/Execute. Needs
+    /// a session of its own per connection: PostgreSQL directly, a pooler in session mode, or PgBouncer 1.21 or
+    /// later with `max_prepared_statements` set.
+    case prepared
+    /// The same statements as unnamed extended-protocol queries, parsed and planned on every call: works
+    /// through any transaction pooler (PgBouncer 1.18 in `pool_mode=transaction`).
+    case unnamed
+
+    /// The SQLSTATE of an error that says a named statement does not match the server session — missing
+    /// (`26000`, invalid_sql_statement_name) or already there (`42P05`, duplicate_prepared_statement) —, else `nil`.
+    static func lostStatement(_ error: any Error) -> String? {
+        guard let error = error as? PSQLError, error.code == .server, let sqlState = error.serverInfo?[.sqlState],
+            sqlState == "26000" || sqlState == "42P05"
+        else { return nil }
+        return sqlState
     }
 }

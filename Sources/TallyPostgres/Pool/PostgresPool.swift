@@ -40,6 +40,8 @@ public final class PostgresPool: Service, Sendable {
         public var reconnectBackoffLimit: Duration = .seconds(1)
         /// How often deadlines are checked.
         public var tickInterval: Duration = .milliseconds(100)
+        /// How the store's named statements are sent (``PooledConnection/execute(_:logger:)``).
+        public var statements = PostgresStatements.prepared
 
         /// `size` connections to `connection`, with the default timeouts.
         public init(connection: PostgresConnection.Configuration, size: Int) {
@@ -61,6 +63,10 @@ public final class PostgresPool: Service, Sendable {
     private let ids = Atomic<Int>(0)
     /// When the database went down, for the log line that says it is back.
     private let downSince = Mutex<ContinuousClock.Instant?>(nil)
+    /// Connections opened so far (tests wait on it to see a closed one replaced).
+    let connectionsOpened = Atomic(0)
+    /// Whether a lost prepared statement was reported (once per pool: its cause is the setup, not the moment).
+    private let reportedLostStatement = Atomic(false)
 
     /// A pool of `configuration.size` connections; nothing connects until ``run()``.
     public init(configuration: Configuration, logger: Logger, eventLoopGroup: any EventLoopGroup = MultiThreadedEventLoopGroup.singleton) {
@@ -79,7 +85,13 @@ public final class PostgresPool: Service, Sendable {
     /// the database is down). The connection goes back to the pool when `body` returns or throws, unless it
     /// closed meanwhile.
     public func withConnection<T>(_ body: (PooledConnection) async throws -> T) async throws -> T {
-        let (id, connection) = try await lease()
+        var (id, connection) = try await lease()
+        // One that closed (its server session ended: terminated, restarted, dropped by a pooler) or broke while
+        // idle is replaced, not handed out: its slot connects a new one.
+        while connection.connection.isClosed || connection.watch.broken != nil {
+            release(id: id, connection)
+            (id, connection) = try await lease()
+        }
         do {
             let result = try await body(connection)
             release(id: id, connection)
@@ -116,10 +128,35 @@ public final class PostgresPool: Service, Sendable {
         }
     }
 
+    /// Takes a connection back: a closed or broken one (``BrokenConnection``) is never reused; a broken one is
+    /// closed, and its slot connects a new one.
     private func release(id: Int, _ connection: PooledConnection) {
-        let reusable = !connection.connection.isClosed
+        let broken = connection.watch.broken
+        let reusable = !connection.connection.isClosed && broken == nil
         let handOver = state.withLock { $0.release(id: id, reusable: reusable, now: .now) }
         if let handOver { handOver.waiter.continuation.resume(returning: (id, handOver.connection)) }
+        guard let broken else { return }
+        connection.connection.close().whenComplete { _ in }
+        guard case .statementLost(let sqlState) = broken else { return }
+        if !reportedLostStatement.exchange(true, ordering: .relaxed) {
+            logger.error(
+                """
+                postgres: a prepared statement is missing on its connection's server session or is there already, as \
+                behind a transaction pooler (PgBouncer in pool_mode=transaction, a managed database's pooler port): \
+                set TALLY_POSTGRES_STATEMENTS=unnamed, or connect in session mode. Each such connection is closed \
+                and replaced
+                """, metadata: ["postgres.sqlstate": "\(sqlState)"])
+        } else {
+            logger.debug("postgres: replacing a connection that lost a prepared statement", metadata: ["postgres.sqlstate": "\(sqlState)"])
+        }
+    }
+
+    /// Closes every open connection as soon as it is idle, so that the slots open new ones: after a change
+    /// to what new sessions start with (``PostgresStore/migrate()`` setting the role's `plan_cache_mode`).
+    func retireConnections() {
+        let (idle, leased) = state.withLock { state in (state.takeIdle(), state.leasedConnections) }
+        for connection in leased { connection.watch.broke(.retired) }
+        for connection in idle { connection.connection.close().whenComplete { _ in } }
     }
 
     // MARK: Running
@@ -153,7 +190,7 @@ public final class PostgresPool: Service, Sendable {
                 let connected = try await PostgresConnection.connect(
                     on: eventLoops.next(), configuration: configuration.connection, id: id, logger: logger
                 ).get()
-                connection = PooledConnection(connection: connected, watch: ConnectionWatch())
+                connection = PooledConnection(connection: connected, watch: ConnectionWatch(), statements: configuration.statements)
             } catch {
                 failures += 1
                 connectFailed(error)
@@ -162,6 +199,7 @@ public final class PostgresPool: Service, Sendable {
                 continue
             }
             failures = 0
+            connectionsOpened.add(1, ordering: .relaxed)
             let (waiter, shuttingDown) = state.withLock { state in
                 state.isShuttingDown ? (nil, true) : (state.connected(id: id, connection, now: .now), false)
             }

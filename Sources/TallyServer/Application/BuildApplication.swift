@@ -41,7 +41,8 @@ public func buildApplication(
     var postgres: PostgresWiring?
     if let url = configuration.databaseURL {
         let wiring = try PostgresWiring(
-            url: url, poolSize: configuration.postgresPoolSize, clock: clock, events: events, sessions: sessions, logger: logger)
+            url: url, listenURL: configuration.listenDatabaseURL, poolSize: configuration.postgresPoolSize,
+            statements: configuration.postgresStatements, clock: clock, events: events, sessions: sessions, logger: logger)
         services += wiring.services
         store = wiring.store
         relay = wiring.relay
@@ -208,7 +209,7 @@ private func baseRouter(services: TallyServices) -> Router<TallyRequestContext> 
     let router = Router(context: TallyRequestContext.self)
     router.add(middleware: AccessLogMiddleware())
     router.add(middleware: RequestMetricsMiddleware(factory: services.metrics))
-    router.add(middleware: ErrorMiddleware(views: services.views))
+    router.add(middleware: ErrorMiddleware(views: services.views, unavailable: services.unavailableLog))
     OperationsController(services: services).addProbeRoutes(to: router)
     return router
 }

@@ -19,10 +19,15 @@ struct PostgresWiring {
     /// This process's row among the running instances, once ``join(signing:adminKey:logger:)`` wrote it.
     private let joined = JoinedInstance()
 
-    init(url: String, poolSize: Int, clock: any WallClock, events: EventHub, sessions: SessionCache, logger: Logger) throws {
-        let store = try PostgresStore(url: url, maximumConnections: poolSize, logger: logger)
+    /// The store on `url` (a pool of `poolSize` sending its statements as `statements` says), its event listener
+    /// and migrations on `listenURL` when given (a transaction pooler cannot carry `LISTEN`), else on `url`.
+    init(
+        url: String, listenURL: String? = nil, poolSize: Int, statements: PostgresStatements = .prepared, clock: any WallClock,
+        events: EventHub, sessions: SessionCache, logger: Logger
+    ) throws {
+        let store = try PostgresStore(url: url, maximumConnections: poolSize, statements: statements, directURL: listenURL, logger: logger)
         self.store = store
-        let notifications = PostgresNotifications(connection: store.pool.configuration.connection, clock: clock, logger: logger) { input in
+        let notifications = PostgresNotifications(connection: store.directConnection, clock: clock, logger: logger) { input in
             switch input {
             case .events(let list):
                 for event in list {

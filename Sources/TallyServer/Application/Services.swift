@@ -17,6 +17,8 @@ public struct TallyServices: Sendable {
     let configuration: TallyConfiguration
     let tokens: TokenService
     let views: QuotaViews
+    /// The paced log of `503`s for an unavailable store, shared by both routers.
+    let unavailableLog: UnavailableLog
     let runner: CommandRunner
     let secrets: RuntimeSecrets
     let sessions: SessionCache
@@ -54,6 +56,7 @@ public struct TallyServices: Sendable {
         self.tokens = TokenService(
             clock: clock, accessTokenTTL: configuration.accessTokenTTL, refreshTokenTTL: configuration.refreshTokenTTL)
         self.views = QuotaViews(catalog: catalog, clock: clock)
+        self.unavailableLog = UnavailableLog(clock: clock)
         let events = events ?? EventHub(metrics: metrics)
         let notifier = EventNotifier(hub: events, relay: relay)
         self.runner = CommandRunner(

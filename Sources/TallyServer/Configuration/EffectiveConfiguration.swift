@@ -4,8 +4,8 @@ import TallyPostgres
 extension TallyConfiguration {
     /// Every setting with the value it has, defaults included, for `tally serve --check-config`: the server's
     /// own settings (options and environment) as comment lines, then ``effectiveFile``. Secrets appear only as
-    /// set or unset: the admin key, the signing keys, the AI upstream's key, the mail hook's secret, and
-    /// `DATABASE_URL`'s password.
+    /// set or unset: the admin key, the signing keys, the AI upstream's key, the mail hook's secret, and the
+    /// passwords of `DATABASE_URL` and `TALLY_LISTEN_DATABASE_URL`.
     public var effectiveDescription: String {
         let seconds: (Duration) -> String = { "\($0.components.seconds) s" }
         let url = databaseURL.map(Self.redacted) ?? "unset: SQLite in \((dataDirectory as NSString).appendingPathComponent("tally.sqlite"))"
@@ -27,6 +27,9 @@ extension TallyConfiguration {
             ("dataDirectory (--data-dir)", dataDirectory),
             ("databaseURL (DATABASE_URL)", url),
             ("postgresPoolSize (TALLY_POSTGRES_POOL)", "\(postgresPoolSize)" + (databaseURL == nil ? " (unused with SQLite)" : "")),
+            ("listenDatabaseURL (TALLY_LISTEN_DATABASE_URL)",
+             listenDatabaseURL.map(Self.redacted) ?? "unset: DATABASE_URL" + (databaseURL == nil ? " (unused with SQLite)" : "")),
+            ("postgresStatements (TALLY_POSTGRES_STATEMENTS)", postgresStatements.rawValue + (databaseURL == nil ? " (unused with SQLite)" : "")),
             ("adminKey (TALLY_ADMIN_KEY)", adminKey),
             ("signingKeys (TALLY_SIGNING_KEY)", signing),
             ("accessTokenTTL", "\(Int(accessTokenTTL)) s"), ("refreshTokenTTL", "\(Int(refreshTokenTTL)) s"),
@@ -63,6 +66,14 @@ extension TallyConfiguration {
             } catch {
                 problems.append("DATABASE_URL: \(error)")
             }
+        }
+        if let listenDatabaseURL {
+            do {
+                _ = try PostgresStore.configuration(url: listenDatabaseURL, maximumConnections: 1)
+            } catch {
+                problems.append("TALLY_LISTEN_DATABASE_URL: \(error)")
+            }
+            if databaseURL == nil { problems.append("TALLY_LISTEN_DATABASE_URL is set without DATABASE_URL") }
         }
         if let adminKey {
             do { try AdminKey.validate(adminKey) } catch { problems.append("\(error)") }

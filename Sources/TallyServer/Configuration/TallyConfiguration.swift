@@ -1,4 +1,5 @@
 import Foundation
+import TallyPostgres
 import TallyStore
 
 /// Everything `tally serve` can be told. Defaults run an embedded server on 127.0.0.1:8080.
@@ -21,6 +22,12 @@ public struct TallyConfiguration: Sendable {
     public var databaseURL: String?
     /// PostgreSQL connections per server process.
     public var postgresPoolSize = 20
+    /// Where the event listener (`LISTEN`) and migrations connect (`TALLY_LISTEN_DATABASE_URL`): PostgreSQL itself or a
+    /// pooler in session mode, when ``databaseURL`` goes through a transaction pooler; `nil`: ``databaseURL``.
+    public var listenDatabaseURL: String?
+    /// How the PostgreSQL store sends its hot statements (`TALLY_POSTGRES_STATEMENTS`): prepared once per
+    /// connection, or unnamed (through a transaction pooler).
+    public var postgresStatements = PostgresStatements.prepared
     /// The key of the admin API; ``AdminKey/resolve(configured:dataDirectory:)`` fills it in.
     public var adminKey: String?
     /// The keys access tokens are signed with (`TALLY_SIGNING_KEY`); `nil`: those of `<dataDirectory>/signing-keys`,

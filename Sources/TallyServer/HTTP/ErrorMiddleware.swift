@@ -12,6 +12,8 @@ import TallyStore
 struct ErrorMiddleware<Context: RequestContext>: RouterMiddleware {
     /// Renders a refusal's quotas.
     let views: QuotaViews
+    /// Where the `503`s of an unavailable store are logged, paced.
+    let unavailable: UnavailableLog
 
     func handle(_ request: Request, context: Context, next: (Request, Context) async throws -> Response) async throws -> Response {
         do {
@@ -19,10 +21,7 @@ struct ErrorMiddleware<Context: RequestContext>: RouterMiddleware {
         } catch let error as APIError {
             return try error.response(from: request, context: context)
         } catch let error as StoreError {
-            if error.code == .unavailable {
-                // Debug only: during an outage every request fails this way, and the store logs the outage once.
-                context.logger.debug("store unavailable", metadata: ["error": "\(error.underlying.map { "\($0)" } ?? "-")"])
-            }
+            if error.code == .unavailable { unavailable.record(error, logger: context.logger) }
             return try APIError(error, views: views).response(from: request, context: context)
         } catch let error as HTTPError {
             return try Self.map(error).response(from: request, context: context)
