@@ -94,6 +94,22 @@ struct AppleSignInTests {
         }
     }
 
+    @Test("Apple's key rotation is followed without a restart: a token signed with the new key signs in, the dropped key's are refused",
+        arguments: StoreKind.allCases)
+    func keyRotation(kind: StoreKind) async throws {
+        try await Self.with(kind) { server, appleID, api in
+            let nonce = AppleNonce.make().raw
+            let old = try await appleID.identityToken(sub: "001234.rotation", nonce: nonce)
+            #expect(try await api.send(.post, "/v1/auth/apple", json: AppleSignInRequest(identityToken: old.identityToken, nonce: nonce)).status == .created)
+            _ = try appleID.rotateKeys(dropOld: true)
+            server.clock.advance(by: 11)  // past the 10 s the server waits between fetches for an unknown kid
+            let answer = try await Self.signIn(api, appleID, sub: "001234.rotation")
+            #expect(answer.status == .ok, "the new kid fetched: \(answer.text)")
+            let dropped = try await api.send(.post, "/v1/auth/apple", json: AppleSignInRequest(identityToken: old.identityToken, nonce: nonce))
+            #expect(dropped.status == .unauthorized && dropped.errorCode == "unknown_key", "\(dropped.text)")
+        }
+    }
+
     @Test("A new Apple identity from a guest makes the guest that account in place", arguments: StoreKind.allCases)
     func guestInPlace(kind: StoreKind) async throws {
         try await Self.with(kind) { _, appleID, api in

@@ -90,7 +90,9 @@ struct AppleSignInController {
         let userId: String
         switch (known, caller) {
         case (let account?, let caller?) where account.id != caller.userId:
-            // The caller is someone else: a guest may be merged into the account; anyone else just signs in to it.
+            // The caller is someone else: a guest may be merged into the account (a merged one only retry it); anyone
+            // else just signs in to it.
+            guard !caller.merged || body.merge == true else { throw GuestMerge.invalidToken }
             if let guest = try await store.user(id: caller.userId), guest.isGuest {
                 guard body.merge == true else { throw try await merging.accountExists(guestId: guest.id, accountId: account.id, now: door.now) }
                 merged = try await merging.merge(guestId: guest.id, into: account.id, now: door.now, logger: context.logger)
@@ -99,6 +101,7 @@ struct AppleSignInController {
         case (let account?, _):
             userId = account.id
         case (nil, let caller?):
+            guard !caller.merged else { throw GuestMerge.invalidToken }
             // A new Apple identity on the caller's account, in place.
             _ = try await store.linkApple(userId: caller.userId, credential: credential, now: door.now)
             context.logger.info("apple identity linked", metadata: ["tally.user": .string(caller.userId)])

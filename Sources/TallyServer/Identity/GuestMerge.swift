@@ -11,15 +11,32 @@ struct GuestMerge {
     let services: TallyServices
     var store: any TallyStorage { services.store }
 
-    /// The caller of a public route that may carry `Authorization: Bearer`: nil without the header, 401 for a token
-    /// that is not valid (a stale token must not silently sign in somewhere else).
-    func caller(_ request: Request) async throws -> Identity? {
-        guard let header = request.headers[.authorization] else { return nil }
-        guard let token = AuthMiddleware.bearer(header), let identity = try await AuthMiddleware(services: services).identity(of: token) else {
-            throw APIError(.unauthorized, "A valid access token is required.")
-        }
-        return identity
+    /// Who calls a sign-in route with `Authorization: Bearer`.
+    struct Caller {
+        /// The caller's user and session.
+        let identity: Identity
+        /// The caller is a guest already merged into an account, whose sessions ended with the merge: its token, still
+        /// signed and unexpired, counts only for retrying that merge (`merge: true` into the same account), which answers
+        /// the same summary again and moves nothing — so an app that lost the merge's answer can ask again.
+        let merged: Bool
+        /// The caller's user id.
+        var userId: String { identity.userId }
     }
+
+    /// The caller of a public route that may carry `Authorization: Bearer`: nil without the header, 401 for a token
+    /// that is not valid (a stale token must not silently sign in somewhere else) unless it is a merged guest's.
+    func caller(_ request: Request) async throws -> Caller? {
+        guard let header = request.headers[.authorization] else { return nil }
+        guard let token = AuthMiddleware.bearer(header) else { throw Self.invalidToken }
+        if let identity = try await AuthMiddleware(services: services).identity(of: token) { return Caller(identity: identity, merged: false) }
+        guard let verified = await services.tokens.verify(token), try await store.user(id: verified.identity.userId)?.mergedInto != nil else {
+            throw Self.invalidToken
+        }
+        return Caller(identity: verified.identity, merged: true)
+    }
+
+    /// The answer to a token that is not valid.
+    static var invalidToken: APIError { APIError(.unauthorized, "A valid access token is required.") }
 
     /// The 409 `account_exists` answer: what the guest would bring into `accountId`.
     func accountExists(guestId: String, accountId: String, now: Date) async throws -> APIError {

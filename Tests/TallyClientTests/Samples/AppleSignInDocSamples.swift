@@ -18,4 +18,10 @@ enum AppleSignInDocSamples {
             }
         }
     }
+
+    /// `Client.signIn(email:password:merge:)`: sign in to the account, bringing the guest's progress.
+    static func signInMerging(tally: Client) async throws {
+        let result = try await tally.signIn(email: "ada@example.com", password: "correct horse battery", merge: true)
+        print("brought \(result.merged?.tokensMoved ?? 0) tokens")
+    }
 }

@@ -56,9 +56,31 @@ extension Client {
         identityToken: String, nonce: AppleSignInNonce, authorizationCode: String? = nil, merge: Bool = false
     ) async throws -> SignInResult {
         let request = AppleSignInRequest(identityToken: identityToken, nonce: nonce.raw, authorizationCode: authorizationCode, merge: merge ? true : nil)
+        return try await signInCarryingGuest { try await self.session.signInWithApple(request, beforeSwitch: $0) }
+    }
+
+    /// Signs in to a linked account and, signed in as a guest, carries the guest into it first: its tokens (open holds
+    /// released), documents — unpushed changes included — and purchases, as ``signInWithApple(identityToken:nonce:authorizationCode:merge:)``
+    /// does with `merge: true`. ``SignInResult/merged`` says what moved (nil when no guest was signed in). A wrong email
+    /// or password throws ``ClientError/Code/invalidCredentials`` and changes nothing.
+    ///
+    /// ```swift
+    /// let result = try await tally.signIn(email: "ada@example.com", password: "correct horse battery", merge: true)
+    /// print("brought \(result.merged?.tokensMoved ?? 0) tokens")
+    /// ```
+    @discardableResult
+    public func signIn(email: String, password: String, merge: Bool) async throws -> SignInResult {
+        guard merge else { return SignInResult(user: try await signIn(email: email, password: password), merged: nil) }
+        return try await signInCarryingGuest { try await self.session.signInMerging(email: email, password: password, beforeSwitch: $0) }
+    }
+
+    /// Runs a sign-in that may merge the signed-in guest: before the switch to the account, the guest's synced
+    /// documents, unpushed changes included, go with it; then what follows every sign-in.
+    private func signInCarryingGuest(
+        _ send: (@escaping @Sendable (SessionTokens) -> Void) async throws -> SessionTokens
+    ) async throws -> SignInResult {
         let guest = await self.user.flatMap { $0.isGuest ? $0.userId : nil }
-        let tokens = try await session.signInWithApple(request) { tokens in
-            // Before the switch to the account: the guest's synced documents, unpushed changes included, go with it.
+        let tokens = try await send { tokens in
             if let guest, tokens.merged?.guestUserId == guest { self.syncHost.carryDocuments(from: guest, to: tokens.userId) }
         }
         let user = try await signedIn(SessionUser(userId: tokens.userId, isGuest: tokens.isGuest))

@@ -105,9 +105,21 @@ actor SessionManager: AccessTokenProvider {
     /// account in place, or — `merge` — is merged into the existing one), and adopts the answer's session.
     /// `beforeSwitch` runs with the answer before the client switches users.
     func signInWithApple(_ request: AppleSignInRequest, beforeSwitch: @Sendable (SessionTokens) -> Void) async throws -> SessionTokens {
-        let body = try TallyJSON.encoder().encode(request)
-        let signedIn = user != nil
-        let response = try await executor.send(.post("/v1/auth/apple", authenticated: signedIn), body: body, auth: signedIn ? self : nil)
+        try await signIn("/v1/auth/apple", TallyJSON.encoder().encode(request), asCaller: user != nil, beforeSwitch: beforeSwitch)
+    }
+
+    /// Signs in with an email and password carrying the signed-in guest into the account (`merge: true`), and adopts
+    /// the answer's session. `beforeSwitch` runs with the answer before the client switches users.
+    func signInMerging(email: String, password: String, beforeSwitch: @Sendable (SessionTokens) -> Void) async throws -> SessionTokens {
+        let request = CredentialsRequest(email: email, password: password, merge: true)
+        return try await signIn("/v1/auth/sign-in", TallyJSON.encoder().encode(request), asCaller: user != nil, beforeSwitch: beforeSwitch)
+    }
+
+    /// Posts a sign-in to `path`, with the current session's token when `asCaller`, and adopts the answer's session.
+    private func signIn(
+        _ path: String, _ body: Data, asCaller: Bool, beforeSwitch: @Sendable (SessionTokens) -> Void
+    ) async throws -> SessionTokens {
+        let response = try await executor.send(.post(path, authenticated: asCaller), body: body, auth: asCaller ? self : nil)
         let tokens = try decode(SessionTokens.self, response)
         beforeSwitch(tokens)
         let previous = user?.userId
