@@ -66,12 +66,12 @@ extension SQLiteStore: DocumentStore {
     }
 
     /// A keyset page of live documents: from memory when this process read it since the user's last document
-    /// write (``DocumentPageCache``), else one statement on a reader, on the calling thread (the statement for
-    /// each shape of query is cached).
+    /// write (``DocumentPageCache``), else one statement on a reader (the statement for each shape of query is
+    /// cached).
     public func documents(userId: String, query: DocumentRangeQuery) async throws -> RangePage {
         if let page = pages.page(userId: userId, query: query) { return page }
         let epoch = pages.epoch
-        let page = try readStatement { db in
+        let page = try await read { db in
             let (sql, arguments) = Self.rangeStatement(userId: userId, query)
             let (documents, hasMore) = try Self.page(query.bound, sql: sql, arguments: arguments, db)
             return RangePage(documents: documents, hasMore: hasMore)

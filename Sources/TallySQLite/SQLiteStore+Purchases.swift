@@ -68,9 +68,6 @@ extension SQLiteStore: PurchaseStore {
     /// answer is planned by ``PurchasePlanner/replay(_:by:purchase:account:now:)``. `nil` (no such row, or anything
     /// else the full path must decide) sends the submission on to it.
     func replayed(_ transaction: VerifiedTransaction, userId: String, now: Date) async throws -> Redemption? {
-        // Through the async API, not ``readStatement(_:)``: that synchronous wait for a reader, mixed with the full
-        // path's async reads, hung 50 concurrent submissions (gdb: every cooperative thread blocked in GRDB's
-        // `Pool.get`, no reader coming back).
         let found = try await read { db in
             try db.fetchFirst(sql: Self.replayQuery, arguments: [transaction.transactionId, userId]) { row in
                 (AccountRow.decode(row), StoredPurchase(row: row))

@@ -170,21 +170,12 @@ public final class SQLiteStore: MaintenanceStore {
 
     // MARK: Helpers shared by the extensions
 
-    /// Runs `body` on a reader connection, off the cooperative threads.
+    /// Runs `body` on a reader connection, off the cooperative threads. Every read goes this way: GRDB's async read
+    /// gives its reader back only after it resumes on a cooperative thread, so a synchronous wait for a reader on a
+    /// cooperative thread (`unsafeRead`) can hold the very threads those readers need — with every cooperative thread
+    /// waiting and every reader held, the process hangs (`ReaderPoolTests`).
     func read<T: Sendable>(_ body: @Sendable @escaping (Database) throws -> T) async throws -> T {
         try await run { try await self.pool.read(body) }
-    }
-
-    /// Runs `body`, one statement, on a reader connection on the calling thread, outside a transaction (a single
-    /// statement reads one snapshot by itself). In WAL mode a reader never waits for the writer, so this blocks a
-    /// cooperative thread only for the statement itself; it saves the two thread hops and the BEGIN/COMMIT of
-    /// ``read(_:)``, which measured cost a range query of 20 documents over half its time.
-    func readStatement<T>(_ body: (Database) throws -> T) throws -> T {
-        do {
-            return try pool.unsafeRead(body)
-        } catch {
-            throw Self.storeError(error)
-        }
     }
 
     /// Runs `body` in a write transaction on the single writer connection, off the cooperative threads;
