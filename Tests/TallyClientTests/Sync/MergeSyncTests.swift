@@ -84,45 +84,6 @@ struct MergeSyncTests {
         }
     }
 
-    @Test("Email sign-in with merge: the guest's tokens and its unpushed change reach the account once", arguments: StoreKind.allCases)
-    func emailSignInMerge(kind: StoreKind) async throws {
-        try await TallyTestServer.with(kind, configure: { $0.sync.collections = SyncedClientFixture.serverCollections }) { server in
-            // The first phone's guest became an email account and wrote a note.
-            let firstDirectory = SyncedClientFixture.directory()
-            defer { try? FileManager.default.removeItem(at: firstDirectory) }
-            let (first, _, _) = server.syncedClient(directory: firstDirectory)
-            let account = try await first.signInAsGuest()
-            _ = try await first.link(email: "merge-\(kind)@example.com", password: "correct horse battery")
-            try first.collection("notes", of: Note.self).put(id: "n1", Note(date: "2027-01-01", text: "the account's"))
-            try await first.sync.now()
-            try await server.grant(7, to: account.userId)
-
-            // A reinstall's guest with tokens and a change that has not reached the server.
-            let directory = SyncedClientFixture.directory()
-            defer { try? FileManager.default.removeItem(at: directory) }
-            let (client, transport, _) = server.syncedClient(directory: directory)
-            let guest = try await client.signInAsGuest()
-            try await client.waitUntilSynced()
-            _ = try await server.grant(5, to: guest.userId)
-            transport.enqueue(Array(repeating: .offline, count: 1_000), forPathPrefix: "/v1/sync/push")
-            try client.collection("notes", of: Note.self).put(id: "g1", Note(date: "2027-01-02", text: "the guest's, offline"))
-
-            let wrong = await #expect(throws: ClientError.self) {
-                try await client.signIn(email: "merge-\(kind)@example.com", password: "wrong horse battery", merge: true)
-            }
-            let stillGuest = await client.user?.userId
-            #expect(wrong?.code == .invalidCredentials && stillGuest == guest.userId, "nothing changed")
-            let merged = try await client.signIn(email: "merge-\(kind)@example.com", password: "correct horse battery", merge: true)
-            #expect(merged.user.userId == account.userId && merged.merged?.guestUserId == guest.userId, "\(merged)")
-            #expect(merged.merged?.tokensMoved == 5)
-            #expect(try await client.fetch(client.walletQuery, forceRefresh: true).balance == 12)
-
-            transport.clearFaults()
-            try await client.sync.now()
-            try await Self.expectBothNotesOnce(server, client)
-        }
-    }
-
     @Test("A nonce is 32 random bytes in base64url, and its hash the SHA-256 hex Apple's request carries")
     func nonce() {
         let nonces = (0..<100).map { _ in AppleSignInNonce() }
