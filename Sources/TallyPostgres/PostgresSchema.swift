@@ -25,6 +25,46 @@ enum PostgresSchema {
         Migration(version: 4, statements: v4), Migration(version: 5, statements: v5), Migration(version: 6, statements: v6),
         Migration(version: 7, statements: v7), Migration(version: 8, statements: v8), Migration(version: 9, statements: v9),
         Migration(version: 10, statements: v10), Migration(version: 11, statements: v11), Migration(version: 12, statements: v12),
+        Migration(version: 13, statements: v13),
+    ]
+
+    /// The operator's console (`ConsoleStore`), as SQLite's "v11":
+    /// - `console_audit`: every admin action, append-only — a trigger refuses an update or a delete of a row (and
+    ///   `TRUNCATE`), so the log can only grow; `user_id` is plain text, so a user's deletion keeps its rows.
+    /// - `users_created`: the newest-users list and the overview's new users are ranges on it; `sessions_user_created`
+    ///   lists an account's sessions newest first.
+    /// - `ledger_entries_created`: a BRIN index (entries are appended in time order), which costs the ledger's writers
+    ///   next to nothing, for the overview's "today" and "7 days" ranges.
+    static let v13: [String] = [
+        """
+        CREATE TABLE console_audit (
+          id BIGSERIAL PRIMARY KEY,
+          at BIGINT NOT NULL,
+          operator_session TEXT NOT NULL CHECK (length(operator_session) BETWEEN 1 AND 100),
+          action TEXT NOT NULL CHECK (action IN ('grant', 'premium', 'revoke_sessions', 'delete_user')),
+          user_id TEXT,
+          before TEXT,
+          after TEXT
+        )
+        """,
+        """
+        CREATE FUNCTION console_audit_append_only() RETURNS trigger LANGUAGE plpgsql AS $$
+        BEGIN
+          RAISE EXCEPTION 'console_audit is append-only' USING ERRCODE = 'integrity_constraint_violation';
+        END
+        $$
+        """,
+        """
+        CREATE TRIGGER console_audit_append_only BEFORE UPDATE OR DELETE ON console_audit
+        FOR EACH ROW EXECUTE FUNCTION console_audit_append_only()
+        """,
+        """
+        CREATE TRIGGER console_audit_no_truncate BEFORE TRUNCATE ON console_audit
+        FOR EACH STATEMENT EXECUTE FUNCTION console_audit_append_only()
+        """,
+        "CREATE INDEX users_created ON users(created_at, id)",
+        "CREATE INDEX sessions_user_created ON sessions(user_id, created_at)",
+        "CREATE INDEX ledger_entries_created ON ledger_entries USING brin (created_at)",
     ]
 
     /// Apple identities (`AppleIdentityStore`) and merging a guest into an account (`MergeStore`), as SQLite's "v10":

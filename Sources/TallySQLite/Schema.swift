@@ -40,6 +40,9 @@ enum Schema {
         migrator.registerMigration("v10") { db in
             try db.execute(sql: v10)
         }
+        migrator.registerMigration("v11") { db in
+            try db.execute(sql: v11)
+        }
         return migrator
     }
 
@@ -425,5 +428,29 @@ enum Schema {
         \(ledgerSwap)
         CREATE UNIQUE INDEX ledger_entries_merge_out_once ON ledger_entries(user_id) WHERE kind = 'merge_out';
         CREATE UNIQUE INDEX ledger_entries_merge_in_once ON ledger_entries(reference) WHERE kind = 'merge_in';
+        """
+
+    /// The operator's console (`ConsoleStore`):
+    /// - `console_audit`: every admin action, append-only — triggers refuse an update or a delete of a row, so the log
+    ///   can only grow (a user's deletion keeps its rows: `user_id` is plain text, not a reference).
+    /// - `users_created` and `ledger_entries_created`: the overview's "today" and "7 days" are ranges on these, and the
+    ///   newest-users list walks the first; `sessions_user_created` lists an account's sessions newest first.
+    static let v11 = """
+        CREATE TABLE console_audit (
+          id INTEGER PRIMARY KEY AUTOINCREMENT,
+          at INTEGER NOT NULL,
+          operator_session TEXT NOT NULL CHECK (length(operator_session) BETWEEN 1 AND 100),
+          action TEXT NOT NULL CHECK (action IN ('grant', 'premium', 'revoke_sessions', 'delete_user')),
+          user_id TEXT,
+          before TEXT,
+          after TEXT
+        );
+        CREATE TRIGGER console_audit_no_update BEFORE UPDATE ON console_audit
+        BEGIN SELECT RAISE(ABORT, 'console_audit is append-only'); END;
+        CREATE TRIGGER console_audit_no_delete BEFORE DELETE ON console_audit
+        BEGIN SELECT RAISE(ABORT, 'console_audit is append-only'); END;
+        CREATE INDEX users_created ON users(created_at, id);
+        CREATE INDEX ledger_entries_created ON ledger_entries(created_at);
+        CREATE INDEX sessions_user_created ON sessions(user_id, created_at);
         """
 }

@@ -1,0 +1,199 @@
+import Foundation
+import PostgresNIO
+import TallyStore
+
+/// The operator's console: lookups and pages, each one statement through an index (`v13`'s among them); the audit log
+/// appended in the action's own statement or transaction where the action is the console's.
+extension PostgresStore: ConsoleStore {
+    /// One `INSERT … RETURNING`.
+    @discardableResult
+    public func appendAudit(_ entry: NewAuditEntry) async throws -> AuditEntry {
+        try AuditEntry(Self.single(try await rows(Self.insertAudit(entry, returning: true)), "INSERT INTO console_audit"))
+    }
+
+    /// The audit log, newest first (the primary key's order).
+    public func auditEntries(before: Int64?, limit: Int) async throws -> [AuditEntry] {
+        try await rows(
+            """
+            SELECT \(unescaped: AuditEntry.columns) FROM console_audit WHERE id < \(before ?? Int64.max)
+            ORDER BY id DESC LIMIT \(Int64(limit))
+            """
+        ).map { try AuditEntry(Columns($0)) }
+    }
+
+    /// By the unique index on `users.email`.
+    public func user(email: String) async throws -> UserRecord? {
+        try await rows("SELECT \(unescaped: UserRecord.columns()) FROM users WHERE email = \(email)").first.map { try UserRecord(Columns($0)) }
+    }
+
+    /// By the purchase's primary key, else the original transaction's index; the holder of a subscription too.
+    public func user(transactionId: String) async throws -> UserRecord? {
+        try await rows(
+            """
+            SELECT \(unescaped: UserRecord.columns(of: "u")) FROM users u WHERE u.id = coalesce(
+              (SELECT user_id FROM purchases WHERE transaction_id = \(transactionId)),
+              (SELECT user_id FROM purchases WHERE original_transaction_id = \(transactionId) AND user_id IS NOT NULL
+               ORDER BY purchased_at DESC LIMIT 1),
+              (SELECT user_id FROM subscriptions WHERE original_transaction_id = \(transactionId)))
+            """
+        ).first.map { try UserRecord(Columns($0)) }
+    }
+
+    /// By the unique index on `users.installation`.
+    public func user(installation: String) async throws -> UserRecord? {
+        try await rows("SELECT \(unescaped: UserRecord.columns()) FROM users WHERE installation = \(installation)")
+            .first.map { try UserRecord(Columns($0)) }
+    }
+
+    /// Walks `users_created` backwards from the cursor.
+    public func newestUsers(after cursor: UserCursor?, limit: Int) async throws -> [UserRecord] {
+        try await rows(
+            """
+            SELECT \(unescaped: UserRecord.columns()) FROM users
+            WHERE (created_at, id) < (\(cursor?.createdAt.millis ?? Int64.max), \(cursor?.id ?? ""))
+            ORDER BY created_at DESC, id DESC LIMIT \(Int64(limit))
+            """
+        ).map { try UserRecord(Columns($0)) }
+    }
+
+    /// A guest's installation.
+    public func installation(userId: String) async throws -> String? {
+        guard let row = try await rows("SELECT installation FROM users WHERE id = \(userId)").first else { return nil }
+        return try Columns(row)["installation"]
+    }
+
+    /// Through `sessions_user_created`.
+    public func sessions(userId: String, limit: Int) async throws -> [SessionSummary] {
+        try await rows(
+            """
+            SELECT id, created_at, revoked_at FROM sessions WHERE user_id = \(userId)
+            ORDER BY created_at DESC, id DESC LIMIT \(Int64(limit))
+            """
+        ).map { row in
+            let row = Columns(row)
+            return SessionSummary(
+                id: try row["id"], createdAt: Date(millis: try row["created_at"]),
+                revokedAt: (try row["revoked_at"] as Int64?).map(Date.init(millis:)))
+        }
+    }
+
+    /// The account's open holds.
+    public func openHolds(userId: String, limit: Int) async throws -> [HoldRecord] {
+        try await rows(
+            """
+            SELECT \(unescaped: HoldRecord.columns(of: "h")) FROM holds h WHERE h.user_id = \(userId) AND h.status = 'open'
+            ORDER BY h.expires_at, h.id LIMIT \(Int64(limit))
+            """
+        ).compactMap { try HoldRecord.read(Columns($0)) }
+    }
+
+    /// The user's documents (at most their sync budget), grouped by collection.
+    public func collectionStats(userId: String) async throws -> [CollectionStats] {
+        try await rows(
+            """
+            SELECT collection, (count(*) FILTER (WHERE NOT deleted))::BIGINT AS documents,
+              coalesce(sum(octet_length(data)), 0)::BIGINT AS bytes, max(updated_at) AS last_change
+            FROM documents WHERE user_id = \(userId) GROUP BY collection ORDER BY collection
+            """
+        ).map { row in
+            let row = Columns(row)
+            return CollectionStats(
+                collection: try row["collection"], documents: Int(try row["documents"] as Int64), bytes: try row["bytes"],
+                lastChange: Date(millis: try row["last_change"]))
+        }
+    }
+
+    /// Ranges on `users_created` and `ledger_entries_created`, in one statement (one snapshot).
+    public func periodTotals(since: Date) async throws -> PeriodTotals {
+        let rows = try await rows(
+            """
+            WITH period AS (SELECT kind, amount, reason FROM ledger_entries WHERE created_at >= \(since.millis))
+            SELECT 'users' AS part, '' AS name, count(*)::BIGINT AS entries, 0::BIGINT AS amount FROM users
+              WHERE created_at >= \(since.millis)
+            UNION ALL
+            SELECT 'kind', kind, count(*)::BIGINT, sum(amount)::BIGINT FROM period GROUP BY kind
+            UNION ALL
+            (SELECT 'reason', coalesce(reason, '-'), count(*)::BIGINT, (-sum(amount))::BIGINT FROM period
+              WHERE kind IN ('debit', 'capture') GROUP BY 2 ORDER BY 4 DESC, 2 LIMIT 10)
+            """)
+        var newUsers = 0
+        var kinds: [KindTotal] = []
+        var reasons: [ReasonTotal] = []
+        for row in rows {
+            let row = Columns(row)
+            let part: String = try row["part"], name: String = try row["name"]
+            let entries = Int(try row["entries"] as Int64), amount: Int64 = try row["amount"]
+            switch part {
+            case "users": newUsers = entries
+            case "kind": if let kind = EntryKind(rawValue: name) { kinds.append(KindTotal(kind: kind, entries: entries, amount: amount)) }
+            default: reasons.append(ReasonTotal(reason: name, entries: entries, tokens: amount))
+            }
+        }
+        return PeriodTotals(
+            since: since, newUsers: newUsers, kinds: kinds.sorted { $0.kind.rawValue < $1.kind.rawValue },
+            topReasons: reasons.sorted { ($0.tokens, $1.reason) > ($1.tokens, $0.reason) })
+    }
+
+    /// One count of `users`.
+    public func userCounts() async throws -> UserCounts {
+        let row = try Self.single(
+            try await rows(
+                """
+                SELECT (count(*) FILTER (WHERE email IS NULL AND apple_sub IS NULL))::BIGINT AS guests,
+                  (count(*) FILTER (WHERE email IS NOT NULL OR apple_sub IS NOT NULL))::BIGINT AS accounts FROM users
+                """), "user counts")
+        return UserCounts(guests: Int(try row["guests"] as Int64), accounts: Int(try row["accounts"] as Int64))
+    }
+
+    /// One statement revokes, lists the sessions in the revocation feed and appends the audit row; this process forgets
+    /// them at once, the others on the caller's announcement or at their next poll.
+    public func revokeSessions(userId: String, audit: NewAuditEntry) async throws -> [String] {
+        let revoked = try await rows(
+            """
+            WITH revoked AS (
+              UPDATE sessions SET revoked_at = \(audit.at.millis) WHERE user_id = \(userId) AND revoked_at IS NULL RETURNING id, user_id
+            ), feed AS (
+              INSERT INTO session_revocations (session_id, user_id) SELECT id, user_id FROM revoked
+            ), audit AS (
+              INSERT INTO console_audit (at, operator_session, action, user_id, before, after)
+              VALUES (\(audit.at.millis), \(audit.operatorSession), \(audit.action), \(audit.userId), \(audit.before), \(audit.after))
+            )
+            SELECT id FROM revoked ORDER BY id
+            """
+        ).map { try Columns($0)["id"] as String }
+        for id in revoked { sessions.forget(sessionId: id) }
+        return revoked
+    }
+
+    /// The deletion (locked as ``deleteUser(id:)`` locks it) and the audit row in one transaction.
+    public func deleteUser(id: String, audit: NewAuditEntry) async throws -> Bool {
+        let existed = try await transaction { connection in
+            try await lockAccount(id, on: connection)
+            guard try await deleteAccount(id, on: connection) else { return false }
+            try await connection.rows(Self.insertAudit(audit, returning: false), logger: logger)
+            return true
+        }
+        sessions.forget(userId: id)
+        return existed
+    }
+
+    static func insertAudit(_ entry: NewAuditEntry, returning: Bool) -> PostgresQuery {
+        """
+        INSERT INTO console_audit (at, operator_session, action, user_id, before, after)
+        VALUES (\(entry.at.millis), \(entry.operatorSession), \(entry.action), \(entry.userId), \(entry.before), \(entry.after))
+        \(unescaped: returning ? "RETURNING \(AuditEntry.columns)" : "")
+        """
+    }
+}
+
+extension AuditEntry {
+    /// The columns ``init(_:)`` reads.
+    static let columns = "id, at, operator_session, action, user_id, before, after"
+
+    /// ``columns`` of `console_audit`.
+    init(_ row: Columns) throws {
+        self.init(
+            id: try row["id"], at: Date(millis: try row["at"]), operatorSession: try row["operator_session"], action: try row["action"],
+            userId: try row["user_id"], before: try row["before"], after: try row["after"])
+    }
+}

@@ -1,0 +1,184 @@
+import Foundation
+import GRDB
+import TallyStore
+
+/// The operator's console: lookups and pages from a reader, each through an index (`v11`'s among them); the audit log
+/// appended in the writer's transaction, with the action's own writes where the action is the console's.
+extension SQLiteStore: ConsoleStore {
+    /// Appends one audit row in a write transaction of its own.
+    @discardableResult
+    public func appendAudit(_ entry: NewAuditEntry) async throws -> AuditEntry {
+        try await write { db in try Self.appendAudit(entry, db) }
+    }
+
+    /// The audit log, newest first (the primary key's order).
+    public func auditEntries(before: Int64?, limit: Int) async throws -> [AuditEntry] {
+        try await read { db in
+            try db.fetchRows(sql: "SELECT * FROM console_audit WHERE id < ? ORDER BY id DESC LIMIT ?",
+                arguments: [before ?? Int64.max, limit]
+            ).map(AuditEntry.init(row:))
+        }
+    }
+
+    /// By the unique index on `users.email`.
+    public func user(email: String) async throws -> UserRecord? {
+        try await read { db in
+            try db.fetchRow(sql: "SELECT * FROM users WHERE email = ?", arguments: [email]).map(UserRecord.init(row:))
+        }
+    }
+
+    /// By the purchase's primary key, else the original transaction's index; the holder of a subscription too.
+    public func user(transactionId: String) async throws -> UserRecord? {
+        try await read { db in
+            try db.fetchRow(sql: """
+                    SELECT u.* FROM users u WHERE u.id = coalesce(
+                      (SELECT user_id FROM purchases WHERE transaction_id = ?1),
+                      (SELECT user_id FROM purchases WHERE original_transaction_id = ?1 AND user_id IS NOT NULL
+                       ORDER BY purchased_at DESC LIMIT 1),
+                      (SELECT user_id FROM subscriptions WHERE original_transaction_id = ?1))
+                    """,
+                arguments: [transactionId]
+            ).map(UserRecord.init(row:))
+        }
+    }
+
+    /// By the unique index on `users.installation`.
+    public func user(installation: String) async throws -> UserRecord? {
+        try await read { db in
+            try db.fetchRow(sql: "SELECT * FROM users WHERE installation = ?", arguments: [installation]).map(UserRecord.init(row:))
+        }
+    }
+
+    /// Walks `users_created` backwards from the cursor.
+    public func newestUsers(after cursor: UserCursor?, limit: Int) async throws -> [UserRecord] {
+        try await read { db in
+            guard let cursor else {
+                return try db.fetchRows(sql: "SELECT * FROM users ORDER BY created_at DESC, id DESC LIMIT ?", arguments: [limit])
+                    .map(UserRecord.init(row:))
+            }
+            return try db.fetchRows(sql: """
+                    SELECT * FROM users WHERE (created_at, id) < (?, ?) ORDER BY created_at DESC, id DESC LIMIT ?
+                    """,
+                arguments: [cursor.createdAt.millis, cursor.id, limit]
+            ).map(UserRecord.init(row:))
+        }
+    }
+
+    /// A guest's installation.
+    public func installation(userId: String) async throws -> String? {
+        try await read { db in
+            try db.fetchValue(String.self, sql: "SELECT installation FROM users WHERE id = ?", arguments: [userId])
+        }
+    }
+
+    /// Through `sessions_user_created`.
+    public func sessions(userId: String, limit: Int) async throws -> [SessionSummary] {
+        try await read { db in
+            try db.fetchRows(sql: """
+                    SELECT id, created_at, revoked_at FROM sessions WHERE user_id = ? ORDER BY created_at DESC, id DESC LIMIT ?
+                    """,
+                arguments: [userId, limit]
+            ).map { row in
+                SessionSummary(
+                    id: row["id"], createdAt: Date(millis: row["created_at"]),
+                    revokedAt: (row["revoked_at"] as Int64?).map(Date.init(millis:)))
+            }
+        }
+    }
+
+    /// Through `holds_user`.
+    public func openHolds(userId: String, limit: Int) async throws -> [HoldRecord] {
+        try await read { db in
+            try db.fetchRows(sql: "SELECT * FROM holds WHERE user_id = ? AND status = 'open' ORDER BY expires_at, id LIMIT ?",
+                arguments: [userId, limit]
+            ).map(HoldRecord.init(row:))
+        }
+    }
+
+    /// The user's documents (at most their sync budget), grouped by collection.
+    public func collectionStats(userId: String) async throws -> [CollectionStats] {
+        try await read { db in
+            try db.fetchRows(sql: """
+                    SELECT collection, sum(deleted = 0) AS documents, coalesce(sum(length(CAST(data AS BLOB))), 0) AS bytes,
+                      max(updated_at) AS last_change
+                    FROM documents WHERE user_id = ? GROUP BY collection ORDER BY collection
+                    """,
+                arguments: [userId]
+            ).map { row in
+                CollectionStats(
+                    collection: row["collection"], documents: row["documents"], bytes: row["bytes"],
+                    lastChange: Date(millis: row["last_change"]))
+            }
+        }
+    }
+
+    /// Ranges on `users_created` and `ledger_entries_created`, in one read transaction.
+    public func periodTotals(since: Date) async throws -> PeriodTotals {
+        try await read { db in
+            let newUsers = try db.fetchValue(Int.self, sql: "SELECT count(*) FROM users WHERE created_at >= ?", arguments: [since.millis]) ?? 0
+            let kinds = try db.fetchRows(sql: """
+                    SELECT kind, count(*) AS entries, sum(amount) AS amount FROM ledger_entries WHERE created_at >= ?
+                    GROUP BY kind ORDER BY kind
+                    """,
+                arguments: [since.millis]
+            ).compactMap { row in
+                EntryKind(rawValue: row["kind"]).map { KindTotal(kind: $0, entries: row["entries"], amount: row["amount"]) }
+            }
+            let reasons = try db.fetchRows(sql: """
+                    SELECT coalesce(reason, '-') AS reason, count(*) AS entries, -sum(amount) AS tokens FROM ledger_entries
+                    WHERE created_at >= ? AND kind IN ('debit', 'capture') GROUP BY 1 ORDER BY 3 DESC, 1 LIMIT 10
+                    """,
+                arguments: [since.millis]
+            ).map { row in ReasonTotal(reason: row["reason"], entries: row["entries"], tokens: row["tokens"]) }
+            return PeriodTotals(since: since, newUsers: newUsers, kinds: kinds, topReasons: reasons)
+        }
+    }
+
+    /// One count of `users`.
+    public func userCounts() async throws -> UserCounts {
+        try await read { db in
+            let row = try db.fetchRow(sql: """
+                    SELECT coalesce(sum(email IS NULL AND apple_sub IS NULL), 0) AS guests,
+                      coalesce(sum(email IS NOT NULL OR apple_sub IS NOT NULL), 0) AS accounts FROM users
+                    """)
+            return UserCounts(guests: row?["guests"] ?? 0, accounts: row?["accounts"] ?? 0)
+        }
+    }
+
+    /// The revocation and the audit row in one writer transaction.
+    public func revokeSessions(userId: String, audit: NewAuditEntry) async throws -> [String] {
+        try await write { db in
+            let revoked = try self.revokeSessions(ofUser: userId, now: audit.at, db)
+            try Self.appendAudit(audit, db)
+            return revoked
+        }
+    }
+
+    /// The deletion and the audit row in one writer transaction.
+    public func deleteUser(id: String, audit: NewAuditEntry) async throws -> Bool {
+        try await write { db in
+            guard try self.deleteAccount(id, db) else { return false }
+            try Self.appendAudit(audit, db)
+            return true
+        }
+    }
+
+    static func appendAudit(_ entry: NewAuditEntry, _ db: Database) throws -> AuditEntry {
+        guard
+            let row = try db.fetchRow(sql: """
+                    INSERT INTO console_audit (at, operator_session, action, user_id, before, after) VALUES (?, ?, ?, ?, ?, ?)
+                    RETURNING *
+                    """,
+                arguments: [entry.at.millis, entry.operatorSession, entry.action, entry.userId, entry.before, entry.after])
+        else { throw StoreError(.invalidInput) }
+        return AuditEntry(row: row)
+    }
+}
+
+extension AuditEntry {
+    init(row: Row) {
+        self.init(
+            id: row["id"], at: Date(millis: row["at"]), operatorSession: row["operator_session"], action: row["action"],
+            userId: row["user_id"], before: row["before"], after: row["after"])
+    }
+}

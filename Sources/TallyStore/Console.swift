@@ -1,0 +1,210 @@
+import Foundation
+
+/// One row of the operator's audit log: an admin action as it was taken. Append-only (the schema refuses an update or a
+/// delete of a row).
+public struct AuditEntry: Sendable, Hashable {
+    /// Increasing with time; the audit page's cursor.
+    public var id: Int64
+    /// When the action was taken.
+    public var at: Date
+    /// Which operator: a console session's public label (never its cookie), or `admin-api` for the admin key's API.
+    public var operatorSession: String
+    /// What was done: `grant`, `premium`, `revoke_sessions`, `delete_user`.
+    public var action: String
+    /// The account acted on.
+    public var userId: String?
+    /// The state before, as short text (`balance=10`, `premium_until=-`), when there was one.
+    public var before: String?
+    /// The state after.
+    public var after: String?
+
+    /// An audit row as stored.
+    public init(
+        id: Int64, at: Date, operatorSession: String, action: String, userId: String?, before: String?, after: String?
+    ) {
+        (self.id, self.at, self.operatorSession, self.action, self.userId, self.before, self.after) =
+            (id, at, operatorSession, action, userId, before, after)
+    }
+}
+
+/// An audit row to append (its id is the store's).
+public struct NewAuditEntry: Sendable, Hashable {
+    /// When the action was taken.
+    public var at: Date
+    /// See ``AuditEntry/operatorSession``.
+    public var operatorSession: String
+    /// See ``AuditEntry/action``.
+    public var action: String
+    /// See ``AuditEntry/userId``.
+    public var userId: String?
+    /// See ``AuditEntry/before``.
+    public var before: String?
+    /// See ``AuditEntry/after``.
+    public var after: String?
+
+    /// An audit row to append.
+    public init(at: Date, operatorSession: String, action: String, userId: String?, before: String?, after: String?) {
+        (self.at, self.operatorSession, self.action, self.userId, self.before, self.after) =
+            (at, operatorSession, action, userId, before, after)
+    }
+}
+
+/// Where the newest-users list goes on from: the last user of the previous page.
+public struct UserCursor: Sendable, Hashable {
+    /// The last user's creation time.
+    public var createdAt: Date
+    /// The last user's id (ties in creation time).
+    public var id: String
+
+    /// A cursor after the user created at `createdAt` with `id`.
+    public init(createdAt: Date, id: String) {
+        (self.createdAt, self.id) = (createdAt, id)
+    }
+}
+
+/// One session of an account, as the console lists it.
+public struct SessionSummary: Sendable, Hashable {
+    /// The session id (not a secret: tokens are signed, the id only names the session).
+    public var id: String
+    /// When it was opened.
+    public var createdAt: Date
+    /// When it was revoked, if it was.
+    public var revokedAt: Date?
+
+    /// A session as listed.
+    public init(id: String, createdAt: Date, revokedAt: Date?) {
+        (self.id, self.createdAt, self.revokedAt) = (id, createdAt, revokedAt)
+    }
+}
+
+/// One synced collection of an account: its live documents, their bytes (canonical JSON) and the last change.
+public struct CollectionStats: Sendable, Hashable {
+    /// The collection's name.
+    public var collection: String
+    /// Live documents (tombstones not counted).
+    public var documents: Int
+    /// Bytes of the live documents' canonical JSON.
+    public var bytes: Int64
+    /// The newest change of a document of the collection (a deletion included).
+    public var lastChange: Date
+
+    /// A collection's numbers.
+    public init(collection: String, documents: Int, bytes: Int64, lastChange: Date) {
+        (self.collection, self.documents, self.bytes, self.lastChange) = (collection, documents, bytes, lastChange)
+    }
+}
+
+/// Tokens moved by one kind of ledger entry over a period.
+public struct KindTotal: Sendable, Hashable {
+    /// The entries' kind.
+    public var kind: EntryKind
+    /// How many entries.
+    public var entries: Int
+    /// The sum of their amounts (negative for spending).
+    public var amount: Int64
+
+    /// A kind's total.
+    public init(kind: EntryKind, entries: Int, amount: Int64) {
+        (self.kind, self.entries, self.amount) = (kind, entries, amount)
+    }
+}
+
+/// The console's overview numbers over one period (`since` to now).
+public struct PeriodTotals: Sendable, Hashable {
+    /// Where the period begins.
+    public var since: Date
+    /// Accounts (guests included) created in the period.
+    public var newUsers: Int
+    /// Ledger entries of the period by kind.
+    public var kinds: [KindTotal]
+    /// The spending (debit and capture) entries of the period by reason (an action's name, the AI gateway's calls),
+    /// most tokens first, at most ten.
+    public var topReasons: [ReasonTotal]
+
+    /// A period's totals.
+    public init(since: Date, newUsers: Int, kinds: [KindTotal], topReasons: [ReasonTotal]) {
+        (self.since, self.newUsers, self.kinds, self.topReasons) = (since, newUsers, kinds, topReasons)
+    }
+
+    /// The total of `kind` (zero when there was none).
+    public func total(_ kind: EntryKind) -> KindTotal {
+        kinds.first { $0.kind == kind } ?? KindTotal(kind: kind, entries: 0, amount: 0)
+    }
+}
+
+/// Spending under one reason.
+public struct ReasonTotal: Sendable, Hashable {
+    /// The entries' reason (an action's name, `tally.ai …`); `-` when none.
+    public var reason: String
+    /// How many entries.
+    public var entries: Int
+    /// Tokens spent (positive).
+    public var tokens: Int64
+
+    /// A reason's total.
+    public init(reason: String, entries: Int, tokens: Int64) {
+        (self.reason, self.entries, self.tokens) = (reason, entries, tokens)
+    }
+}
+
+/// Users by kind: the whole table, which the server counts at most once a minute (``ConsoleStore/userCounts()``).
+public struct UserCounts: Sendable, Hashable {
+    /// Users without an email or Apple identity (merged guests included).
+    public var guests: Int
+    /// Users with an email or an Apple identity.
+    public var accounts: Int
+
+    /// Counts of users.
+    public init(guests: Int, accounts: Int) {
+        (self.guests, self.accounts) = (guests, accounts)
+    }
+}
+
+/// What the operator's console reads and writes beyond the rest of the storage protocol: lookups, index-driven pages,
+/// the overview's ranges and the append-only audit log. Every list is paged (a cursor and a limit) and read through an
+/// index; nothing here counts a whole table except ``userCounts()``, which the console caches.
+public protocol ConsoleStore: Sendable {
+    /// Appends `entry` to the audit log; returns it as stored.
+    @discardableResult
+    func appendAudit(_ entry: NewAuditEntry) async throws -> AuditEntry
+
+    /// The audit log, newest first, with ids below `before` when given.
+    func auditEntries(before: Int64?, limit: Int) async throws -> [AuditEntry]
+
+    /// The account with this email (normalized as sign-up stores it), if any.
+    func user(email: String) async throws -> UserRecord?
+
+    /// The account holding the App Store transaction `transactionId` (or the original transaction of that id), if any.
+    func user(transactionId: String) async throws -> UserRecord?
+
+    /// The guest of the installation whose device-secret hash is `installation`, if any.
+    func user(installation: String) async throws -> UserRecord?
+
+    /// Users newest first (creation time, then id), after `cursor` when given.
+    func newestUsers(after cursor: UserCursor?, limit: Int) async throws -> [UserRecord]
+
+    /// The installation (device-secret hash) of a guest; `nil` for an account or an unknown user.
+    func installation(userId: String) async throws -> String?
+
+    /// The account's sessions, newest first, at most `limit`.
+    func sessions(userId: String, limit: Int) async throws -> [SessionSummary]
+
+    /// The account's open holds, soonest to expire first, at most `limit`.
+    func openHolds(userId: String, limit: Int) async throws -> [HoldRecord]
+
+    /// The account's synced collections, by name.
+    func collectionStats(userId: String) async throws -> [CollectionStats]
+
+    /// The overview over `[since, now]`: new users and ledger totals, read as index ranges on creation time.
+    func periodTotals(since: Date) async throws -> PeriodTotals
+
+    /// Users by kind (one count of the table: cached by the caller).
+    func userCounts() async throws -> UserCounts
+
+    /// Revokes every live session of the account and appends `audit` in one transaction; returns the sessions revoked.
+    func revokeSessions(userId: String, audit: NewAuditEntry) async throws -> [String]
+
+    /// Deletes the account as ``IdentityStore/deleteUser(id:)`` does and appends `audit` in the same transaction;
+    /// returns whether it existed (nothing is appended when it did not).
+    func deleteUser(id: String, audit: NewAuditEntry) async throws -> Bool
+}
