@@ -45,6 +45,8 @@ let package = Package(
         .package(url: "https://github.com/HdrHistogram/hdrhistogram-swift.git", from: "0.2.0"),
         // The AI gateway's calls to an OpenAI-compatible upstream (TLS for a hosted provider, streaming bodies).
         .package(url: "https://github.com/swift-server/async-http-client.git", from: "1.37.0"),
+        // The operator's console: server-rendered HTML, HTML-escaped by default (issue 35).
+        .package(url: "https://github.com/hummingbird-project/swift-mustache.git", exact: "2.1.1"),
     ],
     targets: [
         // Domain model, pure rules, clocks and the storage protocol.
@@ -139,6 +141,7 @@ let package = Package(
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "Yams", package: "Yams"),
                 .product(name: "AsyncHTTPClient", package: "async-http-client"),
+                .product(name: "Mustache", package: "swift-mustache"),
             ],
             swiftSettings: swiftSettings
         ),

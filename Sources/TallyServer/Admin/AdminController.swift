@@ -1,15 +1,24 @@
 import Foundation
 import Hummingbird
 import Logging
+import Synchronization
 import TallyAPI
 import TallyStore
 
 /// `/admin/v1/*`: called by the app's own backend with `Authorization: Bearer $TALLY_ADMIN_KEY`.
 struct AdminController {
     let services: TallyServices
+    /// The key check, shared with the console's sign-in (one count of wrong keys per address).
+    let keyCheck: AdminKeyMiddleware
+
+    init(services: TallyServices, keyCheck: AdminKeyMiddleware? = nil) {
+        self.services = services
+        self.keyCheck = keyCheck ?? AdminKeyMiddleware(adminKey: services.configuration.adminKey ?? "", services: services)
+    }
 
     func addRoutes(to group: RouterGroup<TallyRequestContext>) {
-        group.add(middleware: AdminKeyMiddleware(adminKey: services.configuration.adminKey ?? "", services: services))
+        group.add(middleware: keyCheck)
+        group.get("audit", use: audit)
         group.get("users/:userId", use: user)
         group.get("users/:userId/entries", use: entries)
         group.post("users/:userId/grants", use: grant)
@@ -35,6 +44,24 @@ struct AdminController {
         return JSONResponse.make(body: PurchasesController.page(records, limit: limit))
     }
 
+    /// The audit log (console and admin API actions), newest first, cursor-paged like the ledger.
+    @Sendable func audit(_ request: Request, context: TallyRequestContext) async throws -> Response {
+        guard let console = services.store as? any ConsoleStore else { throw APIError(.notFound, "This store keeps no audit log.") }
+        let limit = try WalletController.limit(request.uri.queryParameters["limit"].map(String.init))
+        let before = try request.uri.queryParameters["cursor"].map { try Cursor.decode(String($0)) }
+        let records = try await console.auditEntries(before: before, limit: limit + 1)
+        let page = records.prefix(limit)
+        let next = records.count > limit ? page.last.map { Cursor.encode($0.id) } : nil
+        return JSONResponse.make(body: Page(items: page.map(AuditView.init), nextCursor: next))
+    }
+
+    /// Appends an audit row for an admin API action (operator `admin-api`); a store without an audit log skips it.
+    private func audit(_ action: String, _ userId: String, before: String, after: String) async throws {
+        guard let console = services.store as? any ConsoleStore else { return }
+        try await console.appendAudit(
+            NewAuditEntry(at: services.clock.now, operatorSession: "admin-api", action: action, userId: userId, before: before, after: after))
+    }
+
     @Sendable func user(_ request: Request, context: TallyRequestContext) async throws -> Response {
         let userId = try Self.userId(context)
         guard let state = try await services.store.accountState(userId: userId, now: services.clock.now) else {
@@ -55,18 +82,23 @@ struct AdminController {
         let body = try await JSONBody<GrantRequest>.read(request, context: context).value
         let amount = try Validate.amount(body.amount)
         let reason = try Validate.text(body.reason, field: "reason", length: 1...200)
+        let rendered = Rendered<GrantResponse>()
         let response = try await services.runner.run(
             .grant(userId: userId, amount: amount, reason: reason), request: request, scope: "admin",
             requestFingerprint: CommandRunner.fingerprint(request, body: body), status: .created
         ) { outcome in
             guard let entry = outcome.entry else { throw APIError(.internalError, "Internal error.") }
-            return GrantResponse(entry: LedgerEntry(entry), wallet: Wallet(outcome.state.wallet))
+            return rendered.keep(GrantResponse(entry: LedgerEntry(entry), wallet: Wallet(outcome.state.wallet)))
         }
         // Every grant is a security event (none of these values is a secret); a replay granted nothing.
         if response.headers[.idempotentReplayed] == nil {
             context.logger.notice(
                 "admin grant",
                 metadata: ["tally.user": .string(userId), "tally.amount": "\(amount)", "tally.reason": .string(reason)])
+            let after = rendered.value?.wallet.balance
+            try await audit(
+                "grant", userId, before: "balance=\(after.map { String($0 - amount) } ?? "?")",
+                after: "balance=\(after.map(String.init) ?? "?") (+\(amount): \(reason))")
         }
         return response
     }
@@ -74,10 +106,19 @@ struct AdminController {
     @Sendable func premium(_ request: Request, context: TallyRequestContext) async throws -> Response {
         let userId = try Self.userId(context)
         let body = try await JSONBody<PremiumRequest>.read(request, context: context).value
-        return try await services.runner.run(
+        let before = try await services.store.user(id: userId)
+        let rendered = Rendered<Me>()
+        let response = try await services.runner.run(
             .setPremium(userId: userId, until: body.until.map { Date(millis: $0.millis) }), request: request,
             scope: "admin", requestFingerprint: CommandRunner.fingerprint(request, body: body)
-        ) { Me($0.state.user) }
+        ) { rendered.keep(Me($0.state.user)) }
+        if response.headers[.idempotentReplayed] == nil, let before {
+            let format = { (date: Date?) in date.map { ISO8601DateFormatter().string(from: $0) } ?? "-" }
+            try await audit(
+                "premium", userId, before: "premium_until=\(format(before.premiumUntil))",
+                after: "premium_until=\(format(body.until.map { Date(millis: $0.millis) }))")
+        }
+        return response
     }
 
     static func userId(_ context: TallyRequestContext) throws -> String {
@@ -85,6 +126,36 @@ struct AdminController {
             throw APIError(.notFound, "No such user.")
         }
         return id.lowercased()
+    }
+}
+
+/// What a store command's render closure made, kept for the audit row written after the command (set only when
+/// the command ran: a replay renders nothing).
+final class Rendered<Value: Sendable>: Sendable {
+    private let kept = Mutex<Value?>(nil)
+
+    /// Keeps `value` and returns it.
+    func keep(_ value: Value) -> Value {
+        kept.withLock { $0 = value }
+        return value
+    }
+
+    var value: Value? { kept.withLock { $0 } }
+}
+
+/// An audit row as `GET /admin/v1/audit` shows it.
+struct AuditView: Codable, Hashable, Sendable {
+    var id: Int64
+    var at: Date
+    var operatorSession: String
+    var action: String
+    var userId: String?
+    var before: String?
+    var after: String?
+
+    init(_ entry: AuditEntry) {
+        (id, at, operatorSession, action, userId, before, after) =
+            (entry.id, entry.at, entry.operatorSession, entry.action, entry.userId, entry.before, entry.after)
     }
 }
 
@@ -116,12 +187,18 @@ struct AdminKeyMiddleware: RouterMiddleware {
     }
 
     func handle(_ request: Request, context: Context, next: (Request, Context) async throws -> Response) async throws -> Response {
+        try verify(request.headers[.authorization].flatMap(AuthMiddleware.bearer), request: request, context: context)
+        return try await next(request, context)
+    }
+
+    /// Checks a presented key (a bearer token, or the console's sign-in form): 429 while the client's address is over
+    /// its wrong keys, else 401 for a missing or wrong key, counted against the address.
+    func verify(_ presented: String?, request: Request, context: Context) throws {
         let door = Door(
             route: "\(request.method) \(request.uri.path)", now: services.clock.now, logger: context.logger, services: services)
         let address = services.clientAddress(request, peer: context.peer)
         try failures.check(address, door)
-        guard !adminKey.isEmpty, let token = request.headers[.authorization].flatMap(AuthMiddleware.bearer),
-            Secrets.constantTimeEqual(token, adminKey)
+        guard !adminKey.isEmpty, let token = presented, Secrets.constantTimeEqual(token, adminKey)
         else {
             failures.record(address, door)
             if failureLog.acquire(address, now: door.now) == .allowed {
@@ -130,6 +207,5 @@ struct AdminKeyMiddleware: RouterMiddleware {
             }
             throw APIError(.unauthorized, "The admin key is missing or wrong.")
         }
-        return try await next(request, context)
     }
 }

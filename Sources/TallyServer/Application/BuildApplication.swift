@@ -87,7 +87,7 @@ public func buildApplication(
     let connections = configuration.connections
 
     var admin = Application(
-        router: buildAdminRouter(services: tally, registry: registry),
+        router: buildAdminRouter(services: tally, registry: registry, console: true),
         server: .guardedHTTP1(
             connections,
             limiter: ConnectionLimiter(
@@ -181,11 +181,20 @@ func buildRouter(services: TallyServices) -> Router<TallyRequestContext> {
     return router
 }
 
-/// The admin listener's router: `/metrics`, the admin API under `/admin/v1` and the probes.
-func buildAdminRouter(services: TallyServices, registry: PrometheusCollectorRegistry) -> Router<TallyRequestContext> {
+/// The admin listener's router: `/metrics`, the admin API under `/admin/v1`, the probes and, with `console`, the
+/// operator's console (`/`, `/console/*`: HTML pages, not API operations, so not in openapi.yaml), which shares the
+/// admin API's key check (and its count of wrong keys per address).
+func buildAdminRouter(
+    services: TallyServices, registry: PrometheusCollectorRegistry, console: Bool = false
+) -> Router<TallyRequestContext> {
     let router = baseRouter(services: services)
     OperationsController(services: services).addMetricsRoute(to: router, registry: registry)
-    AdminController(services: services).addRoutes(to: router.group("admin/v1"))
+    let keyCheck = AdminKeyMiddleware(adminKey: services.configuration.adminKey ?? "", services: services)
+    AdminController(services: services, keyCheck: keyCheck).addRoutes(to: router.group("admin/v1"))
+    if console, let store = services.store as? any ConsoleStore {
+        ConsoleController(services: services, store: store, keyCheck: keyCheck, samples: ProcessSamples(registry: registry))
+            .addRoutes(to: router)
+    }
     return router
 }
 
