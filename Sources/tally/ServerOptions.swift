@@ -10,7 +10,7 @@ struct StoreOptions: ParsableArguments {
 
     /// The configuration from these options and the environment
     /// (`DATABASE_URL`, `TALLY_LISTEN_DATABASE_URL`, `TALLY_POSTGRES_STATEMENTS`, `TALLY_CONFIG`, `TALLY_ADMIN_KEY`,
-    /// `TALLY_SIGNING_KEY`, `TALLY_POSTGRES_POOL`); the
+    /// `TALLY_SIGNING_KEY`, `TALLY_POSTGRES_POOL`, `TALLY_POSTGRES_LEASE_TIMEOUT`); the
     /// problems found, all of them, in one error.
     func configuration(environment: [String: String] = ProcessInfo.processInfo.environment) throws -> TallyConfiguration {
         var problems: [String] = []
@@ -44,6 +44,13 @@ struct StoreOptions: ParsableArguments {
         if let pool = environment["TALLY_POSTGRES_POOL"] {
             if let size = Int(pool), size >= 1 { configuration.postgresPoolSize = size } else {
                 problems.append("TALLY_POSTGRES_POOL must be a positive integer")
+            }
+        }
+        if let lease = environment["TALLY_POSTGRES_LEASE_TIMEOUT"] {
+            if let seconds = Double(lease), (0.001...60).contains(seconds) {
+                configuration.postgresLeaseTimeout = .milliseconds(Int((seconds * 1000).rounded()))
+            } else {
+                problems.append("TALLY_POSTGRES_LEASE_TIMEOUT must be a number of seconds from 0.001 to 60")
             }
         }
         configuration.adminKey = environment["TALLY_ADMIN_KEY"].flatMap { $0.isEmpty ? nil : $0 }

@@ -1,3 +1,4 @@
+import Foundation
 import Logging
 import NIOCore
 import NIOPosix
@@ -6,8 +7,8 @@ import ServiceLifecycle
 import Synchronization
 import TallyStore
 
-/// A fixed set of PostgreSQL connections, opened at start and kept, that fails fast while the database
-/// is unreachable and recovers by itself when it returns.
+/// PostgreSQL connections opened as they are needed, up to a maximum, and closed when idle, that fails fast
+/// while the database is unreachable or too busy and recovers by itself when it returns.
 ///
 /// Tally used PostgresNIO's `PostgresClient` before, and it could not survive an outage: with
 /// `minimumConnections == maximumConnections` (to avoid the per-release idle timers, benchmarks/postgres-levers.md) a
@@ -18,32 +19,53 @@ import TallyStore
 /// refills the pool); and short of that, a lease waits for the pool's circuit breaker (60 s) instead of
 /// failing, and reconnects back off up to a minute. See ARCHITECTURE.md, "PostgreSQL outages".
 ///
-/// Here each of the `size` slots owns one connection: it connects, waits for the connection to close,
-/// and connects again, backing off at most ``Configuration/reconnectBackoffLimit`` between failures
-/// (``backoffDelay(attempt:first:maximum:unit:)`` from 50 ms). The bookkeeping is ``PoolState``. A lease fails at once
-/// with ``PoolFailure/unreachable`` while the last connection attempt failed and no connection is idle,
-/// and with ``PoolFailure/timedOut`` after ``Configuration/acquireTimeout``; a lease held longer than
-/// ``Configuration/maximumLease`` has its connection closed, which fails the statement stuck on it.
-/// No timers per lease: one ticker per pool checks deadlines.
+/// Here each open connection has a slot, a task that connects, waits for the connection to close, and connects
+/// again while the pool still needs it (``PoolState/closed(id:)``). One slot (``Configuration/minimumConnections``)
+/// runs from the start and always: it backs off at most ``Configuration/reconnectBackoffLimit`` between failed
+/// attempts (``backoffDelay(attempt:first:maximum:unit:)`` from 50 ms), so an outage and its end are noticed
+/// without a lease. The others start when a lease finds no idle connection, up to ``Configuration/size``, and end
+/// when their connection has been idle for ``Configuration/idleTimeout`` or an attempt fails. Many processes
+/// behind one pooler or one `max_connections` then hold what their load uses, not their maximum (README,
+/// "Running in production", pool sizing).
+///
+/// The bookkeeping is ``PoolState``. A lease fails at once with ``PoolFailure/unreachable`` while the last
+/// connection attempt failed and no connection is idle, and with ``PoolFailure/timedOut`` after
+/// ``Configuration/acquireTimeout`` (a few seconds, well under a request's timeout: the request answers 503, and
+/// one `warning` per 10 s says how many got no connection); a lease held longer than
+/// ``Configuration/maximumLease`` has its connection closed, which fails the statement stuck on it. No timers
+/// per lease: one ticker per pool, on the injected clock, checks deadlines and idle connections.
 public final class PostgresPool: Service, Sendable {
-    /// How to connect and how long to wait.
+    /// How to connect, how many connections, and how long to wait.
     public struct Configuration: Sendable {
+        /// The default maximum of connections per process (``size``). The 10,000-user load at 3,000 ops/s on two
+        /// processes kept 1–5 server sessions active at once of the 44 they held (issue 36): 8 leaves a process
+        /// room for all of those and a burst, and two processes with their listeners (2 × (8 + 1) = 18) fit
+        /// PgBouncer's default `default_pool_size` of 20 in session mode (README, "Running in production").
+        public static let defaultSize = 8
+        /// The default ``acquireTimeout``.
+        public static let defaultAcquireTimeout: Duration = .seconds(5)
+
         /// Where and as whom to connect, and the connections' own options (startup parameters, connect timeout).
         public var connection: PostgresConnection.Configuration
-        /// Connections kept open.
+        /// The most connections open at once (opened as leases need them).
         public var size: Int
-        /// The longest a lease waits for a connection while the database is reachable (under load).
-        public var acquireTimeout: Duration = .seconds(10)
+        /// Connections opened at start and kept open (at least one, at most ``size``).
+        public var minimumConnections = 1
+        /// How long a connection beyond ``minimumConnections`` stays open unused.
+        public var idleTimeout: Duration = .seconds(60)
+        /// The longest a lease waits for a connection while the database is reachable (under load); then it fails
+        /// with ``PoolFailure/timedOut`` (a 503).
+        public var acquireTimeout: Duration = Configuration.defaultAcquireTimeout
         /// The longest a lease may hold its connection before the connection is closed under it.
         public var maximumLease: Duration = .seconds(30)
         /// The longest pause between two connection attempts of one slot while the database is down.
         public var reconnectBackoffLimit: Duration = .seconds(1)
-        /// How often deadlines are checked.
+        /// How often deadlines and idle connections are checked.
         public var tickInterval: Duration = .milliseconds(100)
         /// How the store's named statements are sent (``PooledConnection/execute(_:logger:)``).
         public var statements = PostgresStatements.prepared
 
-        /// `size` connections to `connection`, with the default timeouts.
+        /// At most `size` connections to `connection`, with the default timeouts.
         public init(connection: PostgresConnection.Configuration, size: Int) {
             self.connection = connection
             self.size = size
@@ -59,8 +81,13 @@ public final class PostgresPool: Service, Sendable {
     public let configuration: Configuration
     private let logger: Logger
     private let eventLoops: any EventLoopGroup
-    private let state = Mutex(PoolState<PooledConnection, Waiter>())
+    /// What deadlines, idle times and the ticker read (tests advance a ``ManualClock``).
+    private let clock: any WallClock
+    private let state: Mutex<PoolState<PooledConnection, Waiter>>
     private let ids = Atomic<Int>(0)
+    /// Slots to start beyond the minimum, asked for by leases; ``run()`` starts them.
+    private let slotRequests: AsyncStream<Void>.Continuation
+    private let slotRequestStream: AsyncStream<Void>
     /// When the database went down, for the log line that says it is back.
     private let downSince = Mutex<ContinuousClock.Instant?>(nil)
     /// Connections opened so far (tests wait on it to see a closed one replaced).
@@ -68,16 +95,35 @@ public final class PostgresPool: Service, Sendable {
     /// Whether a lost prepared statement was reported (once per pool: its cause is the setup, not the moment).
     private let reportedLostStatement = Atomic(false)
 
-    /// A pool of `configuration.size` connections; nothing connects until ``run()``.
-    public init(configuration: Configuration, logger: Logger, eventLoopGroup: any EventLoopGroup = MultiThreadedEventLoopGroup.singleton) {
+    /// A pool of at most `configuration.size` connections whose deadlines and idle times follow `clock`;
+    /// nothing connects until ``run()``.
+    public init(
+        configuration: Configuration, logger: Logger, clock: any WallClock = SystemClock(),
+        eventLoopGroup: any EventLoopGroup = MultiThreadedEventLoopGroup.singleton
+    ) {
         precondition(configuration.size >= 1, "a pool needs at least one connection")
+        precondition((1...configuration.size).contains(configuration.minimumConnections), "a pool keeps 1...size connections")
         self.configuration = configuration
         self.logger = logger
+        self.clock = clock
         self.eventLoops = eventLoopGroup
+        self.state = Mutex(PoolState(limits: .init(
+            maximum: configuration.size, minimum: configuration.minimumConnections,
+            idleTimeout: configuration.idleTimeout.timeInterval, reportInterval: Self.reportInterval)))
+        (slotRequestStream, slotRequests) = AsyncStream.makeStream(of: Void.self)
     }
+
+    /// The least time between two `warning`s about leases that got no connection in time.
+    static let reportInterval: TimeInterval = 10
 
     /// Whether the last connection attempt succeeded (`false` also before the first one finished).
     public var isReachable: Bool { state.withLock { $0.health == .up } }
+
+    /// Connections open or being opened now.
+    public var openConnections: Int { state.withLock { $0.slotCount } }
+
+    /// Leases waiting for a connection now.
+    var waitingLeases: Int { state.withLock { $0.waitingCount } }
 
     // MARK: Leasing
 
@@ -113,14 +159,16 @@ public final class PostgresPool: Service, Sendable {
         let waiterId = ids.wrappingAdd(1, ordering: .relaxed).newValue
         return try await withTaskCancellationHandler {
             try await withCheckedThrowingContinuation { continuation in
-                let now = ContinuousClock.now
+                let now = clock.now
                 let decision = state.withLock {
-                    $0.lease(Waiter(continuation: continuation), id: waiterId, now: now, deadline: now + configuration.acquireTimeout)
+                    $0.lease(
+                        Waiter(continuation: continuation), id: waiterId, now: now,
+                        deadline: now.addingTimeInterval(configuration.acquireTimeout.timeInterval))
                 }
                 switch decision {
                 case .connection(let id, let connection): continuation.resume(returning: (id, connection))
                 case .fail(let failure): continuation.resume(throwing: failure)
-                case .wait: break
+                case .wait(let open): if open { slotRequests.yield() }
                 }
             }
         } onCancel: {
@@ -133,7 +181,7 @@ public final class PostgresPool: Service, Sendable {
     private func release(id: Int, _ connection: PooledConnection) {
         let broken = connection.watch.broken
         let reusable = !connection.connection.isClosed && broken == nil
-        let handOver = state.withLock { $0.release(id: id, reusable: reusable, now: .now) }
+        let handOver = state.withLock { $0.release(id: id, reusable: reusable, now: clock.now) }
         if let handOver { handOver.waiter.continuation.resume(returning: (id, handOver.connection)) }
         guard let broken else { return }
         connection.connection.close().whenComplete { _ in }
@@ -151,7 +199,7 @@ public final class PostgresPool: Service, Sendable {
         }
     }
 
-    /// Closes every open connection as soon as it is idle, so that the slots open new ones: after a change
+    /// Closes every open connection as soon as it is idle, so that new ones are opened: after a change
     /// to what new sessions start with (``PostgresStore/migrate()`` setting the role's `plan_cache_mode`).
     func retireConnections() {
         let (idle, leased) = state.withLock { state in (state.takeIdle(), state.leasedConnections) }
@@ -161,16 +209,21 @@ public final class PostgresPool: Service, Sendable {
 
     // MARK: Running
 
-    /// Connects every slot and keeps them connected until the task is cancelled or the service group shuts
-    /// down gracefully; then fails the waiters and closes every connection.
+    /// Opens the minimum of connections, then more as leases ask (up to the maximum), and keeps them until the
+    /// task is cancelled or the service group shuts down gracefully; then fails the waiters and closes every
+    /// connection.
     public func run() async {
         await cancelWhenGracefulShutdown {
             await withTaskCancellationHandler {
                 await withDiscardingTaskGroup { group in
-                    for _ in 0..<self.configuration.size {
+                    for _ in 0..<self.configuration.minimumConnections {
                         group.addTask { await self.runSlot() }
                     }
                     group.addTask { await self.runTicker() }
+                    // Ends when the pool shuts down (the stream is finished then).
+                    for await _ in self.slotRequestStream {
+                        group.addTask { await self.runSlot() }
+                    }
                 }
             } onCancel: {
                 // Closing the connections ends the slots' waits on them.
@@ -180,7 +233,8 @@ public final class PostgresPool: Service, Sendable {
         shutDown()
     }
 
-    /// One slot: connect, serve until the connection closes, connect again; back off while attempts fail.
+    /// One slot: connect, serve until the connection closes, connect again while the pool needs it (``PoolState``
+    /// decides); back off while attempts fail, or end when the pool no longer needs this slot.
     private func runSlot() async {
         var failures = 0
         while !Task.isCancelled {
@@ -193,15 +247,16 @@ public final class PostgresPool: Service, Sendable {
                 connection = PooledConnection(connection: connected, watch: ConnectionWatch(), statements: configuration.statements)
             } catch {
                 failures += 1
-                connectFailed(error)
+                guard connectFailed(error) else { return }
                 try? await Task.sleep(for: .seconds(backoffDelay(
-                    attempt: failures, first: 0.05, maximum: configuration.reconnectBackoffLimit / .seconds(1), unit: .random(in: 0..<1))))
+                    attempt: failures, first: 0.05, maximum: configuration.reconnectBackoffLimit.timeInterval, unit: .random(in: 0..<1))))
                 continue
             }
             failures = 0
             connectionsOpened.add(1, ordering: .relaxed)
+            let now = clock.now
             let (waiter, shuttingDown) = state.withLock { state in
-                state.isShuttingDown ? (nil, true) : (state.connected(id: id, connection, now: .now), false)
+                state.isShuttingDown ? (nil, true) : (state.connected(id: id, connection, now: now), false)
             }
             if shuttingDown {
                 try? await connection.connection.close().get()
@@ -211,37 +266,62 @@ public final class PostgresPool: Service, Sendable {
             waiter?.continuation.resume(returning: (id, connection))
             try? await connection.connection.closeFuture.get()
             connection.watch.closed()
-            state.withLock { $0.closed(id: id) }
+            guard state.withLock({ $0.closed(id: id) }) else { return }
         }
     }
 
     private func runTicker() async {
         while !Task.isCancelled {
-            try? await Task.sleep(for: configuration.tickInterval)
-            let (expired, overdue) = state.withLock { $0.tick(now: .now, maximumLease: configuration.maximumLease) }
-            for waiter in expired { waiter.continuation.resume(throwing: PoolFailure.timedOut) }
-            for connection in overdue {
+            do { try await clock.sleep(for: configuration.tickInterval.timeInterval) } catch { return }
+            let due = state.withLock { $0.tick(now: clock.now, maximumLease: configuration.maximumLease.timeInterval) }
+            for waiter in due.expired { waiter.continuation.resume(throwing: PoolFailure.timedOut) }
+            if let count = due.timedOutToReport {
+                let (open, waiting) = state.withLock { ($0.slotCount, $0.waitingCount) }
+                logger.warning(
+                    """
+                    postgres: requests got no connection within the lease timeout and answer 503: all connections of the \
+                    pool are in use (raise TALLY_POSTGRES_POOL if the database has room, and the pooler's pool with it) or \
+                    the database is slow to answer
+                    """,
+                    metadata: [
+                        "postgres.timed_out": "\(count)", "postgres.lease_timeout": "\(configuration.acquireTimeout)",
+                        "postgres.pool_maximum": "\(configuration.size)", "postgres.pool_open": "\(open)",
+                        "postgres.waiting": "\(waiting)",
+                    ])
+            }
+            for connection in due.overdue {
                 logger.warning("postgres: closing a connection held longer than the maximum lease", metadata: [
                     "postgres.maximum_lease": "\(configuration.maximumLease)"
                 ])
                 connection.connection.close().whenComplete { _ in }
             }
+            for connection in due.retired {
+                logger.debug("postgres: closing an idle connection", metadata: ["postgres.idle_timeout": "\(configuration.idleTimeout)"])
+                connection.connection.close().whenComplete { _ in }
+            }
         }
     }
 
-    private func connectFailed(_ error: any Error) {
+    /// Notes a failed connection attempt; returns whether its slot tries again.
+    private func connectFailed(_ error: any Error) -> Bool {
         guard !Self.isBusy(error) else {
             // PostgreSQL answered but has no room for another connection: it is up, and the connections
             // already open serve the leases (which wait, up to their deadline).
             logger.debug("postgres: no room for another connection yet", metadata: ["error": "\(PostgresFailure(error))"])
-            return
+            return state.withLock { $0.connectRefusedBusy() }
         }
-        let (waiters, wasDown) = state.withLock { state in
+        let (failed, wentDown) = state.withLock { state in
             let wasDown = state.health == .down
-            return (state.connectFailed(), wasDown)
+            let failed = state.connectFailed()
+            return (failed, !wasDown && state.health == .down)
         }
-        for waiter in waiters { waiter.continuation.resume(throwing: PoolFailure.unreachable) }
-        guard !wasDown else { return }
+        for waiter in failed.waiters { waiter.continuation.resume(throwing: PoolFailure.unreachable) }
+        if wentDown { reportDown(error) }
+        return failed.retry
+    }
+
+    /// Logs the first failed attempt of an outage.
+    private func reportDown(_ error: any Error) {
         let first = downSince.withLock { since in
             guard since == nil else { return false }
             since = .now
@@ -270,7 +350,16 @@ public final class PostgresPool: Service, Sendable {
             let (waiters, idle) = state.shutDown()
             return (waiters, idle, state.leasedConnections)
         }
+        slotRequests.finish()
         for waiter in waiters { waiter.continuation.resume(throwing: PoolFailure.shuttingDown) }
         for connection in idle + leased { connection.connection.close().whenComplete { _ in } }
+    }
+}
+
+extension Duration {
+    /// This duration in seconds, for ``WallClock``s and `Date`s.
+    var timeInterval: TimeInterval {
+        let (seconds, attoseconds) = components
+        return TimeInterval(seconds) + TimeInterval(attoseconds) / 1e18
     }
 }

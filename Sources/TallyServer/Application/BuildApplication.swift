@@ -42,7 +42,7 @@ public func buildApplication(
     if let url = configuration.databaseURL {
         let wiring = try PostgresWiring(
             url: url, listenURL: configuration.listenDatabaseURL, poolSize: configuration.postgresPoolSize,
-            statements: configuration.postgresStatements, clock: clock, events: events, sessions: sessions, logger: logger)
+            statements: configuration.postgresStatements, leaseTimeout: configuration.postgresLeaseTimeout, clock: clock, events: events, sessions: sessions, logger: logger)
         services += wiring.services
         store = wiring.store
         relay = wiring.relay

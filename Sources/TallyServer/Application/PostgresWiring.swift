@@ -19,13 +19,19 @@ struct PostgresWiring {
     /// This process's row among the running instances, once ``join(signing:adminKey:logger:)`` wrote it.
     private let joined = JoinedInstance()
 
-    /// The store on `url` (a pool of `poolSize` sending its statements as `statements` says), its event listener
+    /// The store on `url` (a pool of at most `poolSize` sending its statements as `statements` says, whose leases wait
+    /// at most `leaseTimeout` for a connection), its event listener
     /// and migrations on `listenURL` when given (a transaction pooler cannot carry `LISTEN`), else on `url`.
     init(
-        url: String, listenURL: String? = nil, poolSize: Int, statements: PostgresStatements = .prepared, clock: any WallClock,
+        url: String, listenURL: String? = nil, poolSize: Int, statements: PostgresStatements = .prepared,
+        leaseTimeout: Duration = PostgresPool.Configuration.defaultAcquireTimeout, clock: any WallClock,
         events: EventHub, sessions: SessionCache, logger: Logger
     ) throws {
-        let store = try PostgresStore(url: url, maximumConnections: poolSize, statements: statements, directURL: listenURL, logger: logger)
+        var pool = try PostgresStore.configuration(url: url, maximumConnections: poolSize)
+        pool.statements = statements
+        pool.acquireTimeout = leaseTimeout
+        let direct = try listenURL.map { try PostgresStore.configuration(url: $0, maximumConnections: 1).connection }
+        let store = PostgresStore(configuration: pool, direct: direct, logger: logger)
         self.store = store
         let notifications = PostgresNotifications(connection: store.directConnection, clock: clock, logger: logger) { input in
             switch input {

@@ -27,6 +27,8 @@ extension TallyConfiguration {
             ("dataDirectory (--data-dir)", dataDirectory),
             ("databaseURL (DATABASE_URL)", url),
             ("postgresPoolSize (TALLY_POSTGRES_POOL)", "\(postgresPoolSize)" + (databaseURL == nil ? " (unused with SQLite)" : "")),
+            ("postgresLeaseTimeout (TALLY_POSTGRES_LEASE_TIMEOUT)",
+             Self.decimalSeconds(postgresLeaseTimeout) + (databaseURL == nil ? " (unused with SQLite)" : "")),
             ("listenDatabaseURL (TALLY_LISTEN_DATABASE_URL)",
              listenDatabaseURL.map(Self.redacted) ?? "unset: DATABASE_URL" + (databaseURL == nil ? " (unused with SQLite)" : "")),
             ("postgresStatements (TALLY_POSTGRES_STATEMENTS)", postgresStatements.rawValue + (databaseURL == nil ? " (unused with SQLite)" : "")),
@@ -53,6 +55,12 @@ extension TallyConfiguration {
         }
         return (["# The server (options and environment):"] + lines + ["# The configuration file (TALLY_CONFIG), in effect:", effectiveFile])
             .joined(separator: "\n")
+    }
+
+    /// `duration` as seconds, fractions kept (`5 s`, `0.25 s`).
+    static func decimalSeconds(_ duration: Duration) -> String {
+        let (seconds, attoseconds) = duration.components
+        return String(format: "%g s", Double(seconds) + Double(attoseconds) / 1e18)
     }
 
     /// What would stop the server at start in the settings that do not come from the configuration file,

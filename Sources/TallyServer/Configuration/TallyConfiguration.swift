@@ -20,8 +20,12 @@ public struct TallyConfiguration: Sendable {
     public var dataDirectory = "tally-data"
     /// `postgres://user:pass@host:port/db` to use PostgreSQL instead of the embedded SQLite.
     public var databaseURL: String?
-    /// PostgreSQL connections per server process.
-    public var postgresPoolSize = 20
+    /// The most PostgreSQL connections per server process (`TALLY_POSTGRES_POOL`), opened as needed and closed after
+    /// a minute unused (one is kept).
+    public var postgresPoolSize = PostgresPool.Configuration.defaultSize
+    /// How long a request waits for one of those connections when all are in use (`TALLY_POSTGRES_LEASE_TIMEOUT`)
+    /// before it answers 503: a few seconds, well under the request timeout.
+    public var postgresLeaseTimeout = PostgresPool.Configuration.defaultAcquireTimeout
     /// Where the event listener (`LISTEN`) and migrations connect (`TALLY_LISTEN_DATABASE_URL`): PostgreSQL itself or a
     /// pooler in session mode, when ``databaseURL`` goes through a transaction pooler; `nil`: ``databaseURL``.
     public var listenDatabaseURL: String?
