@@ -23,6 +23,10 @@ struct SessionRevocation: Sendable, Equatable {
 /// tombstones that ``remember(_:user:readAt:)`` refuses, and revocations by this process move ``epoch``
 /// (as in the SQLite store's committed cache). A poll that lists only other sessions does not spoil the
 /// lookups in flight, so under steady sign-out traffic lookups still land in the cache.
+///
+/// What a poll lists that the previous applied poll did not goes to the observer (``observe(_:)``): the server
+/// ends those sessions' streams and forgets their tokens, so a sign-out reaches every process within a poll
+/// even when its notification is never heard (a listener behind a transaction pooler).
 final class LiveSessions: Sendable {
     private struct State {
         var entries: [String: String] = [:]
@@ -35,6 +39,7 @@ final class LiveSessions: Sendable {
     }
 
     private let state = Mutex(State())
+    private let observer = Mutex<(@Sendable ([SessionRevocation]) -> Void)?>(nil)
     private let now: @Sendable () -> ContinuousClock.Instant
     /// How long after a successful poll began the cache still answers.
     let staleness: Duration
@@ -81,15 +86,24 @@ final class LiveSessions: Sendable {
     func apply(_ revocations: [SessionRevocation], polledAt start: ContinuousClock.Instant) {
         let sessions = Set(revocations.compactMap(\.sessionId))
         let users = Set(revocations.filter { $0.sessionId == nil }.map(\.userId))
-        state.withLock { state in
+        let news = state.withLock { state -> [SessionRevocation] in
             for session in sessions { state.entries[session] = nil }
             if !users.isEmpty { state.entries = state.entries.filter { !users.contains($0.value) } }
             // Every poll lists the whole window, so the later poll's answer is the one to keep.
-            if state.freshAsOf.map({ $0 <= start }) ?? true {
-                state.freshAsOf = start
-                (state.revokedSessions, state.deletedUsers) = (sessions, users)
+            guard state.freshAsOf.map({ $0 <= start }) ?? true else { return [] }
+            state.freshAsOf = start
+            let news = revocations.filter { revocation in
+                revocation.sessionId.map { !state.revokedSessions.contains($0) } ?? !state.deletedUsers.contains(revocation.userId)
             }
+            (state.revokedSessions, state.deletedUsers) = (sessions, users)
+            return news
         }
+        if !news.isEmpty, let observer = observer.withLock({ $0 }) { observer(news) }
+    }
+
+    /// Sets what is told of each newly listed revocation (see the type's summary).
+    func observe(_ handler: @escaping @Sendable ([SessionRevocation]) -> Void) {
+        observer.withLock { $0 = handler }
     }
 
     /// Forgets a session revoked by this process, at once.

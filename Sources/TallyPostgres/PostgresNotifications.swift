@@ -25,6 +25,14 @@ import TallyStore
 ///   connects again after ``backoffDelay(attempt:first:maximum:unit:)`` on the injected clock (50 ms to 1 s).
 ///   Notifications sent while nobody listened are lost, so once `LISTEN` is back `onInput` gets
 ///   `.listening(reconnected: true)`: the server ends its streams, and their clients reconnect and catch up.
+/// - **Checking that it hears** (given a ``SelfCheck``): once `LISTEN` is active, and every
+///   ``SelfCheck/interval`` after, a probe (`tally-probe <origin> <n>`) is sent through the store's pool — another
+///   session than the listener's — and must come back within ``SelfCheck/timeout``. ``ListenerSelfCheck``
+///   decides: a probe not heard logs one error naming the likely cause (a transaction pooler in front of the
+///   listener) and `TALLY_LISTEN_DATABASE_URL`, and ``SelfCheck/onDelivery`` gets ``EventDelivery/polling``, so
+///   the owner polls the database (``ListenerFallbackPoller``) instead of going quiet; a probe heard again gives
+///   ``EventDelivery/listening``. Delivery is polling until the first probe is heard, and again while the
+///   listener reconnects.
 ///
 /// Notifications are hints, never the data: a receiver reads the state it is told about.
 public final class PostgresNotifications: Service, Sendable {
@@ -47,8 +55,33 @@ public final class PostgresNotifications: Service, Sendable {
     /// The listener connection's `application_name` (what operators see in `pg_stat_activity`).
     public static let applicationName = "tally-events"
 
+    /// The listener's self-check: probes sent through `store`'s pool, every `interval`, heard within `timeout`.
+    public struct SelfCheck: Sendable {
+        /// Sends the probes (through its pool: another session than the listener's).
+        let store: PostgresStore
+        /// Between probes, on the notifier's clock.
+        let interval: TimeInterval
+        /// How long a probe may take to come back.
+        let timeout: TimeInterval
+        /// Told each time delivery changes (it starts as ``EventDelivery/polling``).
+        let onDelivery: @Sendable (EventDelivery) -> Void
+
+        /// A self-check probing through `store` every `interval` (a minute) and expecting each probe back within
+        /// `timeout` (2 s); `onDelivery` is told when events must be polled, and when they are heard again.
+        public init(
+            probingThrough store: PostgresStore, every interval: TimeInterval = 60, timeout: TimeInterval = 2,
+            onDelivery: @escaping @Sendable (EventDelivery) -> Void
+        ) {
+            (self.store, self.interval, self.timeout, self.onDelivery) = (store, interval, timeout, onDelivery)
+        }
+    }
+
+    /// The first word of a probe's payload (never a ``ChangeBatch``'s: other processes ignore it).
+    static let probeMagic = "tally-probe"
+
     private struct State {
         var batch = ChangeBatch()
+        var check = ListenerSelfCheck()
         /// The sender, waiting for something to send.
         var bell: CheckedContinuation<Void, any Error>?
     }
@@ -58,17 +91,21 @@ public final class PostgresNotifications: Service, Sendable {
     private let logger: Logger
     private let eventLoops: any EventLoopGroup
     private let onInput: @Sendable (Input) -> Void
+    private let selfCheck: SelfCheck?
     private let state = Mutex(State())
     /// Whether `LISTEN` was ever active (a later one follows a lost connection).
     private let hasListened = Atomic(false)
     /// This process's id in payloads.
     let origin = UUID().uuidString.lowercased().replacingOccurrences(of: "-", with: "").prefix(16).description
 
-    /// A notifier connecting like `connection` (a pool's connection configuration: same database and role).
+    /// A notifier connecting like `connection` (a pool's connection configuration: same database and role),
+    /// checking that it hears when given `selfCheck`.
     public init(
         connection: PostgresConnection.Configuration, clock: any WallClock, logger: Logger,
-        eventLoopGroup: any EventLoopGroup = MultiThreadedEventLoopGroup.singleton, onInput: @escaping @Sendable (Input) -> Void
+        eventLoopGroup: any EventLoopGroup = MultiThreadedEventLoopGroup.singleton, selfCheck: SelfCheck? = nil,
+        onInput: @escaping @Sendable (Input) -> Void
     ) {
+        self.selfCheck = selfCheck
         var configuration = connection
         configuration.options.additionalStartupParameters.append(("application_name", Self.applicationName))
         self.configuration = configuration
@@ -77,6 +114,9 @@ public final class PostgresNotifications: Service, Sendable {
         self.eventLoops = eventLoopGroup
         self.onInput = onInput
     }
+
+    /// Probes the self-check sent so far.
+    var probesSent: UInt64 { state.withLock { $0.check.probesSent } }
 
     /// Queues `event` for the other processes. Cheap: a lock and a dictionary insert.
     public func publish(_ event: ChangeEvent) {
@@ -95,6 +135,7 @@ public final class PostgresNotifications: Service, Sendable {
         while !Task.isCancelled && !Task.isShuttingDownGracefully {
             let (listened, error) = await cancelWhenGracefulShutdown { await self.session() }
             if Task.isCancelled || Task.isShuttingDownGracefully { return }
+            perform(state.withLock { $0.check.listenerLost() })
             failures = listened ? 1 : failures + 1
             if failures == 1 {
                 logger.warning(
@@ -127,6 +168,7 @@ public final class PostgresNotifications: Service, Sendable {
                         for try await notification in notifications { self.receive(notification.payload) }
                         throw PoolFailure.connectionClosed
                     }
+                    if let selfCheck { group.addTask { try await self.probe(selfCheck) } }
                     defer { group.cancelAll() }
                     try await group.next()
                 }
@@ -186,7 +228,57 @@ public final class PostgresNotifications: Service, Sendable {
         }
     }
 
+    /// Probes until the session ends (cancelled with it): one now, then one every interval; a probe the pool
+    /// could not send is tried again after the timeout.
+    private func probe(_ check: SelfCheck) async throws {
+        while true {
+            let probe = state.withLock { $0.check.probeSent() }
+            do {
+                try await check.store.notify(channel: Self.channel, payload: "\(Self.probeMagic) \(origin) \(probe)")
+            } catch {
+                try Task.checkCancellation()
+                state.withLock { $0.check.probeFailed(probe) }
+                logger.debug("postgres: the listener's probe could not be sent", metadata: ["error": "\(PostgresFailure(error))"])
+                try await clock.sleep(for: check.timeout)
+                continue
+            }
+            try await clock.sleep(for: check.timeout)
+            perform(state.withLock { $0.check.timedOut(probe) })
+            try await clock.sleep(for: max(0, check.interval - check.timeout))
+        }
+    }
+
+    /// Does what the self-check decided: tells the owner how events are delivered now, and logs the first miss
+    /// of an episode and its end.
+    private func perform(_ action: ListenerSelfCheck.Action?) {
+        guard let selfCheck, let action else { return }
+        switch action {
+        case .startPolling(let report):
+            if report {
+                logger.error(
+                    """
+                    postgres: the event listener did not hear its own notification within \(selfCheck.timeout.formatted()) s: \
+                    its LISTEN likely goes through a transaction pooler (PgBouncer pool_mode=transaction, most managed \
+                    poolers), which accepts LISTEN and delivers nothing. Set TALLY_LISTEN_DATABASE_URL to PostgreSQL itself \
+                    or to a pooler in session mode. Meanwhile the other processes' events and sign-outs are polled from \
+                    the database every \(ListenerFallbackPoller.defaultInterval.formatted()) s
+                    """)
+            }
+            selfCheck.onDelivery(.polling)
+        case .stopPolling(let recovered):
+            if recovered { logger.notice("postgres: the event listener hears its own notifications again; polling stops") }
+            selfCheck.onDelivery(.listening)
+        }
+    }
+
     private func receive(_ payload: String) {
+        if payload.hasPrefix(Self.probeMagic + " ") {
+            let words = payload.split(separator: " ")
+            if words.count == 3, words[1] == origin, let probe = UInt64(words[2]) {
+                perform(state.withLock { $0.check.heard(probe) })
+            }
+            return
+        }
         guard let decoded = ChangeBatch.decode(payload), decoded.origin != origin else { return }
         if decoded.lostEvents { onInput(.eventsLost) }
         if !decoded.events.isEmpty { onInput(.events(decoded.events)) }

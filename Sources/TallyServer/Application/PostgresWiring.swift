@@ -10,8 +10,12 @@ import TallyStore
 /// `relay` publishes this process's events to them), and this process's heartbeat among them. A session another
 /// process ended (a sign-out, an account deleted) is first dropped from this process's caches — the store's live
 /// sessions and the tokens `sessions` trusts — then its streams end: a token is refused here as soon as the
-/// notification is handled, not when the caches' trust runs out (the revocation poller stays the fallback for a
-/// lost one).
+/// notification is handled, not when the caches' trust runs out.
+///
+/// When the listener does not hear (its self-check's probe did not come back: `LISTEN` through a transaction
+/// pooler), nothing goes quiet: the revocation feed, polled every second whatever the listener hears, ends the
+/// sessions it lists the same way, and ``ListenerFallbackPoller`` polls the documents and wallets of the users
+/// with a stream open here, every second, until a probe is heard again.
 struct PostgresWiring {
     let store: PostgresStore
     let services: [any Service]
@@ -19,9 +23,13 @@ struct PostgresWiring {
     /// This process's row among the running instances, once ``join(signing:adminKey:logger:)`` wrote it.
     private let joined = JoinedInstance()
 
+    /// Polls for the other processes' events while the listener does not hear.
+    let poller: ListenerFallbackPoller
+
     /// The store on `url` (a pool of at most `poolSize` sending its statements as `statements` says, whose leases wait
     /// at most `leaseTimeout` for a connection), its event listener
-    /// and migrations on `listenURL` when given (a transaction pooler cannot carry `LISTEN`), else on `url`.
+    /// and migrations on `listenURL` when given (a transaction pooler cannot carry `LISTEN`), else on `url`. The
+    /// listener checks that it hears at start and every minute of `clock` (``PostgresNotifications/SelfCheck``).
     init(
         url: String, listenURL: String? = nil, poolSize: Int, statements: PostgresStatements = .prepared,
         leaseTimeout: Duration = PostgresPool.Configuration.defaultAcquireTimeout, clock: any WallClock,
@@ -33,29 +41,41 @@ struct PostgresWiring {
         let direct = try listenURL.map { try PostgresStore.configuration(url: $0, maximumConnections: 1).connection }
         let store = PostgresStore(configuration: pool, direct: direct, logger: logger)
         self.store = store
-        let notifications = PostgresNotifications(connection: store.directConnection, clock: clock, logger: logger) { input in
-            switch input {
-            case .events(let list):
-                for event in list {
-                    switch event {
-                    case .sessionEnded(_, let sessionId):
-                        store.sessionEnded(id: sessionId)
-                        sessions.evict(sessionId: sessionId)
-                    case .accountDeleted(let userId):
-                        store.accountDeleted(userId: userId)
-                        sessions.evict(userId: userId)
-                    case .documents, .wallet:
-                        break
-                    }
-                    events.deliver(event)
+        // What another process announced, heard or polled: a session ended is dropped from the caches first (the
+        // store's own, unless the revocation feed is what told: its poll already did).
+        let hear: @Sendable ([ChangeEvent], _ polledFeed: Bool) -> Void = { list, polledFeed in
+            for event in list {
+                switch event {
+                case .sessionEnded(_, let sessionId):
+                    if !polledFeed { store.sessionEnded(id: sessionId) }
+                    sessions.evict(sessionId: sessionId)
+                case .accountDeleted(let userId):
+                    if !polledFeed { store.accountDeleted(userId: userId) }
+                    sessions.evict(userId: userId)
+                case .documents, .wallet:
+                    break
                 }
+                events.deliver(event)
+            }
+        }
+        store.onRevocationsPolled { hear($0, true) }
+        let poller = ListenerFallbackPoller(store: store, clock: clock, logger: logger, watched: events.watchedUsers) { hear($0, false) }
+        self.poller = poller
+        let selfCheck = PostgresNotifications.SelfCheck(probingThrough: store, onDelivery: poller.set)
+        let notifications = PostgresNotifications(
+            connection: store.directConnection, clock: clock, logger: logger, selfCheck: selfCheck
+        ) { input in
+            switch input {
+            case .events(let list): hear(list, false)
             case .listening(let reconnected): if reconnected { events.endAll(.stale) }
             case .eventsLost: events.endAll(.stale)
             }
         }
         // The heartbeat after the pool: it stops first, and deletes its row while the pool still runs.
         let joined = self.joined
-        services = [PostgresPoolService(store: store), notifications, InstanceHeartbeat(store: store) { joined.instance.withLock { $0 } }]
+        services = [
+            PostgresPoolService(store: store), notifications, poller, InstanceHeartbeat(store: store) { joined.instance.withLock { $0 } },
+        ]
         relay = notifications.publish
     }
 

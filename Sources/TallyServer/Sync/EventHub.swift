@@ -67,6 +67,12 @@ final class EventHub: Sendable {
         if let count { gauge.record(count) }
     }
 
+    /// The users with a stream open here (what the listener's fallback polls for: `ListenerFallbackPoller`).
+    func watchedUsers() -> [String] {
+        guard open.load(ordering: .relaxed) > 0 else { return [] }
+        return state.withLock { Array($0.streams.keys) }
+    }
+
     /// Folds `event` into the pending events of its user's streams in this process.
     func deliver(_ event: ChangeEvent) {
         guard open.load(ordering: .relaxed) > 0 else { return }
