@@ -20,11 +20,16 @@ func randomId(_ prefix: String = "") -> String { prefix + UUID().uuidString.lowe
 /// random ids; tests of server-wide operations (`expireHolds`, `purge`) pass `isolated: true` to get a
 /// schema of their own, so they neither disturb nor are disturbed by other tests and servers. Without a
 /// database a PostgreSQL case is skipped with a warning at the caller (failed under TALLY_REQUIRE_POSTGRES=1).
+///
+/// A PostgreSQL case runs `body` twice, each time on a fresh store and clock: on PostgreSQL itself, then once
+/// through the PgBouncer in transaction mode that `scripts/with-pgbouncer` starts, as a managed database's pooler
+/// port is used (``PostgresRoute/pgbouncer``): so the whole conformance suite also runs through a transaction
+/// pooler, one pass more of its PostgreSQL cases and no more. A failure of that pass is one of the `postgres` case;
+/// an error it throws names the pooler.
 func withFixture(
     _ kind: StoreKind, start: Date = defaultStart, isolated: Bool = false, sourceLocation: SourceLocation = #_sourceLocation,
     _ body: (Fixture) async throws -> Void
 ) async throws {
-    let clock = ManualClock(start)
     switch kind {
     case .sqlite:
         let directory = FileManager.default.temporaryDirectory.appendingPathComponent("tally-tests-\(randomId())")
@@ -32,10 +37,12 @@ func withFixture(
         defer { try? FileManager.default.removeItem(at: directory) }
         let store = try SQLiteStore(path: directory.appendingPathComponent("tally.sqlite").path)
         try await store.migrate()
-        try await body(Fixture(store: store, kind: kind, clock: clock))
+        try await body(Fixture(store: store, kind: kind, clock: ManualClock(start)))
     case .postgres:
-        try await withPostgresStore(isolated: isolated, sourceLocation: sourceLocation) { store in
-            try await body(Fixture(store: store, kind: kind, clock: clock))
+        for route in PostgresRoute.conformancePasses {
+            try await withPostgresStore(isolated: isolated, route: route, sourceLocation: sourceLocation) { store in
+                try await body(Fixture(store: store, kind: kind, clock: ManualClock(start)))
+            }
         }
     }
 }
