@@ -3,9 +3,9 @@ import PostgresNIO
 import TallyStore
 
 extension PostgresStore {
-    /// A consumable already credited to the submitter is answered from one prepared statement
-    /// (``PurchaseReplayStatement``). Anything else: one statement reads the purchase, its subscription and the
-    /// submitter's account, and plans: a repeated submission writes nothing and is answered from it. Otherwise
+    /// A consumable already credited to the submitter is answered from one prepared statement shared with the replays
+    /// waiting at the same time (``PurchaseReplayBatchStatement``). Anything else: one statement reads the purchase, its
+    /// subscription and the submitter's account, and plans: a repeated submission writes nothing and is answered from it. Otherwise
     /// ``settle(_:now:)`` runs it under the purchase's lock; a refusal of the submitter is thrown once that committed.
     public func redeem(_ transaction: VerifiedTransaction, userId: String, now: Date) async throws -> Redemption {
         if let replay = try await replayed(transaction, userId: userId, now: now) { return replay }
@@ -76,17 +76,25 @@ extension PostgresStore {
         ).compactMap { try StoredPurchase.read(Columns($0))?.record(at: now) }
     }
 
-    /// The answer to a replay — `userId` submitting again a consumable credited to it — from one round trip: the
-    /// purchase row, read every time (a refund, from any process, may have changed it), with the submitter's account
-    /// and wallet, planned by ``PurchasePlanner/replay(_:by:purchase:account:now:)``. `nil` (no such row, or anything
-    /// else the full path must decide) sends the submission on to it.
+    /// The answer to a replay — `userId` submitting again a consumable credited to it — from one statement shared
+    /// with the replays waiting at the same time (``PurchaseReplayBatchStatement``): the purchase row, read every time
+    /// (a refund, from any process, may have changed it), with the submitter's account and wallet, planned by
+    /// ``PurchasePlanner/replay(_:by:purchase:account:now:)``. `nil` (no such row, or anything else the full path must
+    /// decide) sends the submission on to it.
     func replayed(_ transaction: VerifiedTransaction, userId: String, now: Date) async throws -> Redemption? {
-        let statement = PurchaseReplayStatement(transactionId: transaction.transactionId, userId: userId)
-        guard let row = try await retrying({ try await prepared(statement) }).first.map(Columns.init),
-            let purchase = try StoredPurchase.read(row)
-        else { return nil }
-        let account = PurchaseAccount(user: try UserRecord(row), wallet: try WalletState(row), otherPremiumUntil: nil)
-        return PurchasePlanner.replay(transaction, by: userId, purchase: purchase, account: account, now: now)
+        let read = ReplayRead(transactionId: transaction.transactionId, userId: userId)
+        guard let found = try await retrying({ try await purchaseReplays.submitOrSendAlone(read, send: readReplays) }) else { return nil }
+        return PurchasePlanner.replay(transaction, by: userId, purchase: found.purchase, account: found.account, now: now)
+    }
+
+    /// One batch of replay reads as one statement.
+    private func readReplays(_ reads: [ReplayRead]) async throws -> [ReplayReadResult?] {
+        let statement = PurchaseReplayBatchStatement(reads: reads)
+        return try byPosition(try await prepared(statement), count: reads.count) { row in
+            guard let purchase = try StoredPurchase.read(row) else { throw PostgresFailure(kind: "a replay row without its purchase") }
+            return ReplayReadResult(
+                purchase: purchase, account: PurchaseAccount(user: try UserRecord(row), wallet: try WalletState(row), otherPremiumUntil: nil))
+        }
     }
 
     // MARK: The locked path
@@ -226,28 +234,47 @@ extension PostgresStore {
     }
 }
 
-/// A consumable credited to the account `$2`, with the account and its wallet: the replay's read, parsed and planned
-/// once per connection. No row for anything else (not credited, another account's, a subscription, a merged guest).
-struct PurchaseReplayStatement: PostgresPreparedStatement {
-    static let name = "tally_purchase_replay_v1"
+/// The replays that wait at the same time, as one statement (like ``WalletBatchReadStatement``): for each read (by its
+/// `position`, from 1), a consumable credited to the read's account, with the account and its wallet; parsed and
+/// planned once per connection. No row for anything else (not credited, another account's, a subscription, a merged
+/// guest). The lookup is a `LIMIT 1` lateral subquery: one primary-key probe a read whatever the planner guesses of `unnest`.
+struct PurchaseReplayBatchStatement: PostgresPreparedStatement {
+    static let name = "tally_purchase_replay_batch_v1"
     static let sql = """
-        SELECT \(PurchaseColumns.purchase), \(PurchaseColumns.account)
-        FROM purchases p JOIN users u ON u.id = p.user_id JOIN wallets w ON w.user_id = u.id
-        WHERE p.transaction_id = $1::TEXT AND p.user_id = $2::TEXT AND p.kind = 'consumable' AND p.claimed AND u.merged_into IS NULL
+        SELECT r.position, x.*
+        FROM unnest($1::TEXT[], $2::TEXT[]) WITH ORDINALITY AS r(transaction_id, user_id, position)
+        CROSS JOIN LATERAL (
+          SELECT \(PurchaseColumns.purchase), \(PurchaseColumns.account)
+          FROM purchases p JOIN users u ON u.id = p.user_id JOIN wallets w ON w.user_id = u.id
+          WHERE p.transaction_id = r.transaction_id AND p.user_id = r.user_id AND p.kind = 'consumable' AND p.claimed
+            AND u.merged_into IS NULL
+          LIMIT 1
+        ) x
         """
     typealias Row = PostgresRow
 
-    var transactionId: String
-    var userId: String
+    var reads: [ReplayRead]
 
     func makeBindings() -> PostgresBindings {
         var bindings = PostgresBindings(capacity: 2)
-        bindings.append(transactionId)
-        bindings.append(userId)
+        bindings.append(reads.map(\.transactionId))
+        bindings.append(reads.map(\.userId))
         return bindings
     }
 
     func decodeRow(_ row: PostgresRow) throws -> PostgresRow { row }
+}
+
+/// One replay read waiting to be sent (``PurchaseReplayBatchStatement``).
+struct ReplayRead: Sendable {
+    var transactionId: String
+    var userId: String
+}
+
+/// What one replay read found: the credited purchase and the submitter's account.
+struct ReplayReadResult: Sendable {
+    var purchase: StoredPurchase
+    var account: PurchaseAccount
 }
 
 /// Bought premium ends to store, by account (`has_until` false: none).

@@ -34,6 +34,8 @@ public final class PostgresStore: TallyStorage {
     let accountReads = StatementBatcher<AccountRead, AccountReadResult>()
     /// Sends the change-counter reads of range queries that wait at the same time as one statement.
     let documentVersionReads = StatementBatcher<String, Int64>()
+    /// Sends the purchase replays (a consumable submitted again by its account) that wait at the same time as one statement.
+    let purchaseReplays = StatementBatcher<ReplayRead, ReplayReadResult>()
     /// Range-query pages, stamped with the user's change counter they were read at.
     let pages = DocumentPageCache()
     /// Sessions found live, trusted while the revocation feed is fresh.

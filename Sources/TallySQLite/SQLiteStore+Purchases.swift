@@ -63,12 +63,12 @@ extension SQLiteStore: PurchaseStore {
     }
 
     /// The answer to a replay — `userId` submitting again a consumable credited to it — from one statement on a
-    /// reader (instead of the full path's four, and its planning): the purchase row, read every time (a
-    /// refund may have changed it), with the submitter's account and wallet as stored, all from one snapshot; the
+    /// quick reader (``quickRead(_:)``; instead of the full path's four, and its planning): the purchase row, read every
+    /// time (a refund may have changed it), with the submitter's account and wallet as stored, all from one snapshot; the
     /// answer is planned by ``PurchasePlanner/replay(_:by:purchase:account:now:)``. `nil` (no such row, or anything
     /// else the full path must decide) sends the submission on to it.
     func replayed(_ transaction: VerifiedTransaction, userId: String, now: Date) async throws -> Redemption? {
-        let found = try await read { db in
+        let found = try await quickRead { db in
             try db.fetchFirst(sql: Self.replayQuery, arguments: [transaction.transactionId, userId]) { row in
                 (AccountRow.decode(row), StoredPurchase(row: row))
             }

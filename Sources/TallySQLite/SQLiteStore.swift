@@ -30,6 +30,8 @@ public final class SQLiteStore: MaintenanceStore {
     private let ownership: Int32
     /// Checkpoints the write-ahead log beside the writer.
     private let checkpointer: Checkpointer
+    /// Read-only connections for the hot reads that memory cannot answer, used on the calling thread.
+    let quickReaders: QuickReaders
 
     /// Opens (creating if needed) the database at `path`. Call ``migrate()`` before use. Throws
     /// ``DatabaseInUse`` when another store (in this or another process) has the database open.
@@ -51,6 +53,7 @@ public final class SQLiteStore: MaintenanceStore {
         do {
             pool = try DatabasePool(path: path, configuration: configuration)
             checkpointer = try Checkpointer(path: path, threshold: checkpoint.threshold, backstop: checkpoint.backstop)
+            quickReaders = try QuickReaders(path: path, count: 2, configuration: configuration)
             pool.writeWithoutTransaction { db in checkpointer.watch(db) }
         } catch {
             close(ownership)
@@ -176,6 +179,17 @@ public final class SQLiteStore: MaintenanceStore {
     /// waiting and every reader held, the process hangs (`ReaderPoolTests`).
     func read<T: Sendable>(_ body: @Sendable @escaping (Database) throws -> T) async throws -> T {
         try await run { try await self.pool.read(body) }
+    }
+
+    /// One SELECT on a free ``QuickReaders`` connection, on the calling thread, or through ``read(_:)`` when none is
+    /// free. `body` must run a single statement: outside a transaction, only a statement alone reads one snapshot.
+    func quickRead<T: Sendable>(_ body: @Sendable @escaping (Database) throws -> T) async throws -> T {
+        do {
+            if let answer = try quickReaders.read(body) { return answer }
+        } catch {
+            throw Self.storeError(error)
+        }
+        return try await read(body)
     }
 
     /// Runs `body` in a write transaction on the single writer connection, off the cooperative threads;

@@ -102,6 +102,33 @@ struct JSONWriterTests {
         }
     }
 
+    @Test("Purchase answers (a consumable, a subscription, with and without premium) are written exactly as JSONEncoder writes them")
+    func purchases() throws {
+        var generator = SplitMix64(seed: Self.seed)
+        for iteration in 0..<2_000 {
+            let purchase = Purchase(
+                transactionId: Self.names.randomElement(using: &generator)!, originalTransactionId: Self.names.randomElement(using: &generator)!,
+                productId: Self.names.randomElement(using: &generator)!,
+                kind: [.consumable, .subscription, PurchaseKind(rawValue: Self.names.randomElement(using: &generator)!)].randomElement(using: &generator)!,
+                tokens: Bool.random(using: &generator) ? Self.randomInt64(&generator) : nil,
+                premiumUntil: Bool.random(using: &generator) ? Self.randomDate(&generator) : nil,
+                environment: Self.names.randomElement(using: &generator)!,
+                status: [.credited, .refunded, PurchaseStatus(rawValue: Self.names.randomElement(using: &generator)!)].randomElement(using: &generator)!,
+                purchasedAt: Self.randomDate(&generator))
+            let answer = PurchaseResponse(
+                purchase: purchase, wallet: Self.randomWallet(&generator),
+                premiumUntil: Bool.random(using: &generator) ? Self.randomDate(&generator) : nil)
+            for (written, expected) in [
+                (try JSONResponse.bytes(answer), [UInt8](try Self.encoder.encode(answer))),
+                (try JSONResponse.bytes(purchase), [UInt8](try Self.encoder.encode(purchase))),
+            ] {
+                #expect(
+                    written == expected,
+                    "seed \(Self.seed), iteration \(iteration)\n\(String(decoding: written, as: UTF8.self))\n\(String(decoding: expected, as: UTF8.self))")
+            }
+        }
+    }
+
     @Test("Dates across centuries and around the epoch", arguments: [
         -62_135_596_800.0, -12_219_292_800.5, -12_219_292_800, -2_208_988_800.5, -1.0, -0.001, 0, 0.999, 951_782_400, 4_102_444_799.999, 253_402_300_799,
     ])

@@ -44,8 +44,12 @@ struct JSONBody<Value: JSONRequestBody> {
     /// not written as integers are 400, oversize is 413.
     static func read(_ request: Request, context: some RequestContext) async throws -> JSONBody {
         let buffer = try await RequestBody.collect(request, upTo: context.maxUploadSize)
-        let problem = buffer.withUnsafeReadableBytes { JSONScanner.firstProblem(in: $0, integerFields: Value.integerFields) }
+        let (problem, direct) = buffer.withUnsafeReadableBytes { bytes in
+            let problem = JSONScanner.firstProblem(in: bytes, integerFields: Value.integerFields)
+            return (problem, problem == nil ? Value.decodeDirectly(bytes) : nil)
+        }
         if let problem { throw APIError(problem) }
+        if let direct { return JSONBody(value: direct, raw: buffer) }
         do {
             return JSONBody(value: try JSONResponse.decoder.decode(Value.self, from: Data(buffer.readableBytesView)), raw: buffer)
         } catch let error as DecodingError {

@@ -1,0 +1,33 @@
+import Foundation
+import TallyAPI
+import Testing
+
+@testable import TallyServer
+
+/// A one-field body read without `JSONDecoder` (``singleStringField(_:in:)``) must read exactly what `JSONDecoder`
+/// reads, and leave every other form to it.
+@Suite("Bodies read directly")
+struct DirectBodyTests {
+    static func direct(_ body: String) -> RedeemPurchaseRequest? {
+        Array(body.utf8).withUnsafeBytes { RedeemPurchaseRequest.decodeDirectly($0) }
+    }
+
+    @Test("The form an SDK sends is read as JSONDecoder reads it")
+    func canonical() throws {
+        let jws = "eyJhbGciOiJFUzI1NiJ9.eyJ0cmFuc2FjdGlvbklkIjoiMSJ9.c2lnbmF0dXJlLV8"
+        let body = try String(decoding: TallyJSON.encoder().encode(RedeemPurchaseRequest(signedTransaction: jws)), as: UTF8.self)
+        let decoded = try JSONResponse.decoder.decode(RedeemPurchaseRequest.self, from: Data(body.utf8))
+        #expect(Self.direct(body) == decoded)
+        #expect(Self.direct(body)?.signedTransaction == jws)
+    }
+
+    @Test("Every other form is left to JSONDecoder", arguments: [
+        #"{"signedTransaction": "abc"}"#, #"{ "signedTransaction":"abc"}"#, #"{"signedTransaction":"a\/b"}"#,
+        #"{"signedTransaction":"a\u0062"}"#, #"{"signedTransactio":"abc"}"#, #"{"signedTransactionX":"abc"}"#,
+        #"{"signedTransaction":"abc","x":1}"#, #"{"signedTransaction":""}"#, "{\"signedTransaction\":\"é\"}",
+        "{\"signedTransaction\":\"a\tb\"}", #"{"signedTransaction":"abc"} "#, #"["signedTransaction","abc"]"#, "{}", "",
+    ])
+    func otherForms(_ body: String) {
+        #expect(Self.direct(body) == nil)
+    }
+}
