@@ -31,7 +31,9 @@ struct ConnectionExhaustionTests {
         let cpuBefore = try server.cpuSeconds()
         try await Task.sleep(for: .seconds(3))
         let cpu = try server.cpuSeconds() - cpuBefore
-        #expect(cpu < 0.3, "the server used \(cpu) s of CPU in 3 s while the flood sat idle (accept() spinning on EMFILE?)")
+        // accept() spinning on EMFILE would take a whole core (3 s); an idle server with 1,100 connections on two loaded
+        // cores was seen at 0.32 s.
+        #expect(cpu < 1.0, "the server used \(cpu) s of CPU in 3 s while the flood sat idle (accept() spinning on EMFILE?)")
 
         // Another client is admitted and served while the flood holds its connections.
         let fresh = try await RawConnection.open(port: port, from: "127.0.0.2")
