@@ -57,8 +57,10 @@ struct LiveServer: Sendable {
         configuration.metering.guestSignupsPerIPPerHour = signupsPerHour
         configuration.limits = limits
         configuration.adminKey = "test-admin-key-0123456789"
-        // The pool opens all its connections at start: tests run in parallel against one PostgreSQL.
+        // Tests run in parallel against one PostgreSQL. Some send a thousand requests at once on two loaded cores, where a
+        // lease may wait longer than the server's 5 s default: no finding of theirs (PoolSizingTests sets its own).
         configuration.postgresPoolSize = 8
+        configuration.postgresLeaseTimeout = .seconds(30)
         let directory = FileManager.default.temporaryDirectory.appendingPathComponent("tally-test-\(UUID().uuidString)").path
         configuration.dataDirectory = directory
         defer { try? FileManager.default.removeItem(atPath: directory) }
