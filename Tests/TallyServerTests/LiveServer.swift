@@ -137,7 +137,9 @@ struct APIConnection: Sendable {
 
     init(port: Int, adminPort: Int, adminKey: String) {
         self.port = port
-        client = TestClient(host: "127.0.0.1", port: port)
+        // A read waits up to 60 s, not the test client's default 15: a thousand concurrent requests from each of two tests
+        // on two loaded cores took longer than 15 s for the last answers (AIDailyTests, PostgreSQL). A hang still fails.
+        client = TestClient(host: "127.0.0.1", port: port, configuration: .init(timeout: .seconds(60)))
         client.connect()
         adminClient = LazyTestClient(port: adminPort)
         self.adminKey = adminKey
