@@ -103,35 +103,31 @@ extension PostgresStore: ConsoleStore {
         }
     }
 
-    /// Ranges on `users_created` and `ledger_entries_created`, in one statement (one snapshot).
-    public func periodTotals(since: Date) async throws -> PeriodTotals {
+    /// Ranges on `users_created` and the BRIN index `ledger_entries_created`, in one statement.
+    public func hourlyTotals(from: Date, to: Date) async throws -> [PeriodTotals] {
+        let (hour, from, to) = (HourlyTotalsBuilder.hourMillis, from.millis, to.millis)
         let rows = try await rows(
             """
-            WITH period AS (SELECT kind, amount, reason FROM ledger_entries WHERE created_at >= \(since.millis))
-            SELECT 'users' AS part, '' AS name, count(*)::BIGINT AS entries, 0::BIGINT AS amount FROM users
-              WHERE created_at >= \(since.millis)
+            SELECT 'kind' AS part, created_at / \(hour) AS hour, kind AS name,
+              CASE WHEN kind IN ('debit', 'capture') THEN coalesce(reason, '-') END AS spent_on,
+              count(*)::BIGINT AS entries, sum(amount)::BIGINT AS amount
+            FROM ledger_entries WHERE created_at >= \(from) AND created_at < \(to) GROUP BY 2, 3, 4
             UNION ALL
-            SELECT 'kind', kind, count(*)::BIGINT, sum(amount)::BIGINT FROM period GROUP BY kind
-            UNION ALL
-            (SELECT 'reason', coalesce(reason, '-'), count(*)::BIGINT, (-sum(amount))::BIGINT FROM period
-              WHERE kind IN ('debit', 'capture') GROUP BY 2 ORDER BY 4 DESC, 2 LIMIT 10)
+            SELECT 'users', created_at / \(hour), '', NULL, count(*)::BIGINT, 0::BIGINT FROM users
+              WHERE created_at >= \(from) AND created_at < \(to) GROUP BY 2
             """)
-        var newUsers = 0
-        var kinds: [KindTotal] = []
-        var reasons: [ReasonTotal] = []
+        var hours = HourlyTotalsBuilder()
         for row in rows {
             let row = Columns(row)
-            let part: String = try row["part"], name: String = try row["name"]
-            let entries = Int(try row["entries"] as Int64), amount: Int64 = try row["amount"]
-            switch part {
-            case "users": newUsers = entries
-            case "kind": if let kind = EntryKind(rawValue: name) { kinds.append(KindTotal(kind: kind, entries: entries, amount: amount)) }
-            default: reasons.append(ReasonTotal(reason: name, entries: entries, tokens: amount))
+            let part: String = try row["part"], hour: Int64 = try row["hour"]
+            let entries = Int(try row["entries"] as Int64)
+            if part == "users" {
+                hours.addUsers(hour: hour, count: entries)
+            } else {
+                hours.add(hour: hour, kind: try row["name"], reason: try row["spent_on"], entries: entries, amount: try row["amount"])
             }
         }
-        return PeriodTotals(
-            since: since, newUsers: newUsers, kinds: kinds.sorted { $0.kind.rawValue < $1.kind.rawValue },
-            topReasons: reasons.sorted { ($0.tokens, $1.reason) > ($1.tokens, $0.reason) })
+        return hours.build()
     }
 
     /// One count of `users`.

@@ -113,24 +113,27 @@ extension SQLiteStore: ConsoleStore {
     }
 
     /// Ranges on `users_created` and `ledger_entries_created`, in one read transaction.
-    public func periodTotals(since: Date) async throws -> PeriodTotals {
+    public func hourlyTotals(from: Date, to: Date) async throws -> [PeriodTotals] {
         try await read { db in
-            let newUsers = try db.fetchValue(Int.self, sql: "SELECT count(*) FROM users WHERE created_at >= ?", arguments: [since.millis]) ?? 0
-            let kinds = try db.fetchRows(sql: """
-                    SELECT kind, count(*) AS entries, sum(amount) AS amount FROM ledger_entries WHERE created_at >= ?
-                    GROUP BY kind ORDER BY kind
-                    """,
-                arguments: [since.millis]
-            ).compactMap { row in
-                EntryKind(rawValue: row["kind"]).map { KindTotal(kind: $0, entries: row["entries"], amount: row["amount"]) }
+            var hours = HourlyTotalsBuilder()
+            let range: StatementArguments = [HourlyTotalsBuilder.hourMillis, from.millis, to.millis]
+            for row in try db.fetchRows(sql: """
+                    SELECT created_at / ?1 AS hour, kind,
+                      CASE WHEN kind IN ('debit', 'capture') THEN coalesce(reason, '-') END AS spent_on,
+                      count(*) AS entries, sum(amount) AS amount
+                    FROM ledger_entries WHERE created_at >= ?2 AND created_at < ?3 GROUP BY 1, 2, 3
+                    """, arguments: range)
+            {
+                hours.add(hour: row["hour"], kind: row["kind"], reason: row["spent_on"], entries: row["entries"], amount: row["amount"])
             }
-            let reasons = try db.fetchRows(sql: """
-                    SELECT coalesce(reason, '-') AS reason, count(*) AS entries, -sum(amount) AS tokens FROM ledger_entries
-                    WHERE created_at >= ? AND kind IN ('debit', 'capture') GROUP BY 1 ORDER BY 3 DESC, 1 LIMIT 10
-                    """,
-                arguments: [since.millis]
-            ).map { row in ReasonTotal(reason: row["reason"], entries: row["entries"], tokens: row["tokens"]) }
-            return PeriodTotals(since: since, newUsers: newUsers, kinds: kinds, topReasons: reasons)
+            for row in try db.fetchRows(sql: """
+                    SELECT created_at / ?1 AS hour, count(*) AS users FROM users WHERE created_at >= ?2 AND created_at < ?3
+                    GROUP BY 1
+                    """, arguments: range)
+            {
+                hours.addUsers(hour: row["hour"], count: row["users"])
+            }
+            return hours.build()
         }
     }
 

@@ -130,6 +130,94 @@ public struct PeriodTotals: Sendable, Hashable {
     public func total(_ kind: EntryKind) -> KindTotal {
         kinds.first { $0.kind == kind } ?? KindTotal(kind: kind, entries: 0, amount: 0)
     }
+
+    /// The sum of `parts` (periods such as ``ConsoleStore/hourlyTotals(from:to:)``'s hours) as one period beginning at
+    /// `since`: kinds by name, the `reasons` top reasons by tokens (then by name).
+    public static func sum(_ parts: some Sequence<PeriodTotals>, since: Date, reasons: Int = 10) -> PeriodTotals {
+        var newUsers = 0
+        var kinds: [EntryKind: KindTotal] = [:]
+        var spent: [String: ReasonTotal] = [:]
+        for part in parts {
+            newUsers += part.newUsers
+            for total in part.kinds {
+                kinds[total.kind, default: KindTotal(kind: total.kind, entries: 0, amount: 0)].add(total)
+            }
+            for total in part.topReasons {
+                spent[total.reason, default: ReasonTotal(reason: total.reason, entries: 0, tokens: 0)].add(total)
+            }
+        }
+        return PeriodTotals(
+            since: since, newUsers: newUsers, kinds: kinds.values.sorted { $0.kind.rawValue < $1.kind.rawValue },
+            topReasons: Array(spent.values.sorted(by: ReasonTotal.mostTokensFirst).prefix(reasons)))
+    }
+}
+
+/// Builds ``ConsoleStore/hourlyTotals(from:to:)``'s answer from the rows both stores read: ledger entries grouped by
+/// hour, kind and spending reason (`nil` for a kind that is not spending), and new users grouped by hour.
+public struct HourlyTotalsBuilder {
+    /// Milliseconds in an hour: a row's hour is `created_at / 3_600_000`, in UTC.
+    public static let hourMillis: Int64 = 3_600_000
+    private var hours: [Int64: PeriodTotals] = [:]
+
+    /// An empty set of hours.
+    public init() {}
+
+    /// Adds `entries` ledger entries of `kind` (unknown kinds are skipped) moving `amount`, under `reason` when spent.
+    public mutating func add(hour: Int64, kind: String, reason: String?, entries: Int, amount: Int64) {
+        guard let kind = EntryKind(rawValue: kind) else { return }
+        update(hour) { totals in
+            if let index = totals.kinds.firstIndex(where: { $0.kind == kind }) {
+                totals.kinds[index].add(KindTotal(kind: kind, entries: entries, amount: amount))
+            } else {
+                totals.kinds.append(KindTotal(kind: kind, entries: entries, amount: amount))
+            }
+            if let reason {
+                if let index = totals.topReasons.firstIndex(where: { $0.reason == reason }) {
+                    totals.topReasons[index].add(ReasonTotal(reason: reason, entries: entries, tokens: -amount))
+                } else {
+                    totals.topReasons.append(ReasonTotal(reason: reason, entries: entries, tokens: -amount))
+                }
+            }
+        }
+    }
+
+    /// Adds `count` users created in `hour`.
+    public mutating func addUsers(hour: Int64, count: Int) {
+        update(hour) { $0.newUsers += count }
+    }
+
+    /// The hours, oldest first, kinds by name and reasons most tokens first.
+    public func build() -> [PeriodTotals] {
+        hours.keys.sorted().map { hour in
+            var totals = hours[hour]!
+            totals.kinds.sort { $0.kind.rawValue < $1.kind.rawValue }
+            totals.topReasons.sort(by: ReasonTotal.mostTokensFirst)
+            return totals
+        }
+    }
+
+    private mutating func update(_ hour: Int64, _ change: (inout PeriodTotals) -> Void) {
+        change(&hours[hour, default: PeriodTotals(since: Date(millis: hour * Self.hourMillis), newUsers: 0, kinds: [], topReasons: [])])
+    }
+}
+
+extension KindTotal {
+    mutating func add(_ other: KindTotal) {
+        entries += other.entries
+        amount += other.amount
+    }
+}
+
+extension ReasonTotal {
+    /// Most tokens first, then by reason.
+    public static func mostTokensFirst(_ a: ReasonTotal, _ b: ReasonTotal) -> Bool {
+        a.tokens != b.tokens ? a.tokens > b.tokens : a.reason < b.reason
+    }
+
+    mutating func add(_ other: ReasonTotal) {
+        entries += other.entries
+        tokens += other.tokens
+    }
 }
 
 /// Spending under one reason.
@@ -195,8 +283,10 @@ public protocol ConsoleStore: Sendable {
     /// The account's synced collections, by name.
     func collectionStats(userId: String) async throws -> [CollectionStats]
 
-    /// The overview over `[since, now]`: new users and ledger totals, read as index ranges on creation time.
-    func periodTotals(since: Date) async throws -> PeriodTotals
+    /// The overview's totals of each UTC hour in `[from, to)` that has any: new users and ledger entries, read as index
+    /// ranges on creation time. A bucket's ``PeriodTotals/since`` is its hour's start and its
+    /// ``PeriodTotals/topReasons`` hold every spending reason of the hour, most tokens first.
+    func hourlyTotals(from: Date, to: Date) async throws -> [PeriodTotals]
 
     /// Users by kind (one count of the table: cached by the caller).
     func userCounts() async throws -> UserCounts

@@ -137,7 +137,7 @@ struct ConsoleConformanceTests {
         }
     }
 
-    @Test("overview: new users and ledger totals since an instant, top spending reasons; users by kind", arguments: StoreKind.allCases)
+    @Test("overview: new users and ledger totals by UTC hour, top spending reasons; users by kind", arguments: StoreKind.allCases)
     func overview(kind: StoreKind) async throws {
         try await withFixture(kind, isolated: true) { f in
             let console = try Self.console(f)
@@ -150,7 +150,10 @@ struct ConsoleConformanceTests {
             try await f.run(.performAction(userId: old, action: ActionSpec(name: "chat", tokens: 4), quotaLimit: nil))
             try await f.run(.performAction(userId: fresh, action: ActionSpec(name: "chat", tokens: 5), quotaLimit: nil))
             try await f.run(.performAction(userId: fresh, action: ActionSpec(name: "draw", tokens: 2), quotaLimit: nil))
-            let totals = try await console.periodTotals(since: since)
+            let hours = try await console.hourlyTotals(from: since, to: .distantFuture)
+            let hour = HourlyTotalsBuilder.hourMillis
+            #expect(hours.map(\.since) == [Date(millis: since.millis / hour * hour)], "[\(kind)]: one hour's bucket, at its start")
+            let totals = PeriodTotals.sum(hours, since: since)
             #expect(totals.newUsers == 1, "[\(kind)]")
             #expect(totals.total(.grant) == KindTotal(kind: .grant, entries: 1, amount: 30), "[\(kind)]")
             #expect(totals.total(.debit) == KindTotal(kind: .debit, entries: 3, amount: -11), "[\(kind)]")
@@ -158,7 +161,19 @@ struct ConsoleConformanceTests {
             #expect(
                 totals.topReasons == [ReasonTotal(reason: "chat", entries: 2, tokens: 9), ReasonTotal(reason: "draw", entries: 1, tokens: 2)],
                 "[\(kind)]")
-            #expect(try await console.periodTotals(since: f.now.addingTimeInterval(1)).kinds == [], "[\(kind)]")
+            #expect(try await console.hourlyTotals(from: f.now.addingTimeInterval(0.001), to: .distantFuture) == [], "[\(kind)]")
+            #expect(try await console.hourlyTotals(from: .distantPast, to: since).map(\.newUsers).reduce(0, +) == 1, "[\(kind)]: to is excluded")
+
+            // An hour later: a second bucket; the first is unchanged.
+            f.clock.advance(by: 3_600)
+            try await f.run(.performAction(userId: fresh, action: ActionSpec(name: "draw", tokens: 3), quotaLimit: nil))
+            let two = try await console.hourlyTotals(from: since, to: .distantFuture)
+            #expect(two.count == 2 && two.first == hours.first, "[\(kind)]")
+            #expect(two.last?.kinds == [KindTotal(kind: .debit, entries: 1, amount: -3)], "[\(kind)]")
+            #expect(two.last?.topReasons == [ReasonTotal(reason: "draw", entries: 1, tokens: 3)] && two.last?.newUsers == 0, "[\(kind)]")
+            #expect(
+                PeriodTotals.sum(two, since: since).topReasons
+                    == [ReasonTotal(reason: "chat", entries: 2, tokens: 9), ReasonTotal(reason: "draw", entries: 2, tokens: 5)], "[\(kind)]")
             #expect(try await console.userCounts() == UserCounts(guests: 1, accounts: 1), "[\(kind)]")
         }
     }

@@ -80,7 +80,7 @@ enum ConsoleTemplates {
         <section class="card">
         <h2>Tokens</h2>
         <div class="scroll"><table>
-        <thead><tr><th>kind</th><th class="num">today</th><th class="num">entries</th><th class="num">7 days</th><th class="num">entries</th></tr></thead>
+        <thead><tr><th>kind</th><th class="num">today (UTC)</th><th class="num">entries</th><th class="num">7 days</th><th class="num">entries</th></tr></thead>
         <tbody>{{#tokens}}<tr><td>{{label}}</td><td class="num">{{today}}</td><td class="num">{{todayEntries}}</td><td class="num">{{week}}</td><td class="num">{{weekEntries}}</td></tr>{{/tokens}}</tbody>
         </table></div>
         {{{tokensChart}}}
