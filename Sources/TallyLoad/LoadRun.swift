@@ -1,4 +1,5 @@
 import Foundation
+import Histogram
 import NIOCore
 import NIOHTTP1
 import NIOPosix
@@ -69,6 +70,7 @@ public struct LoadRun: Sendable {
         let setupSeconds = ProcessSampler.seconds(.now - setupStart)
         log("\(ready) of \(agents.count) users ready in \(String(format: "%.1f", setupSeconds)) s; measured phase: \(options.mode), \(options.duration)")
 
+        let cpuAtStart = CPUReading.now(servers: sampled())
         let start = ContinuousClock.now
         recorder.startMeasuring(at: start)
         let sampler = ProcessSampler { [sampled] in sampled() + [("load tool", getpid())] }
@@ -82,6 +84,7 @@ public struct LoadRun: Sendable {
         }
         let finished = await drive(agents, from: start)
         let end = ContinuousClock.now
+        let cpuAtEnd = CPUReading.now(servers: sampled())
         recorder.stopMeasuring()
         faultTask.cancel()
         sampling.cancel()
@@ -90,11 +93,12 @@ public struct LoadRun: Sendable {
 
         let books = await check(finished, prices: actions.prices, recorder: recorder)
         for admin in admins { await admin.close() }
+        let operations = recorder.operations.values.reduce(0) { $0 + Int($1.histogram.totalCount) }
         return LoadReport(
             options: options, actions: actions, setupSeconds: setupSeconds, usersReady: ready,
             measuredSeconds: ProcessSampler.seconds(end - start), operations: recorder.operations, timeline: recorder.seconds,
             setup: recorder.unmeasured, samples: samples, sdk: finished.compactMap(\.readCounts).reduce(SDKReadCounts(), +),
-            books: books, faults: faults.map(\.name))
+            books: books, faults: faults.map(\.name), cost: OperationCost(operations: operations, start: cpuAtStart, end: cpuAtEnd))
     }
 
     // MARK: - Phases

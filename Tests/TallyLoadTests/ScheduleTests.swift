@@ -27,6 +27,16 @@ import Testing
         #expect(ProcFS.cpuSeconds(stat: stat) == 3.0)
         #expect(ProcFS.residentBytes(statm: "100000 2560 300 10 0 5000 0") == 2_560 * 4096)
         #expect(ProcFS.cpuSeconds(stat: "garbage") == nil)
+        // A postmaster: its exited backends' CPU is in cutime and cstime (fields 16 and 17).
+        let postmaster = "77 (postgres) S 1 77 77 0 -1 4194560 1000 0 0 0 250 50 400 300 20 0 9 0 100 1000000 500"
+        #expect(ProcFS.cpuSecondsWithChildren(stat: postmaster) == 10.0)
+        #expect(ProcFS.commandName(stat: postmaster) == "postgres" && ProcFS.commandName(stat: stat) == "tally serve")
+        #expect(ProcFS.cpuSecondsWithChildren(stat: "garbage") == nil)
+        let cost = OperationCost(
+            operations: 2_000, start: CPUReading(servers: 1, database: 2), end: CPUReading(servers: 1.5, database: 2.25))
+        #expect(cost.serverMicroseconds == 250 && cost.databaseMicroseconds == 125)
+        // This machine's PostgreSQL processes, if any, have used some CPU; none is counted twice or negative.
+        #expect(ProcFS.cpuSeconds(ofProcessesNamed: ["no such process name"]) == 0)
     }
 
     @Test func theGeneratorRepeatsWithItsSeed() {

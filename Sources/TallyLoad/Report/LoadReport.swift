@@ -138,6 +138,8 @@ public struct LoadReport: Sendable, Codable {
     public var timeline: [TimelinePoint]
     /// CPU and memory of the servers and the load tool.
     public var samples: [ProcessSample]
+    /// The servers' and the database's CPU per operation over the measured phase.
+    public var cost: OperationCost
     /// The SDK users' logical reads against requests that reached the server.
     public var sdk: SDKReadCounts
     /// The books check.
@@ -149,7 +151,7 @@ public struct LoadReport: Sendable, Codable {
         options: LoadOptions, actions: ScenarioActions, setupSeconds: Double, usersReady: Int, measuredSeconds: Double,
         operations: [String: LatencyRecorder.Operation], timeline: [LatencyRecorder.Second],
         setup: [String: LatencyRecorder.Operation], samples: [ProcessSample], sdk: SDKReadCounts, books: BooksResult,
-        faults: [String]
+        faults: [String], cost: OperationCost
     ) {
         users = options.users
         sdkUsers = options.sdkUsers
@@ -186,6 +188,7 @@ public struct LoadReport: Sendable, Codable {
         self.sdk = sdk
         self.books = books
         self.faults = faults
+        self.cost = cost
     }
 
     /// What the servers did through a database outage, when the run injected one.

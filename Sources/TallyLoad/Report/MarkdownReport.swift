@@ -35,6 +35,12 @@ extension LoadReport {
             lines.append("| \(name) | \(Self.format(Self.median(cpu))) | \(Self.format(cpu.last ?? 0)) | \(Self.format(Self.median(rss))) | \(Self.format(rss.last ?? 0)) |")
         }
         lines.append("")
+        lines.append(
+            "CPU per operation over the measured phase (\(cost.operations) operations): servers \(Self.format(cost.serverMicroseconds)) µs, "
+                + "database (every postgres and pgbouncer process) \(Self.format(cost.databaseMicroseconds)) µs, "
+                + "together \(Self.format(cost.serverMicroseconds + cost.databaseMicroseconds)) µs "
+                + "(\(Self.format(cost.serverSeconds)) s and \(Self.format(cost.databaseSeconds)) s of CPU).")
+        lines.append("")
         if sdkUsers > 0 {
             let saved = sdk.logicalReads > 0 ? 100 * (1 - Double(sdk.serverReads) / Double(sdk.logicalReads)) : 0
             lines.append("SDK users: their views asked for \(sdk.logicalReads) reads; \(sdk.serverReads) requests reached the server (\(Self.format(saved)) % fewer), of which \(sdk.notModified) were answered 304. Cache hits \(sdk.cacheHits), coalesced into another app call \(sdk.coalesced), retried attempts \(sdk.retried). Each app only merges its own reads: \(sdkUsers) apps can never share one request.")

@@ -24,6 +24,36 @@ public enum ProcFS {
         return (user + system) / ticksPerSecond
     }
 
+    /// CPU seconds of a process and of the children it has waited for (`utime + stime + cutime + cstime`), from the
+    /// text of `/proc/<pid>/stat`: a PostgreSQL backend's CPU moves into the postmaster's `cutime` when it exits.
+    public static func cpuSecondsWithChildren(stat: String, ticksPerSecond: Double = 100) -> Double? {
+        guard let close = stat.lastIndex(of: ")") else { return nil }
+        let fields = stat[stat.index(after: close)...].split(separator: " ")
+        guard fields.count > 15 else { return nil }
+        let ticks = fields[11...14].compactMap { Double($0) }
+        return ticks.count == 4 ? ticks.reduce(0, +) / ticksPerSecond : nil
+    }
+
+    /// The command name (`comm`) from the text of `/proc/<pid>/stat`.
+    public static func commandName(stat: String) -> Substring? {
+        guard let open = stat.firstIndex(of: "("), let close = stat.lastIndex(of: ")"), open < close else { return nil }
+        return stat[stat.index(after: open)..<close]
+    }
+
+    /// The CPU seconds, children included, of every process of the machine named one of `names`: a whole PostgreSQL
+    /// cluster (each backend is named `postgres`; those that exited are in the postmaster's children's time) and PgBouncer.
+    public static func cpuSeconds(ofProcessesNamed names: Set<String>) -> Double {
+        let entries = (try? FileManager.default.contentsOfDirectory(atPath: "/proc")) ?? []
+        var total = 0.0
+        for entry in entries where entry.first?.isNumber == true {
+            guard let stat = read("/proc/\(entry)/stat"), let name = commandName(stat: stat), names.contains(String(name)),
+                let seconds = cpuSecondsWithChildren(stat: stat)
+            else { continue }
+            total += seconds
+        }
+        return total
+    }
+
     /// Resident bytes from the text of `/proc/<pid>/statm`.
     public static func residentBytes(statm: String, pageSize: Int = 4096) -> Int? {
         let fields = statm.split(separator: " ")
@@ -73,5 +103,50 @@ final class ProcessSampler: Sendable {
 
     static func seconds(_ duration: Duration) -> Double {
         Double(duration.components.seconds) + Double(duration.components.attoseconds) / 1e18
+    }
+}
+
+/// What the measured phase cost in CPU, per operation: the servers' own CPU and the database's (every `postgres` and
+/// `pgbouncer` process of the machine, so run it on a machine with no other cluster busy; zero on SQLite, which runs
+/// inside the server). Read from `/proc` at the phase's start and end.
+public struct OperationCost: Sendable, Hashable, Codable {
+    /// Operations of the measured phase (every request, refusals and errors included).
+    public var operations: Int
+    /// CPU seconds of the servers (user + system) over the phase.
+    public var serverSeconds: Double
+    /// CPU seconds of the database processes (PostgreSQL and PgBouncer) over the phase.
+    public var databaseSeconds: Double
+    /// Server CPU per operation, in microseconds.
+    public var serverMicroseconds: Double
+    /// Database CPU per operation, in microseconds.
+    public var databaseMicroseconds: Double
+
+    /// The cost of `operations` from two readings.
+    public init(operations: Int, start: CPUReading, end: CPUReading) {
+        self.operations = operations
+        serverSeconds = max(0, end.servers - start.servers)
+        databaseSeconds = max(0, end.database - start.database)
+        let count = Double(max(operations, 1))
+        serverMicroseconds = serverSeconds / count * 1e6
+        databaseMicroseconds = databaseSeconds / count * 1e6
+    }
+}
+
+/// CPU seconds used so far by the servers and by the database processes.
+public struct CPUReading: Sendable, Hashable {
+    /// The servers' (user + system).
+    public var servers: Double
+    /// Every `postgres` and `pgbouncer` process's, children included.
+    public var database: Double
+
+    /// A reading of these totals.
+    public init(servers: Double, database: Double) {
+        (self.servers, self.database) = (servers, database)
+    }
+
+    /// A reading now of `servers` and the machine's database processes.
+    public static func now(servers: [(name: String, pid: Int32)]) -> CPUReading {
+        let own = servers.compactMap { ProcFS.read("/proc/\($0.pid)/stat").flatMap { ProcFS.cpuSeconds(stat: $0) } }.reduce(0, +)
+        return CPUReading(servers: own, database: ProcFS.cpuSeconds(ofProcessesNamed: ["postgres", "pgbouncer"]))
     }
 }
