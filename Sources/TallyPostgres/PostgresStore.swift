@@ -53,7 +53,8 @@ public final class PostgresStore: TallyStorage {
     /// How often the revocation feed is polled (``LiveSessions/staleness`` is three of these).
     static let revocationPollInterval: TimeInterval = 1
 
-    /// The default pool size.
+    /// The pool size of a store opened directly with ``init(url:maximumConnections:statements:directURL:logger:)`` (tests, tools). A
+    /// server's pool is `TALLY_POSTGRES_POOL`, ``PostgresPool/Configuration/defaultSize`` (8) unless set.
     public static let defaultMaximumConnections = 20
 
     /// How many times a unit of work runs before a deadlock or a conflict is reported as `.unavailable`.
