@@ -30,4 +30,20 @@ struct DirectBodyTests {
     func otherForms(_ body: String) {
         #expect(Self.direct(body) == nil)
     }
+
+    @Test("The word-at-a-time check agrees with the byte-at-a-time one: every byte value at every place of a word and the tail")
+    func printableCheck() {
+        func plain(_ byte: UInt8) -> Bool { (0x20...0x7E).contains(byte) && byte != UInt8(ascii: "\"") && byte != UInt8(ascii: "\\") }
+        for length in [1, 7, 8, 9, 16, 21] {
+            for place in 0..<length {
+                for byte in UInt8.min...UInt8.max {
+                    var bytes = [UInt8](repeating: UInt8(ascii: "a"), count: length)
+                    bytes[place] = byte
+                    let fast = bytes.withUnsafeBytes { isUnescapedPrintableASCII($0) }
+                    #expect(fast == plain(byte), "byte \(byte) at \(place) of \(length)")
+                }
+            }
+        }
+        #expect([UInt8]().withUnsafeBytes { isUnescapedPrintableASCII($0) })
+    }
 }

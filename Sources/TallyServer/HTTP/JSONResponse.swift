@@ -44,12 +44,13 @@ struct JSONBody<Value: JSONRequestBody> {
     /// not written as integers are 400, oversize is 413.
     static func read(_ request: Request, context: some RequestContext) async throws -> JSONBody {
         let buffer = try await RequestBody.collect(request, upTo: context.maxUploadSize)
-        let (problem, direct) = buffer.withUnsafeReadableBytes { bytes in
-            let problem = JSONScanner.firstProblem(in: bytes, integerFields: Value.integerFields)
-            return (problem, problem == nil ? Value.decodeDirectly(bytes) : nil)
-        }
-        if let problem { throw APIError(problem) }
+        // A body in a type's direct form is valid JSON by construction (one key, a string without escapes): the
+        // scanner's pass over it (3 % of a purchase replay's CPU, over an 8 KB signed transaction) would find nothing.
+        let direct: Value? = buffer.withUnsafeReadableBytes { Value.decodeDirectly($0) }
         if let direct { return JSONBody(value: direct, raw: buffer) }
+        if let problem = buffer.withUnsafeReadableBytes({ JSONScanner.firstProblem(in: $0, integerFields: Value.integerFields) }) {
+            throw APIError(problem)
+        }
         do {
             return JSONBody(value: try JSONResponse.decoder.decode(Value.self, from: Data(buffer.readableBytesView)), raw: buffer)
         } catch let error as DecodingError {
