@@ -46,7 +46,7 @@ struct OverviewHours: Equatable {
 /// The overview's numbers. A week of a busy ledger is a long range (2.2–2.5 s for 1,000,000 entries, debug build,
 /// SQLite), so it is read once, by the hour: each settled hour's totals are kept (168 small buckets) and a refresh reads
 /// only the unsettled hours. Numbers older than 10 s are answered as they are while one refresh at a time runs in a
-/// task of its own; only the first overview of a process waits for the week. The user counts (the one whole-table
+/// task of its own; only the first overview of a process waits for the week, unless the sign-in page started the read. The user counts (the one whole-table
 /// count) are read at most once a minute.
 final class OverviewCache: Sendable {
     struct Numbers: Sendable {
@@ -74,7 +74,19 @@ final class OverviewCache: Sendable {
 
     /// The numbers as of at most 10 s ago, or the last ones read while a refresh runs; read now the first time.
     func numbers(now: Date) async throws -> Numbers {
-        let (cached, refresh) = state.withLock { state -> (Numbers?, Task<Numbers, any Error>?) in
+        let (cached, refresh) = startRefreshIfStale(now: now)
+        if let cached { return cached }
+        return try await refresh!.value
+    }
+
+    /// Starts reading the numbers when they are missing or stale and no read runs, without waiting for it.
+    func prefetch(now: Date) {
+        _ = startRefreshIfStale(now: now)
+    }
+
+    /// The numbers (nil before the first read) and the read under way, started here when they are stale.
+    private func startRefreshIfStale(now: Date) -> (Numbers?, Task<Numbers, any Error>?) {
+        state.withLock { state -> (Numbers?, Task<Numbers, any Error>?) in
             if let numbers = state.numbers, now.timeIntervalSince(numbers.readAt) < 10, now >= numbers.readAt {
                 return (numbers, nil)
             }
@@ -83,8 +95,6 @@ final class OverviewCache: Sendable {
             }
             return (state.numbers, state.refresh)
         }
-        if let cached { return cached }
-        return try await refresh!.value
     }
 
     /// The numbers read at `now`, after any refresh under way: what the next overview shows once its refresh is done.
