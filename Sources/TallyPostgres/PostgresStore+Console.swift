@@ -11,6 +11,13 @@ extension PostgresStore: ConsoleStore {
         try AuditEntry(Self.single(try await rows(Self.insertAudit(entry, returning: true)), "INSERT INTO console_audit"))
     }
 
+    /// The rows in one transaction on one connection, in order (a round trip each, one commit).
+    public func appendAudits(_ entries: [NewAuditEntry]) async throws {
+        try await transaction { connection in
+            for entry in entries { _ = try await connection.rows(Self.insertAudit(entry, returning: false), logger: logger) }
+        }
+    }
+
     /// The audit log, newest first (the primary key's order).
     public func auditEntries(before: Int64?, limit: Int) async throws -> [AuditEntry] {
         try await rows(

@@ -11,6 +11,13 @@ extension SQLiteStore: ConsoleStore {
         try await write { db in try Self.appendAudit(entry, db) }
     }
 
+    /// The rows in one writer transaction.
+    public func appendAudits(_ entries: [NewAuditEntry]) async throws {
+        try await write { db in
+            for entry in entries { try Self.appendAudit(entry, db) }
+        }
+    }
+
     /// The audit log, newest first (the primary key's order).
     public func auditEntries(before: Int64?, limit: Int) async throws -> [AuditEntry] {
         try await read { db in

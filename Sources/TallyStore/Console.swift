@@ -256,6 +256,9 @@ public protocol ConsoleStore: Sendable {
     @discardableResult
     func appendAudit(_ entry: NewAuditEntry) async throws -> AuditEntry
 
+    /// Appends `entries`, in their order, in one transaction (``appendAudit(_:)`` for each, one commit).
+    func appendAudits(_ entries: [NewAuditEntry]) async throws
+
     /// The audit log, newest first, with ids below `before` when given.
     func auditEntries(before: Int64?, limit: Int) async throws -> [AuditEntry]
 

@@ -180,4 +180,49 @@ struct ConsoleTests {
             #expect(!page.items.contains { $0.operatorSession.contains(op.cookie.split(separator: "=")[1]) }, "the cookie is not the label")
         }
     }
+
+    @Test("200 admin grants from 50 connections at once: each audited exactly once, with its own before and after (the rows go in groups)", arguments: StoreKind.allCases)
+    func concurrentGrantsAudited(kind: StoreKind) async throws {
+        try await LiveServer.with(kind) { server in
+            let api = server.connection()
+            let users = try await concurrently(20, server: server) { _, connection in try await connection.newGuest(granted: 1) }
+            // 50 admin connections (the admin listener takes 64), four grants each.
+            let grants = try await concurrently(50, server: server) { worker, connection in
+                var statuses: [HTTPResponse.Status] = []
+                for index in (worker * 4)..<(worker * 4 + 4) {
+                    let user = users[index % users.count]
+                    statuses.append(
+                        try await connection.send(
+                            .post, "/admin/v1/users/\(user.userId)/grants", admin: true,
+                            json: GrantRequest(amount: Int64(index + 1), reason: "g\(index)")
+                        ).status)
+                }
+                return statuses
+            }.flatMap { $0 }
+            #expect(grants.allSatisfy { $0 == .created }, "[\(kind)] \(Dictionary(grouping: grants.map(\.code), by: { $0 }).mapValues(\.count))")
+            var rows: [AuditView] = []
+            var cursor: String?
+            repeat {
+                let page = try await api.send(.get, "/admin/v1/audit?limit=100" + (cursor.map { "&cursor=\($0)" } ?? ""), admin: true)
+                    .decode(Page<AuditView>.self)
+                rows += page.items
+                cursor = page.nextCursor
+            } while cursor != nil
+            // Besides each user's first grant (reason "test"), every row here is one of the 200, each reason once.
+            let mine = rows.filter { row in
+                users.contains { $0.userId == row.userId } && row.action == "grant" && row.after?.contains(": g") == true
+            }
+            let reasons = mine.compactMap { $0.after?.split(separator: ": ").last.map { String($0.dropLast()) } }
+            #expect(Set(reasons) == Set((0..<200).map { "g\($0)" }) && reasons.count == 200, "[\(kind)] \(mine.count) rows")
+            // Each user's rows are its grants' steps (rows of concurrent grants may go in either order): distinct balances
+            // after, the highest the wallet's.
+            for user in users {
+                let balance = try await api.wallet(user).balance
+                let afters = mine.filter { $0.userId == user.userId }.compactMap { row in
+                    row.after?.split(separator: " ").first.flatMap { Int64($0.dropFirst("balance=".count)) }
+                }
+                #expect(afters.count == 10 && Set(afters).count == 10 && afters.max() == balance, "[\(kind)] \(user.userId): \(afters)")
+            }
+        }
+    }
 }

@@ -58,6 +58,15 @@ struct ConsoleConformanceTests {
                 await #expect(throws: (any Error).self, "[\(kind)] truncate") { try await store.rows("TRUNCATE console_audit") }
             }
             #expect(try await console.auditEntries(before: nil, limit: 10) == appended.reversed(), "[\(kind)] unchanged")
+
+            // A group: appended in order in one transaction; one bad row appends none of them.
+            try await console.appendAudits((1...3).map { Self.audit(f, "grant", "u-\($0)", before: "balance=0", after: "balance=\($0)") })
+            let group = try await console.auditEntries(before: nil, limit: 3)
+            #expect(group.map(\.userId) == ["u-3", "u-2", "u-1"] && group.allSatisfy { $0.id > appended[2].id }, "[\(kind)]")
+            await #expect(throws: (any Error).self, "[\(kind)] a group with an unknown action") {
+                try await console.appendAudits([Self.audit(f, "grant", "u-4"), Self.audit(f, "drop_tables", nil)])
+            }
+            #expect(try await console.auditEntries(before: nil, limit: 1) == [group[0]], "[\(kind)] nothing of the failed group")
         }
     }
 

@@ -57,8 +57,7 @@ struct AdminController {
 
     /// Appends an audit row for an admin API action (operator `admin-api`); a store without an audit log skips it.
     private func audit(_ action: String, _ userId: String, before: String, after: String) async throws {
-        guard let console = services.store as? any ConsoleStore else { return }
-        try await console.appendAudit(
+        try await services.audit.append(
             NewAuditEntry(at: services.clock.now, operatorSession: "admin-api", action: action, userId: userId, before: before, after: after))
     }
 

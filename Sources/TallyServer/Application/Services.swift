@@ -40,6 +40,8 @@ public struct TallyServices: Sendable {
     /// The account mails (password reset and email verification codes), when the configuration has a mail hook; a
     /// service of the application.
     let mail: AccountMail?
+    /// The audit rows of grants and premium changes, appended in groups.
+    let audit: AuditLog
 
     /// `events` and `relay` make up the notifier (``EventNotifier``): with several processes on one database,
     /// `relay` carries each event to the others, and they hand what they hear to `events` (and the sessions
@@ -72,6 +74,7 @@ public struct TallyServices: Sendable {
         self.ai = configuration.ai.map {
             AIGateway(configuration: $0, settlements: PendingSettlements(store: store, clock: clock, notifier: notifier))
         }
+        self.audit = AuditLog(store: store as? any ConsoleStore)
         self.mail = configuration.mail.map {
             AccountMail(configuration: $0, store: store, clock: clock, secrets: secrets, logger: logger)
         }

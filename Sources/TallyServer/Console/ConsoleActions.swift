@@ -115,7 +115,7 @@ extension ConsoleController {
     }
 
     private func audit(_ operatorSession: String, _ action: String, _ userId: String, before: String, after: String) async throws {
-        try await store.appendAudit(
+        try await services.audit.append(
             NewAuditEntry(
                 at: services.clock.now, operatorSession: operatorSession, action: action, userId: userId, before: before, after: after))
     }
