@@ -16,22 +16,24 @@ public struct ProcessSample: Sendable, Hashable, Codable {
 public enum ProcFS {
     /// CPU seconds (user + system) from the text of `/proc/<pid>/stat`.
     public static func cpuSeconds(stat: String, ticksPerSecond: Double = 100) -> Double? {
-        // The command name may hold spaces and parentheses: fields start after the last ')'.
-        guard let close = stat.lastIndex(of: ")") else { return nil }
-        let fields = stat[stat.index(after: close)...].split(separator: " ")
-        // After the name: state is field 3, utime field 14, stime field 15 (1-based over the whole line).
-        guard fields.count > 13, let user = Double(fields[11]), let system = Double(fields[12]) else { return nil }
-        return (user + system) / ticksPerSecond
+        ticks(stat: stat, fields: 2).map { $0 / ticksPerSecond }
     }
 
     /// CPU seconds of a process and of the children it has waited for (`utime + stime + cutime + cstime`), from the
     /// text of `/proc/<pid>/stat`: a PostgreSQL backend's CPU moves into the postmaster's `cutime` when it exits.
     public static func cpuSecondsWithChildren(stat: String, ticksPerSecond: Double = 100) -> Double? {
+        ticks(stat: stat, fields: 4).map { $0 / ticksPerSecond }
+    }
+
+    /// The sum of `fields` clock-tick fields from `utime` (field 14, 1-based over the whole line) on: `utime`, `stime`,
+    /// `cutime`, `cstime`.
+    private static func ticks(stat: String, fields count: Int) -> Double? {
+        // The command name may hold spaces and parentheses: fields start after the last ')', with the state first.
         guard let close = stat.lastIndex(of: ")") else { return nil }
         let fields = stat[stat.index(after: close)...].split(separator: " ")
-        guard fields.count > 15 else { return nil }
-        let ticks = fields[11...14].compactMap { Double($0) }
-        return ticks.count == 4 ? ticks.reduce(0, +) / ticksPerSecond : nil
+        guard fields.count > 11 + count else { return nil }
+        let ticks = fields[11..<(11 + count)].compactMap { Double($0) }
+        return ticks.count == count ? ticks.reduce(0, +) : nil
     }
 
     /// The command name (`comm`) from the text of `/proc/<pid>/stat`.
