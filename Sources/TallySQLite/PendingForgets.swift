@@ -13,19 +13,29 @@ final class PendingForgets: Sendable {
         var sessions: Set<String> = []
         var everySession = false
         var documents: Set<String> = []
+        var accounts: Set<String> = []
+        var purchases: Set<String> = []
     }
 
     private let pending = Mutex(Pending())
     private let wallets: CommittedCache<CachedWallet>
     private let sessions: CommittedCache<String>
     private let pages: DocumentPageCache
+    private let replays: ReplayCache
 
-    init(wallets: CommittedCache<CachedWallet>, sessions: CommittedCache<String>, pages: DocumentPageCache) {
-        (self.wallets, self.sessions, self.pages) = (wallets, sessions, pages)
+    init(wallets: CommittedCache<CachedWallet>, sessions: CommittedCache<String>, pages: DocumentPageCache, replays: ReplayCache) {
+        (self.wallets, self.sessions, self.pages, self.replays) = (wallets, sessions, pages, replays)
     }
 
-    /// The account's wallet changed.
+    /// The account's wallet changed (its cached replays hold the wallet: they are forgotten too).
     func wallet(_ userId: String) { pending.withLock { _ = $0.wallets.insert(userId) } }
+
+    /// What a replay's answer reads of the account other than its wallet changed: its premium, its merge into another
+    /// account, its existence.
+    func account(_ userId: String) { pending.withLock { _ = $0.accounts.insert(userId) } }
+
+    /// The purchase row of `transactionId` was written.
+    func purchase(_ transactionId: String) { pending.withLock { _ = $0.purchases.insert(transactionId) } }
 
     /// The session was revoked.
     func session(_ sessionId: String) { pending.withLock { _ = $0.sessions.insert(sessionId) } }
@@ -43,6 +53,9 @@ final class PendingForgets: Sendable {
             return pending
         }
         if !changed.wallets.isEmpty { wallets.forget(changed.wallets) }
+        if !changed.wallets.isEmpty || !changed.accounts.isEmpty || !changed.purchases.isEmpty {
+            replays.forget(users: changed.wallets.union(changed.accounts), transactions: changed.purchases)
+        }
         if !changed.documents.isEmpty { pages.forget(changed.documents) }
         if changed.everySession {
             sessions.forgetAll()

@@ -150,6 +150,7 @@ extension SQLiteStore: LedgerStore {
                 arguments: [installation, quota, counter.used, counter.windowEnd.millis])
         }
         if let user = plan.user {
+            forgets.account(userId)
             try db.run(sql: "UPDATE users SET timezone = ?, language = ?, premium_until = ? WHERE id = ?",
                 arguments: [user.timezone, user.language, user.premiumUntil?.millis, userId])
         }

@@ -198,6 +198,7 @@ extension SQLiteStore: IdentityStore {
     /// transaction; the caches forget it as that commits. Returns whether it existed.
     func deleteAccount(_ id: String, _ db: Database) throws -> Bool {
         forgets.wallet(id)
+        forgets.account(id)
         forgets.documents(id)
         forgets.everySession()
         try db.run(sql: "DELETE FROM idempotency_keys WHERE scope = ?", arguments: [id])

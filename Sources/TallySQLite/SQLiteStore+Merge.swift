@@ -79,6 +79,8 @@ extension SQLiteStore: MergeStore {
         for entry in plan.guestEntries { try append(entry, userId: guestId, now: now, db) }
         for entry in plan.accountEntries { try append(entry, userId: accountId, now: now, db) }
 
+        forgets.account(guestId)
+        forgets.account(accountId)
         try db.run(sql: "UPDATE users SET installation = NULL, merged_into = ?, purchased_premium_until = NULL WHERE id = ?",
             arguments: [accountId, guestId])
         try db.run(sql: "UPDATE users SET purchased_premium_until = ?, premium_until = ? WHERE id = ?",

@@ -62,20 +62,30 @@ extension SQLiteStore: PurchaseStore {
         }
     }
 
-    /// The answer to a replay — `userId` submitting again a consumable credited to it — from one statement on a
-    /// quick reader (``quickRead(_:)``; instead of the full path's four, and its planning): the purchase row, read every
-    /// time (a refund may have changed it), with the submitter's account and wallet as stored, all from one snapshot; the
-    /// answer is planned by ``PurchasePlanner/replay(_:by:purchase:account:now:)``. `nil` (no such row, or anything
-    /// else the full path must decide) sends the submission on to it.
+    /// The answer to a replay — `userId` submitting again a consumable credited to it — from memory when this process
+    /// read it last and no commit changed it since (``ReplayCache``), else from one statement on a quick reader
+    /// (``quickRead(_:)``; instead of the full path's four, and its planning): the purchase row with the submitter's
+    /// account and wallet as stored, all from one snapshot; the answer is planned by
+    /// ``PurchasePlanner/replay(_:by:purchase:account:now:)``. `nil` (no such row, or anything else the full path must
+    /// decide) sends the submission on to it.
     func replayed(_ transaction: VerifiedTransaction, userId: String, now: Date) async throws -> Redemption? {
+        if let entry = replays.entry(transaction.transactionId, userId: userId),
+            let replay = PurchasePlanner.replay(transaction, by: userId, purchase: entry.purchase, account: entry.account, now: now)
+        {
+            return replay
+        }
+        let epoch = replays.epoch
         let found = try await quickRead { db in
             try db.fetchFirst(sql: Self.replayQuery, arguments: [transaction.transactionId, userId]) { row in
                 (AccountRow.decode(row), StoredPurchase(row: row))
             }
         }
         guard let ((user, wallet, _), purchase) = found else { return nil }
-        return PurchasePlanner.replay(
-            transaction, by: userId, purchase: purchase, account: PurchaseAccount(user: user, wallet: wallet, otherPremiumUntil: nil), now: now)
+        let entry = ReplayCache.Entry(purchase: purchase, account: PurchaseAccount(user: user, wallet: wallet, otherPremiumUntil: nil))
+        guard let replay = PurchasePlanner.replay(transaction, by: userId, purchase: purchase, account: entry.account, now: now)
+        else { return nil }
+        replays.store(entry, readAt: epoch)
+        return replay
     }
 
     /// A consumable credited to the account (`?` 2) with that account and its wallet (``AccountRow``'s columns first, the
@@ -121,6 +131,7 @@ extension SQLiteStore: PurchaseStore {
     /// Writes `plan` in the caller's transaction.
     func writePurchasePlan(_ plan: PurchasePlan, now: Date, _ db: Database) throws {
         if let purchase = plan.purchase {
+            forgets.purchase(purchase.transactionId)
             try db.run(sql: """
                     INSERT INTO purchases (transaction_id, original_transaction_id, product_id, kind, quantity, tokens, environment,
                       user_id, claimed, purchased_at, expires_at, revoked_at, refunded_tokens, reversed_at, signed_at, recorded_at)
@@ -158,6 +169,7 @@ extension SQLiteStore: PurchaseStore {
         }
         for planned in plan.entries { try append(planned.entry, userId: planned.userId, now: now, db) }
         for (userId, until) in plan.premium {
+            forgets.account(userId)
             try db.run(sql: "UPDATE users SET purchased_premium_until = ? WHERE id = ?", arguments: [until?.millis, userId])
         }
     }

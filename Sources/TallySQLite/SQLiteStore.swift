@@ -22,6 +22,8 @@ public final class SQLiteStore: MaintenanceStore {
     let sessions = CommittedCache<String>()
     /// The range-query pages this process read last, per user; a committed write of a user's documents forgets theirs.
     let pages = DocumentPageCache()
+    /// The consumables replayed last, with their accounts; a committed change to either forgets them.
+    let replays = ReplayCache()
     /// What the open write transaction changed of the caches above.
     let forgets: PendingForgets
     /// Ledger commands that wait for the writer at the same time share one transaction (``WriterQueue``).
@@ -43,7 +45,7 @@ public final class SQLiteStore: MaintenanceStore {
     /// writer checkpoints itself (``Checkpointer``).
     init(path: String, checkpoint: (threshold: Int32, backstop: Int32)) throws {
         ownership = try Self.takeOwnership(of: path)
-        forgets = PendingForgets(wallets: wallets, sessions: sessions, pages: pages)
+        forgets = PendingForgets(wallets: wallets, sessions: sessions, pages: pages, replays: replays)
         var configuration = Configuration()
         configuration.busyMode = .timeout(10)
         configuration.foreignKeysEnabled = true

@@ -144,6 +144,41 @@ struct PurchaseReplayTests {
         }
     }
 
+    @Test("Every change a replay's answer reads shows in the next replay: a hold, the admin's premium, a merge, the account's deletion",
+        arguments: StoreKind.allCases)
+    func replaySeesEachChange(kind: StoreKind) async throws {
+        try await withFixture(kind) { f in
+            let user = try await f.newUser(tokens: 5)
+            let bought = Facts.consumable(purchased: f.now)
+            try await f.redeem(bought, by: user)
+            func replay() async throws -> Redemption {
+                let answer = try await f.redeem(bought, by: user)
+                let wallet = try await f.store.wallet(userId: user, now: f.now)
+                #expect(answer.wallet == wallet && answer.changedUsers.isEmpty, "[\(kind)] \(answer.wallet) \(String(describing: wallet))")
+                #expect(answer.user == (try await f.store.user(id: user))?.stored, "[\(kind)]")
+                return answer
+            }
+            #expect(try await replay().wallet.balance == 105, "[\(kind)]")
+            try await f.run(.createHold(userId: user, holdId: randomId("hold-"), amount: 30, expiresAt: f.now.addingTimeInterval(600)))
+            #expect(try await replay().wallet.held == 30, "[\(kind)]")
+            try await f.run(.setPremium(userId: user, until: f.now.addingTimeInterval(3_600)))
+            #expect(try await replay().user.combinedPremiumUntil == f.now.addingTimeInterval(3_600), "[\(kind)]")
+            try await f.run(.setPremium(userId: user, until: nil))
+            #expect(try await replay().user.combinedPremiumUntil == nil, "[\(kind)]")
+
+            // A guest's replay is answered, then the guest is merged: its replays are refused, the account's answer it.
+            let example = try await MergeExample.make(f)
+            #expect(try await f.redeem(example.purchase, by: example.guest).purchase.userId == example.guest, "[\(kind)]")
+            _ = try await f.store.merge(guestId: example.guest, into: example.account, now: f.now)
+            await expectStoreError(.userNotFound, kind) { try await f.redeem(example.purchase, by: example.guest) }
+            let moved = try await f.redeem(example.purchase, by: example.account)
+            #expect(moved.purchase.userId == example.account && moved.wallet.balance == 40, "[\(kind)] \(moved.wallet)")
+
+            #expect(try await f.store.deleteUser(id: user), "[\(kind)]")
+            await expectStoreError(.userNotFound, kind) { try await f.redeem(bought, by: user) }
+        }
+    }
+
     @Test("PostgreSQL: a refund applied by another process shows in this one's next replay")
     func refundFromAnotherProcess() async throws {
         try await withTwoPostgresStores { first, second in
