@@ -188,9 +188,10 @@ struct AppleSignInTests {
         }
     }
 
-    @Test("The authorization code is exchanged at sign-in, and deleting the account revokes Apple's refresh token", arguments: [StoreKind.sqlite])
+    @Test("The authorization code is exchanged at sign-in, and deleting the account (the user, or an operator in the console) revokes Apple's refresh token",
+        arguments: [StoreKind.sqlite])
     func deletionRevokesAppleToken(kind: StoreKind) async throws {
-        try await Self.withTokens(kind) { _, appleID, api in
+        try await Self.withTokens(kind) { server, appleID, api in
             let nonce = AppleNonce.make().raw
             let minted = try await appleID.identityToken(sub: "001234.revoke", nonce: nonce)
             let answer = try await api.send(
@@ -201,6 +202,18 @@ struct AppleSignInTests {
             #expect(appleID.exchanges.count == 1, "the code was exchanged")
             #expect(try await api.send(.delete, "/v1/me", token: tokens.accessToken).status == .noContent)
             #expect(appleID.revocations.map(\.sub) == ["001234.revoke"], "the refresh token was revoked at Apple")
+
+            // An operator's deletion in the console revokes it too.
+            let second = AppleNonce.make().raw
+            let other = try await appleID.identityToken(sub: "001234.console", nonce: second)
+            let signedIn = try await api.send(
+                .post, "/v1/auth/apple",
+                json: AppleSignInRequest(identityToken: other.identityToken, nonce: second, authorizationCode: other.authorizationCode))
+            let userId = try signedIn.decode(SessionTokens.self).userId
+            let op = try #require(try await ConsoleTests.signIn(api, key: server.adminKey).1)
+            let deleted = try await ConsoleTests.post(api, "/console/users/\(userId)/delete", cookie: op.cookie, ["csrf": op.csrf, "typed": userId])
+            #expect(deleted.status == .seeOther, "\(deleted.text)")
+            #expect(appleID.revocations.map(\.sub) == ["001234.revoke", "001234.console"], "revoked at the console's deletion")
         }
     }
 }

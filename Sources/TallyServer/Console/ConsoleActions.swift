@@ -91,8 +91,8 @@ extension ConsoleController {
         return Self.redirect("/console/users/\(userId)?done=revoked")
     }
 
-    /// Deletes the account once its id is typed into the form, with its audit row in the same transaction. (Unlike the
-    /// user's own deletion, an Apple refresh token is not revoked at Apple here.)
+    /// Deletes the account once its id is typed into the form, with its audit row in the same transaction; an Apple
+    /// refresh token is revoked at Apple first, as at the user's own deletion.
     @Sendable func delete(_ request: Request, context: TallyRequestContext) async throws -> Response {
         let (_, session, form) = try await authorizedPost(request, context: context)
         let userId = try AdminController.userId(context)
@@ -102,6 +102,7 @@ extension ConsoleController {
         guard let wallet = try await services.store.wallet(userId: userId, now: services.clock.now) else {
             throw APIError(.notFound, "No such user.")
         }
+        await services.revokeAppleToken(of: userId, logger: context.logger)
         let deleted = try await store.deleteUser(
             id: userId,
             audit: NewAuditEntry(

@@ -203,25 +203,12 @@ struct IdentityController {
     }
 
     @Sendable func deleteMe(_ request: Request, context: AuthenticatedContext) async throws -> HTTPResponse.Status {
-        await revokeAppleToken(of: context.identity.userId, logger: context.logger)
+        await services.revokeAppleToken(of: context.identity.userId, logger: context.logger)
         _ = try await store.deleteUser(id: context.identity.userId)
         services.sessions.evict(userId: context.identity.userId)
         services.notifier.accountDeleted(userId: context.identity.userId)
         context.logger.info("account deleted", metadata: ["tally.user": .string(context.identity.userId)])
         return .noContent
-    }
-
-    /// Revokes the account's Apple refresh token at Apple before the account goes (App Store guideline 5.1.1(v));
-    /// Apple unreachable or refusing is logged, and the deletion goes on: the user asked for it.
-    private func revokeAppleToken(of userId: String, logger: Logger) async {
-        guard let tokens = services.configuration.signInWithApple?.tokens,
-            let refreshToken = try? await store.appleIdentity(userId: userId)?.refreshToken
-        else { return }
-        do {
-            try await tokens.revoke(refreshToken: refreshToken, now: services.clock.now)
-        } catch {
-            logger.warning("apple token not revoked at deletion", metadata: ["tally.user": .string(userId), "tally.reason": .string(error.code.rawValue)])
-        }
     }
 
     private func makeDoor(_ route: String, _ logger: Logger) -> Door {

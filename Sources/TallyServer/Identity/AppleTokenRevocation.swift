@@ -1,0 +1,20 @@
+import Logging
+import TallyAppleID
+import TallyStore
+
+extension TallyServices {
+    /// Revokes the account's Apple refresh token at Apple before the account goes (App Store guideline 5.1.1(v)),
+    /// whoever deletes it: the user (`DELETE /v1/me`) or an operator (the console). Apple unreachable or refusing is
+    /// logged, and the deletion goes on: it was asked for. Nothing happens without Sign in with Apple's token settings
+    /// or a stored refresh token.
+    func revokeAppleToken(of userId: String, logger: Logger) async {
+        guard let tokens = configuration.signInWithApple?.tokens,
+            let refreshToken = try? await store.appleIdentity(userId: userId)?.refreshToken
+        else { return }
+        do {
+            try await tokens.revoke(refreshToken: refreshToken, now: clock.now)
+        } catch {
+            logger.warning("apple token not revoked at deletion", metadata: ["tally.user": .string(userId), "tally.reason": .string(error.code.rawValue)])
+        }
+    }
+}
