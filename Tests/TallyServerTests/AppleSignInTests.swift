@@ -200,8 +200,13 @@ struct AppleSignInTests {
             let tokens = try answer.decode(SessionTokens.self)
             #expect(answer.status == .created, "\(answer.text)")
             #expect(appleID.exchanges.count == 1, "the code was exchanged")
+            // Kept encrypted: the database does not hold the token Apple issued.
+            let issued = try #require(appleID.exchanges.first?.refreshToken)
+            let stored = try #require(try await server.services.store.appleIdentity(userId: tokens.userId)?.refreshToken)
+            #expect(stored.hasPrefix(StoredSecrets.prefix) && !stored.contains(issued), "\(stored)")
             #expect(try await api.send(.delete, "/v1/me", token: tokens.accessToken).status == .noContent)
             #expect(appleID.revocations.map(\.sub) == ["001234.revoke"], "the refresh token was revoked at Apple")
+            #expect(appleID.revocations.map(\.token) == [issued], "as Apple issued it")
 
             // An operator's deletion in the console revokes it too.
             let second = AppleNonce.make().raw

@@ -31,6 +31,8 @@ public struct TallyServices: Sendable {
     let collections: DeclaredCollections
     /// Seals the sync API's cursors with the signing keys.
     let cursors = CursorKeys()
+    /// Encrypts the secrets kept for third parties (Apple's refresh tokens) with keys derived from the signing keys.
+    let storedSecrets = StoredSecrets()
     /// Each user's pulls in flight in this process (``SyncController/maxPullsPerUser``).
     let pulls = CallLimiter(limit: SyncController.maxPullsPerUser)
     /// Each user's pushes (``LimitsConfiguration/syncPushesPerUser``).
@@ -80,11 +82,12 @@ public struct TallyServices: Sendable {
         }
     }
 
-    /// Installs the token signing keys (which seal the sync cursors too) and loads the IP-hash key shared through
+    /// Installs the token signing keys (which seal the sync cursors and stored secrets too) and loads the IP-hash key shared through
     /// the database; run before serving.
     func loadSecrets(signing: SigningKeys) async throws {
         await tokens.install(signing)
         cursors.install(signing)
+        storedSecrets.install(signing)
         let ipKey = try await store.secret(named: "ip-hash") { Secrets.random(bytes: 32) }
         secrets.ipHashKey.withLock { $0 = ipKey }
     }

@@ -80,7 +80,7 @@ struct AppleSignInController {
         let merging = GuestMerge(services: services)
         let caller = try await merging.caller(request)
         let identity = try await verified(body, now: door.now)
-        let refreshToken = await exchange(body.authorizationCode, now: door.now, logger: context.logger)
+        let refreshToken = try await exchange(body.authorizationCode, now: door.now, logger: context.logger)
         let credential = AppleCredential(subject: identity.sub, email: identity.email, refreshToken: refreshToken)
 
         let (sessionRefresh, record) = services.tokens.refreshToken()
@@ -146,16 +146,18 @@ struct AppleSignInController {
         }
     }
 
-    /// The refresh token Apple gives for the authorization code, to revoke at account deletion; nil without a code or
-    /// a configured key, or when Apple refuses or cannot be reached (the sign-in stands: the identity token decided it;
-    /// the next sign-in tries again).
-    private func exchange(_ code: String?, now: Date, logger: Logger) async -> String? {
+    /// The refresh token Apple gives for the authorization code, to revoke at account deletion, sealed for storage
+    /// (``StoredSecrets``); nil without a code or a configured key, or when Apple refuses or cannot be reached (the
+    /// sign-in stands: the identity token decided it; the next sign-in tries again).
+    private func exchange(_ code: String?, now: Date, logger: Logger) async throws -> String? {
         guard let code, let tokens = apple.tokens else { return nil }
+        let refreshToken: String?
         do {
-            return try await tokens.exchange(authorizationCode: code, now: now).refreshToken
+            refreshToken = try await tokens.exchange(authorizationCode: code, now: now).refreshToken
         } catch {
             logger.warning("apple authorization code not exchanged", metadata: ["tally.reason": .string(error.code.rawValue)])
             return nil
         }
+        return try refreshToken.map { try services.storedSecrets.seal($0, purpose: StoredSecrets.appleRefreshToken) }
     }
 }

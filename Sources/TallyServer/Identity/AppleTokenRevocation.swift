@@ -2,6 +2,11 @@ import Logging
 import TallyAppleID
 import TallyStore
 
+extension StoredSecrets {
+    /// The purpose Apple's refresh tokens are sealed for.
+    static let appleRefreshToken = "apple-refresh-token"
+}
+
 extension TallyServices {
     /// Revokes the account's Apple refresh token at Apple before the account goes (App Store guideline 5.1.1(v)),
     /// whoever deletes it: the user (`DELETE /v1/me`) or an operator (the console). Apple unreachable or refusing is
@@ -9,8 +14,12 @@ extension TallyServices {
     /// or a stored refresh token.
     func revokeAppleToken(of userId: String, logger: Logger) async {
         guard let tokens = configuration.signInWithApple?.tokens,
-            let refreshToken = try? await store.appleIdentity(userId: userId)?.refreshToken
+            let stored = try? await store.appleIdentity(userId: userId)?.refreshToken
         else { return }
+        guard let refreshToken = storedSecrets.open(stored, purpose: StoredSecrets.appleRefreshToken) else {
+            logger.warning("apple token not revoked at deletion", metadata: ["tally.user": .string(userId), "tally.reason": "sealed_under_unknown_key"])
+            return
+        }
         do {
             try await tokens.revoke(refreshToken: refreshToken, now: clock.now)
         } catch {
