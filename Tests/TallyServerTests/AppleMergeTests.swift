@@ -162,54 +162,46 @@ struct AppleMergeTests {
     func racedAcrossProcesses() async throws {
         let clock = ManualClock(Date())
         let appStore = try TestProducts.appStore(clock: clock)
-        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("tally-merge-\(UUID().uuidString)")
-        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
-        defer { try? FileManager.default.removeItem(at: directory) }
-        let root = directory.appendingPathComponent("root.der")
-        try Data(appStore.authority.rootDER).write(to: root)
         try await AppleIDStandIn.serving(clientId: Self.clientId, clock: clock) { appleID, keysURL in
-            let config = """
-                guestSignupsPerIPPerHour: 100000
-                signupGrant: 0
-                quotas: [{name: readings, daily: 3}]
-                actions: [{name: reading, quota: readings, tokens: 5}]
-                \(Self.collections)
-                appStore:
-                  bundleId: \(TestProducts.bundleId)
-                  appAppleId: 1234567890
-                  environments: [Sandbox]
-                  rootCertificates: [\(root.path)]
-                  products: [{productId: \(Self.tokens20), tokens: 20}]
-                signInWithApple:
-                  audiences: [\(Self.clientId)]
-                  keysURL: \(keysURL)
-                """
-            try await ScratchDatabase.with(baseURL: try postgresURL()) { url in
-                try await ServerPair.with(url: url, config: config) { pair in
-                    let apis = [pair.connection(0), pair.connection(1)]
-                    // The account on one process, the guest on the other.
-                    let example = try await Example.make(accountAPI: apis[0], guestAPI: apis[1], appleID: appleID, appStore: appStore)
-                    let answers = try await concurrently(6, connect: { pair.connection($0 % 2) }) { _, api in
-                        try await Self.signIn(api, appleID, sub: example.sub, caller: example.guest, merge: true)
+            try await TestProducts.withRootFile(appStore, products: ["{productId: \(Self.tokens20), tokens: 20}"]) { appStoreYAML in
+                let config = """
+                    guestSignupsPerIPPerHour: 100000
+                    signupGrant: 0
+                    quotas: [{name: readings, daily: 3}]
+                    actions: [{name: reading, quota: readings, tokens: 5}]
+                    \(Self.collections)
+                    \(appStoreYAML)
+                    signInWithApple:
+                      audiences: [\(Self.clientId)]
+                      keysURL: \(keysURL)
+                    """
+                try await ScratchDatabase.with(baseURL: try postgresURL()) { url in
+                    try await ServerPair.with(url: url, config: config) { pair in
+                        let apis = [pair.connection(0), pair.connection(1)]
+                        // The account on one process, the guest on the other.
+                        let example = try await Example.make(accountAPI: apis[0], guestAPI: apis[1], appleID: appleID, appStore: appStore)
+                        let answers = try await concurrently(6, connect: { pair.connection($0 % 2) }) { _, api in
+                            try await Self.signIn(api, appleID, sub: example.sub, caller: example.guest, merge: true)
+                        }
+                        #expect(answers.allSatisfy { $0.status == .ok }, "\(answers.map { "\($0.status) \($0.text.prefix(120))" })")
+                        for answer in answers { example.expectSummary(try answer.decode(SessionTokens.self).merged) }
+                        for (index, api) in apis.enumerated() {
+                            try await example.expectMerged(api, as: try answers[index].testUser(), balance: 40, purchaseStatus: .credited)
+                        }
+                        clock.advance(by: 60)
+                        let refund = try appStore.refund(example.purchase.transaction.transactionId, send: false)
+                        for api in apis.reversed() {
+                            let applied = try await api.send(.post, "/v1/webhooks/appstore", raw: String(decoding: refund.body, as: UTF8.self))
+                            #expect(applied.status == .ok, "\(applied.text)")
+                        }
+                        for (index, api) in apis.enumerated() {
+                            try await example.expectMerged(api, as: try answers[index].testUser(), balance: 20, purchaseStatus: .refunded)
+                        }
+                        let merges = try await apis[0].allEntries(try answers[0].testUser()).filter { $0.kind == "merge_in" }
+                        #expect(merges.map(\.amount) == [30], "one merge_in entry")
+                        for api in apis { await api.close() }
+                        #expect(pair.stop() == [.exited(0), .exited(0)])
                     }
-                    #expect(answers.allSatisfy { $0.status == .ok }, "\(answers.map { "\($0.status) \($0.text.prefix(120))" })")
-                    for answer in answers { example.expectSummary(try answer.decode(SessionTokens.self).merged) }
-                    for (index, api) in apis.enumerated() {
-                        try await example.expectMerged(api, as: try answers[index].testUser(), balance: 40, purchaseStatus: .credited)
-                    }
-                    clock.advance(by: 60)
-                    let refund = try appStore.refund(example.purchase.transaction.transactionId, send: false)
-                    for api in apis.reversed() {
-                        let applied = try await api.send(.post, "/v1/webhooks/appstore", raw: String(decoding: refund.body, as: UTF8.self))
-                        #expect(applied.status == .ok, "\(applied.text)")
-                    }
-                    for (index, api) in apis.enumerated() {
-                        try await example.expectMerged(api, as: try answers[index].testUser(), balance: 20, purchaseStatus: .refunded)
-                    }
-                    let merges = try await apis[0].allEntries(try answers[0].testUser()).filter { $0.kind == "merge_in" }
-                    #expect(merges.map(\.amount) == [30], "one merge_in entry")
-                    for api in apis { await api.close() }
-                    #expect(pair.stop() == [.exited(0), .exited(0)])
                 }
             }
         }

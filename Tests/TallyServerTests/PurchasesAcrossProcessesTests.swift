@@ -153,28 +153,18 @@ struct PurchasesAcrossProcessesTests {
     static func withPair(_ body: @Sendable (ServerPair, DevAppStore, ManualClock) async throws -> Void) async throws {
         let clock = ManualClock(Date())
         let appStore = try TestProducts.appStore(clock: clock)
-        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("tally-appstore-\(UUID().uuidString)")
-        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
-        defer { try? FileManager.default.removeItem(at: directory) }
-        let root = directory.appendingPathComponent("root.der")
-        try Data(appStore.authority.rootDER).write(to: root)
-        let config = """
-            guestSignupsPerIPPerHour: 100000
-            quotas: []
-            actions: [{name: ai.query, tokens: 3}]
-            appStore:
-              bundleId: \(TestProducts.bundleId)
-              appAppleId: 1234567890
-              environments: [Sandbox]
-              rootCertificates: [\(root.path)]
-              products:
-                - {productId: \(TestProducts.tokens100), tokens: 100}
-                - {productId: \(TestProducts.premiumMonthly), premium: true}
-            """
-        try await ScratchDatabase.with(baseURL: try postgresURL()) { url in
-            try await ServerPair.with(url: url, config: config) { pair in
-                try await body(pair, appStore, clock)
-                #expect(pair.stop() == [.exited(0), .exited(0)])
+        try await TestProducts.withRootFile(appStore) { appStoreYAML in
+            let config = """
+                guestSignupsPerIPPerHour: 100000
+                quotas: []
+                actions: [{name: ai.query, tokens: 3}]
+                \(appStoreYAML)
+                """
+            try await ScratchDatabase.with(baseURL: try postgresURL()) { url in
+                try await ServerPair.with(url: url, config: config) { pair in
+                    try await body(pair, appStore, clock)
+                    #expect(pair.stop() == [.exited(0), .exited(0)])
+                }
             }
         }
     }

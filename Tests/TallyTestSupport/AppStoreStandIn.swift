@@ -24,4 +24,28 @@ public enum TestProducts {
         configure(&configuration)
         return DevAppStore(configuration: configuration, authority: try DevCertificateAuthority.generate(now: clock.now), clock: clock)
     }
+
+    /// Runs `body` with `appStore`'s root written to a scratch file (removed afterwards) and the `appStore:` section of
+    /// a server's YAML configuration trusting it for `products` (YAML flow mappings; the default: 100 tokens and the
+    /// premium plan), for tests that start `tally serve` processes.
+    public static func withRootFile<T>(
+        _ appStore: DevAppStore,
+        products: [String] = ["{productId: \(tokens100), tokens: 100}", "{productId: \(premiumMonthly), premium: true}"],
+        _ body: (_ appStoreYAML: String) async throws -> T
+    ) async throws -> T {
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("tally-appstore-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let root = directory.appendingPathComponent("root.der")
+        try Data(appStore.authority.rootDER).write(to: root)
+        let yaml = """
+            appStore:
+              bundleId: \(bundleId)
+              appAppleId: 1234567890
+              environments: [Sandbox]
+              rootCertificates: [\(root.path)]
+              products:
+            """ + products.map { "\n    - \($0)" }.joined()
+        return try await body(yaml)
+    }
 }
