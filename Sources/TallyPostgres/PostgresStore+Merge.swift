@@ -73,6 +73,15 @@ extension PostgresStore {
             "SELECT \(unescaped: HoldRecord.columns(of: "h")) FROM holds h WHERE h.user_id = \(guestId) AND h.status = 'open'",
             logger: logger
         ).compactMap { try HoldRecord.read(Columns($0)) }
+        // The sign-up grant is the guest's first entry (an admin's grant cannot come before the account exists).
+        let grant = try Self.single(
+            try await connection.rows(
+                """
+                SELECT coalesce((SELECT amount FROM ledger_entries WHERE user_id = \(guestId) AND kind = 'grant' AND reason = 'signup'
+                                 AND id = (SELECT min(id) FROM ledger_entries WHERE user_id = \(guestId))), 0)::BIGINT AS grant,
+                       coalesce((SELECT -sum(amount) FROM ledger_entries WHERE user_id = \(guestId) AND kind IN ('debit', 'capture')), 0)::BIGINT AS spent
+                """, logger: logger), "the guest's sign-up grant")
+        (snapshot.signupGrant, snapshot.spent) = (try grant["grant"], try grant["spent"])
         for row in try await connection.rows(
             "SELECT user_id, quota, used, window_end FROM quota_counters WHERE user_id = ANY(\([guestId, accountId])::TEXT[])",
             logger: logger
@@ -133,6 +142,8 @@ extension PostgresStore {
         var statement = BoundStatement()
         let source = statement.relation([ledger], as: "b")
         let holds = statement.value(plan.releasedHolds)
+        let movedHolds = statement.value(plan.movedHolds)
+        let (guest, account) = (statement.value(guestId), statement.value(accountId))
         let settledAt = statement.value(now.millis)
         let moved = try Self.single(
             try await connection.rows(
@@ -142,11 +153,18 @@ extension PostgresStore {
                       UPDATE holds SET status = 'released', settled_at = \(settledAt)::BIGINT
                       WHERE id = ANY(\(holds)::TEXT[]) AND status = 'open'
                       RETURNING 1
+                    ), carried AS (
+                      UPDATE holds SET user_id = \(account)::TEXT
+                      WHERE id = ANY(\(movedHolds)::TEXT[]) AND user_id = \(guest)::TEXT AND status = 'open'
+                      RETURNING 1
                     ), b AS (\(source)), \(LedgerSQL.append(from: "b"))
-                    SELECT (SELECT count(*) FROM released) AS released, (SELECT count(*) FROM moved) AS moved
+                    SELECT (SELECT count(*) FROM released) AS released, (SELECT count(*) FROM carried) AS carried,
+                           (SELECT count(*) FROM moved) AS moved
                     """), logger: logger), "the merge's ledger write")
         // Under the locks nothing else settles these holds or moves these wallets; if something did, start over.
-        guard try moved["released"] == Int64(plan.releasedHolds.count), try moved["moved"] == Int64(2) else { throw RetryTransaction() }
+        guard try moved["released"] == Int64(plan.releasedHolds.count), try moved["carried"] == Int64(plan.movedHolds.count),
+            try moved["moved"] == Int64(2)
+        else { throw RetryTransaction() }
 
         let counters = plan.counters.sorted { $0.key < $1.key }
         try await connection.rows(

@@ -41,6 +41,16 @@ extension SQLiteStore: MergeStore {
 
         snapshot.openHolds = try db.fetchRows(sql: "SELECT * FROM holds WHERE user_id = ? AND status = 'open'", arguments: [guestId])
             .map(HoldRecord.init(row:))
+        // The sign-up grant is the guest's first entry (an admin's grant cannot come before the account exists).
+        if let grantAndSpent = try db.fetchFirst(
+            sql: """
+                SELECT coalesce((SELECT amount FROM ledger_entries WHERE user_id = ?1 AND kind = 'grant' AND reason = 'signup'
+                                 AND id = (SELECT min(id) FROM ledger_entries WHERE user_id = ?1)), 0),
+                       coalesce((SELECT -sum(amount) FROM ledger_entries WHERE user_id = ?1 AND kind IN ('debit', 'capture')), 0)
+                """, arguments: [guestId], { row -> (Int64, Int64) in (row[0], row[1]) })
+        {
+            (snapshot.signupGrant, snapshot.spent) = grantAndSpent
+        }
         snapshot.guestCounters = try counters(db, userId: guestId, installation: nil).0
         snapshot.accountCounters = try counters(db, userId: accountId, installation: nil).0
         try db.forEachRow(
@@ -74,6 +84,10 @@ extension SQLiteStore: MergeStore {
         let (guestId, accountId) = (plan.summary.guestId, plan.summary.accountId)
         for holdId in plan.releasedHolds {
             try db.run(sql: "UPDATE holds SET status = 'released', settled_at = ? WHERE id = ? AND status = 'open'", arguments: [now.millis, holdId])
+            guard db.changesCount == 1 else { throw StoreError(.holdNotOpen) }
+        }
+        for holdId in plan.movedHolds {
+            try db.run(sql: "UPDATE holds SET user_id = ? WHERE id = ? AND user_id = ? AND status = 'open'", arguments: [accountId, holdId, guestId])
             guard db.changesCount == 1 else { throw StoreError(.holdNotOpen) }
         }
         for entry in plan.guestEntries { try append(entry, userId: guestId, now: now, db) }

@@ -45,6 +45,10 @@ public struct MergeSnapshot: Sendable, Hashable {
     public var recorded: GuestMergeSummary?
     /// The guest's open holds (expired ones included).
     public var openHolds: [HoldRecord]
+    /// The guest's sign-up grant (its first ledger entry when that is the `signup` grant; 0 otherwise).
+    public var signupGrant: Int64
+    /// What the guest has spent: minus the sum of its `debit` and `capture` entries.
+    public var spent: Int64
     /// The guest's quota counters, by quota.
     public var guestCounters: [String: QuotaCounter]
     /// The account's quota counters, by quota.
@@ -67,7 +71,7 @@ public struct MergeSnapshot: Sendable, Hashable {
     /// Creates a snapshot.
     public init(
         guest: UserRecord, guestWallet: WalletState, account: UserRecord, accountWallet: WalletState, recorded: GuestMergeSummary? = nil,
-        openHolds: [HoldRecord] = [], guestCounters: [String: QuotaCounter] = [:], accountCounters: [String: QuotaCounter] = [:],
+        openHolds: [HoldRecord] = [], signupGrant: Int64 = 0, spent: Int64 = 0, guestCounters: [String: QuotaCounter] = [:], accountCounters: [String: QuotaCounter] = [:],
         guestDocuments: [DocumentRecord] = [], accountDocuments: [DocumentRecord] = [], guestSync: SyncCounters? = nil,
         accountSync: SyncCounters? = nil, purchases: Int = 0, subscriptions: Int = 0, liveSessions: [String] = []
     ) {
@@ -77,6 +81,8 @@ public struct MergeSnapshot: Sendable, Hashable {
         self.accountWallet = accountWallet
         self.recorded = recorded
         self.openHolds = openHolds
+        self.signupGrant = signupGrant
+        self.spent = spent
         self.guestCounters = guestCounters
         self.accountCounters = accountCounters
         self.guestDocuments = guestDocuments
@@ -94,11 +100,14 @@ public struct MergeSnapshot: Sendable, Hashable {
 public struct MergePlan: Sendable, Hashable {
     /// What the merge carries, as stored with it.
     public var summary: GuestMergeSummary
-    /// The guest's open holds to mark released (each with its `release` entry in ``guestEntries``).
+    /// The guest's expired holds to mark released (each with its `release` entry in ``guestEntries``).
     public var releasedHolds: [String]
+    /// The guest's live holds that become the account's (each with a `release` entry in ``guestEntries`` and a `hold`
+    /// entry in ``accountEntries``): the call that opened one settles it on the account.
+    public var movedHolds: [String]
     /// The guest's entries, in order: a release per open hold, then `merge_out`.
     public var guestEntries: [PlannedEntry]
-    /// The account's entry: `merge_in`.
+    /// The account's entries: `merge_in`, then a `hold` per moved hold.
     public var accountEntries: [PlannedEntry]
     /// The account's quota counters to write (insert or replace), by quota.
     public var counters: [String: QuotaCounter]
@@ -128,9 +137,16 @@ public enum MergeDecision: Sendable, Hashable {
 ///
 /// - Only a guest (no email, no Apple identity) merges, into another account that is not a guest; once merged, a guest
 ///   merged into the same account again is a replay, into another `.alreadyMerged`.
-/// - The guest's open holds are released (nothing charged), then its balance moves as a pair of entries, `merge_out`
+/// - The guest's open holds leave it (a `release` entry each), then its balance moves as a pair of entries, `merge_out`
 ///   on the guest and `merge_in` on the account, always written (with 0 tokens too), so both ledgers say when it
-///   happened and both wallets move (a plan made before the merge fails its compare-and-set).
+///   happened and both wallets move (a plan made before the merge fails its compare-and-set). A hold still live is
+///   opened again on the account (a `hold` entry, the same hold id): an AI answer streaming while its guest is merged
+///   is captured from the account, at most what it held. An expired one, or one the account's wallet could not take
+///   (a guest whose holds predate a refund), is only released.
+/// - The sign-up grant stays with the guest: what moves is the balance less what is left of the grant, the grant
+///   counted as spent first (a guest that bought 100 and spent 30 of its 10 granted and the 100 brings 80; one that
+///   spent nothing of a 10-token grant brings nothing of it). So guests made one after another on a device and
+///   merged into one account do not add their grants up. A balance below zero (a debt) moves whole.
 /// - A guest below zero (a refund took back tokens it had spent) owes: the debt moves with its purchases (whose
 ///   refund reversal would otherwise credit the account while the guest kept the debt), as a negative `merge_in` that
 ///   the account pays at once from what it has available. An account that cannot pay it is refused (`.guestInDebt`): what
@@ -199,16 +215,26 @@ public enum MergePlanner {
         guard guest.id != account.id, guest.isGuest, !account.isGuest, account.mergedInto == nil else {
             throw StoreError(.mergeRefused)
         }
-        // The holds first: the balance does not move, what they held becomes available.
-        var releasedHolds: [String] = []
-        var guestEntries: [PlannedEntry] = []
-        for hold in snapshot.openHolds.filter({ $0.status == .open }).sorted(by: { $0.id < $1.id }) {
-            releasedHolds.append(hold.id)
-            guestEntries.append(PlannedEntry(kind: .release, amount: 0, heldChange: -hold.amount, reason: hold.id + " merge"))
-        }
-        let tokens = snapshot.guestWallet.balance
-        guestEntries.append(PlannedEntry(kind: .mergeOut, amount: -tokens, heldChange: 0, reason: "merged into " + account.id, reference: account.id))
+        let tokens = tokensMoved(snapshot)
         let mergeIn = PlannedEntry(kind: .mergeIn, amount: tokens, heldChange: 0, reason: "merged from " + guest.id, reference: guest.id)
+        // The holds first: the balance does not move, what they held leaves the guest; a live one is the account's.
+        var (releasedHolds, movedHolds) = ([String](), [String]())
+        var guestEntries: [PlannedEntry] = []
+        var accountEntries = [mergeIn]
+        var accountWallet = snapshot.accountWallet.applying(mergeIn)
+        for hold in snapshot.openHolds.filter({ $0.status == .open }).sorted(by: { $0.id < $1.id }) {
+            let moved = PlannedEntry(kind: .hold, amount: 0, heldChange: hold.amount, reason: hold.id + " moved from " + guest.id)
+            if hold.expiresAt > now, accountWallet.admits(moved) {
+                movedHolds.append(hold.id)
+                accountEntries.append(moved)
+                accountWallet = accountWallet.applying(moved)
+                guestEntries.append(PlannedEntry(kind: .release, amount: 0, heldChange: -hold.amount, reason: hold.id + " moved to " + account.id))
+            } else {
+                releasedHolds.append(hold.id)
+                guestEntries.append(PlannedEntry(kind: .release, amount: 0, heldChange: -hold.amount, reason: hold.id + " merge"))
+            }
+        }
+        guestEntries.append(PlannedEntry(kind: .mergeOut, amount: -tokens, heldChange: 0, reason: "merged into " + account.id, reference: account.id))
 
         let (counters, usesTaken) = quotas(snapshot, now: now)
         let documents = moveDocuments(snapshot, now: now)
@@ -216,15 +242,24 @@ public enum MergePlanner {
             SyncCounters(version: sync.version + 1, purgedThrough: sync.version + 1, usage: SyncUsage())
         }
         let summary = GuestMergeSummary(
-            guestId: guest.id, accountId: account.id, tokensMoved: tokens, holdsReleased: releasedHolds.count,
+            guestId: guest.id, accountId: account.id, tokensMoved: tokens, holdsReleased: releasedHolds.count, holdsMoved: movedHolds.count,
+            signupGrantLeft: snapshot.guestWallet.balance - tokens,
             documentsMoved: documents.records.count, conflicts: documents.conflicts, purchasesMoved: snapshot.purchases,
             subscriptionsMoved: snapshot.subscriptions, quotaUsesTaken: usesTaken, revokedSessions: snapshot.liveSessions.sorted(),
             documentsVersion: documents.records.isEmpty ? nil : documents.sync?.version, mergedAt: Date(millis: now.millis))
         return MergePlan(
-            summary: summary, releasedHolds: releasedHolds, guestEntries: guestEntries, accountEntries: [mergeIn], counters: counters,
+            summary: summary, releasedHolds: releasedHolds, movedHolds: movedHolds, guestEntries: guestEntries,
+            accountEntries: accountEntries, counters: counters,
             documents: documents.records, accountSync: documents.records.isEmpty ? nil : documents.sync, guestSync: guestSync,
             accountPurchasedPremiumUntil: later(account.purchasedPremiumUntil, guest.purchasedPremiumUntil),
             accountPremiumUntil: later(account.premiumUntil, guest.premiumUntil))
+    }
+
+    /// The guest's balance less what is left of its sign-up grant (spent first); a debt whole.
+    static func tokensMoved(_ snapshot: MergeSnapshot) -> Int64 {
+        let balance = snapshot.guestWallet.balance
+        let grantLeft = max(0, snapshot.signupGrant - max(0, snapshot.spent))
+        return balance <= 0 ? balance : balance - min(balance, grantLeft)
     }
 
     /// For each quota the guest used in a window still open: the larger of the two counts, in the account's window when

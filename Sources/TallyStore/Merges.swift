@@ -30,8 +30,12 @@ public struct GuestMergeSummary: Sendable, Hashable, Codable {
     /// The guest's balance, moved by the `merge_out`/`merge_in` pair: negative when the account took over the guest's
     /// debt (a refund that took back tokens the guest had spent).
     public var tokensMoved: Int64
-    /// The guest's open holds released first (nothing they held was charged).
+    /// The guest's expired open holds released first (nothing they held was charged).
     public var holdsReleased: Int
+    /// The guest's live holds that became the account's (the calls that opened them settle on the account).
+    public var holdsMoved: Int
+    /// What was left of the guest's sign-up grant, which stays with it (``MergePlanner``).
+    public var signupGrantLeft: Int64
     /// The guest's live documents now in the account's collections (conflicts included).
     public var documentsMoved: Int
     /// The guest's documents kept beside the account's of the same collection and id, under new ids.
@@ -53,7 +57,8 @@ public struct GuestMergeSummary: Sendable, Hashable, Codable {
 
     /// Creates a summary.
     public init(
-        guestId: String, accountId: String, tokensMoved: Int64, holdsReleased: Int, documentsMoved: Int, conflicts: [MergeConflict],
+        guestId: String, accountId: String, tokensMoved: Int64, holdsReleased: Int, holdsMoved: Int = 0, signupGrantLeft: Int64 = 0,
+        documentsMoved: Int, conflicts: [MergeConflict],
         purchasesMoved: Int, subscriptionsMoved: Int, quotaUsesTaken: Int, revokedSessions: [String], documentsVersion: Int64?,
         mergedAt: Date
     ) {
@@ -61,6 +66,8 @@ public struct GuestMergeSummary: Sendable, Hashable, Codable {
         self.accountId = accountId
         self.tokensMoved = tokensMoved
         self.holdsReleased = holdsReleased
+        self.holdsMoved = holdsMoved
+        self.signupGrantLeft = signupGrantLeft
         self.documentsMoved = documentsMoved
         self.conflicts = conflicts
         self.purchasesMoved = purchasesMoved
@@ -69,6 +76,25 @@ public struct GuestMergeSummary: Sendable, Hashable, Codable {
         self.revokedSessions = revokedSessions
         self.documentsVersion = documentsVersion
         self.mergedAt = mergedAt
+    }
+
+    private enum CodingKeys: String, CodingKey {
+        case guestId, accountId, tokensMoved, holdsReleased, holdsMoved, signupGrantLeft, documentsMoved, conflicts, purchasesMoved
+        case subscriptionsMoved, quotaUsesTaken, revokedSessions, documentsVersion, mergedAt
+    }
+
+    /// Decodes a stored summary; one stored before holds moved and grants stayed has 0 for both.
+    public init(from decoder: any Decoder) throws {
+        let c = try decoder.container(keyedBy: CodingKeys.self)
+        self.init(
+            guestId: try c.decode(String.self, forKey: .guestId), accountId: try c.decode(String.self, forKey: .accountId),
+            tokensMoved: try c.decode(Int64.self, forKey: .tokensMoved), holdsReleased: try c.decode(Int.self, forKey: .holdsReleased),
+            holdsMoved: try c.decodeIfPresent(Int.self, forKey: .holdsMoved) ?? 0,
+            signupGrantLeft: try c.decodeIfPresent(Int64.self, forKey: .signupGrantLeft) ?? 0,
+            documentsMoved: try c.decode(Int.self, forKey: .documentsMoved), conflicts: try c.decode([MergeConflict].self, forKey: .conflicts),
+            purchasesMoved: try c.decode(Int.self, forKey: .purchasesMoved), subscriptionsMoved: try c.decode(Int.self, forKey: .subscriptionsMoved),
+            quotaUsesTaken: try c.decode(Int.self, forKey: .quotaUsesTaken), revokedSessions: try c.decode([String].self, forKey: .revokedSessions),
+            documentsVersion: try c.decodeIfPresent(Int64.self, forKey: .documentsVersion), mergedAt: try c.decode(Date.self, forKey: .mergedAt))
     }
 
     /// The text both stores keep for the merge (JSON, instants in milliseconds, keys sorted).

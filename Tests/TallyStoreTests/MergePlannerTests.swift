@@ -33,29 +33,62 @@ struct MergePlannerTests {
         return plan
     }
 
-    @Test("Holds are released first, then the balance moves as a merge_out/merge_in pair naming each other")
+    @Test("A live hold moves to the account under its id, an expired one is released; then the balance moves as a merge_out/merge_in pair naming each other")
     func ledger() throws {
-        var snapshot = Self.snapshot(guestBalance: 30, guestHeld: 5)
+        var snapshot = Self.snapshot(guestBalance: 30, guestHeld: 8)
+        snapshot.openHolds = [
+            HoldRecord(id: "h1", userId: Self.guestId, amount: 5, status: .open, capturedAmount: nil, createdAt: Self.now,
+                expiresAt: Self.now.addingTimeInterval(60)),
+            HoldRecord(id: "h2", userId: Self.guestId, amount: 3, status: .open, capturedAmount: nil, createdAt: Self.now,
+                expiresAt: Self.now),
+        ]
+        let plan = try Self.merged(snapshot)
+        #expect(plan.movedHolds == ["h1"] && plan.releasedHolds == ["h2"])
+        #expect(plan.guestEntries.map(\.kind) == [.release, .release, .mergeOut])
+        #expect(plan.guestEntries.map(\.amount) == [0, 0, -30] && plan.guestEntries.map(\.heldChange) == [-5, -3, 0])
+        #expect(plan.guestEntries.last?.reference == Self.accountId && plan.accountEntries.first?.reference == Self.guestId)
+        #expect(plan.accountEntries.map(\.kind) == [.mergeIn, .hold] && plan.accountEntries.map(\.amount) == [30, 0])
+        #expect(plan.accountEntries.last?.heldChange == 5 && plan.accountEntries.last?.reason?.hasPrefix("h1 ") == true)
+        for (wallet, entries, balance, held) in [
+            (snapshot.guestWallet, plan.guestEntries, Int64(0), Int64(0)), (snapshot.accountWallet, plan.accountEntries, 40, 5),
+        ] {
+            var wallet = wallet
+            for entry in entries {
+                #expect(wallet.admits(entry))
+                wallet = wallet.applying(entry)
+            }
+            #expect(wallet.balance == balance && wallet.held == held)
+        }
+        #expect(plan.summary.tokensMoved == 30 && plan.summary.holdsMoved == 1 && plan.summary.holdsReleased == 1)
+        // Nothing to move still writes the pair: both ledgers say when, both wallets move.
+        let empty = try Self.merged(Self.snapshot(guestBalance: 0))
+        #expect(empty.guestEntries.map(\.amount) == [0] && empty.accountEntries.map(\.amount) == [0])
+    }
+
+    @Test("A hold the account's wallet cannot take (a guest whose holds predate a refund, an account in debt) is released instead")
+    func holdNotTaken() throws {
+        var snapshot = Self.snapshot(guestBalance: 2, guestHeld: 5, accountBalance: 10)
+        snapshot.accountWallet = WalletState(balance: 10, held: 10, version: 1)
         snapshot.openHolds = [
             HoldRecord(id: "h1", userId: Self.guestId, amount: 5, status: .open, capturedAmount: nil, createdAt: Self.now,
                 expiresAt: Self.now.addingTimeInterval(60))
         ]
         let plan = try Self.merged(snapshot)
-        #expect(plan.releasedHolds == ["h1"])
-        #expect(plan.guestEntries.map(\.kind) == [.release, .mergeOut])
-        #expect(plan.guestEntries.map(\.amount) == [0, -30] && plan.guestEntries.map(\.heldChange) == [-5, 0])
-        #expect(plan.guestEntries.last?.reference == Self.accountId && plan.accountEntries.first?.reference == Self.guestId)
-        #expect(plan.accountEntries.map(\.kind) == [.mergeIn] && plan.accountEntries.map(\.amount) == [30])
-        var wallet = snapshot.guestWallet
-        for entry in plan.guestEntries {
-            #expect(wallet.admits(entry))
-            wallet = wallet.applying(entry)
-        }
-        #expect(wallet.balance == 0 && wallet.held == 0)
-        #expect(plan.summary.tokensMoved == 30 && plan.summary.holdsReleased == 1)
-        // Nothing to move still writes the pair: both ledgers say when, both wallets move.
-        let empty = try Self.merged(Self.snapshot(guestBalance: 0))
-        #expect(empty.guestEntries.map(\.amount) == [0] && empty.accountEntries.map(\.amount) == [0])
+        #expect(plan.movedHolds.isEmpty && plan.releasedHolds == ["h1"] && plan.accountEntries.map(\.kind) == [.mergeIn])
+    }
+
+    @Test("The sign-up grant stays with the guest, counted as spent first; what it bought, was granted or earned moves; a debt moves whole",
+        arguments: [
+            // (grant, spent, balance) -> moved
+            (Int64(100), Int64(0), Int64(100), Int64(0)), (100, 0, 150, 50), (100, 30, 120, 50), (100, 100, 20, 20), (100, 130, 20, 20),
+            (0, 0, 30, 30), (10, 0, 4, 0), (100, 0, -8, -8), (0, 5, 0, 0),
+        ])
+    func signupGrantStays(grant: Int64, spent: Int64, balance: Int64, moved: Int64) throws {
+        var snapshot = Self.snapshot(guestBalance: balance, accountBalance: 10)
+        (snapshot.signupGrant, snapshot.spent) = (grant, spent)
+        let plan = try Self.merged(snapshot)
+        #expect(plan.summary.tokensMoved == moved && plan.summary.signupGrantLeft == balance - moved)
+        #expect(plan.guestEntries.last?.amount == -moved && plan.accountEntries.first?.amount == moved)
     }
 
     @Test("A debt moves when the account can pay it at once; otherwise the merge is refused, and the preview says so")

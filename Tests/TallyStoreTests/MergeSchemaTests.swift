@@ -27,7 +27,7 @@ struct MergeSchemaTests {
             AppleCredential(subject: randomId("sub-")), sessionId: randomId(), refresh: f.refresh(), sessionsPerUser: 5, signupGrant: 0,
             now: now)
         let merged = try await store.merge(guestId: kept, into: account.user.id, now: now)
-        #expect(merged.summary.tokensMoved == 21 && merged.summary.holdsReleased == 1, "[\(kind)]")
+        #expect(merged.summary.tokensMoved == 21 && merged.summary.holdsMoved == 1 && merged.summary.holdsReleased == 0, "[\(kind)]")
         try await f.checkInvariants([kept, account.user.id])
     }
 

@@ -26,7 +26,8 @@ public struct AppleSignInRequest: Codable, Hashable, Sendable {
 
 /// What a guest has that a merge would carry into an account: the 409 `account_exists` answer's `guest`.
 public struct GuestProgress: Codable, Hashable, Sendable {
-    /// The guest's balance (its held tokens included: the merge releases its holds first).
+    /// The tokens the merge would move: the guest's balance (held tokens included: its live holds move with it) less
+    /// what is left of its sign-up grant, which stays with the guest.
     public var balance: Int64
     /// Its synced documents, in all collections.
     public var documents: Int
@@ -64,8 +65,13 @@ public struct MergeSummary: Codable, Hashable, Sendable {
     public var guestUserId: String
     /// Tokens moved (a `merge_out` entry on the guest, a `merge_in` on the account).
     public var tokensMoved: Int64
-    /// Open holds of the guest released before the move.
+    /// Expired open holds of the guest released before the move.
     public var holdsReleased: Int
+    /// Live holds of the guest that became the account's: an AI answer that was streaming is charged to the account.
+    public var holdsMoved: Int
+    /// Tokens of the guest's sign-up grant it had not spent, which stay with the guest: a sign-up grant does not travel
+    /// with a merge (bought, granted and earned tokens do).
+    public var signupGrantLeft: Int64
     /// Documents moved into the account's collections, conflicts included.
     public var documentsMoved: Int
     /// Documents kept beside the account's under a new id.
@@ -75,15 +81,32 @@ public struct MergeSummary: Codable, Hashable, Sendable {
 
     /// Creates a summary.
     public init(
-        guestUserId: String, tokensMoved: Int64, holdsReleased: Int, documentsMoved: Int, conflicts: [MergedDocumentConflict],
-        purchasesMoved: Int
+        guestUserId: String, tokensMoved: Int64, holdsReleased: Int, holdsMoved: Int = 0, signupGrantLeft: Int64 = 0, documentsMoved: Int,
+        conflicts: [MergedDocumentConflict], purchasesMoved: Int
     ) {
         self.guestUserId = guestUserId
         self.tokensMoved = tokensMoved
         self.holdsReleased = holdsReleased
+        self.holdsMoved = holdsMoved
+        self.signupGrantLeft = signupGrantLeft
         self.documentsMoved = documentsMoved
         self.conflicts = conflicts
         self.purchasesMoved = purchasesMoved
+    }
+
+    private enum CodingKeys: String, CodingKey {
+        case guestUserId, tokensMoved, holdsReleased, holdsMoved, signupGrantLeft, documentsMoved, conflicts, purchasesMoved
+    }
+
+    /// Decodes a summary; from a server that does not send `holdsMoved` or `signupGrantLeft`, 0.
+    public init(from decoder: any Decoder) throws {
+        let c = try decoder.container(keyedBy: CodingKeys.self)
+        self.init(
+            guestUserId: try c.decode(String.self, forKey: .guestUserId), tokensMoved: try c.decode(Int64.self, forKey: .tokensMoved),
+            holdsReleased: try c.decode(Int.self, forKey: .holdsReleased), holdsMoved: try c.decodeIfPresent(Int.self, forKey: .holdsMoved) ?? 0,
+            signupGrantLeft: try c.decodeIfPresent(Int64.self, forKey: .signupGrantLeft) ?? 0,
+            documentsMoved: try c.decode(Int.self, forKey: .documentsMoved), conflicts: try c.decode([MergedDocumentConflict].self, forKey: .conflicts),
+            purchasesMoved: try c.decode(Int.self, forKey: .purchasesMoved))
     }
 }
 

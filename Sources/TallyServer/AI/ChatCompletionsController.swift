@@ -167,18 +167,34 @@ struct ChatCompletionsController {
     ) async throws -> Execution {
         let services = self.services
         if charge.fromUsage { ai.prompts.learn(call.chat, promptTokens: charge.promptTokens) }
-        let command = Settlement(call, charge: charge).command
         let held = call.chat.maxCost
-        let execution = try await Task {
-            try await services.store.execute(command, idempotency: idempotency, now: services.clock.now) { outcome in
-                render(AICharge(
-                    charged: charge.amount, held: held, promptTokens: charge.promptTokens,
-                    completionTokens: charge.completionTokens, wallet: Wallet(outcome.state.wallet)))
-            }
-        }.value
+        let (call, execution) = try await onHoldOwner(call) { call in
+            let command = Settlement(call, charge: charge).command
+            let key = idempotency.map { IdempotencyKey(scope: call.userId, key: $0.key, fingerprint: $0.fingerprint) }
+            return try await Task {
+                try await services.store.execute(command, idempotency: key, now: services.clock.now) { outcome in
+                    render(AICharge(
+                        charged: charge.amount, held: held, promptTokens: charge.promptTokens,
+                        completionTokens: charge.completionTokens, wallet: Wallet(outcome.state.wallet)))
+                }
+            }.value
+        }
         if execution.isReplay { await settle(call, charge: nil, why: "answered under the same key") }
         services.notifier.walletChanged(userId: call.userId)
         return execution
+    }
+
+    /// Runs `body` on `call`, and once more on the account its guest was merged into while it ran, whose hold it
+    /// is now (``MergePlanner`` moves a live hold with the guest): so the answer is charged to the account, at most
+    /// what it held. Returns the call as it ran last.
+    func onHoldOwner<T: Sendable>(_ call: HeldCall, _ body: (HeldCall) async throws -> T) async throws -> (HeldCall, T) {
+        do {
+            return (call, try await body(call))
+        } catch let error as StoreError where error.code == .userNotFound {
+            guard let account = try await services.store.user(id: call.userId)?.mergedInto else { throw error }
+            let moved = HeldCall(userId: account, holdId: call.holdId, chat: call.chat)
+            return (moved, try await body(moved))
+        }
     }
 
     /// Captures `charge`, or releases the hold when it is nil; returns the report (`nil` when the store failed). The
@@ -198,12 +214,14 @@ struct ChatCompletionsController {
             if let charge {
                 _ = try await capture(call, charge: charge, idempotency: nil, render: render)
             } else {
-                let command = Settlement(call, charge: nil, why: why).command
-                _ = try await Task {
-                    try await services.store.execute(command, idempotency: nil, now: services.clock.now) { outcome in
-                        render(AICharge(charged: 0, held: held, promptTokens: 0, completionTokens: 0, wallet: Wallet(outcome.state.wallet)))
-                    }
-                }.value
+                let (call, _) = try await onHoldOwner(call) { call in
+                    let command = Settlement(call, charge: nil, why: why).command
+                    return try await Task {
+                        try await services.store.execute(command, idempotency: nil, now: services.clock.now) { outcome in
+                            render(AICharge(charged: 0, held: held, promptTokens: 0, completionTokens: 0, wallet: Wallet(outcome.state.wallet)))
+                        }
+                    }.value
+                }
                 services.notifier.walletChanged(userId: call.userId)
             }
         } catch where Self.databaseUnavailable(error) {

@@ -29,6 +29,15 @@ struct Settlement: Sendable, Hashable {
         return "ai \(model) prompt=\(charge.promptTokens) completion=\(charge.completionTokens)" + (charge.fromUsage ? "" : " (estimated)")
     }
 
+    /// The same settlement on `account`: its guest was merged there while the call ran, and its hold moved with it.
+    func moved(to account: String) -> Settlement {
+        Settlement(userId: account, holdId: holdId, model: model, charge: charge, why: why)
+    }
+
+    private init(userId: String, holdId: String, model: String, charge: ChatCharge?, why: String) {
+        (self.userId, self.holdId, self.model, self.charge, self.why) = (userId, holdId, model, charge, why)
+    }
+
     /// The capture, or the release.
     var command: Command {
         guard let charge else { return .releaseHold(userId: userId, holdId: holdId, note: note) }
@@ -121,6 +130,10 @@ final class PendingSettlements: Service, Sendable {
             return true
         } catch let error as StoreError where error.code == .unavailable {
             return false
+        } catch let error as StoreError where error.code == .userNotFound {
+            // The guest was merged while the call ran: its hold is the account's now.
+            guard let account = try? await store.user(id: settlement.userId)?.mergedInto else { return true }
+            return await attempt(settlement.moved(to: account))
         } catch let error as StoreError where error.code == .holdNotOpen {
             // A release finds the hold settled (an earlier attempt) or expired (released whole): done either way.
             return settlement.charge == nil ? true : await chargeExpired(settlement)

@@ -69,7 +69,7 @@ struct GuestMerge {
         }
         return MergeSummary(
             guestUserId: guestId, tokensMoved: summary.tokensMoved, holdsReleased: summary.holdsReleased,
-            documentsMoved: summary.documentsMoved,
+            holdsMoved: summary.holdsMoved, signupGrantLeft: summary.signupGrantLeft, documentsMoved: summary.documentsMoved,
             conflicts: summary.conflicts.map { MergedDocumentConflict(collection: $0.collection, documentId: $0.guestDocumentId, newId: $0.newId) },
             purchasesMoved: summary.purchasesMoved)
     }
