@@ -425,13 +425,14 @@ public final class DevAppleID: Sendable {
     }
 
     /// Signs a server-to-server notification of `type` (`email-disabled`, `email-enabled`, `consent-revoked`,
-    /// `account-delete`, or any other string) about `sub`, with `email` for the email events, for the client id.
+    /// `account-delete`, or any other string) about `sub`, with `email` for the email events, for the client id. The
+    /// event happened at `eventTime` (nil: when it is signed; earlier: a notification Apple sends late).
     public func notification(
-        type: String, sub: String, email: String? = nil, isPrivateEmail: Bool? = nil, defect: DevAppleIDDefect? = nil
+        type: String, sub: String, email: String? = nil, isPrivateEmail: Bool? = nil, eventTime: Date? = nil, defect: DevAppleIDDefect? = nil
     ) async throws -> Notification {
         let now = clock.now
         let issuedAt = defect == .expired ? now.addingTimeInterval(-2 * 24 * 3600) : defect == .issuedInFuture ? now.addingTimeInterval(3600) : now
-        let eventTime = Int64((issuedAt.timeIntervalSince1970 * 1000).rounded(.down))
+        let eventTime = Int64(((eventTime ?? issuedAt).timeIntervalSince1970 * 1000).rounded(.down))
         let events = Events(type: type, sub: sub, email: email, is_private_email: isPrivateEmail.map { $0 ? "true" : "false" }, event_time: eventTime)
         let encoder = JSONEncoder()
         encoder.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]

@@ -25,7 +25,27 @@ enum PostgresSchema {
         Migration(version: 4, statements: v4), Migration(version: 5, statements: v5), Migration(version: 6, statements: v6),
         Migration(version: 7, statements: v7), Migration(version: 8, statements: v8), Migration(version: 9, statements: v9),
         Migration(version: 10, statements: v10), Migration(version: 11, statements: v11), Migration(version: 12, statements: v12),
-        Migration(version: 13, statements: v13),
+        Migration(version: 13, statements: v13), Migration(version: 14, statements: v14),
+    ]
+
+    /// Sign in with Apple taken once and in order (`AppleIdentityStore`), as SQLite's "v12":
+    /// - `users.apple_consent_revoked_at`: Apple's `consent-revoked` leaves the identity linked and marks when (only
+    ///   with an identity); the next sign-in with it clears the mark and moves `apple_linked_at` to its time.
+    /// - `apple_notifications`: the account notifications taken, by `jti` (inserted first in the transaction that acts
+    ///   on one, so a copy on another process waits for it and then finds it), kept until `keep_until`.
+    static let v14: [String] = [
+        """
+        ALTER TABLE users ADD COLUMN apple_consent_revoked_at BIGINT,
+          ADD CONSTRAINT users_apple_consent_revoked CHECK (apple_consent_revoked_at IS NULL OR apple_sub IS NOT NULL)
+        """,
+        """
+        CREATE TABLE apple_notifications (
+          jti TEXT PRIMARY KEY,
+          keep_until BIGINT NOT NULL,
+          received_at BIGINT NOT NULL
+        )
+        """,
+        "CREATE INDEX apple_notifications_keep_until ON apple_notifications(keep_until)",
     ]
 
     /// The operator's console (`ConsoleStore`), as SQLite's "v11":

@@ -14,14 +14,15 @@ extension PostgresStore {
         guard
             let row = try await rows(
                 """
-                SELECT id, apple_sub, apple_email, apple_refresh_token, apple_linked_at FROM users
+                SELECT id, apple_sub, apple_email, apple_refresh_token, apple_linked_at, apple_consent_revoked_at FROM users
                 WHERE id = \(userId) AND apple_sub IS NOT NULL
                 """
             ).first.map(Columns.init)
         else { return nil }
+        let revokedAt: Int64? = try row["apple_consent_revoked_at"]
         return AppleIdentityRecord(
             userId: try row["id"], subject: try row["apple_sub"], email: try row["apple_email"], refreshToken: try row["apple_refresh_token"],
-            linkedAt: Date(millis: try row["apple_linked_at"]))
+            linkedAt: Date(millis: try row["apple_linked_at"]), consentRevokedAt: revokedAt.map(Date.init(millis:)))
     }
 
     /// In one transaction under an advisory lock on the `sub` (so concurrent first sign-ins of one `sub`, from any
@@ -33,7 +34,7 @@ extension PostgresStore {
         try await remembering {
             try await transaction { connection in
                 try await lockApple(credential.subject, on: connection)
-                try await storeContact(credential, on: connection)
+                _ = try await storeContact(credential, now: now, on: connection)
                 let session = NewSession(id: sessionId, refresh: refresh, limit: sessionsPerUser)
                 if let user = try await open(session, for: .apple(credential.subject), now: now, on: connection) {
                     return SessionGrant(user: user, sessionId: sessionId, created: false)
@@ -68,7 +69,7 @@ extension PostgresStore {
                 let owner: String? = try row["owner"]
                 if let owner, owner != userId { throw StoreError(.appleIdentityInUse) }
                 if owner == userId {
-                    try await storeContact(credential, on: connection)
+                    _ = try await storeContact(credential, now: now, on: connection)
                     return user
                 }
                 if linked != nil { throw StoreError(.alreadyLinked) }
@@ -87,60 +88,83 @@ extension PostgresStore {
         }
     }
 
-    /// One statement.
-    public func setAppleRefreshToken(userId: String, _ refreshToken: String?) async throws -> Bool {
-        !(try await rows(
-            "UPDATE users SET apple_refresh_token = \(refreshToken) WHERE id = \(userId) AND apple_sub IS NOT NULL RETURNING 1")).isEmpty
+    /// Under the `sub`'s advisory lock (as its sign-ins and links), one statement gives a revoked consent again and
+    /// stores the contact.
+    public func appleSignedIn(_ credential: AppleCredential, now: Date) async throws -> Bool {
+        try await transaction { connection in
+            try await lockApple(credential.subject, on: connection)
+            return try await storeContact(credential, now: now, on: connection)
+        }
     }
 
-    /// One statement unlinks the identity, revokes the account's live sessions and lists them in the revocation feed;
-    /// this process forgets them at once, the others when told (the caller announces them) or at their next poll.
-    public func revokeAppleConsent(subject: String, now: Date) async throws -> AppleConsentRevocation? {
-        let rows = try await rows(
-            """
-            WITH account AS (
-              UPDATE users SET apple_sub = NULL, apple_email = NULL, apple_refresh_token = NULL, apple_linked_at = NULL
-              WHERE apple_sub = \(subject) RETURNING id
-            ), revoked AS (
-              UPDATE sessions SET revoked_at = \(now.millis)
-              WHERE user_id IN (SELECT id FROM account) AND revoked_at IS NULL RETURNING id, user_id
-            ), feed AS (
-              INSERT INTO session_revocations (session_id, user_id) SELECT id, user_id FROM revoked
-            )
-            SELECT id, ARRAY(SELECT id FROM revoked ORDER BY id) AS revoked FROM account
-            """)
-        guard let row = rows.first.map(Columns.init) else { return nil }
-        let revoked: [String] = try row["revoked"]
-        for id in revoked { sessions.forget(sessionId: id) }
-        return AppleConsentRevocation(userId: try row["id"], revokedSessions: revoked)
+    /// In one transaction: the notice's id taken first, then one statement marks the identity revoked (if it was linked
+    /// by the event and not revoked yet), revokes the account's live sessions and lists them in the revocation feed; this
+    /// process forgets them at once, the others when told (the caller announces them) or at their next poll.
+    public func revokeAppleConsent(_ notice: AppleAccountNotice, now: Date) async throws -> AppleConsentRevocation? {
+        let revocation = try await transaction { connection -> AppleConsentRevocation? in
+            guard try await take(notice, now: now, on: connection) else { return nil }
+            let rows = try await connection.rows(
+                """
+                WITH account AS (
+                  UPDATE users SET apple_consent_revoked_at = \(notice.eventTime.millis), apple_refresh_token = NULL
+                  WHERE apple_sub = \(notice.subject) AND apple_linked_at <= \(notice.eventTime.millis) AND apple_consent_revoked_at IS NULL
+                  RETURNING id
+                ), revoked AS (
+                  UPDATE sessions SET revoked_at = \(now.millis)
+                  WHERE user_id IN (SELECT id FROM account) AND revoked_at IS NULL RETURNING id, user_id
+                ), feed AS (
+                  INSERT INTO session_revocations (session_id, user_id) SELECT id, user_id FROM revoked
+                )
+                SELECT id, ARRAY(SELECT id FROM revoked ORDER BY id) AS revoked FROM account
+                """, logger: logger)
+            guard let row = rows.first.map(Columns.init) else { return nil }
+            return AppleConsentRevocation(userId: try row["id"], revokedSessions: try row["revoked"])
+        }
+        for id in revocation?.revokedSessions ?? [] { sessions.forget(sessionId: id) }
+        return revocation
     }
 
-    /// In one transaction: the account of the `sub` locked as a deletion locks it (sync state, wallet), then deleted when
-    /// it has no email, else unlinked.
-    public func appleAccountDeleted(subject: String, now: Date) async throws -> AppleAccountDeletion? {
+    /// In one transaction: the notice's id taken first, then the account of the `sub` (linked by the event) locked as a
+    /// deletion locks it (sync state, wallet), then deleted when it has no email, else unlinked.
+    public func appleAccountDeleted(_ notice: AppleAccountNotice, now: Date) async throws -> AppleAccountDeletion? {
         let outcome = try await transaction { connection -> AppleAccountDeletion? in
-            guard let found = try await connection.rows("SELECT id FROM users WHERE apple_sub = \(subject)", logger: logger).first else {
-                return nil
-            }
+            guard try await take(notice, now: now, on: connection),
+                let found = try await connection.rows(
+                    "SELECT id FROM users WHERE apple_sub = \(notice.subject) AND apple_linked_at <= \(notice.eventTime.millis)", logger: logger
+                ).first
+            else { return nil }
             let userId: String = try Columns(found)["id"]
             try await lockAccount(userId, on: connection)
             let rows = try await connection.rows(
-                "SELECT email FROM users WHERE id = \(userId) AND apple_sub = \(subject) FOR UPDATE", logger: logger)
-            // Unlinked or deleted since the lookup: look again.
+                """
+                SELECT email FROM users
+                WHERE id = \(userId) AND apple_sub = \(notice.subject) AND apple_linked_at <= \(notice.eventTime.millis) FOR UPDATE
+                """, logger: logger)
+            // Unlinked, linked again or deleted since the lookup: look again.
             guard let row = rows.first.map(Columns.init) else { throw RetryTransaction() }
             if try row["email"] as String? == nil {
                 _ = try await deleteAccount(userId, on: connection)
                 return .deleted(userId: userId)
             }
-            try await connection.rows(
-                """
-                UPDATE users SET apple_sub = NULL, apple_email = NULL, apple_refresh_token = NULL, apple_linked_at = NULL
-                WHERE id = \(userId)
-                """, logger: logger)
+            try await unlinkApple(userId: userId, on: connection)
             return .unlinked(userId: userId)
         }
         if case .deleted(let userId) = outcome { sessions.forget(userId: userId) }
         return outcome
+    }
+
+    /// One statement deletes a batch.
+    public func purgeAppleRecords(now: Date, limit: Int) async throws -> Int {
+        let rows = try await rows(
+            """
+            WITH notices AS (
+              DELETE FROM apple_notifications WHERE jti IN (
+                SELECT jti FROM apple_notifications WHERE keep_until < \(now.millis) LIMIT \(limit)
+              ) RETURNING 1
+            )
+            SELECT count(*) AS purged FROM notices
+            """)
+        return Int(try Self.single(rows, "the Apple records' purge")["purged"] as Int64)
     }
 
     // MARK: In a transaction
@@ -150,14 +174,38 @@ extension PostgresStore {
         try await connection.rows("SELECT pg_advisory_xact_lock(hashtextextended('apple:' || \(subject), 0))", logger: logger)
     }
 
-    /// Replaces the stored contact email and refresh token of the `sub`'s account with the credential's, where it has them.
-    private func storeContact(_ credential: AppleCredential, on connection: PooledConnection) async throws {
-        guard credential.email != nil || credential.refreshToken != nil else { return }
-        try await connection.rows(
+    /// Replaces the stored contact email and refresh token of the `sub`'s account with the credential's, where it has
+    /// them, and gives a revoked consent again (the mark cleared, the link time moved to `now`); whether an account has
+    /// the `sub`.
+    private func storeContact(_ credential: AppleCredential, now: Date, on connection: PooledConnection) async throws -> Bool {
+        !(try await connection.rows(
             """
             UPDATE users SET apple_email = coalesce(\(credential.email), apple_email),
-              apple_refresh_token = coalesce(\(credential.refreshToken), apple_refresh_token)
+              apple_refresh_token = coalesce(\(credential.refreshToken), apple_refresh_token),
+              apple_linked_at = CASE WHEN apple_consent_revoked_at IS NULL THEN apple_linked_at ELSE \(now.millis) END,
+              apple_consent_revoked_at = NULL
             WHERE apple_sub = \(credential.subject)
+            RETURNING 1
+            """, logger: logger)).isEmpty
+    }
+
+    /// Records the notice's id, the transaction's first write (a copy taken by another process's transaction waits for it
+    /// to end, then finds it); whether it is the first time.
+    private func take(_ notice: AppleAccountNotice, now: Date, on connection: PooledConnection) async throws -> Bool {
+        !(try await connection.rows(
+            """
+            INSERT INTO apple_notifications (jti, keep_until, received_at) VALUES (\(notice.id), \(notice.keepUntil.millis), \(now.millis))
+            ON CONFLICT (jti) DO NOTHING RETURNING 1
+            """, logger: logger)).isEmpty
+    }
+
+    /// Clears the account's Apple identity.
+    private func unlinkApple(userId: String, on connection: PooledConnection) async throws {
+        try await connection.rows(
+            """
+            UPDATE users SET apple_sub = NULL, apple_email = NULL, apple_refresh_token = NULL, apple_linked_at = NULL,
+              apple_consent_revoked_at = NULL
+            WHERE id = \(userId)
             """, logger: logger)
     }
 }

@@ -14,12 +14,16 @@ extension SQLiteStore: AppleIdentityStore {
     public func appleIdentity(userId: String) async throws -> AppleIdentityRecord? {
         try await read { db in
             try db.fetchRow(
-                sql: "SELECT id, apple_sub, apple_email, apple_refresh_token, apple_linked_at FROM users WHERE id = ? AND apple_sub IS NOT NULL",
+                sql: """
+                    SELECT id, apple_sub, apple_email, apple_refresh_token, apple_linked_at, apple_consent_revoked_at FROM users
+                    WHERE id = ? AND apple_sub IS NOT NULL
+                    """,
                 arguments: [userId]
             ).map { row in
                 AppleIdentityRecord(
                     userId: row["id"], subject: row["apple_sub"], email: row["apple_email"], refreshToken: row["apple_refresh_token"],
-                    linkedAt: Date(millis: row["apple_linked_at"]))
+                    linkedAt: Date(millis: row["apple_linked_at"]),
+                    consentRevokedAt: (row["apple_consent_revoked_at"] as Int64?).map(Date.init(millis:)))
             }
         }
     }
@@ -34,7 +38,7 @@ extension SQLiteStore: AppleIdentityStore {
             let user: UserRecord
             if let row = try db.fetchRow(sql: "SELECT * FROM users WHERE apple_sub = ?", arguments: [credential.subject]) {
                 user = UserRecord(row: row)
-                try Self.storeContact(credential, userId: user.id, db)
+                try Self.storeContact(credential, now: now, db)
             } else {
                 var account = GuestSignup.newGuest(now: now)
                 account.hasAppleIdentity = true
@@ -63,7 +67,7 @@ extension SQLiteStore: AppleIdentityStore {
             let owner = try db.fetchValue(String.self, sql: "SELECT id FROM users WHERE apple_sub = ?", arguments: [credential.subject])
             if let owner, owner != userId { throw StoreError(.appleIdentityInUse) }
             if owner == userId {
-                try Self.storeContact(credential, userId: userId, db)
+                try Self.storeContact(credential, now: now, db)
                 return user
             }
             if user.hasAppleIdentity { throw StoreError(.alreadyLinked) }
@@ -78,56 +82,88 @@ extension SQLiteStore: AppleIdentityStore {
         }
     }
 
-    /// Stores or clears the refresh token of an account with an Apple identity.
-    public func setAppleRefreshToken(userId: String, _ refreshToken: String?) async throws -> Bool {
+    /// Gives a revoked consent again and stores the contact, in one writer statement.
+    public func appleSignedIn(_ credential: AppleCredential, now: Date) async throws -> Bool {
         try await write { db in
-            try db.run(sql: "UPDATE users SET apple_refresh_token = ? WHERE id = ? AND apple_sub IS NOT NULL", arguments: [refreshToken, userId])
+            try Self.storeContact(credential, now: now, db)
             return db.changesCount > 0
         }
     }
 
-    /// Unlinks the identity and revokes the account's sessions, in one writer transaction.
-    public func revokeAppleConsent(subject: String, now: Date) async throws -> AppleConsentRevocation? {
+    /// Takes the notice, then marks the identity revoked and revokes the account's sessions, in one writer transaction.
+    public func revokeAppleConsent(_ notice: AppleAccountNotice, now: Date) async throws -> AppleConsentRevocation? {
         try await write { db in
-            guard let userId = try Self.unlinkApple(subject: subject, db) else { return nil }
+            guard let userId = try Self.take(notice, now: now, db) else { return nil }
+            try db.run(
+                sql: """
+                    UPDATE users SET apple_consent_revoked_at = ?, apple_refresh_token = NULL
+                    WHERE id = ? AND apple_consent_revoked_at IS NULL
+                    """,
+                arguments: [notice.eventTime.millis, userId])
+            guard db.changesCount == 1 else { return nil }
             return AppleConsentRevocation(userId: userId, revokedSessions: try self.revokeSessions(ofUser: userId, now: now, db))
         }
     }
 
-    /// Deletes the account of the `sub` when it has no email, else unlinks the identity, in one writer transaction.
-    public func appleAccountDeleted(subject: String, now: Date) async throws -> AppleAccountDeletion? {
+    /// Takes the notice, then deletes the account of the `sub` when it has no email, else unlinks the identity, in one
+    /// writer transaction.
+    public func appleAccountDeleted(_ notice: AppleAccountNotice, now: Date) async throws -> AppleAccountDeletion? {
         try await write { db in
-            guard let row = try db.fetchRow(sql: "SELECT id, email FROM users WHERE apple_sub = ?", arguments: [subject]) else {
-                return nil
-            }
-            let userId: String = row["id"]
-            if (row["email"] as String?) == nil {
+            guard let userId = try Self.take(notice, now: now, db) else { return nil }
+            if try db.fetchValue(String.self, sql: "SELECT email FROM users WHERE id = ?", arguments: [userId]) == nil {
                 _ = try self.deleteAccount(userId, db)
                 return .deleted(userId: userId)
             }
-            _ = try Self.unlinkApple(subject: subject, db)
+            try Self.unlinkApple(userId: userId, db)
             return .unlinked(userId: userId)
+        }
+    }
+
+    /// Deletes one batch of notification ids past their time, in one writer transaction.
+    public func purgeAppleRecords(now: Date, limit: Int) async throws -> Int {
+        try await write { db in
+            try db.run(
+                sql: "DELETE FROM apple_notifications WHERE jti IN (SELECT jti FROM apple_notifications WHERE keep_until < ? LIMIT ?)",
+                arguments: [now.millis, limit])
+            return db.changesCount
         }
     }
 
     // MARK: In a transaction
 
-    /// Replaces the stored contact email and refresh token with the credential's, where it has them.
-    private static func storeContact(_ credential: AppleCredential, userId: String, _ db: Database) throws {
-        guard credential.email != nil || credential.refreshToken != nil else { return }
+    /// Replaces the stored contact email and refresh token with the credential's, where it has them, and gives a revoked
+    /// consent again (the mark cleared, the link time moved to `now`).
+    private static func storeContact(_ credential: AppleCredential, now: Date, _ db: Database) throws {
         try db.run(
-            sql: "UPDATE users SET apple_email = coalesce(?, apple_email), apple_refresh_token = coalesce(?, apple_refresh_token) WHERE id = ?",
-            arguments: [credential.email, credential.refreshToken, userId])
+            sql: """
+                UPDATE users SET apple_email = coalesce(?, apple_email), apple_refresh_token = coalesce(?, apple_refresh_token),
+                  apple_linked_at = CASE WHEN apple_consent_revoked_at IS NULL THEN apple_linked_at ELSE ? END,
+                  apple_consent_revoked_at = NULL
+                WHERE apple_sub = ?
+                """,
+            arguments: [credential.email, credential.refreshToken, now.millis, credential.subject])
     }
 
-    /// Clears the Apple identity of the `sub`; the account it was linked to, if any.
-    private static func unlinkApple(subject: String, _ db: Database) throws -> String? {
-        try db.fetchValue(
-            String.self,
+    /// Records the notice's id and finds the account it may act on: nil for an id seen before (the insert is the
+    /// transaction's first write), a `sub` no account has, or an identity linked after the event.
+    private static func take(_ notice: AppleAccountNotice, now: Date, _ db: Database) throws -> String? {
+        try db.run(
+            sql: "INSERT INTO apple_notifications (jti, keep_until, received_at) VALUES (?, ?, ?) ON CONFLICT (jti) DO NOTHING",
+            arguments: [notice.id, notice.keepUntil.millis, now.millis])
+        guard db.changesCount == 1 else { return nil }
+        return try db.fetchValue(
+            String.self, sql: "SELECT id FROM users WHERE apple_sub = ? AND apple_linked_at <= ?",
+            arguments: [notice.subject, notice.eventTime.millis])
+    }
+
+    /// Clears the account's Apple identity.
+    static func unlinkApple(userId: String, _ db: Database) throws {
+        try db.run(
             sql: """
-                UPDATE users SET apple_sub = NULL, apple_email = NULL, apple_refresh_token = NULL, apple_linked_at = NULL
-                WHERE apple_sub = ? RETURNING id
+                UPDATE users SET apple_sub = NULL, apple_email = NULL, apple_refresh_token = NULL, apple_linked_at = NULL,
+                  apple_consent_revoked_at = NULL
+                WHERE id = ?
                 """,
-            arguments: [subject])
+            arguments: [userId])
     }
 }

@@ -43,6 +43,9 @@ enum Schema {
         migrator.registerMigration("v11") { db in
             try db.execute(sql: v11)
         }
+        migrator.registerMigration("v12") { db in
+            try db.execute(sql: v12)
+        }
         return migrator
     }
 
@@ -452,5 +455,21 @@ enum Schema {
         CREATE INDEX users_created ON users(created_at, id);
         CREATE INDEX ledger_entries_created ON ledger_entries(created_at);
         CREATE INDEX sessions_user_created ON sessions(user_id, created_at);
+        """
+
+    /// Sign in with Apple taken once and in order (`AppleIdentityStore`):
+    /// - `users.apple_consent_revoked_at`: Apple's `consent-revoked` leaves the identity linked and marks when (only
+    ///   with an identity); the next sign-in with it clears the mark and moves `apple_linked_at` to its time.
+    /// - `apple_notifications`: the account notifications taken, by `jti` (inserted first in the transaction that acts
+    ///   on one), kept until `keep_until` (past it the verifier refuses them as too old).
+    static let v12 = """
+        ALTER TABLE users ADD COLUMN apple_consent_revoked_at INTEGER
+          CONSTRAINT users_apple_consent_revoked CHECK (apple_consent_revoked_at IS NULL OR apple_sub IS NOT NULL);
+        CREATE TABLE apple_notifications (
+          jti TEXT PRIMARY KEY NOT NULL,
+          keep_until INTEGER NOT NULL,
+          received_at INTEGER NOT NULL
+        ) WITHOUT ROWID;
+        CREATE INDEX apple_notifications_keep_until ON apple_notifications(keep_until);
         """
 }

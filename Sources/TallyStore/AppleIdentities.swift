@@ -33,22 +33,49 @@ public struct AppleIdentityRecord: Sendable, Hashable {
     public var email: String?
     /// The stored Apple refresh token (opaque), if any: revoke it with Apple when the account is deleted.
     public var refreshToken: String?
-    /// When the identity was linked.
+    /// When the identity was linked, or consent given again after a revocation: Apple's notifications about events
+    /// before it change nothing.
     public var linkedAt: Date
+    /// When Apple said the user stopped using Sign in with Apple with the app (`consent-revoked`), until they sign in
+    /// with it again; nil while consent stands.
+    public var consentRevokedAt: Date?
 
     /// Creates a record.
-    public init(userId: String, subject: String, email: String?, refreshToken: String?, linkedAt: Date) {
+    public init(userId: String, subject: String, email: String?, refreshToken: String?, linkedAt: Date, consentRevokedAt: Date? = nil) {
         self.userId = userId
         self.subject = subject
         self.email = email
         self.refreshToken = refreshToken
         self.linkedAt = linkedAt
+        self.consentRevokedAt = consentRevokedAt
+    }
+}
+
+/// One of Apple's account notifications about an identity, verified, as the stores take it: once by its id, and only
+/// when its event is not older than the identity's link.
+public struct AppleAccountNotice: Sendable, Hashable {
+    /// The notification's id (`jti`): a second notification with it changes nothing.
+    public var id: String
+    /// Apple's `sub` it is about.
+    public var subject: String
+    /// When the event happened (`event_time`): before the identity's ``AppleIdentityRecord/linkedAt``, it is about an
+    /// earlier link and changes nothing.
+    public var eventTime: Date
+    /// Until when the id is remembered: past it the verifier refuses the notification as too old anyway.
+    public var keepUntil: Date
+
+    /// Creates a notice.
+    public init(id: String, subject: String, eventTime: Date, keepUntil: Date) {
+        self.id = id
+        self.subject = subject
+        self.eventTime = eventTime
+        self.keepUntil = keepUntil
     }
 }
 
 /// What Apple's `consent-revoked` notification did.
 public struct AppleConsentRevocation: Sendable, Hashable {
-    /// The account the identity was linked to.
+    /// The account the identity is linked to (it stays linked, marked revoked).
     public var userId: String
     /// Its sessions revoked (to announce, as a sign-out's).
     public var revokedSessions: [String]
@@ -77,7 +104,7 @@ public enum AppleAccountDeletion: Sendable, Hashable {
 /// and then ``MergeStore/merge(guestId:into:now:)``); a new `sub` with a guest's access token: ``linkApple(userId:credential:now:)``
 /// (the guest becomes the account in place); a new `sub` without one: ``signInWithApple(_:sessionId:refresh:sessionsPerUser:signupGrant:now:)``.
 public protocol AppleIdentityStore: Sendable {
-    /// The account the Apple `sub` is linked to, if any.
+    /// The account the Apple `sub` is linked to, if any (its consent revoked or not).
     func appleAccount(subject: String) async throws -> UserRecord?
 
     /// The account's Apple identity (its refresh token, to revoke at deletion), if it has one.
@@ -86,27 +113,37 @@ public protocol AppleIdentityStore: Sendable {
     /// Signs in with an Apple identity without a guest: opens a session for the account of `credential.subject`, or
     /// creates a new (non-guest) account for it — its wallet granted `signupGrant`, as a guest's sign-up is — and opens
     /// the session there (``SessionGrant/created``). Concurrent first sign-ins of one `sub` make one account. The
-    /// credential's email and refresh token, when it has them, replace the stored ones. Opening the session revokes the
-    /// account's oldest live sessions beyond `sessionsPerUser`.
+    /// credential's email and refresh token, when it has them, replace the stored ones, and a revoked consent is given
+    /// again (as ``appleSignedIn(_:now:)``). Opening the session revokes the account's oldest live sessions beyond
+    /// `sessionsPerUser`.
     func signInWithApple(
         _ credential: AppleCredential, sessionId: String, refresh: NewRefreshToken, sessionsPerUser: Int, signupGrant: Int64, now: Date
     ) async throws -> SessionGrant
 
     /// Links an Apple identity to an existing account in place (same user id), detaching a guest from its
     /// installation (the device secret no longer opens it, and its quota uses count for it alone from now on). The
-    /// same `sub` linked again to the same account only updates its email and refresh token. Throws
+    /// same `sub` linked again to the same account only updates it as ``appleSignedIn(_:now:)`` does. Throws
     /// `.appleIdentityInUse` (the `sub` is another account's), `.alreadyLinked` (the account has another Apple
     /// identity), `.userNotFound` (no such account, or a merged guest).
     func linkApple(userId: String, credential: AppleCredential, now: Date) async throws -> UserRecord
 
-    /// Stores (or, with `nil`, clears) the account's Apple refresh token; `false` when it has no Apple identity.
-    func setAppleRefreshToken(userId: String, _ refreshToken: String?) async throws -> Bool
+    /// A verified sign-in reached the account of `credential.subject`: a revoked consent is given again (the mark
+    /// cleared, ``AppleIdentityRecord/linkedAt`` moved to `now`, so Apple's notifications about before it change
+    /// nothing), and the credential's email and refresh token, where it has them, replace the stored ones. `false`
+    /// when no account has the `sub`.
+    func appleSignedIn(_ credential: AppleCredential, now: Date) async throws -> Bool
 
-    /// Apple's `consent-revoked`: unlinks the identity and revokes every live session of its account, in one
-    /// transaction; `nil` for a `sub` linked to no account.
-    func revokeAppleConsent(subject: String, now: Date) async throws -> AppleConsentRevocation?
+    /// Apple's `consent-revoked`, once per notice: the identity stays linked, marked revoked at the event's time (its
+    /// refresh token, dead at Apple, dropped), and every live session of its account is revoked, in one transaction;
+    /// `nil` — nothing done — for a notice seen before, a `sub` linked to no account, an identity linked after the
+    /// event or already revoked.
+    func revokeAppleConsent(_ notice: AppleAccountNotice, now: Date) async throws -> AppleConsentRevocation?
 
-    /// Apple's `account-delete`: deletes the account of the `sub` when it has no other way in (no email and password),
-    /// else only unlinks the identity, in one transaction; `nil` for a `sub` linked to no account.
-    func appleAccountDeleted(subject: String, now: Date) async throws -> AppleAccountDeletion?
+    /// Apple's `account-delete`, once per notice: deletes the account of the `sub` when it has no other way in (no
+    /// email and password), else only unlinks the identity, in one transaction; `nil` — nothing done — for a notice
+    /// seen before, a `sub` linked to no account, or an identity linked after the event.
+    func appleAccountDeleted(_ notice: AppleAccountNotice, now: Date) async throws -> AppleAccountDeletion?
+
+    /// Deletes up to `limit` of the notification ids remembered past their time (before `now`); how many.
+    func purgeAppleRecords(now: Date, limit: Int) async throws -> Int
 }

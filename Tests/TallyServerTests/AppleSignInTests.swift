@@ -48,6 +48,23 @@ struct AppleSignInTests {
         }
     }
 
+    /// Two `tally serve` processes on a scratch PostgreSQL accepting tokens for ``clientId`` from a stand-in whose clock
+    /// starts at the wall clock's now (the processes run on the wall clock).
+    static func withPair(_ body: @Sendable (ServerPair, DevAppleID) async throws -> Void) async throws {
+        let clock = ManualClock(Date())
+        try await AppleIDStandIn.serving(clientId: clientId, clock: clock) { appleID, keysURL in
+            let config = """
+                guestSignupsPerIPPerHour: 100000
+                signInWithApple:
+                  audiences: [\(clientId)]
+                  keysURL: \(keysURL)
+                """
+            try await ScratchDatabase.with(baseURL: try postgresURL()) { url in
+                try await ServerPair.with(url: url, config: config) { pair in try await body(pair, appleID) }
+            }
+        }
+    }
+
     /// Signs in with a token minted for `sub` (and the nonce it carries), as `caller` if given.
     static func signIn(
         _ api: APIConnection, _ appleID: DevAppleID, sub: String, caller: TestUser? = nil, merge: Bool? = nil, defect: DevAppleIDDefect? = nil,
@@ -161,7 +178,7 @@ struct AppleSignInTests {
         }
     }
 
-    @Test("Apple's consent-revoked ends the Apple account's sessions and unlinks it; account-delete deletes an Apple-only account; a forged one changes nothing",
+    @Test("Apple's consent-revoked ends the Apple account's sessions (once); account-delete deletes an Apple-only account; a forged one changes nothing",
         arguments: StoreKind.allCases)
     func accountNotifications(kind: StoreKind) async throws {
         try await Self.with(kind) { _, appleID, api in

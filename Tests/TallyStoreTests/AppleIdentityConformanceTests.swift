@@ -4,7 +4,8 @@ import Testing
 
 /// Sign in with Apple identities, on every store: the `sub` is the identity (an email only a contact), a guest becomes
 /// the Apple account in place, a new `sub` makes a new account (once, however many sign in at once), Apple's
-/// notifications unlink or delete, and the refresh token is kept to revoke at deletion.
+/// notifications mark consent revoked or delete (each once, never about an earlier link), and the refresh token is kept
+/// to revoke at deletion.
 @Suite("Apple identity conformance")
 struct AppleIdentityConformanceTests {
     static func subject() -> String { randomId("001234.") }
@@ -119,38 +120,61 @@ struct AppleIdentityConformanceTests {
         }
     }
 
-    @Test("The refresh token is stored and cleared; an account without an Apple identity has none", arguments: StoreKind.allCases)
-    func refreshToken(kind: StoreKind) async throws {
+    @Test("A sign-in to a known identity stores its contact and refresh token where it has them; no account has an unknown sub",
+        arguments: StoreKind.allCases)
+    func signedIn(kind: StoreKind) async throws {
         try await withFixture(kind) { f in
-            let user = try await f.newUser()
-            #expect(try await f.store.setAppleRefreshToken(userId: user, "enc:x") == false, "[\(kind)]")
-            _ = try await f.store.linkApple(userId: user, credential: AppleCredential(subject: Self.subject()), now: f.now)
+            let (user, sub) = (try await f.newUser(), Self.subject())
+            #expect(try await f.store.appleSignedIn(AppleCredential(subject: sub, refreshToken: "enc:x"), now: f.now) == false, "[\(kind)]")
+            _ = try await f.store.linkApple(userId: user, credential: AppleCredential(subject: sub, email: "a@example.com"), now: f.now)
             #expect(try await f.store.appleIdentity(userId: user)?.refreshToken == nil, "[\(kind)]")
-            #expect(try await f.store.setAppleRefreshToken(userId: user, "enc:x"), "[\(kind)]")
-            #expect(try await f.store.appleIdentity(userId: user)?.refreshToken == "enc:x", "[\(kind)]")
-            #expect(try await f.store.setAppleRefreshToken(userId: user, nil), "[\(kind)]")
-            #expect(try await f.store.appleIdentity(userId: user)?.refreshToken == nil, "[\(kind)]")
+            #expect(try await f.store.appleSignedIn(AppleCredential(subject: sub, refreshToken: "enc:x"), now: f.now), "[\(kind)]")
+            #expect(try await f.store.appleSignedIn(AppleCredential(subject: sub), now: f.now), "[\(kind)]")
+            let identity = try await f.store.appleIdentity(userId: user)
+            #expect(identity?.refreshToken == "enc:x" && identity?.email == "a@example.com" && identity?.consentRevokedAt == nil, "[\(kind)]")
+            #expect(identity?.linkedAt == Date(millis: f.now.millis), "[\(kind)] a sign-in with consent standing is no new link")
             #expect(try await f.store.appleIdentity(userId: randomId()) == nil, "[\(kind)]")
         }
     }
 
-    @Test("consent-revoked unlinks the identity and revokes the account's sessions, naming them", arguments: StoreKind.allCases)
+    @Test("consent-revoked keeps the identity, marked revoked, and revokes the account's sessions; the next sign-in gives consent again",
+        arguments: StoreKind.allCases)
     func consentRevoked(kind: StoreKind) async throws {
         try await withFixture(kind) { f in
             let sub = Self.subject()
             let first = try await f.signInWithApple(sub, refreshToken: "enc:1")
             let second = try await f.signInWithApple(sub)
             let account = first.user.id
-            let revoked = try await f.store.revokeAppleConsent(subject: sub, now: f.now)
+            f.clock.advance(by: 60)
+            let revoked = try await f.store.revokeAppleConsent(Self.notice(f, sub), now: f.now)
             #expect(
                 revoked == AppleConsentRevocation(userId: account, revokedSessions: [first.sessionId, second.sessionId].sorted()), "[\(kind)]")
             for session in [first.sessionId, second.sessionId] {
                 #expect(try await f.store.liveSessionUser(sessionId: session) == nil, "[\(kind)]")
             }
-            #expect(try await f.store.appleAccount(subject: sub) == nil, "[\(kind)]")
-            #expect(try await f.store.appleIdentity(userId: account) == nil, "[\(kind)]")
-            #expect(try await f.store.user(id: account)?.hasAppleIdentity == false, "[\(kind)]")
-            #expect(try await f.store.revokeAppleConsent(subject: sub, now: f.now) == nil, "[\(kind)]")
+            #expect(try await f.store.appleAccount(subject: sub)?.id == account, "[\(kind)] still the account's")
+            let marked = try await f.store.appleIdentity(userId: account)
+            #expect(marked?.consentRevokedAt == Date(millis: f.now.millis) && marked?.refreshToken == nil, "[\(kind)] \(String(describing: marked))")
+            #expect(try await f.store.user(id: account)?.hasAppleIdentity == true, "[\(kind)]")
+            // Revoked already: another notice does nothing.
+            #expect(try await f.store.revokeAppleConsent(Self.notice(f, sub), now: f.now) == nil, "[\(kind)]")
+
+            // Signed in again: the mark cleared, the link moved to now, so a notice about before it does nothing.
+            f.clock.advance(by: 60)
+            let back = try await f.signInWithApple(sub, refreshToken: "enc:2")
+            #expect(back.user.id == account && !back.created, "[\(kind)]")
+            let restored = try await f.store.appleIdentity(userId: account)
+            #expect(restored?.consentRevokedAt == nil && restored?.linkedAt == Date(millis: f.now.millis), "[\(kind)]")
+            #expect(restored?.refreshToken == "enc:2", "[\(kind)]")
+            let stale = Self.notice(f, sub, eventTime: f.now.addingTimeInterval(-1))
+            #expect(try await f.store.revokeAppleConsent(stale, now: f.now) == nil, "[\(kind)]")
+            #expect(try await f.store.liveSessionUser(sessionId: back.sessionId) == account, "[\(kind)]")
+            // The server's known-sub path gives consent again too.
+            #expect(try await f.store.revokeAppleConsent(Self.notice(f, sub), now: f.now)?.userId == account, "[\(kind)]")
+            f.clock.advance(by: 60)
+            #expect(try await f.store.appleSignedIn(AppleCredential(subject: sub), now: f.now), "[\(kind)]")
+            #expect(try await f.store.appleIdentity(userId: account)?.linkedAt == Date(millis: f.now.millis), "[\(kind)]")
+            #expect(try await f.store.revokeAppleConsent(Self.notice(f, Self.subject()), now: f.now) == nil, "[\(kind)] no account has it")
         }
     }
 
@@ -161,18 +185,44 @@ struct AppleIdentityConformanceTests {
             let sub = Self.subject()
             let grant = try await f.signInWithApple(sub, signupGrant: 4)
             try await f.put(grant.user.id, Collections.notes, "n", #"{"x":1}"#)
-            #expect(try await f.store.appleAccountDeleted(subject: sub, now: f.now) == .deleted(userId: grant.user.id), "[\(kind)]")
+            #expect(try await f.store.appleAccountDeleted(Self.notice(f, sub), now: f.now) == .deleted(userId: grant.user.id), "[\(kind)]")
             #expect(try await f.store.user(id: grant.user.id) == nil, "[\(kind)]")
             #expect(try await f.store.liveSessionUser(sessionId: grant.sessionId) == nil, "[\(kind)]")
-            #expect(try await f.store.appleAccountDeleted(subject: sub, now: f.now) == nil, "[\(kind)]")
+            #expect(try await f.store.appleAccountDeleted(Self.notice(f, sub), now: f.now) == nil, "[\(kind)]")
 
             let withEmail = try await f.newUser()
             _ = try await f.store.linkCredentials(userId: withEmail, email: randomId() + "@example.com", passwordHash: "hash")
             let other = Self.subject()
             _ = try await f.store.linkApple(userId: withEmail, credential: AppleCredential(subject: other), now: f.now)
-            #expect(try await f.store.appleAccountDeleted(subject: other, now: f.now) == .unlinked(userId: withEmail), "[\(kind)]")
+            _ = try await f.store.revokeAppleConsent(Self.notice(f, other), now: f.now)
+            #expect(try await f.store.appleAccountDeleted(Self.notice(f, other), now: f.now) == .unlinked(userId: withEmail), "[\(kind)]")
             let kept = try await f.store.user(id: withEmail)
-            #expect(kept?.email != nil && kept?.hasAppleIdentity == false, "[\(kind)]")
+            #expect(kept?.email != nil && kept?.hasAppleIdentity == false, "[\(kind)] revoked or not")
+            #expect(try await f.store.appleIdentity(userId: withEmail) == nil, "[\(kind)]")
+        }
+    }
+
+    @Test("A notice is taken once by its id, and never acts on an identity linked after its event", arguments: StoreKind.allCases)
+    func noticesOnceAndInOrder(kind: StoreKind) async throws {
+        try await withFixture(kind) { f in
+            let sub = Self.subject()
+            let old = try await f.signInWithApple(sub).user.id
+            let delete = Self.notice(f, sub)
+            #expect(try await f.store.appleAccountDeleted(delete, now: f.now) == .deleted(userId: old), "[\(kind)]")
+            f.clock.advance(by: 60)
+            let new = try await f.signInWithApple(sub)
+            #expect(new.created, "[\(kind)]")
+            #expect(try await f.store.appleAccountDeleted(delete, now: f.now) == nil, "[\(kind)] the same id again")
+            var late = Self.notice(f, sub, eventTime: delete.eventTime)
+            #expect(try await f.store.appleAccountDeleted(late, now: f.now) == nil, "[\(kind)] an event before the link")
+            late.id = randomId("jti-")
+            #expect(try await f.store.revokeAppleConsent(late, now: f.now) == nil, "[\(kind)] a revocation before the link")
+            #expect(try await f.store.liveSessionUser(sessionId: new.sessionId) == new.user.id, "[\(kind)]")
+            // At the link's own instant it acts; once.
+            let current = Self.notice(f, sub)
+            #expect(try await f.store.revokeAppleConsent(current, now: f.now)?.userId == new.user.id, "[\(kind)]")
+            _ = try await f.signInWithApple(sub)
+            #expect(try await f.store.revokeAppleConsent(current, now: f.now) == nil, "[\(kind)] the same id after a new sign-in")
         }
     }
 
@@ -196,6 +246,14 @@ struct AppleIdentityConformanceTests {
             try await f.checkInvariants([guest, account])
         }
     }
+}
+
+extension AppleIdentityConformanceTests {
+    /// A notice about `sub` with a new id, its event at `eventTime` (default: now), kept for `keepFor` seconds.
+    static func notice(_ f: Fixture, _ sub: String, eventTime: Date? = nil, keepFor: TimeInterval = 86_400) -> AppleAccountNotice {
+        AppleAccountNotice(id: randomId("jti-"), subject: sub, eventTime: eventTime ?? f.now, keepUntil: f.now.addingTimeInterval(keepFor))
+    }
+
 }
 
 extension Fixture {

@@ -11,8 +11,9 @@ import TallyStore
 ///
 /// - A new `sub` from a caller with an access token: that account gets the Apple identity in place (a guest keeps its
 ///   id, wallet and history, and leaves its installation, as when linking an email); without a token: a new account.
-/// - A known `sub`: sign in to its account. From a guest, with `merge: true` the guest is merged into it first
-///   (``GuestMerge``); without it the answer is 409 `account_exists` with what the guest would bring.
+/// - A known `sub`: sign in to its account (a revoked consent is given again). From a guest, with `merge: true` the
+///   guest is merged into it first (``GuestMerge``); without it the answer is 409 `account_exists` with what the guest
+///   would bring.
 struct AppleSignInController {
     let services: TallyServices
     let apple: SignInWithAppleConfiguration
@@ -25,9 +26,10 @@ struct AppleSignInController {
     }
 
     /// `POST /v1/webhooks/apple-id`: Apple's account notifications (no user, no key: the signature is the
-    /// authentication). `consent-revoked` unlinks the Apple identity and ends its account's sessions; `account-delete`
-    /// deletes the account when Apple was its only way in, else unlinks. Other types, and a `sub` no account has, change
-    /// nothing; each is safe to receive twice. 200 `{"disposition"}`; 400 for what does not verify.
+    /// authentication). `consent-revoked` is a sign-out: the account's sessions end and its Apple identity stays,
+    /// marked revoked, until the next Sign in with Apple with it; `account-delete` deletes the account when Apple was
+    /// its only way in, else unlinks. Each acts once (by `jti`) and never on an identity linked after its event; other
+    /// types, and a `sub` no account has, change nothing. 200 `{"disposition"}`; 400 for what does not verify.
     @Sendable func notification(_ request: Request, context: TallyRequestContext) async throws -> Response {
         let body = try await JSONBody<AppleIDNotificationRequest>.read(request, context: context).value
         guard (1...16_384).contains(body.payload.utf8.count) else {
@@ -44,10 +46,14 @@ struct AppleSignInController {
             let code = error.code.rawValue == "malformed" ? ErrorCode.invalidSignature : ErrorCode(rawValue: error.code.rawValue)
             throw APIError(code, "The notification was refused: \(error.message)", status: .badRequest)
         }
+        // Past the verifier's age window the notification is refused anyway: its id need not be kept longer.
+        let notice = AppleAccountNotice(
+            id: event.id, subject: event.sub, eventTime: event.eventTime,
+            keepUntil: event.issuedAt.addingTimeInterval(apple.verifier.maximumNotificationAge + apple.verifier.leeway))
         var disposition = "ignored"
         switch event.type {
         case .consentRevoked:
-            if let revoked = try await store.revokeAppleConsent(subject: event.sub, now: now) {
+            if let revoked = try await store.revokeAppleConsent(notice, now: now) {
                 for sessionId in revoked.revokedSessions {
                     services.sessions.evict(sessionId: sessionId)
                     services.notifier.sessionEnded(userId: revoked.userId, sessionId: sessionId)
@@ -56,7 +62,7 @@ struct AppleSignInController {
                 disposition = "applied"
             }
         case .accountDelete:
-            switch try await store.appleAccountDeleted(subject: event.sub, now: now) {
+            switch try await store.appleAccountDeleted(notice, now: now) {
             case .deleted(let userId):
                 services.sessions.evict(userId: userId)
                 services.notifier.accountDeleted(userId: userId)
@@ -113,7 +119,8 @@ struct AppleSignInController {
             if grant.created { context.logger.info("account created with apple", metadata: ["tally.user": .string(grant.user.id)]) }
             return try await SessionAnswer.make(services, grant: grant, refreshToken: sessionRefresh, status: grant.created ? .created : .ok)
         }
-        if known != nil, let refreshToken { _ = try await store.setAppleRefreshToken(userId: userId, refreshToken) }
+        // A known identity: its consent given again if Apple said it was revoked, its contact and refresh token kept.
+        if known != nil { _ = try await store.appleSignedIn(credential, now: door.now) }
         let grant = try await store.openSession(
             userId: userId, sessionId: sessionId, refresh: record, sessionsPerUser: services.configuration.limits.sessionsPerUser,
             now: door.now)

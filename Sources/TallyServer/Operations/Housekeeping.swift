@@ -4,7 +4,8 @@ import ServiceLifecycle
 import TallyStore
 
 /// Releases expired holds of every account; deletes old idempotency, sign-up and sign-in failure records,
-/// ended sessions with their refresh tokens, and tombstones of deleted documents past their retention.
+/// ended sessions with their refresh tokens, tombstones of deleted documents past their retention, and the ids of
+/// Sign in with Apple's account notifications once they expire.
 ///
 /// Requests already release a caller's own expired holds before touching the wallet; this sweep makes
 /// sure holds of idle accounts are released too. Several instances may sweep at once safely. It sweeps
@@ -59,6 +60,11 @@ struct Housekeeping: Service {
         // older than the tombstones purged), and its forgotten client id no longer counts in its user's budget.
         for _ in 0..<20 {
             let purged = try await store.purgeClients(before: now.addingTimeInterval(-tombstoneRetention), limit: 500)
+            if purged == 0 { break }
+        }
+        // Sign in with Apple's notification ids past their age window (the verifier refuses them by then).
+        for _ in 0..<20 {
+            let purged = try await store.purgeAppleRecords(now: now, limit: 500)
             if purged == 0 { break }
         }
         return released
