@@ -10,7 +10,7 @@ import Testing
 /// Apple's account notifications (`POST /v1/webhooks/apple-id`) through the real HTTP stack, signed by the Sign in
 /// with Apple stand-in: `consent-revoked` is a sign-out (the account stays, the next Sign in with Apple returns to
 /// it), each notification acts once and never on an identity linked after its event, on each store and across two
-/// PostgreSQL processes.
+/// PostgreSQL processes, and the webhook is rate limited per client address.
 @Suite("Apple's account notifications", .timeLimit(.minutes(3)))
 struct AppleNotificationTests {
     /// Posts `notification` as Apple does (from `address` through the trusted loopback proxy, when given).
@@ -139,5 +139,32 @@ struct AppleNotificationTests {
         }
     }
 
-
+    @Test("The webhook is rate limited per client address: 429 with Retry-After beyond the limit, other addresses unaffected, recovery after the window")
+    func rateLimited() async throws {
+        let clock = ManualClock(Date(timeIntervalSince1970: 1_800_000_000))
+        try await AppleIDStandIn.serving(clientId: AppleSignInTests.clientId, clock: clock) { appleID, keysURL in
+            let apple = try SignInWithAppleConfiguration(audiences: [AppleSignInTests.clientId], keysURL: keysURL)
+            try await LiveServer.with(.sqlite, limits: RateLimitTests.behindProxy(), clock: clock, configure: { $0.signInWithApple = apple }) { server in
+                let api = server.connection()
+                let forged = AppleIDNotificationRequest(payload: "not.a.notification")
+                let flood: HTTPFields = [.forwardedFor: "203.0.113.9"]
+                // The default limit: 1,200 a minute from one address, each refused for its signature.
+                for _ in 0..<1_200 {
+                    let refused = try await api.send(.post, "/v1/webhooks/apple-id", json: forged, headers: flood)
+                    #expect(refused.status == .badRequest, "\(refused.text)")
+                }
+                let limited = try await api.send(.post, "/v1/webhooks/apple-id", json: forged, headers: flood)
+                RateLimitTests.expectLimited(limited)
+                let sub = Self.newSub()
+                _ = try await AppleSignInTests.signIn(api, appleID, sub: sub)
+                let real = try await appleID.notification(type: "consent-revoked", sub: sub)
+                #expect(Self.disposition(try await Self.post(api, real, from: "203.0.113.9")) == nil, "the flooding address is refused even Apple's")
+                #expect(Self.disposition(try await Self.post(api, real, from: "17.58.0.1")) == "applied", "another address is not")
+                server.clock.advance(by: 60)
+                let recovered = try await api.send(.post, "/v1/webhooks/apple-id", json: forged, headers: flood)
+                #expect(recovered.status == .badRequest, "\(recovered.text)")
+                await api.close()
+            }
+        }
+    }
 }

@@ -44,6 +44,8 @@ public struct LimitsConfiguration: Sendable {
     /// App Store notifications per client address (`POST /v1/webhooks/appstore`): Apple's few addresses send them
     /// all, in bursts after an outage; a flood of forgeries costs signature checks.
     public var appStoreNotificationsPerAddress = RateLimit(1_200, per: 60)
+    /// Sign in with Apple account notifications per client address (`POST /v1/webhooks/apple-id`): as the App Store's.
+    public var appleIDNotificationsPerAddress = RateLimit(1_200, per: 60)
 
     /// The production defaults.
     public init() {}
@@ -75,6 +77,7 @@ public struct LimitsConfiguration: Sendable {
         var verificationMailsPerUser: Rate?
         var purchasesPerUser: Rate?
         var appStoreNotificationsPerAddress: Rate?
+        var appleIDNotificationsPerAddress: Rate?
 
         /// The limits the section gives, the defaults for the keys it does not.
         func configuration() throws -> LimitsConfiguration {
@@ -102,6 +105,7 @@ public struct LimitsConfiguration: Sendable {
             verificationMailsPerUser = Rate(limits.verificationMailsPerUser)
             purchasesPerUser = Rate(limits.purchasesPerUser)
             appStoreNotificationsPerAddress = Rate(limits.appStoreNotificationsPerAddress)
+            appleIDNotificationsPerAddress = Rate(limits.appleIDNotificationsPerAddress)
         }
 
         private func apply(to limits: inout LimitsConfiguration) throws {
@@ -126,6 +130,7 @@ public struct LimitsConfiguration: Sendable {
                 ("verificationMailsPerUser", verificationMailsPerUser, \.verificationMailsPerUser),
                 ("purchasesPerUser", purchasesPerUser, \.purchasesPerUser),
                 ("appStoreNotificationsPerAddress", appStoreNotificationsPerAddress, \.appStoreNotificationsPerAddress),
+                ("appleIDNotificationsPerAddress", appleIDNotificationsPerAddress, \.appleIDNotificationsPerAddress),
             ]
             for (name, rate, path) in rates {
                 guard let rate else { continue }

@@ -26,16 +26,19 @@ struct AppleSignInController {
     }
 
     /// `POST /v1/webhooks/apple-id`: Apple's account notifications (no user, no key: the signature is the
-    /// authentication). `consent-revoked` is a sign-out: the account's sessions end and its Apple identity stays,
-    /// marked revoked, until the next Sign in with Apple with it; `account-delete` deletes the account when Apple was
-    /// its only way in, else unlinks. Each acts once (by `jti`) and never on an identity linked after its event; other
-    /// types, and a `sub` no account has, change nothing. 200 `{"disposition"}`; 400 for what does not verify.
+    /// authentication), rate limited per client address. `consent-revoked` is a sign-out: the account's sessions end and
+    /// its Apple identity stays, marked revoked, until the next Sign in with Apple with it; `account-delete` deletes the
+    /// account when Apple was its only way in, else unlinks. Each acts once (by `jti`) and never on an identity linked
+    /// after its event; other types, and a `sub` no account has, change nothing. 200 `{"disposition"}`; 400 for what
+    /// does not verify.
     @Sendable func notification(_ request: Request, context: TallyRequestContext) async throws -> Response {
         let body = try await JSONBody<AppleIDNotificationRequest>.read(request, context: context).value
+        let door = Door(route: "POST /v1/webhooks/apple-id", now: services.clock.now, logger: context.logger, services: services)
+        try throttles.appleNotificationsPerAddress.acquire(services.clientAddress(request, peer: context.peer), door)
         guard (1...16_384).contains(body.payload.utf8.count) else {
             throw APIError(.invalidField, "'payload' must be Apple's signed notification (at most 16 KiB).")
         }
-        let now = services.clock.now
+        let now = door.now
         let event: AppleAccountEvent
         do {
             event = try await apple.verifier.verifyNotification(body.payload, now: now)

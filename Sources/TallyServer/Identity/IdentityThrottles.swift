@@ -1,7 +1,7 @@
 import Foundation
 import TallyStore
 
-/// The rate limits of `/v1/auth/*` (per process; see ``LimitsConfiguration``), and the log gates of the
+/// The rate limits of `/v1/auth/*` and Apple's account notifications (per process; see ``LimitsConfiguration``), and the log gates of the
 /// refusals the store decides (the sign-in lockout, guest sign-ups per address), so that those too are
 /// logged once per key and period.
 struct IdentityThrottles: Sendable {
@@ -18,6 +18,8 @@ struct IdentityThrottles: Sendable {
     let codeAttemptsPerAddress: Throttle
     /// Verification mails asked for, per user.
     let verificationMailsPerUser: Throttle
+    /// Apple's account notifications, per address (``AppleSignInController``).
+    let appleNotificationsPerAddress: Throttle
     /// One log line per (email, address) and lockout window for refusals by the lockout.
     let lockoutLog: RateLimiter
     /// One log line per address and hour for refused guest sign-ups.
@@ -34,6 +36,7 @@ struct IdentityThrottles: Sendable {
         forgotPerAddress = Throttle("password reset mails per address", limits.passwordForgotPerAddress)
         codeAttemptsPerAddress = Throttle("account codes per address", limits.codeAttemptsPerAddress)
         verificationMailsPerUser = Throttle("verification mails per user", limits.verificationMailsPerUser)
+        appleNotificationsPerAddress = Throttle("apple id notifications per address", limits.appleIDNotificationsPerAddress)
         lockoutLog = RateLimiter(RateLimit(1, per: limits.signInLockout.window))
         signupLog = RateLimiter(RateLimit(1, per: 3600))
     }
