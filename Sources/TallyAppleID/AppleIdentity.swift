@@ -18,11 +18,14 @@ public struct AppleIdentity: Hashable, Sendable {
     public var issuedAt: Date
     /// When the token stops being accepted (`exp`).
     public var expiresAt: Date
+    /// The token's name: the SHA-256 hex of its signed part (header and payload as sent), the same for every copy of
+    /// the token however its signature is spelt. A server that takes each token once remembers this until ``expiresAt``.
+    public var tokenDigest: String
 
     /// An identity.
     public init(
         sub: String, email: String? = nil, emailVerified: Bool = false, isPrivateEmail: Bool = false, audience: String, issuedAt: Date,
-        expiresAt: Date
+        expiresAt: Date, tokenDigest: String
     ) {
         self.sub = sub
         self.email = email
@@ -31,6 +34,7 @@ public struct AppleIdentity: Hashable, Sendable {
         self.audience = audience
         self.issuedAt = issuedAt
         self.expiresAt = expiresAt
+        self.tokenDigest = tokenDigest
     }
 }
 

@@ -62,7 +62,8 @@ public struct AppleIdentityVerifier: Sendable {
 
     /// Verifies `identityToken` (what `ASAuthorizationAppleIDCredential.identityToken` holds) at `now`; with
     /// `rawNonce`, its `nonce` claim must be that nonce's SHA-256 hex. Pass the raw nonce the app sent whenever it sent
-    /// one: nil skips the nonce rule (and with it the protection against a replayed token).
+    /// one: nil skips the nonce rule (and with it the protection against a token taken from another request). A token
+    /// that verifies verifies again until it expires: taking each once is the caller's (``AppleIdentity/tokenDigest``).
     public func verify(identityToken: String, rawNonce: String?, now: Date) async throws(AppleIDVerificationError) -> AppleIdentity {
         let jws = try await verifiedJWS(identityToken, now: now)
         let claims = try jws.claims(IdentityClaims.self, "identity token")
@@ -83,7 +84,8 @@ public struct AppleIdentityVerifier: Sendable {
         guard !claims.sub.isEmpty else { throw AppleIDVerificationError.malformed("the token's sub is empty") }
         return AppleIdentity(
             sub: claims.sub, email: claims.email, emailVerified: claims.email_verified?.value ?? false,
-            isPrivateEmail: claims.is_private_email?.value ?? false, audience: audience, issuedAt: issuedAt, expiresAt: expiresAt)
+            isPrivateEmail: claims.is_private_email?.value ?? false, audience: audience, issuedAt: issuedAt, expiresAt: expiresAt,
+            tokenDigest: jws.digest)
     }
 
     private struct NotificationClaims: Decodable {

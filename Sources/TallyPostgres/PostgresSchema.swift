@@ -33,6 +33,9 @@ enum PostgresSchema {
     ///   with an identity); the next sign-in with it clears the mark and moves `apple_linked_at` to its time.
     /// - `apple_notifications`: the account notifications taken, by `jti` (inserted first in the transaction that acts
     ///   on one, so a copy on another process waits for it and then finds it), kept until `keep_until`.
+    /// - `apple_token_uses`: each identity token signed in with, by `sub` and digest, kept until its `exp`;
+    ///   `merging_guest` (plain text: the guest's deletion must not free the token) is the guest whose merge it was for,
+    ///   the only caller that may use it again.
     static let v14: [String] = [
         """
         ALTER TABLE users ADD COLUMN apple_consent_revoked_at BIGINT,
@@ -46,6 +49,17 @@ enum PostgresSchema {
         )
         """,
         "CREATE INDEX apple_notifications_keep_until ON apple_notifications(keep_until)",
+        """
+        CREATE TABLE apple_token_uses (
+          subject TEXT NOT NULL,
+          digest TEXT NOT NULL CHECK (length(digest) = 64),
+          expires_at BIGINT NOT NULL,
+          merging_guest TEXT,
+          used_at BIGINT NOT NULL,
+          PRIMARY KEY (subject, digest)
+        )
+        """,
+        "CREATE INDEX apple_token_uses_expires ON apple_token_uses(expires_at)",
     ]
 
     /// The operator's console (`ConsoleStore`), as SQLite's "v11":

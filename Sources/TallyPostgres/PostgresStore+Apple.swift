@@ -25,6 +25,20 @@ extension PostgresStore {
             linkedAt: Date(millis: try row["apple_linked_at"]), consentRevokedAt: revokedAt.map(Date.init(millis:)))
     }
 
+    /// One statement inserts the use or finds it taken (a concurrent first use, from any process, waits for the other's
+    /// commit on the primary key, then finds it).
+    public func useAppleToken(_ use: AppleTokenUse, now: Date) async throws -> Bool {
+        // A second use touches the row (and is taken) only for the same merging guest: `NULL = NULL` is not true.
+        !(try await rows(
+            """
+            INSERT INTO apple_token_uses (subject, digest, expires_at, merging_guest, used_at)
+            VALUES (\(use.subject), \(use.digest), \(use.expiresAt.millis), \(use.mergingGuest)::TEXT, \(now.millis))
+            ON CONFLICT (subject, digest) DO UPDATE SET used_at = apple_token_uses.used_at
+            WHERE apple_token_uses.merging_guest = excluded.merging_guest
+            RETURNING 1
+            """)).isEmpty
+    }
+
     /// In one transaction under an advisory lock on the `sub` (so concurrent first sign-ins of one `sub`, from any
     /// instance, make one account; the unique constraint is the backstop): the credential's contact stored, and a session
     /// opened for the account of the `sub`, or for a new account created with it.
@@ -153,16 +167,20 @@ extension PostgresStore {
         return outcome
     }
 
-    /// One statement deletes a batch.
+    /// One statement deletes a batch of each.
     public func purgeAppleRecords(now: Date, limit: Int) async throws -> Int {
         let rows = try await rows(
             """
-            WITH notices AS (
+            WITH uses AS (
+              DELETE FROM apple_token_uses WHERE (subject, digest) IN (
+                SELECT subject, digest FROM apple_token_uses WHERE expires_at < \(now.millis) LIMIT \(limit)
+              ) RETURNING 1
+            ), notices AS (
               DELETE FROM apple_notifications WHERE jti IN (
                 SELECT jti FROM apple_notifications WHERE keep_until < \(now.millis) LIMIT \(limit)
               ) RETURNING 1
             )
-            SELECT count(*) AS purged FROM notices
+            SELECT (SELECT count(*) FROM uses) + (SELECT count(*) FROM notices) AS purged
             """)
         return Int(try Self.single(rows, "the Apple records' purge")["purged"] as Int64)
     }

@@ -28,6 +28,22 @@ extension SQLiteStore: AppleIdentityStore {
         }
     }
 
+    /// Inserts the use, or finds it taken, in one writer statement.
+    public func useAppleToken(_ use: AppleTokenUse, now: Date) async throws -> Bool {
+        try await write { db in
+            // A second use touches the row (and is taken) only for the same merging guest: `NULL = NULL` is not true.
+            try db.fetchValue(
+                Int64.self,
+                sql: """
+                    INSERT INTO apple_token_uses (subject, digest, expires_at, merging_guest, used_at) VALUES (?, ?, ?, ?, ?)
+                    ON CONFLICT (subject, digest) DO UPDATE SET used_at = apple_token_uses.used_at
+                    WHERE apple_token_uses.merging_guest = excluded.merging_guest
+                    RETURNING 1
+                    """,
+                arguments: [use.subject, use.digest, use.expiresAt.millis, use.mergingGuest, now.millis]) != nil
+        }
+    }
+
     /// Finds or creates the account of the `sub` and opens a session, in one writer transaction (the single writer makes
     /// concurrent first sign-ins of one `sub` one account; the unique index would refuse a second).
     public func signInWithApple(
@@ -119,13 +135,20 @@ extension SQLiteStore: AppleIdentityStore {
         }
     }
 
-    /// Deletes one batch of notification ids past their time, in one writer transaction.
+    /// Deletes one batch of token uses and notification ids past their time, in one writer transaction.
     public func purgeAppleRecords(now: Date, limit: Int) async throws -> Int {
         try await write { db in
             try db.run(
+                sql: """
+                    DELETE FROM apple_token_uses
+                    WHERE (subject, digest) IN (SELECT subject, digest FROM apple_token_uses WHERE expires_at < ? LIMIT ?)
+                    """,
+                arguments: [now.millis, limit])
+            let uses = db.changesCount
+            try db.run(
                 sql: "DELETE FROM apple_notifications WHERE jti IN (SELECT jti FROM apple_notifications WHERE keep_until < ? LIMIT ?)",
                 arguments: [now.millis, limit])
-            return db.changesCount
+            return uses + db.changesCount
         }
     }
 

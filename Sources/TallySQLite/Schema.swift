@@ -462,6 +462,9 @@ enum Schema {
     ///   with an identity); the next sign-in with it clears the mark and moves `apple_linked_at` to its time.
     /// - `apple_notifications`: the account notifications taken, by `jti` (inserted first in the transaction that acts
     ///   on one), kept until `keep_until` (past it the verifier refuses them as too old).
+    /// - `apple_token_uses`: each identity token signed in with, by `sub` and digest, kept until its `exp`;
+    ///   `merging_guest` (plain text: the guest's deletion must not free the token) is the guest whose merge it was for,
+    ///   the only caller that may use it again.
     static let v12 = """
         ALTER TABLE users ADD COLUMN apple_consent_revoked_at INTEGER
           CONSTRAINT users_apple_consent_revoked CHECK (apple_consent_revoked_at IS NULL OR apple_sub IS NOT NULL);
@@ -471,5 +474,14 @@ enum Schema {
           received_at INTEGER NOT NULL
         ) WITHOUT ROWID;
         CREATE INDEX apple_notifications_keep_until ON apple_notifications(keep_until);
+        CREATE TABLE apple_token_uses (
+          subject TEXT NOT NULL,
+          digest TEXT NOT NULL CHECK (length(digest) = 64),
+          expires_at INTEGER NOT NULL,
+          merging_guest TEXT,
+          used_at INTEGER NOT NULL,
+          PRIMARY KEY (subject, digest)
+        ) WITHOUT ROWID;
+        CREATE INDEX apple_token_uses_expires ON apple_token_uses(expires_at);
         """
 }

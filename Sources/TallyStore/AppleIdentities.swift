@@ -73,6 +73,28 @@ public struct AppleAccountNotice: Sendable, Hashable {
     }
 }
 
+/// A sign-in's use of a verified identity token: each token signs in once.
+public struct AppleTokenUse: Sendable, Hashable {
+    /// Apple's `sub` of the token.
+    public var subject: String
+    /// The token's name (`AppleIdentity.tokenDigest`: the hash of its signed part).
+    public var digest: String
+    /// Until when the use is remembered: while the verifier would still accept the token (its `exp`, or its maximum
+    /// age if sooner, and the leeway).
+    public var expiresAt: Date
+    /// The guest the sign-in merges into the account, if it does: the same guest may use the token again with
+    /// `merge: true` (a retry of that merge, which answers its summary again); nothing else may.
+    public var mergingGuest: String?
+
+    /// Creates a use.
+    public init(subject: String, digest: String, expiresAt: Date, mergingGuest: String? = nil) {
+        self.subject = subject
+        self.digest = digest
+        self.expiresAt = expiresAt
+        self.mergingGuest = mergingGuest
+    }
+}
+
 /// What Apple's `consent-revoked` notification did.
 public struct AppleConsentRevocation: Sendable, Hashable {
     /// The account the identity is linked to (it stays linked, marked revoked).
@@ -103,12 +125,18 @@ public enum AppleAccountDeletion: Sendable, Hashable {
 /// or, from a guest that has something to lose, the `account_exists` answer with ``MergeStore/mergePreview(guestId:into:now:)``
 /// and then ``MergeStore/merge(guestId:into:now:)``); a new `sub` with a guest's access token: ``linkApple(userId:credential:now:)``
 /// (the guest becomes the account in place); a new `sub` without one: ``signInWithApple(_:sessionId:refresh:sessionsPerUser:signupGrant:now:)``.
+/// Before any of them, ``useAppleToken(_:now:)`` takes the identity token (once).
 public protocol AppleIdentityStore: Sendable {
     /// The account the Apple `sub` is linked to, if any (its consent revoked or not).
     func appleAccount(subject: String) async throws -> UserRecord?
 
     /// The account's Apple identity (its refresh token, to revoke at deletion), if it has one.
     func appleIdentity(userId: String) async throws -> AppleIdentityRecord?
+
+    /// Takes an identity token for a sign-in: `true` the first time, and again only for the same `mergingGuest` (a
+    /// retry of that merge); `false` otherwise — the token was used, from this process or another. Remembered until
+    /// ``AppleTokenUse/expiresAt`` (``purgeAppleRecords(now:limit:)``).
+    func useAppleToken(_ use: AppleTokenUse, now: Date) async throws -> Bool
 
     /// Signs in with an Apple identity without a guest: opens a session for the account of `credential.subject`, or
     /// creates a new (non-guest) account for it — its wallet granted `signupGrant`, as a guest's sign-up is — and opens
@@ -144,6 +172,6 @@ public protocol AppleIdentityStore: Sendable {
     /// seen before, a `sub` linked to no account, or an identity linked after the event.
     func appleAccountDeleted(_ notice: AppleAccountNotice, now: Date) async throws -> AppleAccountDeletion?
 
-    /// Deletes up to `limit` of the notification ids remembered past their time (before `now`); how many.
+    /// Deletes up to `limit` of the token uses and notification ids remembered past their time (before `now`); how many.
     func purgeAppleRecords(now: Date, limit: Int) async throws -> Int
 }

@@ -49,6 +49,30 @@ struct AppleIdentityVerifierTests {
         }
     }
 
+    @Test("A token's digest names the token: another token has another, and a copy whose signature is spelt otherwise is refused or has the same")
+    func tokenDigest() async throws {
+        try await AppleIDFixture.with { fixture in
+            let nonce = AppleNonce.make()
+            let minted = try await fixture.appleID.identityToken(nonce: nonce.raw)
+            let identity = try await fixture.verify(minted.identityToken, nonce: nonce.raw)
+            #expect(identity.tokenDigest.count == 64 && identity.tokenDigest.allSatisfy(\.isHexDigit))
+            #expect(try await fixture.verify(minted.identityToken, nonce: nonce.raw).tokenDigest == identity.tokenDigest)
+            let other = try await fixture.appleID.identityToken(sub: minted.sub, nonce: nonce.raw)
+            #expect(try await fixture.verify(other.identityToken, nonce: nonce.raw).tokenDigest != identity.tokenDigest)
+            // A 2,048-bit signature in 342 base64url characters leaves the last one 4 bits that decode to nothing.
+            let alphabet = Array("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_")
+            var respelt = minted.identityToken
+            let last = try #require(alphabet.firstIndex(of: respelt.removeLast()))
+            respelt.append(alphabet[last ^ 1])
+            do throws(AppleIDVerificationError) {
+                let copy = try await fixture.verify(respelt, nonce: nonce.raw)
+                #expect(copy.tokenDigest == identity.tokenDigest, "the same token")
+            } catch {
+                #expect(error.code == .invalidSignature || error.code == .malformed, "\(error)")
+            }
+        }
+    }
+
     // MARK: Refusals
 
     /// A defect the stand-in signs with and the refusal it must get.

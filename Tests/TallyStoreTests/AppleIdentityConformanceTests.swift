@@ -4,8 +4,8 @@ import Testing
 
 /// Sign in with Apple identities, on every store: the `sub` is the identity (an email only a contact), a guest becomes
 /// the Apple account in place, a new `sub` makes a new account (once, however many sign in at once), Apple's
-/// notifications mark consent revoked or delete (each once, never about an earlier link), and the refresh token is kept
-/// to revoke at deletion.
+/// notifications mark consent revoked or delete (each once, never about an earlier link), identity tokens are taken
+/// once, and the refresh token is kept to revoke at deletion.
 @Suite("Apple identity conformance")
 struct AppleIdentityConformanceTests {
     static func subject() -> String { randomId("001234.") }
@@ -223,6 +223,45 @@ struct AppleIdentityConformanceTests {
             #expect(try await f.store.revokeAppleConsent(current, now: f.now)?.userId == new.user.id, "[\(kind)]")
             _ = try await f.signInWithApple(sub)
             #expect(try await f.store.revokeAppleConsent(current, now: f.now) == nil, "[\(kind)] the same id after a new sign-in")
+        }
+    }
+
+    @Test("An identity token is taken once; only the guest it merged takes it again; uses and notice ids are purged after their time",
+        arguments: StoreKind.allCases)
+    func tokenUses(kind: StoreKind) async throws {
+        try await withFixture(kind) { f in
+            let (sub, digest) = (Self.subject(), String(repeating: "ab", count: 32))
+            let expiry = f.now.addingTimeInterval(600)
+            let plain = AppleTokenUse(subject: sub, digest: digest, expiresAt: expiry)
+            #expect(try await f.store.useAppleToken(plain, now: f.now), "[\(kind)]")
+            #expect(try await f.store.useAppleToken(plain, now: f.now) == false, "[\(kind)]")
+            var merging = plain
+            merging.mergingGuest = "guest-a"
+            #expect(try await f.store.useAppleToken(merging, now: f.now) == false, "[\(kind)] a merge cannot take a token used to sign in")
+            let other = AppleTokenUse(subject: sub, digest: String(repeating: "cd", count: 32), expiresAt: expiry, mergingGuest: "guest-a")
+            #expect(try await f.store.useAppleToken(other, now: f.now), "[\(kind)]")
+            #expect(try await f.store.useAppleToken(other, now: f.now), "[\(kind)] the merge retried by its guest")
+            var stranger = other
+            stranger.mergingGuest = "guest-b"
+            #expect(try await f.store.useAppleToken(stranger, now: f.now) == false, "[\(kind)] another guest")
+            stranger.mergingGuest = nil
+            #expect(try await f.store.useAppleToken(stranger, now: f.now) == false, "[\(kind)] a sign-in")
+            #expect(
+                try await f.store.useAppleToken(AppleTokenUse(subject: Self.subject(), digest: digest, expiresAt: expiry), now: f.now),
+                "[\(kind)] per sub")
+            // Concurrent first uses of one token: one taken.
+            let race = AppleTokenUse(subject: sub, digest: String(repeating: "ef", count: 32), expiresAt: expiry)
+            let taken = try await withThrowingTaskGroup(of: Bool.self) { group in
+                for _ in 0..<8 { group.addTask { try await f.store.useAppleToken(race, now: f.now) } }
+                return try await group.reduce(into: 0) { $0 += $1 ? 1 : 0 }
+            }
+            #expect(taken == 1, "[\(kind)]")
+
+            _ = try await f.store.revokeAppleConsent(Self.notice(f, sub, keepFor: 3600), now: f.now)
+            #expect(try await f.store.purgeAppleRecords(now: expiry, limit: 100) == 0, "[\(kind)] nothing past its time yet")
+            #expect(try await f.store.purgeAppleRecords(now: expiry.addingTimeInterval(1), limit: 100) == 4, "[\(kind)] the uses")
+            #expect(try await f.store.useAppleToken(plain, now: f.now), "[\(kind)] forgotten")
+            #expect(try await f.store.purgeAppleRecords(now: f.now.addingTimeInterval(3601), limit: 100) == 2, "[\(kind)] the use and the notice")
         }
     }
 

@@ -125,6 +125,12 @@ extension ErrorCode {
     public static let wrongNonce = ErrorCode(rawValue: "wrong_nonce")
     /// A Sign in with Apple identity token names a key Apple does not publish (401).
     public static let unknownKey = ErrorCode(rawValue: "unknown_key")
+    /// A Sign in with Apple identity token that signed in before (401): each signs in once (an `account_exists` answer
+    /// does not count, and the guest it merged may retry that merge with it). Sign in with Apple again for a new one.
+    public static let tokenUsed = ErrorCode(rawValue: "token_used")
+    /// A Sign in with Apple authorization code that Apple issued with another identity token than the one sent (401):
+    /// nothing was stored. Send the code and the token of the same sign-in.
+    public static let authorizationCodeMismatch = ErrorCode(rawValue: "authorization_code_mismatch")
     /// The guest was merged into another account already (409).
     public static let alreadyMerged = ErrorCode(rawValue: "already_merged")
     /// Only a guest merges, into another account that is not a guest (409).

@@ -40,7 +40,8 @@ public struct APIError: Error, HTTPResponseError, CustomStringConvertible {
         case .versionConflict: return .preconditionFailed
         case .resyncRequired: return .gone
         case .purchaseClaimed, .accountExists, .alreadyMerged, .guestInDebt, .mergeRefused: return .conflict
-        case .wrongIssuer, .wrongAudience, .tokenExpired, .wrongNonce, .unknownKey: return .unauthorized
+        case .wrongIssuer, .wrongAudience, .tokenExpired, .wrongNonce, .unknownKey, .tokenUsed, .authorizationCodeMismatch:
+            return .unauthorized
         case .unknownProduct: return .unprocessableContent
         case .documentTooLarge: return .contentTooLarge
         case .collectionFull, .storageFull: return .conflict

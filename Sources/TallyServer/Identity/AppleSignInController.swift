@@ -14,6 +14,11 @@ import TallyStore
 /// - A known `sub`: sign in to its account (a revoked consent is given again). From a guest, with `merge: true` the
 ///   guest is merged into it first (``GuestMerge``); without it the answer is 409 `account_exists` with what the guest
 ///   would bring.
+///
+/// An identity token signs in once (``AppleTokenUse``, in the database: across processes): the `account_exists` answer
+/// does not use it, and the guest it merged may use it again with `merge: true` (a retry, answered with the merge's
+/// summary); any other second use is 401 `token_used`. An authorization code is exchanged only once the sign-in is
+/// decided, and only counts when Apple's `id_token` for it names the identity token's user.
 struct AppleSignInController {
     let services: TallyServices
     let apple: SignInWithAppleConfiguration
@@ -89,14 +94,11 @@ struct AppleSignInController {
         let merging = GuestMerge(services: services)
         let caller = try await merging.caller(request)
         let identity = try await verified(body, now: door.now)
-        let refreshToken = try await exchange(body.authorizationCode, now: door.now, logger: context.logger)
-        let credential = AppleCredential(subject: identity.sub, email: identity.email, refreshToken: refreshToken)
-
-        let (sessionRefresh, record) = services.tokens.refreshToken()
-        let sessionId = UUID().uuidString.lowercased()
         let known = try await store.appleAccount(subject: identity.sub)
-        var merged: MergeSummary?
-        let userId: String
+
+        // What the sign-in will do, decided before the token or the code is used: `account_exists` uses neither, so the
+        // app's decision comes with the same ones.
+        var mergingGuest: String?
         switch (known, caller) {
         case (let account?, let caller?) where account.id != caller.userId:
             // The caller is someone else: a guest may be merged into the account (a merged one only retry it); anyone
@@ -104,13 +106,34 @@ struct AppleSignInController {
             guard !caller.merged || body.merge == true else { throw GuestMerge.invalidToken }
             if let guest = try await store.user(id: caller.userId), guest.isGuest {
                 guard body.merge == true else { throw try await merging.accountExists(guestId: guest.id, accountId: account.id, now: door.now) }
-                merged = try await merging.merge(guestId: guest.id, into: account.id, now: door.now, logger: context.logger)
+                mergingGuest = guest.id
             }
-            userId = account.id
-        case (let account?, _):
-            userId = account.id
         case (nil, let caller?):
             guard !caller.merged else { throw GuestMerge.invalidToken }
+        default: break
+        }
+        let refreshToken = try await exchange(body.authorizationCode, for: identity, now: door.now, logger: context.logger)
+        // Remembered while the verifier would still accept the token: until `exp`, or its maximum age if that is sooner.
+        let refusedAfter = min(identity.expiresAt, identity.issuedAt.addingTimeInterval(apple.verifier.maximumTokenAge))
+        let use = AppleTokenUse(
+            subject: identity.sub, digest: identity.tokenDigest, expiresAt: refusedAfter.addingTimeInterval(apple.verifier.leeway),
+            mergingGuest: mergingGuest)
+        guard try await store.useAppleToken(use, now: door.now) else {
+            throw APIError(.tokenUsed, "This identity token was used already; sign in with Apple again for a new one.")
+        }
+        let credential = AppleCredential(subject: identity.sub, email: identity.email, refreshToken: refreshToken)
+
+        let (sessionRefresh, record) = services.tokens.refreshToken()
+        let sessionId = UUID().uuidString.lowercased()
+        var merged: MergeSummary?
+        let userId: String
+        switch (known, caller) {
+        case (let account?, _):
+            if let mergingGuest {
+                merged = try await merging.merge(guestId: mergingGuest, into: account.id, now: door.now, logger: context.logger)
+            }
+            userId = account.id
+        case (nil, let caller?):
             // A new Apple identity on the caller's account, in place.
             _ = try await store.linkApple(userId: caller.userId, credential: credential, now: door.now)
             context.logger.info("apple identity linked", metadata: ["tally.user": .string(caller.userId)])
@@ -157,17 +180,33 @@ struct AppleSignInController {
     }
 
     /// The refresh token Apple gives for the authorization code, to revoke at account deletion, sealed for storage
-    /// (``StoredSecrets``); nil without a code or a configured key, or when Apple refuses or cannot be reached (the
-    /// sign-in stands: the identity token decided it; the next sign-in tries again).
-    private func exchange(_ code: String?, now: Date, logger: Logger) async throws -> String? {
+    /// (``StoredSecrets``), once the `id_token` Apple answers with is verified like the identity token (key, issuer,
+    /// audience, age) and names the same user: else 401 `authorization_code_mismatch` (a code taken from someone
+    /// else's sign-in), before anything is stored. Nil without a code or a configured key, or when Apple refuses the
+    /// code or cannot be reached (the sign-in stands: the identity token decided it; the next sign-in tries again).
+    private func exchange(_ code: String?, for identity: AppleIdentity, now: Date, logger: Logger) async throws -> String? {
         guard let code, let tokens = apple.tokens else { return nil }
-        let refreshToken: String?
+        let answer: AppleTokenResponse
         do {
-            refreshToken = try await tokens.exchange(authorizationCode: code, now: now).refreshToken
+            answer = try await tokens.exchange(authorizationCode: code, now: now)
         } catch {
             logger.warning("apple authorization code not exchanged", metadata: ["tally.reason": .string(error.code.rawValue)])
             return nil
         }
-        return try refreshToken.map { try services.storedSecrets.seal($0, purpose: StoredSecrets.appleRefreshToken) }
+        let mismatch = APIError(
+            .authorizationCodeMismatch, "The authorization code was not issued with this identity token; sign in with Apple again.")
+        guard let idToken = answer.idToken else { throw mismatch }
+        let issued: AppleIdentity
+        do {
+            issued = try await apple.verifier.verify(identityToken: idToken, rawNonce: nil, now: now)
+        } catch {
+            if error.code == .keysUnavailable {
+                throw APIError(.unavailable, "Apple's keys could not be fetched; retry later.", headers: [.retryAfter: "5"])
+            }
+            logger.warning("apple id_token refused", metadata: ["tally.reason": .string(error.code.rawValue)])
+            throw mismatch
+        }
+        guard issued.sub == identity.sub else { throw mismatch }
+        return try answer.refreshToken.map { try services.storedSecrets.seal($0, purpose: StoredSecrets.appleRefreshToken) }
     }
 }

@@ -4,8 +4,8 @@ import ServiceLifecycle
 import TallyStore
 
 /// Releases expired holds of every account; deletes old idempotency, sign-up and sign-in failure records,
-/// ended sessions with their refresh tokens, tombstones of deleted documents past their retention, and the ids of
-/// Sign in with Apple's account notifications once they expire.
+/// ended sessions with their refresh tokens, tombstones of deleted documents past their retention, and Sign in with
+/// Apple's used identity tokens and notification ids once they expire.
 ///
 /// Requests already release a caller's own expired holds before touching the wallet; this sweep makes
 /// sure holds of idle accounts are released too. Several instances may sweep at once safely. It sweeps
@@ -62,7 +62,8 @@ struct Housekeeping: Service {
             let purged = try await store.purgeClients(before: now.addingTimeInterval(-tombstoneRetention), limit: 500)
             if purged == 0 { break }
         }
-        // Sign in with Apple's notification ids past their age window (the verifier refuses them by then).
+        // Sign in with Apple's replay records: identity tokens past their expiry, notification ids past their age window
+        // (the verifier refuses both by then).
         for _ in 0..<20 {
             let purged = try await store.purgeAppleRecords(now: now, limit: 500)
             if purged == 0 { break }
