@@ -23,18 +23,27 @@ extension PostgresStore {
     }
 
     /// Redeems the reset code under the user's and the code's row locks (``redeem(_:userId:purpose:codeHash:policy:now:)``)
-    /// and, in the same transaction, sets the password, marks the email verified and revokes every live session
-    /// (listed in the revocation feed). This process forgets the sessions at once; the caller announces them to the others.
+    /// and, in the same transaction, sets the password, marks the email verified, removes the Apple identity if the
+    /// email was not verified before, and revokes every live session (listed in the revocation feed). This process
+    /// forgets the sessions at once; the caller announces them to the others.
     public func resetPassword(userId: String, codeHash: String, passwordHash: String, policy: AccountCodePolicy, now: Date)
-        async throws -> [String]?
+        async throws -> PasswordReset?
     {
-        let revoked = try await transaction { connection -> [String]? in
+        let reset = try await transaction { connection -> PasswordReset? in
             guard try await redeem(connection, userId: userId, purpose: .passwordReset, codeHash: codeHash, policy: policy, now: now)
             else { return nil }
+            // `before` reads the row as the code's redemption locked it; the update's own expressions read it too.
             let rows = try await connection.rows(
                 """
-                WITH account AS (
-                  UPDATE users SET password_hash = \(passwordHash), email_verified_at = coalesce(email_verified_at, \(now.millis))
+                WITH before AS (
+                  SELECT email_verified_at IS NULL AND apple_sub IS NOT NULL AS remove_apple FROM users WHERE id = \(userId)
+                ), account AS (
+                  UPDATE users SET password_hash = \(passwordHash), email_verified_at = coalesce(email_verified_at, \(now.millis)),
+                    apple_sub = CASE WHEN email_verified_at IS NULL THEN NULL ELSE apple_sub END,
+                    apple_email = CASE WHEN email_verified_at IS NULL THEN NULL ELSE apple_email END,
+                    apple_refresh_token = CASE WHEN email_verified_at IS NULL THEN NULL ELSE apple_refresh_token END,
+                    apple_linked_at = CASE WHEN email_verified_at IS NULL THEN NULL ELSE apple_linked_at END,
+                    apple_consent_revoked_at = CASE WHEN email_verified_at IS NULL THEN NULL ELSE apple_consent_revoked_at END
                   WHERE id = \(userId) AND email IS NOT NULL RETURNING id
                 ), revoked AS (
                   UPDATE sessions SET revoked_at = \(now.millis)
@@ -42,12 +51,13 @@ extension PostgresStore {
                 ), feed AS (
                   INSERT INTO session_revocations (session_id, user_id) SELECT id, user_id FROM revoked
                 )
-                SELECT id FROM revoked
+                SELECT (SELECT remove_apple FROM before) AS remove_apple, ARRAY(SELECT id FROM revoked) AS revoked FROM account
                 """, logger: logger)
-            return try rows.map { try Columns($0)["id"] }
+            guard let row = rows.first.map(Columns.init) else { return nil }
+            return PasswordReset(revokedSessions: try row["revoked"], appleIdentityRemoved: try row["remove_apple"])
         }
-        for id in revoked ?? [] { sessions.forget(sessionId: id) }
-        return revoked
+        for id in reset?.revokedSessions ?? [] { sessions.forget(sessionId: id) }
+        return reset
     }
 
     /// Redeems the verification code and marks the email verified, in one transaction.

@@ -20,20 +20,22 @@ extension SQLiteStore: AccountCodeStore {
     }
 
     /// Redeems the reset code (``AccountCodePolicy``) and, in the same writer transaction, sets the password, marks
-    /// the email verified and revokes every live session.
+    /// the email verified, removes the Apple identity if the email was not verified before, and revokes every live
+    /// session.
     public func resetPassword(userId: String, codeHash: String, passwordHash: String, policy: AccountCodePolicy, now: Date)
-        async throws -> [String]?
+        async throws -> PasswordReset?
     {
         try await write { db in
-            guard try self.redeem(db, userId: userId, purpose: .passwordReset, codeHash: codeHash, policy: policy, now: now)
+            guard try self.redeem(db, userId: userId, purpose: .passwordReset, codeHash: codeHash, policy: policy, now: now),
+                let account = try db.fetchRow(
+                    sql: "SELECT email_verified_at, apple_sub FROM users WHERE id = ? AND email IS NOT NULL", arguments: [userId])
             else { return nil }
-            try db.run(sql: """
-                    UPDATE users SET password_hash = ?, email_verified_at = coalesce(email_verified_at, ?)
-                    WHERE id = ? AND email IS NOT NULL
-                    """,
+            let removeApple = (account["email_verified_at"] as Int64?) == nil && (account["apple_sub"] as String?) != nil
+            try db.run(sql: "UPDATE users SET password_hash = ?, email_verified_at = coalesce(email_verified_at, ?) WHERE id = ?",
                 arguments: [passwordHash, now.millis, userId])
-            guard db.changesCount == 1 else { return nil }
-            return try self.revokeSessions(db, userId: userId, keeping: nil, now: now)
+            if removeApple { try Self.unlinkApple(userId: userId, db) }
+            return PasswordReset(
+                revokedSessions: try self.revokeSessions(db, userId: userId, keeping: nil, now: now), appleIdentityRemoved: removeApple)
         }
     }
 

@@ -46,6 +46,21 @@ public struct StoredAccountCode: Sendable, Hashable {
     }
 }
 
+/// What a redeemed password reset code did.
+public struct PasswordReset: Sendable, Hashable {
+    /// The account's sessions it revoked (every live one).
+    public var revokedSessions: [String]
+    /// Whether it removed the account's Apple identity: a reset of an account whose email was not verified does (the
+    /// code is the first proof the email is the user's, so an Apple ID linked before may be someone else's).
+    public var appleIdentityRemoved: Bool
+
+    /// Creates the record.
+    public init(revokedSessions: [String], appleIdentityRemoved: Bool) {
+        self.revokedSessions = revokedSessions
+        self.appleIdentityRemoved = appleIdentityRemoved
+    }
+}
+
 /// The rule of account codes, applied by both stores inside the transaction that redeems one: a code works
 /// once, until it expires, and dies after ``maxAttempts`` wrong codes presented for it.
 ///

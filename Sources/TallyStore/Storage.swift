@@ -65,11 +65,12 @@ public protocol AccountCodeStore: Sendable {
     func issueAccountCode(_ code: NewAccountCode, now: Date) async throws -> String?
 
     /// Presents `codeHash` as the user's password reset code. Redeemed (``AccountCodePolicy/Verdict/redeem``): in one
-    /// transaction sets `passwordHash`, marks the email verified (the code reached it), revokes every live session of the
-    /// user and deletes the code; returns the sessions revoked. Otherwise counts the attempt as the policy says and
-    /// returns `nil` — the same for a wrong, expired, spent or absent code, and for a user without an email.
+    /// transaction sets `passwordHash`, marks the email verified (the code reached it), removes the Apple identity when
+    /// the email was not verified before, revokes every live session of the user and deletes the code; returns what it
+    /// did. Otherwise counts the attempt as the policy says and returns `nil` — the same for a wrong, expired, spent or
+    /// absent code, and for a user without an email.
     func resetPassword(userId: String, codeHash: String, passwordHash: String, policy: AccountCodePolicy, now: Date)
-        async throws -> [String]?
+        async throws -> PasswordReset?
 
     /// Presents `codeHash` as the user's email verification code. Redeemed: marks the email verified and deletes the
     /// code; returns the user. Otherwise as ``resetPassword(userId:codeHash:passwordHash:policy:now:)``: `nil`.

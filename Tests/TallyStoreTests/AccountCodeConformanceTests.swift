@@ -29,9 +29,11 @@ struct AccountCodeConformanceTests {
             now: f.now)
     }
 
-    /// Presents `hash` as the user's reset code with the new password hash `password`, under the default policy.
+    /// Presents `hash` as the user's reset code with the new password hash `password`, under the default policy: the
+    /// sessions it revoked.
     static func reset(_ f: Fixture, _ userId: String, _ hash: String, password: String = "new-hash") async throws -> [String]? {
-        try await f.store.resetPassword(userId: userId, codeHash: hash, passwordHash: password, policy: AccountCodePolicy(), now: f.now)
+        try await f.store.resetPassword(userId: userId, codeHash: hash, passwordHash: password, policy: AccountCodePolicy(), now: f.now)?
+            .revokedSessions
     }
 
     @Test("A reset code works once: password set, email verified, every session revoked", arguments: StoreKind.allCases)

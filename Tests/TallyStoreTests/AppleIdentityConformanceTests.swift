@@ -5,7 +5,7 @@ import Testing
 /// Sign in with Apple identities, on every store: the `sub` is the identity (an email only a contact), a guest becomes
 /// the Apple account in place, a new `sub` makes a new account (once, however many sign in at once), Apple's
 /// notifications mark consent revoked or delete (each once, never about an earlier link), identity tokens are taken
-/// once, and the refresh token is kept to revoke at deletion.
+/// once, a reset of an unverified email removes the identity, and the refresh token is kept to revoke at deletion.
 @Suite("Apple identity conformance")
 struct AppleIdentityConformanceTests {
     static func subject() -> String { randomId("001234.") }
@@ -265,6 +265,40 @@ struct AppleIdentityConformanceTests {
         }
     }
 
+    @Test("A password reset removes the Apple identity of an account whose email was not verified, and keeps a verified one's",
+        arguments: StoreKind.allCases)
+    func resetRemovesUnverifiedApple(kind: StoreKind) async throws {
+        try await withFixture(kind) { f in
+            for verified in [false, true] {
+                let (user, sub) = (try await f.newUser(), Self.subject())
+                _ = try await f.store.linkCredentials(userId: user, email: randomId() + "@example.com", passwordHash: "hash")
+                _ = try await f.store.linkApple(userId: user, credential: AppleCredential(subject: sub, refreshToken: "enc:r"), now: f.now)
+                if verified {
+                    _ = try await Self.issue(f, user, .emailVerification, hash: "h-verify")
+                    #expect(
+                        try await f.store.verifyEmail(userId: user, codeHash: "h-verify", policy: AccountCodePolicy(), now: f.now) != nil,
+                        "[\(kind)]")
+                    #expect(try await f.store.appleAccount(subject: sub)?.id == user, "[\(kind)] verifying keeps it")
+                }
+                _ = try await Self.issue(f, user, .passwordReset, hash: "h-reset")
+                let reset = try await f.store.resetPassword(userId: user, codeHash: "h-reset", passwordHash: "new", policy: AccountCodePolicy(), now: f.now)
+                #expect(reset?.appleIdentityRemoved == !verified, "[\(kind)] verified: \(verified)")
+                #expect((try await f.store.appleAccount(subject: sub)?.id == user) == verified, "[\(kind)] verified: \(verified)")
+                #expect(try await f.store.user(id: user)?.emailVerifiedAt != nil, "[\(kind)]")
+                // A second reset (the email verified now) keeps what there is.
+                _ = try await Self.issue(f, user, .passwordReset, hash: "h-again")
+                let again = try await f.store.resetPassword(userId: user, codeHash: "h-again", passwordHash: "x", policy: AccountCodePolicy(), now: f.now)
+                #expect(again?.appleIdentityRemoved == false, "[\(kind)]")
+            }
+            // Without an Apple identity there is nothing to remove.
+            let plain = try await f.newUser()
+            _ = try await f.store.linkCredentials(userId: plain, email: randomId() + "@example.com", passwordHash: "hash")
+            _ = try await Self.issue(f, plain, .passwordReset, hash: "h-plain")
+            let reset = try await f.store.resetPassword(userId: plain, codeHash: "h-plain", passwordHash: "new", policy: AccountCodePolicy(), now: f.now)
+            #expect(reset?.appleIdentityRemoved == false && reset?.revokedSessions.count == 1, "[\(kind)] \(String(describing: reset))")
+        }
+    }
+
     @Test("A guest that signs in with a known sub is merged into its account (the server's account_exists path)",
         arguments: StoreKind.allCases)
     func mergeIntoAppleAccount(kind: StoreKind) async throws {
@@ -293,6 +327,10 @@ extension AppleIdentityConformanceTests {
         AppleAccountNotice(id: randomId("jti-"), subject: sub, eventTime: eventTime ?? f.now, keepUntil: f.now.addingTimeInterval(keepFor))
     }
 
+    /// Issues an account code for `purpose` with hash `hash`.
+    static func issue(_ f: Fixture, _ userId: String, _ purpose: AccountCodePurpose, hash: String) async throws -> String? {
+        try await AccountCodeConformanceTests.issue(f, userId, purpose, hash: hash)
+    }
 }
 
 extension Fixture {

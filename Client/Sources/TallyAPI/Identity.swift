@@ -155,6 +155,16 @@ public struct ResetPasswordRequest: Codable, Hashable, Sendable {
     }
 }
 
+/// The answer to `POST /v1/auth/password/reset`: the password is set and every session of the account has ended.
+public struct PasswordResetResult: Codable, Hashable, Sendable {
+    /// Whether the reset removed the account's Sign in with Apple identity: it does when the account's email was not
+    /// verified before (the code is the first proof that the email is the user's, and an Apple ID linked before it
+    /// may be someone else's). Sign in with the new password, then with Apple from that session, to link it again.
+    public var appleSignInRemoved: Bool
+    /// Creates the answer.
+    public init(appleSignInRemoved: Bool) { self.appleSignInRemoved = appleSignInRemoved }
+}
+
 /// `POST /v1/auth/email/verify`: prove the account's email with the code mailed by `POST /v1/auth/email/verify/send`.
 public struct VerifyEmailRequest: Codable, Hashable, Sendable {
     /// The code from the mail: 8 digits.

@@ -13,8 +13,8 @@ import TallyStore
 /// keyed hashes are stored. They are made and mailed off the request path (``AccountMail``), so `forgot` does the same
 /// work and answers the same 202 whether or not the email has an account. Every code that is not right — wrong,
 /// expired, used, superseded, spent, malformed, or for an email without an account — is one answer: 400 `invalid_code`.
-/// A reset revokes every session of the account (every device signs in again, on every process); a change revokes the
-/// others but the caller's. Nothing here logs an email, a code or a password.
+/// A reset revokes every session of the account (every device signs in again, on every process), and removes the Apple
+/// identity of an account whose email was not verified; a change revokes the others but the caller's. Nothing here logs an email, a code or a password.
 struct AccountRecoveryController {
     let services: TallyServices
     /// The rate limits of these routes (per process; see ``LimitsConfiguration``).
@@ -82,9 +82,11 @@ struct AccountRecoveryController {
         return Response(status: .accepted, headers: [.cacheControl: "no-store"])
     }
 
-    /// Sets the new password with a mailed code and signs every device out. The new password is hashed before the
-    /// account is looked up, so an email without an account answers in the time a wrong code takes.
-    @Sendable func reset(_ request: Request, context: TallyRequestContext) async throws -> HTTPResponse.Status {
+    /// Sets the new password with a mailed code and signs every device out; an account whose email was not verified
+    /// also loses its Apple identity (the code is the first proof the email is the user's: an Apple ID linked before
+    /// may be whoever linked the email). The answer says whether it did. The new password is hashed before the account
+    /// is looked up, so an email without an account answers in the time a wrong code takes.
+    @Sendable func reset(_ request: Request, context: TallyRequestContext) async throws -> Response {
         let body = try await JSONBody<ResetPasswordRequest>.read(request, context: context).value
         let email = try Validate.email(body.email)
         let new = try Validate.password(body.newPassword, field: "newPassword")
@@ -93,14 +95,18 @@ struct AccountRecoveryController {
         let code = try Self.code(body.code)
         let hash = try await bcrypt(new)
         guard let account = try await store.passwordHash(email: email),
-            let revoked = try await store.resetPassword(
+            let reset = try await store.resetPassword(
                 userId: account.userId, codeHash: services.secrets.accountCodeHash(code, userId: account.userId, purpose: .passwordReset),
                 passwordHash: hash, policy: policy, now: door.now)
         else { throw Self.invalidCode }
-        endSessions(revoked, of: account.userId)
+        endSessions(reset.revokedSessions, of: account.userId)
         context.logger.info(
-            "password reset", metadata: ["tally.user": .string(account.userId), "tally.sessions_revoked": "\(revoked.count)"])
-        return .noContent
+            "password reset",
+            metadata: [
+                "tally.user": .string(account.userId), "tally.sessions_revoked": "\(reset.revokedSessions.count)",
+                "tally.apple_removed": "\(reset.appleIdentityRemoved)",
+            ])
+        return JSONResponse.make(body: PasswordResetResult(appleSignInRemoved: reset.appleIdentityRemoved), headers: [.cacheControl: "no-store"])
     }
 
     /// Mails a verification code to the caller's email: 202, or 409 for a guest or an email already verified, 503
