@@ -26,6 +26,7 @@ enum PostgresSchema {
         Migration(version: 7, statements: v7), Migration(version: 8, statements: v8), Migration(version: 9, statements: v9),
         Migration(version: 10, statements: v10), Migration(version: 11, statements: v11), Migration(version: 12, statements: v12),
         Migration(version: 13, statements: v13), Migration(version: 14, statements: v14),
+        Migration(version: 15, statements: v15),
     ]
 
     /// Sign in with Apple taken once and in order (`AppleIdentityStore`), as SQLite's "v12":
@@ -60,6 +61,67 @@ enum PostgresSchema {
         )
         """,
         "CREATE INDEX apple_token_uses_expires ON apple_token_uses(expires_at)",
+    ]
+
+    /// Purchase statuses that tell the truth, Sandbox bounds and refunds after reversals, as SQLite's "v13":
+    /// - `subscriptions.transaction_id` (the transaction of the newest fact applied) and `revocation` (why `revoked_at`
+    ///   is set: `refund` or `revoke`, from the newest REFUND or REVOKE notification recorded).
+    /// - `purchases` holds a subscription once per account that listed it, keyed by its original transaction, its state
+    ///   the subscription's alone; the primary key becomes two unique indexes (a consumable's transaction, a
+    ///   subscription's original transaction and account).
+    /// - `purchases.refunds`: how many refunds a consumable had (the n-th's entries reference `<transaction>#n` from
+    ///   the second).
+    static let v15: [String] = [
+        "ALTER TABLE subscriptions ADD COLUMN transaction_id TEXT, ADD COLUMN revocation TEXT CHECK (revocation IN ('refund', 'revoke'))",
+        """
+        UPDATE subscriptions s SET
+          transaction_id = coalesce((SELECT p.transaction_id FROM purchases p WHERE p.original_transaction_id = s.original_transaction_id
+                                     ORDER BY p.expires_at DESC, p.purchased_at DESC, p.transaction_id DESC LIMIT 1), s.original_transaction_id),
+          revocation = CASE WHEN s.revoked_at IS NULL THEN NULL
+            WHEN (SELECT n.type FROM purchase_notifications n JOIN purchases p ON p.transaction_id = n.transaction_id
+                  WHERE p.original_transaction_id = s.original_transaction_id AND n.type IN ('REFUND', 'REVOKE')
+                  ORDER BY n.signed_at DESC LIMIT 1) = 'REVOKE' THEN 'revoke'
+            ELSE 'refund' END
+        """,
+        """
+        ALTER TABLE subscriptions ALTER COLUMN transaction_id SET NOT NULL,
+          ADD CONSTRAINT subscriptions_revoked_check CHECK ((revoked_at IS NULL) = (revocation IS NULL))
+        """,
+        "CREATE INDEX subscriptions_transaction ON subscriptions(transaction_id)",
+        "ALTER TABLE purchases DROP CONSTRAINT purchases_pkey, ADD COLUMN refunds BIGINT NOT NULL DEFAULT 0 CHECK (refunds >= 0)",
+        "UPDATE purchases SET refunds = 1 WHERE refunded_tokens IS NOT NULL",
+        // Drops the CHECK tying a subscription to its `expires_at` with the column (its state is the subscription's).
+        "ALTER TABLE purchases DROP COLUMN expires_at",
+        """
+        WITH gone AS (DELETE FROM purchases WHERE kind = 'subscription' RETURNING *), listed AS (
+          SELECT g.original_transaction_id, min(g.product_id) AS product_id, min(g.environment) AS environment, g.user_id,
+                 min(g.purchased_at) AS purchased_at, min(g.recorded_at) AS recorded_at
+          FROM gone g LEFT JOIN subscriptions s ON s.original_transaction_id = g.original_transaction_id
+          WHERE g.user_id IS NOT NULL OR s.user_id IS NULL
+          GROUP BY g.original_transaction_id, g.user_id
+          UNION ALL
+          SELECT s.original_transaction_id, s.product_id, s.environment, s.user_id,
+                 coalesce((SELECT min(g.purchased_at) FROM gone g WHERE g.original_transaction_id = s.original_transaction_id), s.expires_at),
+                 coalesce((SELECT min(g.recorded_at) FROM gone g WHERE g.original_transaction_id = s.original_transaction_id), s.signed_at)
+          FROM subscriptions s
+          WHERE s.user_id IS NOT NULL
+            AND NOT EXISTS (SELECT 1 FROM gone g WHERE g.original_transaction_id = s.original_transaction_id AND g.user_id = s.user_id)
+        )
+        INSERT INTO purchases (transaction_id, original_transaction_id, product_id, kind, quantity, tokens, environment, user_id,
+          claimed, purchased_at, revoked_at, refunded_tokens, refunds, reversed_at, signed_at, recorded_at)
+        SELECT original_transaction_id, original_transaction_id, product_id, 'subscription', 1, NULL, environment, user_id, false,
+               purchased_at, NULL, NULL, 0, NULL, NULL, recorded_at
+        FROM listed
+        """,
+        """
+        ALTER TABLE purchases
+          ADD CONSTRAINT purchases_subscription_check CHECK (kind = 'consumable' OR (transaction_id = original_transaction_id
+            AND NOT claimed AND revoked_at IS NULL AND refunds = 0 AND reversed_at IS NULL AND signed_at IS NULL)),
+          ADD CONSTRAINT purchases_refunded_check CHECK ((refunds = 0) = (refunded_tokens IS NULL))
+        """,
+        "DROP INDEX purchases_original",
+        "CREATE UNIQUE INDEX purchases_consumable ON purchases(transaction_id) WHERE kind = 'consumable'",
+        "CREATE UNIQUE INDEX purchases_subscription ON purchases(original_transaction_id, user_id) WHERE kind = 'subscription'",
     ]
 
     /// The operator's console (`ConsoleStore`), as SQLite's "v11":

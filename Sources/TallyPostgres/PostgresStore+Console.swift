@@ -33,15 +33,19 @@ extension PostgresStore: ConsoleStore {
         try await rows("SELECT \(unescaped: UserRecord.columns()) FROM users WHERE email = \(email)").first.map { try UserRecord(Columns($0)) }
     }
 
-    /// By the purchase's primary key, else the original transaction's index; the holder of a subscription too.
+    /// A consumable's owner by its transaction; a subscription's holder by its original or latest transaction, else the
+    /// last account that listed it.
     public func user(transactionId: String) async throws -> UserRecord? {
         try await rows(
             """
             SELECT \(unescaped: UserRecord.columns(of: "u")) FROM users u WHERE u.id = coalesce(
-              (SELECT user_id FROM purchases WHERE transaction_id = \(transactionId)),
-              (SELECT user_id FROM purchases WHERE original_transaction_id = \(transactionId) AND user_id IS NOT NULL
-               ORDER BY purchased_at DESC LIMIT 1),
-              (SELECT user_id FROM subscriptions WHERE original_transaction_id = \(transactionId)))
+              (SELECT user_id FROM purchases WHERE transaction_id = \(transactionId) AND kind = 'consumable'),
+              (SELECT user_id FROM subscriptions WHERE original_transaction_id = \(transactionId) OR transaction_id = \(transactionId)
+               ORDER BY signed_at DESC LIMIT 1),
+              (SELECT p.user_id FROM purchases p JOIN subscriptions s ON s.original_transaction_id = p.original_transaction_id
+               WHERE (s.original_transaction_id = \(transactionId) OR s.transaction_id = \(transactionId)) AND p.kind = 'subscription'
+                 AND p.user_id IS NOT NULL
+               ORDER BY p.recorded_at DESC LIMIT 1))
             """
         ).first.map { try UserRecord(Columns($0)) }
     }

@@ -175,8 +175,14 @@ extension PostgresStore {
               UPDATE users SET purchased_premium_until = \(plan.accountPurchasedPremiumUntil?.millis)::BIGINT,
                 premium_until = \(plan.accountPremiumUntil?.millis)::BIGINT
               WHERE id = \(accountId)
+            ), listed AS (
+              -- A subscription both list is listed once: the account's row stays.
+              DELETE FROM purchases WHERE user_id = \(guestId) AND kind = 'subscription' AND original_transaction_id IN (
+                SELECT original_transaction_id FROM purchases WHERE user_id = \(accountId) AND kind = 'subscription')
+              RETURNING original_transaction_id
             ), purchases AS (
-              UPDATE purchases SET user_id = \(accountId) WHERE user_id = \(guestId)
+              UPDATE purchases SET user_id = \(accountId)
+              WHERE user_id = \(guestId) AND (kind = 'consumable' OR original_transaction_id NOT IN (SELECT original_transaction_id FROM listed))
             ), subscriptions AS (
               UPDATE subscriptions SET user_id = \(accountId) WHERE user_id = \(guestId)
             ), clients AS (

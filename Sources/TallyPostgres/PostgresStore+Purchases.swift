@@ -4,20 +4,22 @@ import TallyStore
 
 extension PostgresStore {
     /// A consumable already credited to the submitter is answered from one prepared statement shared with the replays
-    /// waiting at the same time (``PurchaseReplayBatchStatement``). Anything else: one statement reads the purchase, its
-    /// subscription and the submitter's account, and plans: a repeated submission writes nothing and is answered from it. Otherwise
-    /// ``settle(_:now:)`` runs it under the purchase's lock; a refusal of the submitter is thrown once that committed.
+    /// waiting at the same time (``PurchaseReplayBatchStatement``). Anything else about a consumable: one statement reads
+    /// its row and the submitter's account, and plans: a repeated submission writes nothing and is answered from it.
+    /// Otherwise, and for every subscription, ``settle(_:now:)`` runs it under the purchase's lock; a refusal of the
+    /// submitter is thrown once that committed.
     public func redeem(_ transaction: VerifiedTransaction, userId: String, now: Date) async throws -> Redemption {
         if let replay = try await replayed(transaction, userId: userId, now: now) { return replay }
         let fact = PurchaseFact.redemption(transaction, userId: userId)
+        guard transaction.product.kind == .consumable else {
+            let (snapshot, plan) = try await settleSubmission(fact, now: now)
+            return try plan.redemption(by: userId, snapshot: snapshot, now: now)
+        }
         let row = try await rows(
             """
-            SELECT \(unescaped: PurchaseColumns.rows), a.*,
-                   (SELECT max(o.premium_until) FROM subscriptions o
-                    WHERE o.user_id = a.id AND o.original_transaction_id <> \(transaction.originalTransactionId)) AS other_premium_until
+            SELECT \(unescaped: PurchaseColumns.purchase), a.*, NULL::BIGINT AS other_premium_until
             FROM (SELECT 1) x
-            LEFT JOIN purchases p ON p.transaction_id = \(transaction.transactionId)
-            LEFT JOIN subscriptions s ON s.original_transaction_id = \(transaction.originalTransactionId)
+            LEFT JOIN purchases p ON p.transaction_id = \(transaction.transactionId) AND p.kind = 'consumable'
             LEFT JOIN LATERAL (
               SELECT \(unescaped: PurchaseColumns.account) FROM users u JOIN wallets w ON w.user_id = u.id
               WHERE u.id = \(userId) AND u.merged_into IS NULL
@@ -25,7 +27,7 @@ extension PostgresStore {
             """
         ).first.map(Columns.init)
         guard let row else { throw PostgresFailure(kind: "no row from the purchase read") }
-        var snapshot = PurchaseSnapshot(purchase: try StoredPurchase.read(row), subscription: try StoredSubscription.read(row), accounts: [:])
+        var snapshot = PurchaseSnapshot(purchase: try StoredPurchase.read(row), subscription: nil, accounts: [:])
         if let account = try PurchaseAccount.read(row) { snapshot.accounts[userId] = account }
         var plan = try PurchasePlanner.plan(fact, snapshot: snapshot, now: now)
         if !plan.writesNothing { (snapshot, plan) = try await settleSubmission(fact, now: now) }
@@ -56,24 +58,24 @@ extension PostgresStore {
     public func purchases(userId: String, after cursor: PurchaseCursor?, limit: Int, now: Date) async throws -> [PurchaseRecord] {
         try await rows(
             """
-            SELECT \(unescaped: PurchaseColumns.purchase) FROM purchases p
-            WHERE p.user_id = \(userId)
+            SELECT \(unescaped: PurchaseColumns.listed) WHERE p.user_id = \(userId)
               AND (p.purchased_at, p.transaction_id) < (\(cursor?.purchasedAt.millis ?? Int64.max), \(cursor?.transactionId ?? ""))
             ORDER BY p.purchased_at DESC, p.transaction_id DESC LIMIT \(Int64(limit))
             """
-        ).compactMap { try StoredPurchase.read(Columns($0))?.record(at: now) }
+        ).compactMap { try PurchaseColumns.record(Columns($0), at: now) }
     }
 
-    /// The purchases no account holds, newest first, after `cursor`.
+    /// The purchases no account holds, newest first, after `cursor` (a subscription's rows of no account only while
+    /// no account holds it).
     public func unclaimedPurchases(after cursor: PurchaseCursor?, limit: Int, now: Date) async throws -> [PurchaseRecord] {
         try await rows(
             """
-            SELECT \(unescaped: PurchaseColumns.purchase) FROM purchases p
-            WHERE p.user_id IS NULL AND NOT p.claimed
+            SELECT \(unescaped: PurchaseColumns.listed)
+            WHERE p.user_id IS NULL AND NOT p.claimed AND (p.kind = 'consumable' OR s.user_id IS NULL)
               AND (p.purchased_at, p.transaction_id) < (\(cursor?.purchasedAt.millis ?? Int64.max), \(cursor?.transactionId ?? ""))
             ORDER BY p.purchased_at DESC, p.transaction_id DESC LIMIT \(Int64(limit))
             """
-        ).compactMap { try StoredPurchase.read(Columns($0))?.record(at: now) }
+        ).compactMap { try PurchaseColumns.record(Columns($0), at: now) }
     }
 
     /// The answer to a replay — `userId` submitting again a consumable credited to it — from one statement shared
@@ -131,14 +133,27 @@ extension PostgresStore {
     ) async throws -> PurchaseSnapshot {
         let original = transaction.originalTransactionId
         try await connection.rows("SELECT pg_advisory_xact_lock(hashtextextended('tally.purchase:' || \(original), 0))", logger: logger)
-        let found = try Self.single(
-            try await connection.rows(
+        var snapshot = PurchaseSnapshot(purchase: nil, subscription: nil, accounts: [:])
+        let consumable = transaction.product.kind == .consumable
+        if consumable {
+            snapshot.purchase = try await connection.rows(
+                """
+                SELECT \(unescaped: PurchaseColumns.purchase) FROM purchases p
+                WHERE p.transaction_id = \(transaction.transactionId) AND p.kind = 'consumable'
+                """, logger: logger
+            ).first.flatMap { try StoredPurchase.read(Columns($0)) }
+        } else {
+            // The subscription's row (NULL columns when there is none) beside each of its rows in accounts' lists.
+            let found = try await connection.rows(
                 """
                 SELECT \(unescaped: PurchaseColumns.rows) FROM (SELECT 1) x
-                LEFT JOIN purchases p ON p.transaction_id = \(transaction.transactionId)
                 LEFT JOIN subscriptions s ON s.original_transaction_id = \(original)
-                """, logger: logger), "the purchase read")
-        var snapshot = PurchaseSnapshot(purchase: try StoredPurchase.read(found), subscription: try StoredSubscription.read(found), accounts: [:])
+                LEFT JOIN purchases p ON p.original_transaction_id = \(original) AND p.kind = 'subscription'
+                """, logger: logger
+            ).map(Columns.init)
+            snapshot.subscription = try found.first.flatMap(StoredSubscription.read)
+            snapshot.listings = try found.compactMap(StoredPurchase.read)
+        }
         // The merged guests among the ids the fact names stand for the accounts they went into.
         let named = PurchasePlanner.accountsToRead(fact, purchase: snapshot.purchase, subscription: snapshot.subscription)
         for row in try await connection.rows(
@@ -150,11 +165,17 @@ extension PostgresStore {
         let owners = [snapshot.purchase?.userId, snapshot.subscription?.userId].compactMap { $0 }
         if owners.contains(where: { snapshot.merged[$0] != nil }) { throw RetryTransaction() }
         let ids = PurchasePlanner.accountsToRead(fact, purchase: snapshot.purchase, subscription: snapshot.subscription, merged: snapshot.merged)
+        // A bounded Sandbox consumable reads what Sandbox consumables credited each account.
+        let bounded = consumable && transaction.sandboxLimit != nil && transaction.environment == VerifiedTransaction.sandbox
         let rows = try await connection.rows(
             """
             SELECT \(unescaped: PurchaseColumns.account),
                    (SELECT max(o.premium_until) FROM subscriptions o WHERE o.user_id = u.id AND o.original_transaction_id <> \(original))
-                     AS other_premium_until
+                     AS other_premium_until,
+                   CASE WHEN \(bounded) THEN (
+                     SELECT coalesce(sum(c.tokens), 0) FROM purchases c
+                     WHERE c.user_id = u.id AND c.kind = 'consumable' AND c.claimed AND c.environment = \(VerifiedTransaction.sandbox)
+                   ) ELSE 0 END::BIGINT AS sandbox_tokens
             FROM users u JOIN wallets w ON w.user_id = u.id WHERE u.id = ANY(\(ids)::TEXT[])
             ORDER BY u.id FOR UPDATE OF w
             """, logger: logger)
@@ -171,38 +192,41 @@ extension PostgresStore {
     /// Writes `plan` in the transaction of `connection`, whose wallets it locked: the rows, then every entry and
     /// premium change in one statement that composes ``LedgerSQL/append(from:carrying:)``.
     private func write(_ plan: PurchasePlan, snapshot: PurchaseSnapshot, now: Date, on connection: PooledConnection) async throws {
+        if let original = plan.dropsUnownedListings {
+            try await connection.rows(
+                "DELETE FROM purchases WHERE original_transaction_id = \(original) AND kind = 'subscription' AND user_id IS NULL",
+                logger: logger)
+        }
         if let purchase = plan.purchase {
+            // A consumable's row replaces what it was; a subscription's row in an account's list is added once.
+            let conflict = purchase.kind == .consumable ? """
+                ON CONFLICT (transaction_id) WHERE kind = 'consumable' DO UPDATE SET user_id = excluded.user_id, claimed = excluded.claimed,
+                  revoked_at = excluded.revoked_at, refunded_tokens = excluded.refunded_tokens, refunds = excluded.refunds,
+                  reversed_at = excluded.reversed_at, signed_at = excluded.signed_at
+                """ : "ON CONFLICT (original_transaction_id, user_id) WHERE kind = 'subscription' DO NOTHING"
             try await connection.rows(
                 """
                 INSERT INTO purchases (transaction_id, original_transaction_id, product_id, kind, quantity, tokens, environment,
-                  user_id, claimed, purchased_at, expires_at, revoked_at, refunded_tokens, reversed_at, signed_at, recorded_at)
+                  user_id, claimed, purchased_at, revoked_at, refunded_tokens, refunds, reversed_at, signed_at, recorded_at)
                 VALUES (\(purchase.transactionId), \(purchase.originalTransactionId), \(purchase.productId), \(purchase.kind.rawValue),
                   \(Int64(purchase.quantity)), \(purchase.tokens), \(purchase.environment), \(purchase.userId), \(purchase.claimed),
-                  \(purchase.purchasedAt.millis), \(purchase.expiresAt?.millis), \(purchase.revokedAt?.millis), \(purchase.refundedTokens),
+                  \(purchase.purchasedAt.millis), \(purchase.revokedAt?.millis), \(purchase.refundedTokens), \(Int64(purchase.refunds)),
                   \(purchase.reversedAt?.millis), \(purchase.signedAt?.millis), \(purchase.recordedAt.millis))
-                ON CONFLICT (transaction_id) DO UPDATE SET user_id = excluded.user_id, claimed = excluded.claimed,
-                  expires_at = excluded.expires_at, revoked_at = excluded.revoked_at, refunded_tokens = excluded.refunded_tokens,
-                  reversed_at = excluded.reversed_at, signed_at = excluded.signed_at
+                \(unescaped: conflict)
                 """, logger: logger)
         }
         if let subscription = plan.subscription {
             try await connection.rows(
                 """
-                INSERT INTO subscriptions (original_transaction_id, product_id, environment, user_id, expires_at, grace_until,
-                  revoked_at, signed_at)
-                VALUES (\(subscription.originalTransactionId), \(subscription.productId), \(subscription.environment),
-                  \(subscription.userId), \(subscription.expiresAt.millis), \(subscription.graceUntil?.millis),
-                  \(subscription.revokedAt?.millis), \(subscription.signedAt.millis))
-                ON CONFLICT (original_transaction_id) DO UPDATE SET user_id = excluded.user_id, expires_at = excluded.expires_at,
-                  grace_until = excluded.grace_until, revoked_at = excluded.revoked_at, signed_at = excluded.signed_at
+                INSERT INTO subscriptions (original_transaction_id, transaction_id, product_id, environment, user_id, expires_at,
+                  grace_until, revoked_at, revocation, signed_at)
+                VALUES (\(subscription.originalTransactionId), \(subscription.transactionId), \(subscription.productId),
+                  \(subscription.environment), \(subscription.userId), \(subscription.expiresAt.millis), \(subscription.graceUntil?.millis),
+                  \(subscription.revokedAt?.millis), \(subscription.revocation?.rawValue), \(subscription.signedAt.millis))
+                ON CONFLICT (original_transaction_id) DO UPDATE SET transaction_id = excluded.transaction_id,
+                  user_id = excluded.user_id, expires_at = excluded.expires_at, grace_until = excluded.grace_until,
+                  revoked_at = excluded.revoked_at, revocation = excluded.revocation, signed_at = excluded.signed_at
                 """, logger: logger)
-            if let holder = plan.subscriptionClaimedBy {
-                try await connection.rows(
-                    """
-                    UPDATE purchases SET user_id = \(holder)
-                    WHERE original_transaction_id = \(subscription.originalTransactionId) AND kind = 'subscription' AND user_id IS NULL
-                    """, logger: logger)
-            }
         }
         let users = plan.changedUsers
         guard !users.isEmpty else { return }
@@ -239,7 +263,7 @@ extension PostgresStore {
 /// planned once per connection. No row for anything else (not credited, another account's, a subscription, a merged
 /// guest). The lookup is a `LIMIT 1` lateral subquery: one primary-key probe a read whatever the planner guesses of `unnest`.
 struct PurchaseReplayBatchStatement: PostgresPreparedStatement {
-    static let name = "tally_purchase_replay_batch_v1"
+    static let name = "tally_purchase_replay_batch_v2"
     static let sql = """
         SELECT r.position, x.*
         FROM unnest($1::TEXT[], $2::TEXT[]) WITH ORDINALITY AS r(transaction_id, user_id, position)
@@ -299,17 +323,27 @@ private enum PurchaseColumns {
     static let purchase = """
         p.transaction_id AS p_transaction_id, p.original_transaction_id AS p_original_transaction_id, p.product_id AS p_product_id,
         p.kind AS p_kind, p.quantity AS p_quantity, p.tokens AS p_tokens, p.environment AS p_environment, p.user_id AS p_user_id,
-        p.claimed AS p_claimed, p.purchased_at AS p_purchased_at, p.expires_at AS p_expires_at, p.revoked_at AS p_revoked_at,
-        p.refunded_tokens AS p_refunded_tokens, p.reversed_at AS p_reversed_at, p.signed_at AS p_signed_at,
+        p.claimed AS p_claimed, p.purchased_at AS p_purchased_at, p.revoked_at AS p_revoked_at,
+        p.refunded_tokens AS p_refunded_tokens, p.refunds AS p_refunds, p.reversed_at AS p_reversed_at, p.signed_at AS p_signed_at,
         p.recorded_at AS p_recorded_at
         """
     static let rows = purchase + """
-        , s.original_transaction_id AS s_original_transaction_id, s.product_id AS s_product_id, s.environment AS s_environment,
-        s.user_id AS s_user_id, s.expires_at AS s_expires_at, s.grace_until AS s_grace_until, s.revoked_at AS s_revoked_at,
-        s.signed_at AS s_signed_at
+        , s.original_transaction_id AS s_original_transaction_id, s.transaction_id AS s_transaction_id, s.product_id AS s_product_id,
+        s.environment AS s_environment, s.user_id AS s_user_id, s.expires_at AS s_expires_at, s.grace_until AS s_grace_until,
+        s.revoked_at AS s_revoked_at, s.revocation AS s_revocation, s.signed_at AS s_signed_at
+        """
+    /// The lists' rows: ``rows`` of each purchase with its subscription, if it is one (the query goes on with its `WHERE`).
+    static let listed = rows + """
+         FROM purchases p
+        LEFT JOIN subscriptions s ON p.kind = 'subscription' AND s.original_transaction_id = p.original_transaction_id
         """
     /// An account's, from `users u JOIN wallets w` (the reads add `other_premium_until`).
     static let account = UserRecord.columns(of: "u") + ", w.balance, w.held, w.version"
+
+    /// A listed row as a record at `now`.
+    static func record(_ row: Columns, at now: Date) throws -> PurchaseRecord? {
+        try StoredPurchase.read(row)?.record(at: now, subscription: try StoredSubscription.read(row))
+    }
 }
 
 extension StoredPurchase {
@@ -317,13 +351,13 @@ extension StoredPurchase {
     fileprivate static func read(_ row: Columns) throws -> StoredPurchase? {
         guard let transactionId: String = try row["p_transaction_id"] else { return nil }
         let kind: String = try row["p_kind"]
-        let quantity: Int64 = try row["p_quantity"]
+        let (quantity, refunds): (Int64, Int64) = (try row["p_quantity"], try row["p_refunds"])
         return StoredPurchase(
             transactionId: transactionId, originalTransactionId: try row["p_original_transaction_id"], productId: try row["p_product_id"],
             kind: PurchaseKind(rawValue: kind) ?? .consumable, quantity: Int(quantity), tokens: try row["p_tokens"],
             environment: try row["p_environment"], userId: try row["p_user_id"], claimed: try row["p_claimed"],
-            purchasedAt: Date(millis: try row["p_purchased_at"]), expiresAt: (try row["p_expires_at"] as Int64?).map(Date.init(millis:)),
-            revokedAt: (try row["p_revoked_at"] as Int64?).map(Date.init(millis:)), refundedTokens: try row["p_refunded_tokens"],
+            purchasedAt: Date(millis: try row["p_purchased_at"]), revokedAt: (try row["p_revoked_at"] as Int64?).map(Date.init(millis:)),
+            refundedTokens: try row["p_refunded_tokens"], refunds: Int(refunds),
             reversedAt: (try row["p_reversed_at"] as Int64?).map(Date.init(millis:)),
             signedAt: (try row["p_signed_at"] as Int64?).map(Date.init(millis:)), recordedAt: Date(millis: try row["p_recorded_at"]))
     }
@@ -334,19 +368,23 @@ extension StoredSubscription {
     fileprivate static func read(_ row: Columns) throws -> StoredSubscription? {
         guard let original: String = try row["s_original_transaction_id"] else { return nil }
         return StoredSubscription(
-            originalTransactionId: original, productId: try row["s_product_id"], environment: try row["s_environment"],
-            userId: try row["s_user_id"], expiresAt: Date(millis: try row["s_expires_at"]),
+            originalTransactionId: original, transactionId: try row["s_transaction_id"], productId: try row["s_product_id"],
+            environment: try row["s_environment"], userId: try row["s_user_id"], expiresAt: Date(millis: try row["s_expires_at"]),
             graceUntil: (try row["s_grace_until"] as Int64?).map(Date.init(millis:)),
-            revokedAt: (try row["s_revoked_at"] as Int64?).map(Date.init(millis:)), signedAt: Date(millis: try row["s_signed_at"]))
+            revokedAt: (try row["s_revoked_at"] as Int64?).map(Date.init(millis:)),
+            revocation: (try row["s_revocation"] as String?).flatMap(SubscriptionRevocation.init(rawValue:)),
+            signedAt: Date(millis: try row["s_signed_at"]))
     }
 }
 
 extension PurchaseAccount {
-    /// A user's columns, `balance, held, version` and `other_premium_until`; `nil` when `id` is NULL (no such account).
+    /// A user's columns, `balance, held, version`, `other_premium_until` and, when selected, `sandbox_tokens`; `nil` when
+    /// `id` is NULL (no such account).
     fileprivate static func read(_ row: Columns) throws -> PurchaseAccount? {
         guard try row["id"] as String? != nil else { return nil }
         return PurchaseAccount(
             user: try UserRecord(row), wallet: try WalletState(row),
-            otherPremiumUntil: (try row["other_premium_until"] as Int64?).map(Date.init(millis:)))
+            otherPremiumUntil: (try row["other_premium_until"] as Int64?).map(Date.init(millis:)),
+            sandboxTokens: (try? row["sandbox_tokens"] as Int64?) ?? 0)
     }
 }

@@ -99,6 +99,13 @@ extension SQLiteStore: MergeStore {
             arguments: [accountId, guestId])
         try db.run(sql: "UPDATE users SET purchased_premium_until = ?, premium_until = ? WHERE id = ?",
             arguments: [plan.accountPurchasedPremiumUntil?.millis, plan.accountPremiumUntil?.millis, accountId])
+        // A subscription both list is listed once: the account's row stays.
+        try db.run(
+            sql: """
+                DELETE FROM purchases WHERE user_id = ?1 AND kind = 'subscription' AND original_transaction_id IN (
+                  SELECT original_transaction_id FROM purchases WHERE user_id = ?2 AND kind = 'subscription')
+                """,
+            arguments: [guestId, accountId])
         try db.run(sql: "UPDATE purchases SET user_id = ? WHERE user_id = ?", arguments: [accountId, guestId])
         try db.run(sql: "UPDATE subscriptions SET user_id = ? WHERE user_id = ?", arguments: [accountId, guestId])
         for (quota, counter) in plan.counters {

@@ -40,12 +40,15 @@ extension SQLiteStore: PurchaseStore {
 
     /// The account's purchases, newest first, after `cursor`.
     public func purchases(userId: String, after cursor: PurchaseCursor?, limit: Int, now: Date) async throws -> [PurchaseRecord] {
-        try await purchases(where: "user_id = ?", [userId], after: cursor, limit: limit, now: now)
+        try await purchases(where: "p.user_id = ?", [userId], after: cursor, limit: limit, now: now)
     }
 
-    /// The purchases no account holds, newest first, after `cursor`.
+    /// The purchases no account holds, newest first, after `cursor` (a subscription's rows of no account only while
+    /// no account holds it).
     public func unclaimedPurchases(after cursor: PurchaseCursor?, limit: Int, now: Date) async throws -> [PurchaseRecord] {
-        try await purchases(where: "user_id IS NULL AND claimed = 0", [], after: cursor, limit: limit, now: now)
+        try await purchases(
+            where: "p.user_id IS NULL AND p.claimed = 0 AND (p.kind = 'consumable' OR s.user_id IS NULL)", [], after: cursor,
+            limit: limit, now: now)
     }
 
     private func purchases(
@@ -54,13 +57,22 @@ extension SQLiteStore: PurchaseStore {
         try await read { db in
             try db.fetchRows(
                 sql: """
-                    SELECT * FROM purchases WHERE \(condition) AND (purchased_at, transaction_id) < (?, ?)
-                    ORDER BY purchased_at DESC, transaction_id DESC LIMIT ?
+                    SELECT p.*, \(Self.subscriptionColumns) FROM purchases p
+                    LEFT JOIN subscriptions s ON p.kind = 'subscription' AND s.original_transaction_id = p.original_transaction_id
+                    WHERE \(condition) AND (p.purchased_at, p.transaction_id) < (?, ?)
+                    ORDER BY p.purchased_at DESC, p.transaction_id DESC LIMIT ?
                     """,
                 arguments: arguments + [cursor?.purchasedAt.millis ?? Int64.max, cursor?.transactionId ?? "", limit]
-            ).map { StoredPurchase(row: $0).record(at: now) }
+            ).map { row in StoredPurchase(row: row).record(at: now, subscription: StoredSubscription(row: row, prefix: "s_")) }
         }
     }
+
+    /// A subscription's columns beside a purchase's (`s_…`), from `subscriptions s`.
+    static let subscriptionColumns = """
+        s.original_transaction_id AS s_original_transaction_id, s.transaction_id AS s_transaction_id, s.product_id AS s_product_id,
+        s.environment AS s_environment, s.user_id AS s_user_id, s.expires_at AS s_expires_at, s.grace_until AS s_grace_until,
+        s.revoked_at AS s_revoked_at, s.revocation AS s_revocation, s.signed_at AS s_signed_at
+        """
 
     /// The answer to a replay — `userId` submitting again a consumable credited to it — from memory when this process
     /// read it last and no commit changed it since (``ReplayCache``), else from one statement on a quick reader
@@ -97,20 +109,31 @@ extension SQLiteStore: PurchaseStore {
 
     // MARK: In a transaction
 
-    /// Reads what `fact` plans from (``PurchaseSnapshot``) and plans it: the merged guests among the ids it names first,
-    /// then the accounts, each merged guest standing for the account it went into.
+    /// Reads what `fact` plans from (``PurchaseSnapshot``) and plans it: a consumable's row, or a subscription's with its
+    /// rows in accounts' lists; the merged guests among the ids it names, then the accounts, each merged guest standing
+    /// for the account it went into (with its Sandbox credits, for a bounded Sandbox consumable).
     static func planned(_ fact: PurchaseFact, now: Date, _ db: Database) throws -> (PurchaseSnapshot, PurchasePlan) {
         var snapshot = PurchaseSnapshot(purchase: nil, subscription: nil, accounts: [:])
         if let transaction = fact.transaction {
-            snapshot.purchase = try db.fetchRow(sql: "SELECT * FROM purchases WHERE transaction_id = ?", arguments: [transaction.transactionId])
-                .map(StoredPurchase.init(row:))
-            snapshot.subscription = try db.fetchRow(
-                sql: "SELECT * FROM subscriptions WHERE original_transaction_id = ?", arguments: [transaction.originalTransactionId]
-            ).map(StoredSubscription.init(row:))
+            let consumable = transaction.product.kind == .consumable
+            if consumable {
+                snapshot.purchase = try db.fetchRow(
+                    sql: "SELECT * FROM purchases WHERE transaction_id = ? AND kind = 'consumable'", arguments: [transaction.transactionId]
+                ).map(StoredPurchase.init(row:))
+            } else {
+                snapshot.subscription = try db.fetchRow(
+                    sql: "SELECT * FROM subscriptions WHERE original_transaction_id = ?", arguments: [transaction.originalTransactionId]
+                ).flatMap { StoredSubscription(row: $0) }
+                snapshot.listings = try db.fetchRows(
+                    sql: "SELECT * FROM purchases WHERE original_transaction_id = ? AND kind = 'subscription'",
+                    arguments: [transaction.originalTransactionId]
+                ).map(StoredPurchase.init(row:))
+            }
             for userId in PurchasePlanner.accountsToRead(fact, purchase: snapshot.purchase, subscription: snapshot.subscription) {
                 let into = try db.fetchValue(String.self, sql: "SELECT merged_into FROM users WHERE id = ?", arguments: [userId])
                 if let into { snapshot.merged[userId] = into }
             }
+            let bounded = consumable && transaction.sandboxLimit != nil && transaction.environment == VerifiedTransaction.sandbox
             let ids = PurchasePlanner.accountsToRead(
                 fact, purchase: snapshot.purchase, subscription: snapshot.subscription, merged: snapshot.merged)
             for userId in ids {
@@ -121,8 +144,14 @@ extension SQLiteStore: PurchaseStore {
                         SELECT max(premium_until) FROM subscriptions WHERE user_id = ? AND original_transaction_id <> ?
                         """,
                     arguments: [userId, transaction.originalTransactionId])
+                let sandboxTokens = !bounded ? 0 : try db.fetchValue(Int64.self, sql: """
+                        SELECT coalesce(sum(tokens), 0) FROM purchases
+                        WHERE user_id = ? AND kind = 'consumable' AND claimed = 1 AND environment = ?
+                        """,
+                    arguments: [userId, VerifiedTransaction.sandbox]) ?? 0
                 snapshot.accounts[userId] = PurchaseAccount(
-                    user: account.user, wallet: account.wallet, otherPremiumUntil: other.map(Date.init(millis:)))
+                    user: account.user, wallet: account.wallet, otherPremiumUntil: other.map(Date.init(millis:)),
+                    sandboxTokens: sandboxTokens)
             }
         }
         return (snapshot, try PurchasePlanner.plan(fact, snapshot: snapshot, now: now))
@@ -130,42 +159,46 @@ extension SQLiteStore: PurchaseStore {
 
     /// Writes `plan` in the caller's transaction.
     func writePurchasePlan(_ plan: PurchasePlan, now: Date, _ db: Database) throws {
+        if let original = plan.dropsUnownedListings {
+            try db.run(
+                sql: "DELETE FROM purchases WHERE original_transaction_id = ? AND kind = 'subscription' AND user_id IS NULL",
+                arguments: [original])
+        }
         if let purchase = plan.purchase {
             forgets.purchase(purchase.transactionId)
+            // A consumable's row replaces what it was; a subscription's row in an account's list is added once.
+            let conflict = purchase.kind == .consumable ? """
+                ON CONFLICT (transaction_id) WHERE kind = 'consumable' DO UPDATE SET user_id = excluded.user_id, claimed = excluded.claimed,
+                  revoked_at = excluded.revoked_at, refunded_tokens = excluded.refunded_tokens, refunds = excluded.refunds,
+                  reversed_at = excluded.reversed_at, signed_at = excluded.signed_at
+                """ : "ON CONFLICT (original_transaction_id, user_id) WHERE kind = 'subscription' DO NOTHING"
             try db.run(sql: """
                     INSERT INTO purchases (transaction_id, original_transaction_id, product_id, kind, quantity, tokens, environment,
-                      user_id, claimed, purchased_at, expires_at, revoked_at, refunded_tokens, reversed_at, signed_at, recorded_at)
+                      user_id, claimed, purchased_at, revoked_at, refunded_tokens, refunds, reversed_at, signed_at, recorded_at)
                     VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
-                    ON CONFLICT (transaction_id) DO UPDATE SET user_id = excluded.user_id, claimed = excluded.claimed,
-                      expires_at = excluded.expires_at, revoked_at = excluded.revoked_at, refunded_tokens = excluded.refunded_tokens,
-                      reversed_at = excluded.reversed_at, signed_at = excluded.signed_at
+                    \(conflict)
                     """,
                 arguments: [
                     purchase.transactionId, purchase.originalTransactionId, purchase.productId, purchase.kind.rawValue,
                     purchase.quantity, purchase.tokens, purchase.environment, purchase.userId, purchase.claimed,
-                    purchase.purchasedAt.millis, purchase.expiresAt?.millis, purchase.revokedAt?.millis, purchase.refundedTokens,
+                    purchase.purchasedAt.millis, purchase.revokedAt?.millis, purchase.refundedTokens, purchase.refunds,
                     purchase.reversedAt?.millis, purchase.signedAt?.millis, purchase.recordedAt.millis,
                 ])
         }
         if let subscription = plan.subscription {
             try db.run(sql: """
-                    INSERT INTO subscriptions (original_transaction_id, product_id, environment, user_id, expires_at, grace_until,
-                      revoked_at, signed_at)
-                    VALUES (?, ?, ?, ?, ?, ?, ?, ?)
-                    ON CONFLICT (original_transaction_id) DO UPDATE SET user_id = excluded.user_id, expires_at = excluded.expires_at,
-                      grace_until = excluded.grace_until, revoked_at = excluded.revoked_at, signed_at = excluded.signed_at
+                    INSERT INTO subscriptions (original_transaction_id, transaction_id, product_id, environment, user_id, expires_at,
+                      grace_until, revoked_at, revocation, signed_at)
+                    VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+                    ON CONFLICT (original_transaction_id) DO UPDATE SET transaction_id = excluded.transaction_id,
+                      user_id = excluded.user_id, expires_at = excluded.expires_at, grace_until = excluded.grace_until,
+                      revoked_at = excluded.revoked_at, revocation = excluded.revocation, signed_at = excluded.signed_at
                     """,
                 arguments: [
-                    subscription.originalTransactionId, subscription.productId, subscription.environment, subscription.userId,
-                    subscription.expiresAt.millis, subscription.graceUntil?.millis, subscription.revokedAt?.millis,
-                    subscription.signedAt.millis,
+                    subscription.originalTransactionId, subscription.transactionId, subscription.productId, subscription.environment,
+                    subscription.userId, subscription.expiresAt.millis, subscription.graceUntil?.millis, subscription.revokedAt?.millis,
+                    subscription.revocation?.rawValue, subscription.signedAt.millis,
                 ])
-            if let holder = plan.subscriptionClaimedBy {
-                try db.run(sql: """
-                        UPDATE purchases SET user_id = ? WHERE original_transaction_id = ? AND kind = 'subscription' AND user_id IS NULL
-                        """,
-                    arguments: [holder, subscription.originalTransactionId])
-            }
         }
         for planned in plan.entries { try append(planned.entry, userId: planned.userId, now: now, db) }
         for (userId, until) in plan.premium {
@@ -181,19 +214,23 @@ extension StoredPurchase {
             transactionId: row["transaction_id"], originalTransactionId: row["original_transaction_id"], productId: row["product_id"],
             kind: PurchaseKind(rawValue: row["kind"]) ?? .consumable, quantity: row["quantity"], tokens: row["tokens"],
             environment: row["environment"], userId: row["user_id"], claimed: row["claimed"],
-            purchasedAt: Date(millis: row["purchased_at"]), expiresAt: (row["expires_at"] as Int64?).map(Date.init(millis:)),
-            revokedAt: (row["revoked_at"] as Int64?).map(Date.init(millis:)), refundedTokens: row["refunded_tokens"],
+            purchasedAt: Date(millis: row["purchased_at"]), revokedAt: (row["revoked_at"] as Int64?).map(Date.init(millis:)),
+            refundedTokens: row["refunded_tokens"], refunds: row["refunds"],
             reversedAt: (row["reversed_at"] as Int64?).map(Date.init(millis:)), signedAt: (row["signed_at"] as Int64?).map(Date.init(millis:)),
             recordedAt: Date(millis: row["recorded_at"]))
     }
 }
 
 extension StoredSubscription {
-    init(row: Row) {
+    /// The subscription in `row`'s columns named with `prefix`; `nil` when it has none (a LEFT JOIN that found none).
+    init?(row: Row, prefix: String = "") {
+        guard let original: String = row[prefix + "original_transaction_id"] else { return nil }
         self.init(
-            originalTransactionId: row["original_transaction_id"], productId: row["product_id"], environment: row["environment"],
-            userId: row["user_id"], expiresAt: Date(millis: row["expires_at"]),
-            graceUntil: (row["grace_until"] as Int64?).map(Date.init(millis:)), revokedAt: (row["revoked_at"] as Int64?).map(Date.init(millis:)),
-            signedAt: Date(millis: row["signed_at"]))
+            originalTransactionId: original, transactionId: row[prefix + "transaction_id"], productId: row[prefix + "product_id"],
+            environment: row[prefix + "environment"], userId: row[prefix + "user_id"], expiresAt: Date(millis: row[prefix + "expires_at"]),
+            graceUntil: (row[prefix + "grace_until"] as Int64?).map(Date.init(millis:)),
+            revokedAt: (row[prefix + "revoked_at"] as Int64?).map(Date.init(millis:)),
+            revocation: (row[prefix + "revocation"] as String?).flatMap(SubscriptionRevocation.init(rawValue:)),
+            signedAt: Date(millis: row[prefix + "signed_at"]))
     }
 }

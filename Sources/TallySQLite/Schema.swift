@@ -46,6 +46,10 @@ enum Schema {
         migrator.registerMigration("v12") { db in
             try db.execute(sql: v12)
         }
+        // Rebuilds `purchases` and `subscriptions` (a primary key and CHECKs change), as "v9" rebuilt the ledger.
+        migrator.registerMigration("v13") { db in
+            try db.execute(sql: v13)
+        }
         return migrator
     }
 
@@ -483,5 +487,104 @@ enum Schema {
           PRIMARY KEY (subject, digest)
         ) WITHOUT ROWID;
         CREATE INDEX apple_token_uses_expires ON apple_token_uses(expires_at);
+        """
+
+    /// Purchase statuses that tell the truth, Sandbox bounds and refunds after reversals:
+    /// - `subscriptions.transaction_id`: the transaction of the newest fact applied (its latest renewal); `revocation`:
+    ///   why `revoked_at` is set (`refund` or `revoke`; from the newest REFUND or REVOKE notification recorded).
+    /// - `purchases` holds a subscription once per account that listed it (its renewals' rows become one, keyed by the
+    ///   original transaction, bought at its first period); its state is the subscription's alone (no `expires_at`, nor
+    ///   `revoked_at`/`signed_at` of its own). The row of the account holding it is made if missing; rows of no account
+    ///   go once someone holds it. The primary key becomes two unique indexes: a consumable's transaction, a
+    ///   subscription's (original transaction, account).
+    /// - `purchases.refunds`: how many refunds a consumable had (each after the reversal of the one before; the n-th's
+    ///   entries reference `<transaction>#n` from the second, so the ledger's unique indexes hold each to once).
+    static let v13 = """
+        CREATE TABLE next_subscriptions (
+          original_transaction_id TEXT PRIMARY KEY NOT NULL,
+          transaction_id TEXT NOT NULL,
+          product_id TEXT NOT NULL,
+          environment TEXT NOT NULL,
+          user_id TEXT REFERENCES users(id) ON DELETE SET NULL,
+          expires_at INTEGER NOT NULL,
+          grace_until INTEGER,
+          revoked_at INTEGER,
+          revocation TEXT CHECK (revocation IN ('refund', 'revoke')),
+          signed_at INTEGER NOT NULL,
+          premium_until INTEGER NOT NULL GENERATED ALWAYS AS (
+            min(max(expires_at, coalesce(grace_until, expires_at)), coalesce(revoked_at, max(expires_at, coalesce(grace_until, expires_at))))
+          ) STORED,
+          CHECK ((revoked_at IS NULL) = (revocation IS NULL))
+        );
+        INSERT INTO next_subscriptions (original_transaction_id, transaction_id, product_id, environment, user_id, expires_at,
+          grace_until, revoked_at, revocation, signed_at)
+        SELECT s.original_transaction_id,
+          coalesce((SELECT p.transaction_id FROM purchases p WHERE p.original_transaction_id = s.original_transaction_id
+                    ORDER BY p.expires_at DESC, p.purchased_at DESC, p.transaction_id DESC LIMIT 1), s.original_transaction_id),
+          s.product_id, s.environment, s.user_id, s.expires_at, s.grace_until, s.revoked_at,
+          CASE WHEN s.revoked_at IS NULL THEN NULL
+               WHEN (SELECT n.type FROM purchase_notifications n JOIN purchases p ON p.transaction_id = n.transaction_id
+                     WHERE p.original_transaction_id = s.original_transaction_id AND n.type IN ('REFUND', 'REVOKE')
+                     ORDER BY n.signed_at DESC LIMIT 1) = 'REVOKE' THEN 'revoke'
+               ELSE 'refund' END,
+          s.signed_at
+        FROM subscriptions s;
+
+        CREATE TABLE next_purchases (
+          transaction_id TEXT NOT NULL,
+          original_transaction_id TEXT NOT NULL,
+          product_id TEXT NOT NULL,
+          kind TEXT NOT NULL CHECK (kind IN ('consumable', 'subscription')),
+          quantity INTEGER NOT NULL CHECK (quantity > 0),
+          tokens INTEGER CHECK (tokens > 0),
+          environment TEXT NOT NULL,
+          user_id TEXT REFERENCES users(id) ON DELETE SET NULL,
+          claimed INTEGER NOT NULL CHECK (claimed IN (0, 1)),
+          purchased_at INTEGER NOT NULL,
+          revoked_at INTEGER,
+          refunded_tokens INTEGER CHECK (refunded_tokens >= 0 AND refunded_tokens <= tokens),
+          refunds INTEGER NOT NULL CHECK (refunds >= 0),
+          reversed_at INTEGER,
+          signed_at INTEGER,
+          recorded_at INTEGER NOT NULL,
+          CHECK ((kind = 'consumable') = (tokens IS NOT NULL)),
+          CHECK (kind = 'consumable' OR (transaction_id = original_transaction_id AND claimed = 0 AND revoked_at IS NULL
+            AND refunds = 0 AND reversed_at IS NULL AND signed_at IS NULL)),
+          CHECK (kind = 'subscription' OR claimed = 1 OR user_id IS NULL OR revoked_at IS NOT NULL),
+          CHECK (kind = 'subscription' OR revoked_at IS NULL OR refunded_tokens IS NOT NULL),
+          CHECK (reversed_at IS NULL OR (refunded_tokens IS NOT NULL AND revoked_at IS NULL)),
+          CHECK ((refunds = 0) = (refunded_tokens IS NULL))
+        );
+        INSERT INTO next_purchases (transaction_id, original_transaction_id, product_id, kind, quantity, tokens, environment, user_id,
+          claimed, purchased_at, revoked_at, refunded_tokens, refunds, reversed_at, signed_at, recorded_at)
+        SELECT transaction_id, original_transaction_id, product_id, kind, quantity, tokens, environment, user_id, claimed, purchased_at,
+          revoked_at, refunded_tokens, CASE WHEN refunded_tokens IS NULL THEN 0 ELSE 1 END, reversed_at, signed_at, recorded_at
+        FROM purchases WHERE kind = 'consumable';
+        INSERT INTO next_purchases (transaction_id, original_transaction_id, product_id, kind, quantity, tokens, environment, user_id,
+          claimed, purchased_at, refunds, recorded_at)
+        SELECT p.original_transaction_id, p.original_transaction_id, min(p.product_id), 'subscription', 1, NULL, min(p.environment),
+          p.user_id, 0, min(p.purchased_at), 0, min(p.recorded_at)
+        FROM purchases p LEFT JOIN subscriptions s ON s.original_transaction_id = p.original_transaction_id
+        WHERE p.kind = 'subscription' AND (p.user_id IS NOT NULL OR s.user_id IS NULL)
+        GROUP BY p.original_transaction_id, p.user_id;
+        INSERT INTO next_purchases (transaction_id, original_transaction_id, product_id, kind, quantity, environment, user_id,
+          claimed, purchased_at, refunds, recorded_at)
+        SELECT s.original_transaction_id, s.original_transaction_id, s.product_id, 'subscription', 1, s.environment, s.user_id, 0,
+          coalesce((SELECT min(p.purchased_at) FROM purchases p WHERE p.original_transaction_id = s.original_transaction_id), s.expires_at),
+          0, coalesce((SELECT min(p.recorded_at) FROM purchases p WHERE p.original_transaction_id = s.original_transaction_id), s.signed_at)
+        FROM subscriptions s
+        WHERE s.user_id IS NOT NULL AND NOT EXISTS (
+          SELECT 1 FROM purchases p WHERE p.original_transaction_id = s.original_transaction_id AND p.user_id = s.user_id);
+
+        DROP TABLE purchases;
+        ALTER TABLE next_purchases RENAME TO purchases;
+        DROP TABLE subscriptions;
+        ALTER TABLE next_subscriptions RENAME TO subscriptions;
+        CREATE UNIQUE INDEX purchases_consumable ON purchases(transaction_id) WHERE kind = 'consumable';
+        CREATE UNIQUE INDEX purchases_subscription ON purchases(original_transaction_id, user_id) WHERE kind = 'subscription';
+        CREATE INDEX purchases_user ON purchases(user_id, purchased_at, transaction_id);
+        CREATE INDEX purchases_unclaimed ON purchases(purchased_at, transaction_id) WHERE user_id IS NULL AND claimed = 0;
+        CREATE INDEX subscriptions_user ON subscriptions(user_id);
+        CREATE INDEX subscriptions_transaction ON subscriptions(transaction_id);
         """
 }

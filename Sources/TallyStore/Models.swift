@@ -103,12 +103,13 @@ public enum EntryKind: String, Sendable, CaseIterable {
     case release
     /// A hold released by its timeout (held -reserved).
     case expire
-    /// Tokens bought: an App Store consumable credited (reference: its transaction id; once per transaction).
+    /// Tokens bought: an App Store consumable credited (reference: its transaction id; once per transaction; its
+    /// reason starts with `Sandbox ` for a Sandbox purchase, as every entry of one does).
     case purchase
-    /// Tokens of a refunded purchase taken back, spent or not (reference: the transaction id; at most once per
-    /// transaction). The only entry that may leave less than nothing available.
+    /// Tokens of a refunded purchase taken back, spent or not (reference: the transaction id, `#n` after it for its n-th
+    /// refund from the second; each once). The only entry that may leave less than nothing available.
     case refund
-    /// A refund undone: what it took back credited again (reference: the transaction id; at most once per transaction).
+    /// A refund undone: what it took back credited again (reference: that refund's; once per refund).
     case refundReversed = "refund_reversed"
     /// A change of the premium an App Store subscription gives the account (amount 0; reference: its original
     /// transaction id): it was bought, renewed, ended, refunded, or moved to or from another account.

@@ -1,8 +1,10 @@
 import Foundation
 
-/// A transaction as the `purchases` table stores it (consumables and each transaction of a subscription).
+/// A row of the `purchases` table: a consumable's transaction, or a subscription in the list of one account that held it
+/// (one row per original transaction and account, keyed by the original transaction; its state is its
+/// ``StoredSubscription``'s).
 public struct StoredPurchase: Sendable, Hashable {
-    /// The transaction's id.
+    /// The consumable's transaction id; a subscription's original transaction id.
     public var transactionId: String
     /// Its original transaction's id.
     public var originalTransactionId: String
@@ -16,22 +18,21 @@ public struct StoredPurchase: Sendable, Hashable {
     public var tokens: Int64?
     /// The environment it was signed in.
     public var environment: String
-    /// A consumable's owner once credited; a subscription transaction's account (its submitter, else the holder).
+    /// A consumable's owner once credited; a subscription's account that held it (`nil`: no account has yet).
     public var userId: String?
     /// A consumable was credited (stays so after its owner's deletion: credited once, forever).
     public var claimed: Bool
-    /// When it was bought.
+    /// When it was bought (a subscription: its first period).
     public var purchasedAt: Date
-    /// A subscription transaction's end.
-    public var expiresAt: Date?
-    /// When it was refunded or revoked, while that stands (a reversal clears it).
+    /// When a consumable was refunded, while that stands (its reversal clears it).
     public var revokedAt: Date?
-    /// A consumable's tokens taken back by its one refund (0 when it had credited no one); `nil` before any refund.
+    /// A consumable's tokens taken back by its latest refund (0 when it had credited no one); `nil` before any refund.
     public var refundedTokens: Int64?
-    /// When a consumable's refund was reversed.
+    /// How many refunds a consumable had: each after the reversal of the one before, each its own ledger entry.
+    public var refunds: Int
+    /// When a consumable's latest refund was reversed.
     public var reversedAt: Date?
-    /// The `signedDate` of the newest fact applied to it: for a consumable, of the newest notification (an older one
-    /// changes nothing).
+    /// The `signedDate` of the newest notification applied to a consumable (an older one changes nothing).
     public var signedAt: Date?
     /// When Tally first recorded it.
     public var recordedAt: Date
@@ -39,8 +40,8 @@ public struct StoredPurchase: Sendable, Hashable {
     /// Creates a row.
     public init(
         transactionId: String, originalTransactionId: String, productId: String, kind: PurchaseKind, quantity: Int, tokens: Int64?,
-        environment: String, userId: String?, claimed: Bool, purchasedAt: Date, expiresAt: Date?, revokedAt: Date?,
-        refundedTokens: Int64?, reversedAt: Date?, signedAt: Date?, recordedAt: Date
+        environment: String, userId: String?, claimed: Bool, purchasedAt: Date, revokedAt: Date?, refundedTokens: Int64?,
+        refunds: Int = 0, reversedAt: Date?, signedAt: Date?, recordedAt: Date
     ) {
         self.transactionId = transactionId
         self.originalTransactionId = originalTransactionId
@@ -52,16 +53,17 @@ public struct StoredPurchase: Sendable, Hashable {
         self.userId = userId
         self.claimed = claimed
         self.purchasedAt = purchasedAt
-        self.expiresAt = expiresAt
         self.revokedAt = revokedAt
         self.refundedTokens = refundedTokens
+        self.refunds = refunds
         self.reversedAt = reversedAt
         self.signedAt = signedAt
         self.recordedAt = recordedAt
     }
 
-    /// The row of a transaction seen for the first time, owned by no one yet. A consumable's tokens must be between 1
-    /// and ``Limits/maxAmount`` (else `.invalidInput`).
+    /// The row of a transaction seen for the first time (a subscription's: keyed by its original transaction, from its
+    /// first period), owned by no one yet. A consumable's tokens must be between 1 and ``Limits/maxAmount`` (else
+    /// `.invalidInput`).
     init(new transaction: VerifiedTransaction, now: Date) throws(StoreError) {
         var tokens: Int64?
         if case .tokens(let unit) = transaction.product {
@@ -69,30 +71,50 @@ public struct StoredPurchase: Sendable, Hashable {
             guard unit > 0, transaction.quantity > 0, !overflow, total <= Limits.maxAmount else { throw StoreError(.invalidInput) }
             tokens = total
         }
+        let subscription = transaction.product.kind == .subscription
         self.init(
-            transactionId: transaction.transactionId, originalTransactionId: transaction.originalTransactionId,
-            productId: transaction.productId, kind: transaction.product.kind, quantity: max(transaction.quantity, 1), tokens: tokens,
-            environment: transaction.environment, userId: nil, claimed: false, purchasedAt: transaction.purchaseDate,
-            expiresAt: transaction.product.kind == .subscription ? transaction.expiry : nil, revokedAt: nil, refundedTokens: nil,
-            reversedAt: nil, signedAt: nil, recordedAt: Date(millis: now.millis))
+            transactionId: subscription ? transaction.originalTransactionId : transaction.transactionId,
+            originalTransactionId: transaction.originalTransactionId, productId: transaction.productId, kind: transaction.product.kind,
+            quantity: subscription ? 1 : max(transaction.quantity, 1), tokens: tokens, environment: transaction.environment,
+            userId: nil, claimed: false,
+            purchasedAt: subscription ? transaction.originalPurchaseDate ?? transaction.purchaseDate : transaction.purchaseDate,
+            revokedAt: nil, refundedTokens: nil, reversedAt: nil, signedAt: nil, recordedAt: Date(millis: now.millis))
     }
 
-    /// The purchase as listed at `now`.
-    public func record(at now: Date) -> PurchaseRecord {
-        let status: PurchaseStatus
-        var premiumUntil: Date?
-        switch kind {
-        case .consumable:
+    /// The purchase as listed at `now`; a subscription's row with its `subscription` (a consumable's without).
+    public func record(at now: Date, subscription: StoredSubscription? = nil) -> PurchaseRecord {
+        var (status, shown, premiumUntil, refundedAt) = (PurchaseStatus.expired, transactionId, Date?.none, revokedAt)
+        switch (kind, subscription) {
+        case (.consumable, _):
             status = revokedAt != nil ? .refunded : claimed ? .credited : .unclaimed
-        case .subscription:
-            premiumUntil = expiresAt.map { expiry in revokedAt.map { min($0, expiry) } ?? expiry }
-            status = revokedAt != nil ? .refunded : (premiumUntil ?? purchasedAt) > now ? .active : .expired
+        case (.subscription, let subscription?):
+            shown = subscription.transactionId
+            if let userId, subscription.userId != userId {
+                status = .movedAway
+            } else {
+                (premiumUntil, refundedAt) = (subscription.premiumUntil, subscription.revokedAt)
+                switch subscription.revocation {
+                case .refund?: status = .refunded
+                case .revoke?: status = .revoked
+                case nil: status = subscription.premiumUntil > now ? .active : .expired
+                }
+            }
+        case (.subscription, nil):
+            break
         }
         return PurchaseRecord(
-            transactionId: transactionId, originalTransactionId: originalTransactionId, productId: productId, kind: kind,
+            transactionId: shown, originalTransactionId: originalTransactionId, productId: productId, kind: kind,
             quantity: quantity, tokens: tokens, premiumUntil: premiumUntil, environment: environment, status: status, userId: userId,
-            purchasedAt: purchasedAt, refundedAt: revokedAt, refundedTokens: refundedTokens, recordedAt: recordedAt)
+            purchasedAt: purchasedAt, refundedAt: refundedAt, refundedTokens: refundedTokens, recordedAt: recordedAt)
     }
+}
+
+/// Why a subscription's premium ended early.
+public enum SubscriptionRevocation: String, Sendable, Hashable {
+    /// Apple refunded it (`REFUND`, or a transaction signed with its `revocationDate`).
+    case refund
+    /// Apple revoked it (`REVOKE`: Family Sharing ended).
+    case revoke
 }
 
 /// A subscription (an original transaction) as the `subscriptions` table stores it: the account that holds it and the
@@ -100,12 +122,13 @@ public struct StoredPurchase: Sendable, Hashable {
 public struct StoredSubscription: Sendable, Hashable {
     /// Its first transaction's id.
     public var originalTransactionId: String
+    /// The transaction of the newest fact applied to it (its latest renewal, as a rule).
+    public var transactionId: String
     /// The App Store product id.
     public var productId: String
     /// The environment it was signed in.
     public var environment: String
-    /// The account its premium goes to: the last to submit one of its transactions, else the account its
-    /// `appAccountToken` named; `nil` while no one holds it.
+    /// The account its premium goes to (``PurchasePlanner`` says who); `nil` while no one holds it.
     public var userId: String?
     /// The end of its latest period.
     public var expiresAt: Date
@@ -113,21 +136,25 @@ public struct StoredSubscription: Sendable, Hashable {
     public var graceUntil: Date?
     /// When it was refunded or revoked, while that stands.
     public var revokedAt: Date?
+    /// Why it was, while ``revokedAt`` stands.
+    public var revocation: SubscriptionRevocation?
     /// The `signedDate` of the newest fact applied to it: an older notification changes nothing.
     public var signedAt: Date
 
     /// Creates a row.
     public init(
-        originalTransactionId: String, productId: String, environment: String, userId: String?, expiresAt: Date, graceUntil: Date?,
-        revokedAt: Date?, signedAt: Date
+        originalTransactionId: String, transactionId: String? = nil, productId: String, environment: String, userId: String?,
+        expiresAt: Date, graceUntil: Date?, revokedAt: Date?, revocation: SubscriptionRevocation? = nil, signedAt: Date
     ) {
         self.originalTransactionId = originalTransactionId
+        self.transactionId = transactionId ?? originalTransactionId
         self.productId = productId
         self.environment = environment
         self.userId = userId
         self.expiresAt = expiresAt
         self.graceUntil = graceUntil
         self.revokedAt = revokedAt
+        self.revocation = revokedAt == nil ? nil : revocation ?? .refund
         self.signedAt = signedAt
     }
 
@@ -146,12 +173,15 @@ public struct PurchaseAccount: Sendable, Hashable {
     public var wallet: WalletState
     /// The latest premium end of the subscriptions it holds other than the one the fact is about.
     public var otherPremiumUntil: Date?
+    /// The tokens Sandbox consumables credited it, in all (read for a Sandbox consumable's fact; 0 otherwise).
+    public var sandboxTokens: Int64
 
     /// Creates an account.
-    public init(user: UserRecord, wallet: WalletState, otherPremiumUntil: Date?) {
+    public init(user: UserRecord, wallet: WalletState, otherPremiumUntil: Date?, sandboxTokens: Int64 = 0) {
         self.user = user
         self.wallet = wallet
         self.otherPremiumUntil = otherPremiumUntil
+        self.sandboxTokens = sandboxTokens
     }
 }
 
@@ -171,13 +201,16 @@ public enum PurchaseFact: Sendable, Hashable {
     }
 }
 
-/// What a store reads, under the purchase's lock, before applying a fact: the transaction's row, its subscription's
-/// row, and the accounts ``PurchasePlanner/accountsToRead(_:purchase:subscription:merged:)`` names that exist.
+/// What a store reads, under the purchase's lock, before applying a fact: a consumable's row, or a subscription's row
+/// and its rows in accounts' lists; and the accounts ``PurchasePlanner/accountsToRead(_:purchase:subscription:merged:)``
+/// names that exist.
 public struct PurchaseSnapshot: Sendable, Hashable {
-    /// The transaction's row, if it was seen before.
+    /// A consumable's row, if it was seen before (`nil` for a subscription's fact).
     public var purchase: StoredPurchase?
     /// Its original transaction's subscription row, if any.
     public var subscription: StoredSubscription?
+    /// A subscription's rows in the `purchases` table: one per account that listed it, and those of no account.
+    public var listings: [StoredPurchase]
     /// The accounts read, by id; an account missing here does not exist (a merged guest is never here).
     public var accounts: [String: PurchaseAccount]
     /// The guests among the ids the fact names that were merged, each with the account it went into (read with
@@ -186,12 +219,19 @@ public struct PurchaseSnapshot: Sendable, Hashable {
 
     /// Creates a snapshot.
     public init(
-        purchase: StoredPurchase?, subscription: StoredSubscription?, accounts: [String: PurchaseAccount], merged: [String: String] = [:]
+        purchase: StoredPurchase?, subscription: StoredSubscription?, listings: [StoredPurchase] = [],
+        accounts: [String: PurchaseAccount], merged: [String: String] = [:]
     ) {
         self.purchase = purchase
         self.subscription = subscription
+        self.listings = listings
         self.accounts = accounts
         self.merged = merged
+    }
+
+    /// The row `userId` lists the subscription in (`nil`: the one of no account), among ``listings`` and `added`.
+    func listing(of userId: String?, added: StoredPurchase? = nil) -> StoredPurchase? {
+        ([added].compactMap { $0 } + listings).first { $0.userId == userId }
     }
 }
 
@@ -208,17 +248,19 @@ public struct PurchaseEntry: Sendable, Hashable {
 public struct PurchasePlan: Sendable, Hashable {
     /// How a notification is taken (a redemption's plan says `.applied`).
     public var disposition: NotificationOutcome.Disposition = .applied
-    /// The transaction's row to write (insert or replace); `nil`: unchanged.
+    /// The row to write: a consumable's (insert or replace), or a subscription's row in an account's list (inserted,
+    /// unless that account has one); `nil`: none.
     public var purchase: StoredPurchase?
     /// The subscription's row to write (insert or replace); `nil`: unchanged.
     public var subscription: StoredSubscription?
-    /// The account that now holds a subscription no one held: its transactions recorded without an account become its.
-    public var subscriptionClaimedBy: String?
+    /// The subscription (its original transaction id) whose rows in no account's list are deleted: an account holds it
+    /// now, and lists it (``purchase`` adds its row unless it had one).
+    public var dropsUnownedListings: String?
     /// Ledger entries, in order.
     public var entries: [PurchaseEntry] = []
     /// The accounts whose bought premium end changes, and to what.
     public var premium: [String: Date?] = [:]
-    /// A refusal to answer once the writes are committed (`.purchaseClaimed`).
+    /// A refusal to answer once the writes are committed (`.purchaseClaimed`, `.signInRequired`, `.sandboxLimit`).
     public var refusal: StoreError.Code?
 
     /// An empty plan.
@@ -228,7 +270,7 @@ public struct PurchasePlan: Sendable, Hashable {
 
     /// Whether the plan writes nothing (a repeated submission, a refusal, a stale or duplicate notification).
     public var writesNothing: Bool {
-        purchase == nil && subscription == nil && subscriptionClaimedBy == nil && entries.isEmpty && premium.isEmpty
+        purchase == nil && subscription == nil && dropsUnownedListings == nil && entries.isEmpty && premium.isEmpty
     }
 
     /// The accounts whose wallets the plan moves (every premium change comes with an entry), in id order: the order
@@ -255,18 +297,29 @@ public struct PurchasePlan: Sendable, Hashable {
 ///   account is refused (`.purchaseClaimed`, after the named account was credited if no one had been). One refunded
 ///   before anyone was credited credits no one, but keeps the account it would have gone to as its owner: a
 ///   reversal of the refund credits that account (its app finished the transaction and will not submit it again).
-/// - A subscription's premium goes to the account that submitted one of its transactions last (a restore moves it;
-///   both accounts' ledgers get a `premium` entry), else to the account its notifications' `appAccountToken` names.
+/// - A Sandbox consumable whose transaction carries a ``VerifiedTransaction/sandboxLimit`` credits an account only while
+///   its Sandbox credits stay within it: beyond, it stays unclaimed (its submitter refused with `.sandboxLimit`, a
+///   notification credits nothing). Every entry of a Sandbox purchase says so: its reason starts with `Sandbox `.
+/// - A subscription stays with the account its `appAccountToken` names, if that account exists: another account's
+///   submission moves nothing and is refused — `.signInRequired` for a guest when the named account can be signed in
+///   to, else `.purchaseClaimed` (after the named account took it, if no one held it). Without such an account, its
+///   premium goes to the account that submitted one of its transactions last (a restore moves it; both ledgers get a
+///   `premium` entry, and the account it left keeps its row, `moved_away`). Each account that held it lists it once,
+///   whatever its renewals; a row of no account waits, unclaimed, for the first to hold it.
 /// - A notification older (`signedDate`) than one applied to its original transaction changes nothing. A
 ///   subscription's notification sets its whole state, so the newest decides it whatever the order of delivery: its
 ///   transaction's `expiresDate`, kept to the grace period's end its renewal information names (`DID_FAIL_TO_RENEW`,
 ///   and any other while the grace period runs), ended at `signedDate` at the latest by `EXPIRED` and
-///   `GRACE_PERIOD_EXPIRED`, at `revocationDate` by `REFUND` and `REVOKE`; `SUBSCRIBED`, `DID_RENEW` and
-///   `REFUND_REVERSED` end any grace period and revocation. A submitted transaction signed after the newest fact, of the
-///   same or a later period, updates its period's end and revocation too (a grace period stays).
+///   `GRACE_PERIOD_EXPIRED`, at `revocationDate` by `REFUND` (refunded) and `REVOKE` (revoked); `SUBSCRIBED`,
+///   `DID_RENEW` and `REFUND_REVERSED` end any grace period and revocation. A submitted transaction signed after the
+///   newest fact, of the same or a later period, updates its period's end and revocation too (a grace period stays).
 /// - A refund takes back what the consumable credited, spent or not (the balance may go below zero), prorated by
-///   `revocationPercentage` rounded down: the user keeps the fraction of a token. At most one refund per
-///   transaction, and one reversal, which credits back what the refund took.
+///   `revocationPercentage` rounded down: the user keeps the fraction of a token. A refund stands until its own
+///   reversal, which credits back what it took; a refund after the reversal takes back again. The same refund told
+///   again changes nothing; a later one (a later `revocationDate`) arriving while one stands means Apple reversed that
+///   one meanwhile: it is reversed first, so the newest refund says what is taken, in whatever order they arrive. The
+///   n-th refund and its reversal name the transaction as `<id>` (n = 1) or `<id>#n` in their entries' `reference`,
+///   which the schema holds to one entry of each kind.
 public enum PurchasePlanner {
     /// The accounts a store reads (and locks) for `fact`: the submitter, the account the `appAccountToken` names,
     /// the consumable's owner and the subscription's holder — sorted, as they are locked. Each of them that is a merged
@@ -288,15 +341,16 @@ public enum PurchasePlanner {
     public static func plan(_ fact: PurchaseFact, snapshot: PurchaseSnapshot, now: Date) throws(StoreError) -> PurchasePlan {
         guard let transaction = fact.transaction?.inWholeMilliseconds else { return PurchasePlan(disposition: .ignored) }
         var planning = try Planning(transaction, snapshot: snapshot, now: now)
+        let consumable = transaction.product.kind == .consumable
         switch fact {
         case .redemption(_, let userId):
             guard snapshot.accounts[userId] != nil else { throw StoreError(.userNotFound) }
-            if planning.purchase.kind == .consumable { planning.redeemConsumable(by: userId) } else { planning.redeemSubscription(by: userId) }
+            if consumable { planning.redeemConsumable(by: userId) } else { planning.redeemSubscription(by: userId) }
         case .notification(let notification):
             let notification = notification.inWholeMilliseconds
-            let lastSigned = planning.purchase.kind == .consumable ? snapshot.purchase?.signedAt : snapshot.subscription?.signedAt
+            let lastSigned = consumable ? snapshot.purchase?.signedAt : snapshot.subscription?.signedAt
             if let lastSigned, notification.signedDate < lastSigned { return PurchasePlan(disposition: .stale) }
-            if planning.purchase.kind == .consumable { planning.notifyConsumable(notification) } else { planning.notifySubscription(notification) }
+            if consumable { planning.notifyConsumable(notification) } else { planning.notifySubscription(notification) }
         }
         return planning.finish()
     }
@@ -314,6 +368,7 @@ public enum PurchasePlanner {
 private struct Planning {
     let transaction: VerifiedTransaction
     let snapshot: PurchaseSnapshot
+    /// A consumable's row; a subscription's row for an account's list, as a new one would be.
     var purchase: StoredPurchase
     var subscription: StoredSubscription?
     var plan = PurchasePlan()
@@ -330,6 +385,9 @@ private struct Planning {
         transaction.appAccountToken.map { snapshot.merged[$0] ?? $0 }.flatMap { snapshot.accounts[$0] == nil ? nil : $0 }
     }
 
+    /// Whether its entries are Sandbox's (the environment it was first recorded in).
+    var sandbox: Bool { (subscription?.environment ?? purchase.environment) == VerifiedTransaction.sandbox }
+
     // MARK: Consumables
 
     mutating func redeemConsumable(by userId: String) {
@@ -337,8 +395,8 @@ private struct Planning {
             if purchase.userId != userId { plan.refusal = .purchaseClaimed }
             return
         }
-        if purchase.revokedAt == nil, let revoked = transaction.revocationDate, purchase.refundedTokens == nil {
-            (purchase.revokedAt, purchase.refundedTokens) = (revoked, 0)
+        if purchase.revokedAt == nil, let revoked = transaction.revocationDate, purchase.refunds == 0 {
+            (purchase.revokedAt, purchase.refundedTokens, purchase.refunds) = (revoked, 0, 1)
         }
         let owner = purchase.userId ?? namedAccount ?? userId
         if owner != userId { plan.refusal = .purchaseClaimed }
@@ -347,7 +405,7 @@ private struct Planning {
             purchase.userId = owner
             return
         }
-        credit(owner)
+        if !credit(owner), owner == userId { plan.refusal = .sandboxLimit }
     }
 
     mutating func notifyConsumable(_ notification: VerifiedNotification) {
@@ -369,17 +427,36 @@ private struct Planning {
         credit(owner)
     }
 
-    private mutating func credit(_ owner: String) {
-        guard let tokens = purchase.tokens else { return }
+    /// Credits the tokens to `owner`; `false` when a Sandbox bound refuses it (nothing changes then).
+    @discardableResult
+    private mutating func credit(_ owner: String) -> Bool {
+        guard let tokens = purchase.tokens else { return true }
+        if let limit = transaction.sandboxLimit, purchase.environment == VerifiedTransaction.sandbox,
+            (snapshot.accounts[owner]?.sandboxTokens ?? 0) > limit - tokens
+        {
+            return false
+        }
         (purchase.claimed, purchase.userId) = (true, owner)
         let units = purchase.quantity > 1 ? " x\(purchase.quantity)" : ""
         append(owner, .purchase, tokens, "\(purchase.transactionId) \(purchase.productId)\(units)")
+        return true
     }
 
-    /// The one refund of a consumable: what it credited taken back, if its owner still exists.
+    /// The `reference` of the consumable's latest refund and of its reversal: the transaction, `#n` after it from the second.
+    private var refundReference: String {
+        purchase.refunds > 1 ? "\(purchase.transactionId)#\(purchase.refunds)" : purchase.transactionId
+    }
+
+    /// A refund: what the consumable credited taken back, if its owner still exists. The refund standing (not reversed),
+    /// told again, changes nothing; a later one (another revocation date, signed later) means Apple reversed the one
+    /// standing meanwhile — its REFUND_REVERSED, signed before, comes stale if at all —: reversed first, so that the
+    /// newest refund says what is taken, whatever the order of delivery.
     private mutating func refundConsumable(at date: Date) {
-        guard purchase.refundedTokens == nil else { return }
-        purchase.revokedAt = date
+        if let standing = purchase.revokedAt {
+            guard date > standing else { return }
+            reverseConsumableRefund(at: date)
+        }
+        (purchase.revokedAt, purchase.reversedAt, purchase.refunds) = (date, nil, purchase.refunds + 1)
         guard purchase.claimed, let owner = purchase.userId, snapshot.accounts[owner] != nil, let tokens = purchase.tokens else {
             purchase.refundedTokens = 0
             // Before any credit: the account it names is its owner, should the refund be reversed.
@@ -388,16 +465,16 @@ private struct Planning {
         }
         let taken = PurchasePlanner.refundedTokens(of: tokens, percentage: transaction.revocationPercentage)
         purchase.refundedTokens = taken
-        append(owner, .refund, -taken, "\(purchase.transactionId) \(purchase.productId) \(taken) of \(tokens)")
+        append(owner, .refund, -taken, "\(purchase.transactionId) \(purchase.productId) \(taken) of \(tokens)", reference: refundReference)
     }
 
-    /// The one reversal of a consumable's refund: what the refund took credited again (a refund made before anyone was
-    /// credited took nothing, and leaves the transaction to be credited).
+    /// The reversal of the refund standing: what it took credited again (a refund made before anyone was credited took
+    /// nothing, and leaves the transaction to be credited).
     private mutating func reverseConsumableRefund(at date: Date) {
-        guard purchase.revokedAt != nil, purchase.reversedAt == nil else { return }
+        guard purchase.revokedAt != nil else { return }
         (purchase.revokedAt, purchase.reversedAt) = (nil, date)
         guard purchase.claimed, let owner = purchase.userId, snapshot.accounts[owner] != nil else { return }
-        append(owner, .refundReversed, purchase.refundedTokens ?? 0, "\(purchase.transactionId) \(purchase.productId)")
+        append(owner, .refundReversed, purchase.refundedTokens ?? 0, "\(purchase.transactionId) \(purchase.productId)", reference: refundReference)
     }
 
     // MARK: Subscriptions
@@ -408,10 +485,17 @@ private struct Planning {
         // A transaction signed after the newest fact, of the same or a later period, says where the subscription stands.
         if subscription != nil, transaction.signedDate > current.signedAt, expiry >= current.expiresAt {
             (current.expiresAt, current.revokedAt, current.signedAt) = (expiry, transaction.revocationDate, transaction.signedDate)
+            current.transactionId = transaction.transactionId
+            current.revocation = transaction.revocationDate == nil ? nil : current.revocation ?? .refund
         }
         subscription = current
-        updateTransactionRow(revokedAt: transaction.revocationDate, signedAt: transaction.signedDate)
-        purchase.userId = userId
+        // The account its appAccountToken names keeps it: another account's submission moves nothing.
+        if let named = namedAccount, named != userId {
+            if current.userId == nil { hold(by: named) }
+            let guest = snapshot.accounts[userId]?.user.isGuest == true
+            plan.refusal = guest && snapshot.accounts[named]?.user.isGuest == false ? .signInRequired : .purchaseClaimed
+            return
+        }
         hold(by: userId)
     }
 
@@ -421,38 +505,49 @@ private struct Planning {
         // Each type sets the whole state from the notification alone, so the newest one applied decides it, whatever
         // order they came in.
         var (end, grace, revokedAt) = (expiry, notification.renewal?.gracePeriodExpiresDate, transaction.revocationDate)
+        var revocation: SubscriptionRevocation? = .refund
         switch notification.type {
         case .subscribed, .didRenew: grace = nil
         case .expired, .gracePeriodExpired: (end, grace) = (min(expiry, notification.signedDate), nil)
-        case .refund, .revoke: (grace, revokedAt) = (nil, transaction.revocationDate ?? notification.signedDate)
+        case .refund: (grace, revokedAt) = (nil, transaction.revocationDate ?? notification.signedDate)
+        case .revoke: (grace, revokedAt, revocation) = (nil, transaction.revocationDate ?? notification.signedDate, .revoke)
         case .refundReversed: (grace, revokedAt) = (nil, nil)
         case .didFailToRenew, .didChangeRenewalStatus, .oneTimeCharge, .test, .other: break
         }
         (current.expiresAt, current.graceUntil, current.revokedAt, current.signedAt) = (end, grace, revokedAt, notification.signedDate)
+        (current.transactionId, current.revocation) = (transaction.transactionId, revokedAt == nil ? nil : revocation)
         subscription = current
-        updateTransactionRow(revokedAt: revokedAt, signedAt: notification.signedDate)
         if current.userId == nil, let owner = namedAccount { hold(by: owner) }
-        if snapshot.purchase == nil { purchase.userId = subscription?.userId }
     }
 
     private func newSubscription(signedAt: Date) -> StoredSubscription {
         StoredSubscription(
-            originalTransactionId: transaction.originalTransactionId, productId: transaction.productId,
-            environment: transaction.environment, userId: nil, expiresAt: transaction.expiry, graceUntil: nil,
-            revokedAt: transaction.revocationDate, signedAt: signedAt)
-    }
-
-    /// The subscription transaction's own row takes the facts signed after the newest it has.
-    private mutating func updateTransactionRow(revokedAt: Date?, signedAt: Date) {
-        if let last = purchase.signedAt, signedAt < last { return }
-        (purchase.expiresAt, purchase.revokedAt, purchase.signedAt) = (transaction.expiry, revokedAt, signedAt)
+            originalTransactionId: transaction.originalTransactionId, transactionId: transaction.transactionId,
+            productId: transaction.productId, environment: transaction.environment, userId: nil, expiresAt: transaction.expiry,
+            graceUntil: nil, revokedAt: transaction.revocationDate, signedAt: signedAt)
     }
 
     private mutating func hold(by userId: String) {
         guard var current = subscription else { return }
-        if current.userId == nil { plan.subscriptionClaimedBy = userId }
         current.userId = userId
         subscription = current
+    }
+
+    /// The rows of the subscription in accounts' lists: its holder has one (taking the place of those of no account);
+    /// while no one holds it, one of no account waits for the first to.
+    private mutating func settleListings() {
+        guard let current = subscription else { return }
+        let unowned = snapshot.listing(of: nil)
+        if let holder = current.userId {
+            if snapshot.listing(of: holder) == nil {
+                var row = unowned ?? purchase
+                row.userId = holder
+                plan.purchase = row
+            }
+            if unowned != nil { plan.dropsUnownedListings = current.originalTransactionId }
+        } else if snapshot.listings.isEmpty {
+            plan.purchase = purchase
+        }
     }
 
     /// Each account that held or holds the subscription gets the bought premium it now has (the latest end of its
@@ -474,15 +569,22 @@ private struct Planning {
 
     // MARK: The plan
 
-    private mutating func append(_ userId: String, _ kind: EntryKind, _ amount: Int64, _ reason: String) {
-        let reference = kind == .premium ? transaction.originalTransactionId : purchase.transactionId
+    /// Appends an entry naming the purchase (`reference`: the consumable's transaction, a premium change's original
+    /// transaction, unless given), its reason marked `Sandbox ` for a Sandbox purchase.
+    private mutating func append(_ userId: String, _ kind: EntryKind, _ amount: Int64, _ reason: String, reference: String? = nil) {
+        let reference = reference ?? (kind == .premium ? transaction.originalTransactionId : purchase.transactionId)
+        let reason = sandbox ? "Sandbox " + reason : reason
         plan.entries.append(
             PurchaseEntry(userId: userId, entry: PlannedEntry(kind: kind, amount: amount, heldChange: 0, reason: reason, reference: reference)))
     }
 
     mutating func finish() -> PurchasePlan {
-        if purchase.kind == .subscription { settlePremium() }
-        if purchase != snapshot.purchase { plan.purchase = purchase }
+        if transaction.product.kind == .subscription {
+            settleListings()
+            settlePremium()
+        } else if purchase != snapshot.purchase {
+            plan.purchase = purchase
+        }
         if subscription != snapshot.subscription { plan.subscription = subscription }
         return plan
     }
@@ -501,6 +603,7 @@ extension VerifiedTransaction {
     var inWholeMilliseconds: VerifiedTransaction {
         var transaction = self
         transaction.purchaseDate = purchaseDate.wholeMilliseconds
+        transaction.originalPurchaseDate = originalPurchaseDate?.wholeMilliseconds
         transaction.expiresDate = expiresDate?.wholeMilliseconds
         transaction.revocationDate = revocationDate?.wholeMilliseconds
         transaction.signedDate = signedDate.wholeMilliseconds
@@ -525,19 +628,29 @@ extension Date {
 
 extension PurchasePlan {
     /// What a submission answers once the plan is written (or, for a plan that writes nothing, as read): the
-    /// purchase, and the submitter's account as the plan leaves it. Throws the plan's refusal.
+    /// purchase (a subscription: the submitter's row), and the submitter's account as the plan leaves it. Throws the
+    /// plan's refusal.
     public func redemption(by userId: String, snapshot: PurchaseSnapshot, now: Date) throws(StoreError) -> Redemption {
         if let refusal { throw StoreError(refusal) }
-        guard let account = snapshot.accounts[userId].map(applied(to:)), let purchase = purchase ?? snapshot.purchase else {
+        guard let account = snapshot.accounts[userId].map(applied(to:)), let purchase = row(for: userId, snapshot: snapshot, now: now)
+        else {
             throw StoreError(.userNotFound)
         }
-        return Redemption(purchase: purchase.record(at: now), user: account.user.stored, wallet: account.wallet, changedUsers: changedUsers)
+        return Redemption(purchase: purchase, user: account.user.stored, wallet: account.wallet, changedUsers: changedUsers)
     }
 
-    /// What a notification's plan did, once written.
+    /// What a notification's plan did, once written (a subscription's row: its holder's, else one of no account).
     public func outcome(snapshot: PurchaseSnapshot, now: Date) -> NotificationOutcome {
-        NotificationOutcome(
-            disposition: disposition, purchase: (purchase ?? snapshot.purchase)?.record(at: now), changedUsers: changedUsers)
+        let holder = (subscription ?? snapshot.subscription)?.userId
+        return NotificationOutcome(
+            disposition: disposition, purchase: row(for: holder, snapshot: snapshot, now: now) ?? row(for: nil, snapshot: snapshot, now: now),
+            changedUsers: changedUsers)
+    }
+
+    /// The purchase as the plan leaves it: a consumable's row, or the subscription's row in `userId`'s list.
+    private func row(for userId: String?, snapshot: PurchaseSnapshot, now: Date) -> PurchaseRecord? {
+        guard let subscription = subscription ?? snapshot.subscription else { return (purchase ?? snapshot.purchase)?.record(at: now) }
+        return snapshot.listing(of: userId, added: purchase)?.record(at: now, subscription: subscription)
     }
 }
 

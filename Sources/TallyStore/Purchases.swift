@@ -46,6 +46,8 @@ public struct VerifiedTransaction: Sendable, Hashable {
     public var environment: String
     /// When it was bought (a renewal: when it renewed).
     public var purchaseDate: Date
+    /// When its original transaction was bought (a subscription's first period); `nil`: ``purchaseDate`` stands for it.
+    public var originalPurchaseDate: Date?
     /// A subscription transaction's end.
     public var expiresDate: Date?
     /// When the App Store refunded or revoked it, if it did.
@@ -54,12 +56,19 @@ public struct VerifiedTransaction: Sendable, Hashable {
     public var revocationPercentage: Int?
     /// When the App Store signed this payload.
     public var signedDate: Date
+    /// For a Sandbox transaction, the most tokens Sandbox consumables may credit one account in all (the configuration's
+    /// `appStore.sandbox.tokensPerAccount`; 0: none); `nil`: no bound.
+    public var sandboxLimit: Int64?
+
+    /// The environment name of the App Store's test purchases (TestFlight, App Review, Xcode's sandbox accounts).
+    public static let sandbox = "Sandbox"
 
     /// Creates a transaction.
     public init(
         transactionId: String, originalTransactionId: String, productId: String, product: PurchaseProduct, quantity: Int = 1,
-        appAccountToken: String? = nil, environment: String, purchaseDate: Date, expiresDate: Date? = nil,
-        revocationDate: Date? = nil, revocationPercentage: Int? = nil, signedDate: Date
+        appAccountToken: String? = nil, environment: String, purchaseDate: Date, originalPurchaseDate: Date? = nil,
+        expiresDate: Date? = nil, revocationDate: Date? = nil, revocationPercentage: Int? = nil, signedDate: Date,
+        sandboxLimit: Int64? = nil
     ) {
         self.transactionId = transactionId
         self.originalTransactionId = originalTransactionId
@@ -69,10 +78,12 @@ public struct VerifiedTransaction: Sendable, Hashable {
         self.appAccountToken = appAccountToken
         self.environment = environment
         self.purchaseDate = purchaseDate
+        self.originalPurchaseDate = originalPurchaseDate
         self.expiresDate = expiresDate
         self.revocationDate = revocationDate
         self.revocationPercentage = revocationPercentage
         self.signedDate = signedDate
+        self.sandboxLimit = sandboxLimit
     }
 }
 
@@ -165,23 +176,30 @@ public struct VerifiedNotification: Sendable, Hashable {
     }
 }
 
-/// Where a purchase stands.
+/// Where a purchase stands: a consumable as its newest fact leaves it, a subscription as the newest fact applied to it
+/// does (and the time: its premium's end).
 public enum PurchaseStatus: String, Sendable, Hashable, CaseIterable {
-    /// A consumable no account has been credited for yet (its `appAccountToken` named no account): the first to submit it gets it.
+    /// A consumable no account has been credited for yet (its `appAccountToken` named no account, or its Sandbox
+    /// credit was refused): the first to submit it gets it.
     case unclaimed
     /// A consumable credited.
     case credited
-    /// Refunded or revoked (a consumable's tokens taken back; a subscription period's premium ended at the refund).
+    /// Refunded: a consumable's tokens taken back (until its refund is reversed); a subscription's premium ended at the refund.
     case refunded
-    /// A subscription transaction whose period has not ended.
+    /// A subscription giving premium now (its period, or its billing grace period, has not ended).
     case active
-    /// A subscription transaction whose period has ended.
+    /// A subscription whose premium has ended (its period ran out, or `EXPIRED` ended it).
     case expired
+    /// A subscription Apple revoked (Family Sharing ended): its premium ended then.
+    case revoked
+    /// A subscription another account holds now (restored there): it gives this account nothing.
+    case movedAway = "moved_away"
 }
 
-/// One App Store transaction, as `GET /v1/purchases` lists it.
+/// One App Store purchase, as `GET /v1/purchases` lists it: a consumable's transaction, or a subscription (one row per
+/// original transaction in an account's list, its renewals inside it).
 public struct PurchaseRecord: Sendable, Hashable {
-    /// The transaction's id.
+    /// The transaction's id (a subscription's: its latest transaction's).
     public var transactionId: String
     /// Its subscription's first transaction (a consumable's own id).
     public var originalTransactionId: String
@@ -193,20 +211,21 @@ public struct PurchaseRecord: Sendable, Hashable {
     public var quantity: Int
     /// A consumable's tokens: what it credits (per unit × quantity).
     public var tokens: Int64?
-    /// A subscription transaction's end of premium: its period's end, or its refund's date if earlier.
+    /// A subscription's end of premium (its latest period's end, its grace period's if later, its refund's or revocation's
+    /// date if earlier); `nil` when it moved away.
     public var premiumUntil: Date?
     /// The environment it was signed in.
     public var environment: String
     /// Where it stands.
     public var status: PurchaseStatus
-    /// The account it belongs to (a consumable's: credited to; a subscription's: who submitted it, or held the
-    /// subscription when it was recorded); `nil` while unclaimed, or after that account's deletion.
+    /// The account whose list it is in (a consumable's: credited to; a subscription's: an account that held it); `nil`
+    /// while unclaimed, or after that account's deletion.
     public var userId: String?
-    /// When it was bought.
+    /// When it was bought (a subscription: its first period).
     public var purchasedAt: Date
     /// When it was refunded or revoked, while that stands.
     public var refundedAt: Date?
-    /// A consumable's tokens taken back by its refund (0 when there was nothing to take back), once it was refunded.
+    /// A consumable's tokens taken back by its latest refund (0 when there was nothing to take back), once it was refunded.
     public var refundedTokens: Int64?
     /// When Tally first recorded it.
     public var recordedAt: Date
@@ -234,17 +253,17 @@ public struct PurchaseRecord: Sendable, Hashable {
     }
 }
 
-/// Where a page of purchases (newest first: by purchase date, then transaction id) continues: after this one.
+/// Where a page of purchases (newest first: by purchase date, then the id a row is kept under) continues: after this one.
 public struct PurchaseCursor: Sendable, Hashable {
     /// The purchase date of the last purchase listed.
     public var purchasedAt: Date
-    /// Its transaction id.
+    /// The id its row is kept under: a consumable's transaction id, a subscription's original transaction id.
     public var transactionId: String
 
     /// The cursor after `record`.
     public init(after record: PurchaseRecord) {
         purchasedAt = record.purchasedAt
-        transactionId = record.transactionId
+        transactionId = record.kind == .subscription ? record.originalTransactionId : record.transactionId
     }
 
     /// The cursor a ``token`` stands for; `nil` for anything else.
@@ -284,7 +303,7 @@ public struct Redemption: Sendable, Hashable {
 public struct NotificationOutcome: Sendable, Hashable {
     /// How it was taken.
     public enum Disposition: String, Sendable, Hashable {
-        /// Its effect is in the books (which may be none: a purchase already credited, a refund already made).
+        /// Its effect is in the books (which may be none: a purchase already credited, a refund standing already).
         case applied
         /// Its `notificationUUID` was seen before: nothing changed.
         case duplicate

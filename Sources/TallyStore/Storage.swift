@@ -157,13 +157,16 @@ public protocol LeaseStore: Sendable {
 /// App Store purchases: verified transactions and notifications made into ledger entries and premium, exactly once.
 /// Each call is one transaction under a lock on the original transaction (so concurrent calls, from any process, take
 /// turns), and plans with ``PurchasePlanner``. Every token moved is a ledger entry whose kind and `reference` (the
-/// transaction id) the schema holds to one credit, at most one refund and one reversal per transaction.
+/// transaction id; `#n` after it for the n-th refund and its reversal) the schema holds to one credit per transaction
+/// and one entry per refund and per reversal.
 public protocol PurchaseStore: Sendable {
     /// `userId` submits `transaction` (from StoreKit on their device). A consumable is credited once, forever: to the
     /// account its `appAccountToken` names if that exists, else to the first account to submit it (an unclaimed one
     /// recorded from a notification too); the same account again gets the same purchase with no second credit, another
-    /// account `.purchaseClaimed` (thrown after the named account was credited, if no one had been). A subscription's
-    /// premium moves to `userId` (the account that held it loses what it gave; both ledgers say so). A repeated
+    /// account `.purchaseClaimed` (thrown after the named account was credited, if no one had been); a Sandbox one past
+    /// its ``VerifiedTransaction/sandboxLimit`` `.sandboxLimit`. A subscription stays with the account its
+    /// `appAccountToken` names, if that exists (another account: `.purchaseClaimed`, a guest `.signInRequired`); else
+    /// its premium moves to `userId` (the account that held it loses what it gave; both ledgers say so). A repeated
     /// submission that changes nothing writes nothing. Throws `.userNotFound`, and `.invalidInput` for tokens out of range.
     func redeem(_ transaction: VerifiedTransaction, userId: String, now: Date) async throws -> Redemption
 
@@ -173,11 +176,12 @@ public protocol PurchaseStore: Sendable {
     func apply(_ notification: VerifiedNotification, now: Date) async throws -> NotificationOutcome
 
     /// The account's purchases, newest first (by purchase date, then transaction id), after `cursor` when given; each
-    /// status as of `now`.
+    /// status as of `now` (a subscription once, with its latest transaction and its state, `moved_away` when another
+    /// account holds it now).
     func purchases(userId: String, after cursor: PurchaseCursor?, limit: Int, now: Date) async throws -> [PurchaseRecord]
 
-    /// The purchases no account holds (a consumable no one was credited for; a subscription's transactions while no
-    /// account holds it), newest first, after `cursor` when given: for the admin.
+    /// The purchases no account holds (a consumable no one was credited for; a subscription no account has held),
+    /// newest first, after `cursor` when given: for the admin.
     func unclaimedPurchases(after cursor: PurchaseCursor?, limit: Int, now: Date) async throws -> [PurchaseRecord]
 }
 

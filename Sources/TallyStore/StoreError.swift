@@ -13,7 +13,7 @@ public struct StoreError: Error, Sendable, CustomStringConvertible {
             case credentialInUse, alreadyLinked, invalidRefreshToken, refreshTokenReused
             case rateLimited, idempotencyMismatch, idempotencyKeyInUse, invalidInput, unavailable
             case versionConflict, documentNotFound, documentTooLarge, collectionFull, invalidDocument
-            case clientIdInUse, resyncRequired, storageFull, purchaseClaimed
+            case clientIdInUse, resyncRequired, storageFull, purchaseClaimed, signInRequired, sandboxLimit
             case appleIdentityInUse, mergeRefused, alreadyMerged, guestInDebt
         }
         fileprivate let base: Base
@@ -65,8 +65,15 @@ public struct StoreError: Error, Sendable, CustomStringConvertible {
         /// The write would take the user past their ``SyncBudget`` (documents and tombstones, bytes, client ids).
         public static let storageFull = Code(base: .storageFull)
         /// The App Store transaction is another account's: a consumable credited to it (or to the account its
-        /// `appAccountToken` names, which the call credited if no one had been).
+        /// `appAccountToken` names, which the call credited if no one had been), or a subscription whose
+        /// `appAccountToken` names another existing account.
         public static let purchaseClaimed = Code(base: .purchaseClaimed)
+        /// A guest submitted a subscription whose `appAccountToken` names another account, one that can be signed in to:
+        /// it stays with that account, which the user signs in to.
+        public static let signInRequired = Code(base: .signInRequired)
+        /// A Sandbox consumable would take the account's Sandbox credits past the transaction's
+        /// ``VerifiedTransaction/sandboxLimit``: nothing was credited.
+        public static let sandboxLimit = Code(base: .sandboxLimit)
         /// The Apple identity (its `sub`) is linked to another account.
         public static let appleIdentityInUse = Code(base: .appleIdentityInUse)
         /// A merge that cannot be: the source is not a guest (it has an email or an Apple identity), the target is a guest

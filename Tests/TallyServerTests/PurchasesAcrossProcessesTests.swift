@@ -125,7 +125,8 @@ struct PurchasesAcrossProcessesTests {
         for item in bought {
             let id = item.purchase.transaction.transactionId
             let tokens = Int64(100 * item.purchase.transaction.quantity)
-            let mine = entries.flatMap { owner, list in list.filter { $0.reason?.hasPrefix("\(id) ") == true }.map { (owner, $0) } }
+            // The stand-in sells in Sandbox: each entry's reason says so before the transaction.
+            let mine = entries.flatMap { owner, list in list.filter { $0.reason?.hasPrefix("Sandbox \(id) ") == true }.map { (owner, $0) } }
             let counts = Dictionary(grouping: mine, by: \.1.kind).mapValues(\.count)
             #expect(counts.values.allSatisfy { $0 == 1 }, "\(label) \(id): \(counts)")
             #expect(mine.allSatisfy { $0.0 == item.owner.userId }, "\(label) \(id) credited to another account")

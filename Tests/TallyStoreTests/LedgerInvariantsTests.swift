@@ -71,4 +71,29 @@ struct LedgerInvariantsTests {
         twice[4].balanceAfter = 13  // …but the same entry read twice is caught even when its sums would follow
         #expect(Self.check(twice, balance: 13) == ["entry 15 appears twice"])
     }
+
+    @Test("A transaction's refunds and reversals alternate, each reversal undoing its own refund; a second refund while one stands is caught")
+    func refundsAlternate() {
+        // Bought 100; refunded 40, reversed; refunded 100 (`#2`), reversed; refunded 30 (`#3`).
+        let line = { (id: Int64, kind: String, amount: Int64, balance: Int64, reference: String) in
+            LedgerLine(id: id, amount: amount, heldChange: 0, balanceAfter: balance, kind: kind, reference: reference)
+        }
+        let books = [
+            line(1, "purchase", 100, 100, "t"), line(2, "refund", -40, 60, "t"), line(3, "refund_reversed", 40, 100, "t"),
+            line(4, "refund", -100, 0, "t#2"), line(5, "refund_reversed", 100, 100, "t#2"), line(6, "refund", -30, 70, "t#3"),
+        ]
+        #expect(Self.check(books, balance: 70).isEmpty, "\(Self.check(books, balance: 70))")
+        // A refund while the one before stands, a reversal of another refund than the one standing, a refund twice.
+        let unreversed = [line(1, "purchase", 100, 100, "t"), line(2, "refund", -40, 60, "t"), line(3, "refund", -60, 0, "t#2")]
+        #expect(Self.check(unreversed, balance: 0) == ["refund 3 of t#2 comes before the refund standing was reversed"])
+        let crossed = [line(1, "purchase", 100, 100, "t"), line(2, "refund", -40, 60, "t#2"), line(3, "refund_reversed", 40, 100, "t")]
+        #expect(Self.check(crossed, balance: 100) == ["reversal 3 of t comes before any refund of it to reverse"])
+        let twice = [
+            line(1, "purchase", 100, 100, "t"), line(2, "refund", -40, 60, "t"), line(3, "refund_reversed", 40, 100, "t"),
+            line(4, "refund", -40, 60, "t"),
+        ]
+        #expect(Self.check(twice, balance: 60) == ["t has a second refund entry (4)"])
+        let bought = [line(1, "purchase", 100, 100, "t"), line(2, "purchase", 100, 200, "t")]
+        #expect(Self.check(bought, balance: 200) == ["t has a second purchase entry (2)"])
+    }
 }

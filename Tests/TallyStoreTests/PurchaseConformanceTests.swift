@@ -92,7 +92,7 @@ struct PurchaseConformanceTests {
         }
     }
 
-    @Test("A refund takes back what was credited (prorated, rounded down), its reversal credits that back, and a second refund changes nothing",
+    @Test("A refund takes back what was credited (prorated, rounded down), its reversal credits that back, and a refund after the reversal takes it again",
         arguments: StoreKind.allCases)
     func refundAndReversal(kind: StoreKind) async throws {
         try await withFixture(kind) { f in
@@ -111,13 +111,28 @@ struct PurchaseConformanceTests {
             let reversed = try await f.deliver(Facts.notification(.refundReversed, bought.signed(at: f.now), signed: f.now))
             #expect(reversed.purchase?.status == .credited && reversed.purchase?.refundedAt == nil, "[\(kind)]")
             #expect(try await f.balance(user) == 100, "[\(kind)]")
+
+            // Refunded again after the reversal: taken back again, by this refund's own entry; its copies change nothing.
             f.clock.advance(by: 86_400)
-            let again = try await f.deliver(Facts.notification(.refund, bought.signed(at: f.now, revoked: f.now), signed: f.now))
-            #expect(again.disposition == .applied && again.changedUsers.isEmpty && again.purchase?.status == .credited, "[\(kind)]")
+            let second = bought.signed(at: f.now, revoked: f.now)
+            let again = try await f.deliver(Facts.notification(.refund, second, signed: f.now))
+            #expect(again.disposition == .applied && again.changedUsers == [user] && again.purchase?.status == .refunded, "[\(kind)]")
+            #expect(again.purchase?.refundedTokens == 100 && again.purchase?.refundedAt == f.now, "[\(kind)]")
+            #expect(try await f.balance(user) == 0, "[\(kind)]")
+            let copy = try await f.deliver(Facts.notification(.refund, second, signed: f.now))
+            #expect(copy.disposition == .applied && copy.changedUsers.isEmpty, "[\(kind)] a copy under another id")
+            #expect(try await f.redeem(bought, by: user).purchase.status == .refunded, "[\(kind)]")
+            // Its own reversal gives it back; a stale reversal (the first one's copy) gives nothing.
+            #expect(try await f.deliver(Facts.notification(.refundReversed, bought.signed(at: f.now), signed: f.now.addingTimeInterval(-86_400))).disposition == .stale, "[\(kind)]")
+            f.clock.advance(by: 60)
+            try await f.deliver(Facts.notification(.refundReversed, bought.signed(at: f.now), signed: f.now))
             #expect(try await f.balance(user) == 100, "[\(kind)]")
 
-            let entries = try await f.entries(user, naming: bought.transactionId)
-            #expect(entries.map(\.kind) == [.purchase, .refund, .refundReversed] && entries.map(\.amount) == [100, -33, 33], "[\(kind)]")
+            let entries = try await f.allEntries(user).filter { $0.reference?.hasPrefix(bought.transactionId) == true }
+            #expect(entries.map(\.kind) == [.purchase, .refund, .refundReversed, .refund, .refundReversed], "[\(kind)]")
+            #expect(entries.map(\.amount) == [100, -33, 33, -100, 100], "[\(kind)]")
+            let (tx, round2) = (bought.transactionId, bought.transactionId + "#2")
+            #expect(entries.map(\.reference) == [tx, tx, tx, round2, round2], "[\(kind)] each refund and its reversal by their own reference")
             #expect(entries.allSatisfy { $0.reason?.hasPrefix(bought.transactionId) == true }, "[\(kind)]")
 
             // A whole refund of three units takes the three back.
@@ -125,6 +140,32 @@ struct PurchaseConformanceTests {
             try await f.redeem(pack, by: user)
             try await f.deliver(Facts.notification(.refund, pack.signed(at: f.now, revoked: f.now), signed: f.now))
             #expect(try await f.entries(user, naming: pack.transactionId).map(\.amount) == [21, -21], "[\(kind)]")
+            try await f.checkInvariants([user])
+        }
+    }
+
+    @Test("A second refund that overtakes the first one's reversal: the newest refund says what is taken; the late reversal changes nothing",
+        arguments: StoreKind.allCases)
+    func refundOvertakingAReversal(kind: StoreKind) async throws {
+        try await withFixture(kind) { f in
+            let user = try await f.newUser()
+            let bought = Facts.consumable(for: user, purchased: f.now)
+            try await f.redeem(bought, by: user)
+            let at = { (hours: Double) in f.now.addingTimeInterval(hours * 3600) }
+            let halfRefund = Facts.notification(.refund, bought.signed(at: at(1), revoked: at(1), percentage: 50_000), signed: at(1))
+            let reversal = Facts.notification(.refundReversed, bought.signed(at: at(2)), signed: at(2))
+            let wholeRefund = Facts.notification(.refund, bought.signed(at: at(3), revoked: at(3)), signed: at(3))
+            f.clock.set(at(4))
+            try await f.deliver(halfRefund)
+            #expect(try await f.balance(user) == 50, "[\(kind)]")
+            // The whole refund comes before the half refund's reversal: the half is reversed, the whole taken.
+            #expect(try await f.deliver(wholeRefund).changedUsers == [user], "[\(kind)]")
+            #expect(try await f.balance(user) == 0, "[\(kind)]")
+            #expect(try await f.deliver(reversal).disposition == .stale, "[\(kind)]")
+            #expect(try await f.balance(user) == 0, "[\(kind)]")
+            let entries = try await f.allEntries(user)
+            #expect(entries.map(\.amount) == [100, -50, 50, -100], "[\(kind)]")
+            #expect(entries.map(\.reference) == [bought.transactionId, bought.transactionId, bought.transactionId, bought.transactionId + "#2"], "[\(kind)]")
             try await f.checkInvariants([user])
         }
     }

@@ -3,7 +3,7 @@ import TallyStore
 import Testing
 
 /// Verified App Store facts as the route layer hands them to a store (`PurchaseStore`), made in tests: every id random,
-/// so tests sharing one PostgreSQL database never meet.
+/// so tests sharing one PostgreSQL database never meet; Production's, unless a test makes them Sandbox's (``sandbox(limit:)``).
 enum AppStoreFacts {
     static let tokensProduct = "com.example.tokens.100"
     static let monthlyProduct = "com.example.premium.monthly"
@@ -15,7 +15,7 @@ enum AppStoreFacts {
     ) -> VerifiedTransaction {
         VerifiedTransaction(
             transactionId: transactionId, originalTransactionId: transactionId, productId: tokensProduct, product: .tokens(tokens),
-            quantity: quantity, appAccountToken: account, environment: "Sandbox", purchaseDate: purchased, expiresDate: nil,
+            quantity: quantity, appAccountToken: account, environment: "Production", purchaseDate: purchased, expiresDate: nil,
             revocationDate: revoked, revocationPercentage: percentage, signedDate: signed ?? purchased)
     }
 
@@ -26,7 +26,7 @@ enum AppStoreFacts {
     ) -> VerifiedTransaction {
         VerifiedTransaction(
             transactionId: transactionId, originalTransactionId: original, productId: monthlyProduct, product: .premium, quantity: 1,
-            appAccountToken: account, environment: "Sandbox", purchaseDate: purchased, expiresDate: expires, revocationDate: revoked,
+            appAccountToken: account, environment: "Production", purchaseDate: purchased, expiresDate: expires, revocationDate: revoked,
             signedDate: signed ?? purchased)
     }
 
@@ -44,6 +44,15 @@ enum AppStoreFacts {
 func day(_ days: Double) -> Date { defaultStart.addingTimeInterval(days * 86_400) }
 
 extension VerifiedTransaction {
+    /// The same transaction bought in Sandbox, as the route layer hands it over: with the configuration's bound on
+    /// Sandbox credits (`nil`: none).
+    func sandbox(limit: Int64?) -> VerifiedTransaction {
+        var transaction = self
+        transaction.environment = VerifiedTransaction.sandbox
+        transaction.sandboxLimit = limit
+        return transaction
+    }
+
     /// The same transaction as the App Store signs it again at `signed` (refunded at `revoked`, if given).
     func signed(at signed: Date, revoked: Date? = nil, percentage: Int? = nil) -> VerifiedTransaction {
         var transaction = self

@@ -109,3 +109,151 @@ struct PurchaseMigrationTests {
         }
     }
 }
+
+/// The migration to one row per subscription (SQLite v13, PostgreSQL 15): the rows of each renewal of an original
+/// transaction become one row per account that listed it, saying what the subscription's state says (moved away from
+/// the accounts that no longer hold it; revoked after a REVOKE, refunded after a REFUND); a consumable's refund counts
+/// as its first.
+@Suite("Purchase status migrations")
+struct PurchaseStatusMigrationTests {
+    /// Purchases as stored before: `moved` renewed once while `earlier` held it, then restored by `later`; `revoked`
+    /// revoked by Family Sharing; `refunded` refunded; `waiting` two periods no account holds; `consumable` refunded once.
+    struct OldPurchases {
+        let earlier = randomId(), later = randomId()
+        let moved = randomId("otx-"), revoked = randomId("otx-"), refunded = randomId("otx-"), waiting = randomId("otx-")
+        let renewal = randomId("tx-"), waitingRenewal = randomId("tx-"), consumable = randomId("tx-")
+
+        /// (transaction, original, user, purchased day, expires day, signed day)
+        var periods: [(String, String, String?, Double, Double, Double)] {
+            [
+                (moved, moved, later, 0, 30, 31), (renewal, moved, earlier, 30, 60, 30), (revoked, revoked, earlier, 0, 30, 0),
+                (refunded, refunded, later, 0, 30, 0), (waiting, waiting, nil, 0, 30, 0), (waitingRenewal, waiting, nil, 30, 60, 30),
+            ]
+        }
+        /// (original, holder, expires day, revoked day, signed day)
+        var subscriptions: [(String, String?, Double, Double?, Double)] {
+            [(moved, later, 60, nil, 31), (revoked, earlier, 30, 10, 10), (refunded, later, 30, 12, 12), (waiting, nil, 60, nil, 30)]
+        }
+        /// (uuid, type, transaction, signed day): the revocations the subscriptions' states came from.
+        var notifications: [(String, String, String, Double)] {
+            [(randomId("n-"), "REFUND", revoked, 5), (randomId("n-"), "REVOKE", revoked, 10), (randomId("n-"), "REFUND", refunded, 12)]
+        }
+
+        func millis(_ days: Double) -> Int64 { Int64((day(days).timeIntervalSince1970 * 1000).rounded()) }
+
+        /// The rows, as SQL statements with their arguments (`?` placeholders), in order.
+        var statements: [(String, [(any Sendable)?])] {
+            var all: [(String, [(any Sendable)?])] = []
+            for user in [earlier, later] {
+                all.append(("INSERT INTO users (id, created_at) VALUES (?, 0)", [user]))
+                all.append(("INSERT INTO wallets (user_id, balance, held, version) VALUES (?, 0, 0, 0)", [user]))
+            }
+            for (transaction, original, user, purchased, expires, signed) in periods {
+                all.append((
+                    """
+                    INSERT INTO purchases (transaction_id, original_transaction_id, product_id, kind, quantity, tokens, environment, user_id,
+                      claimed, purchased_at, expires_at, revoked_at, refunded_tokens, reversed_at, signed_at, recorded_at)
+                    VALUES (?, ?, 'com.example.premium.monthly', 'subscription', 1, NULL, 'Sandbox', ?, ?, ?, ?, NULL, NULL, NULL, ?, ?)
+                    """, [transaction, original, user, false, millis(purchased), millis(expires), millis(signed), millis(signed)]))
+            }
+            all.append((
+                """
+                INSERT INTO purchases (transaction_id, original_transaction_id, product_id, kind, quantity, tokens, environment, user_id,
+                  claimed, purchased_at, expires_at, revoked_at, refunded_tokens, reversed_at, signed_at, recorded_at)
+                VALUES (?, ?, 'com.example.tokens.100', 'consumable', 1, 100, 'Sandbox', ?, ?, ?, NULL, ?, 0, NULL, ?, ?)
+                """, [consumable, consumable, earlier, false, millis(1), millis(2), millis(2), millis(1)]))
+            for (original, holder, expires, revokedAt, signed) in subscriptions {
+                all.append((
+                    """
+                    INSERT INTO subscriptions (original_transaction_id, product_id, environment, user_id, expires_at, grace_until, revoked_at, signed_at)
+                    VALUES (?, 'com.example.premium.monthly', 'Sandbox', ?, ?, NULL, ?, ?)
+                    """, [original, holder, millis(expires), revokedAt.map(millis), millis(signed)]))
+            }
+            for (uuid, type, transaction, signed) in notifications {
+                all.append((
+                    "INSERT INTO purchase_notifications (uuid, type, transaction_id, signed_at, received_at) VALUES (?, ?, ?, ?, ?)",
+                    [uuid, type, transaction, millis(signed), millis(signed)]))
+            }
+            return all
+        }
+
+        /// After the migration: one row per account, each saying where its subscription stands; the books go on.
+        func expectMigrated(_ store: any TallyStorage, _ kind: StoreKind) async throws {
+            let f = Fixture(store: store, kind: kind, clock: ManualClock(day(20)))
+            let mine = try await f.allPurchases(earlier, pageSize: 10).sorted { $0.originalTransactionId < $1.originalTransactionId }
+            let theirs = try await f.allPurchases(later, pageSize: 10).sorted { $0.originalTransactionId < $1.originalTransactionId }
+            let statuses = { (rows: [PurchaseRecord]) in Dictionary(uniqueKeysWithValues: rows.map { ($0.originalTransactionId, $0.status) }) }
+            #expect(statuses(mine) == [moved: .movedAway, revoked: .revoked, consumable: .refunded], "[\(kind)] \(mine)")
+            #expect(statuses(theirs) == [moved: .active, refunded: .refunded], "[\(kind)] \(theirs)")
+            let held = try #require(theirs.first { $0.originalTransactionId == moved })
+            #expect(held.transactionId == renewal && held.premiumUntil == day(60) && held.purchasedAt == day(0), "[\(kind)] \(held)")
+            let unclaimed = try await store.unclaimedPurchases(after: nil, limit: 100, now: f.now).filter { $0.originalTransactionId == waiting }
+            #expect(unclaimed.count == 1 && unclaimed.first?.transactionId == waitingRenewal, "[\(kind)] \(unclaimed)")
+
+            // The migrated rows take new facts: a renewal, the consumable's reversal and its second refund.
+            let next = AppStoreFacts.period(of: moved, purchased: day(60), expires: day(90))
+            f.clock.set(day(60))
+            try await f.deliver(AppStoreFacts.notification(.didRenew, next, signed: day(60)))
+            #expect(try await f.allPurchases(later, pageSize: 10).filter { $0.originalTransactionId == moved }.map(\.transactionId) == [next.transactionId], "[\(kind)]")
+            #expect(try await f.boughtPremium(later) == day(90), "[\(kind)]")
+            // Refunded before its credit, its owner recorded: the reversal credits it, and a refund after that is its second.
+            let bought = AppStoreFacts.consumable(consumable, purchased: day(1))
+            try await f.deliver(AppStoreFacts.notification(.refundReversed, bought.signed(at: day(61)), signed: day(61)))
+            #expect(try await f.balance(earlier) == 100, "[\(kind)]")
+            try await f.deliver(AppStoreFacts.notification(.refund, bought.signed(at: day(62), revoked: day(62)), signed: day(62)))
+            #expect(try await f.balance(earlier) == 0, "[\(kind)]")
+            #expect(try await f.allEntries(earlier).map(\.reference) == [consumable, consumable + "#2"], "[\(kind)]")
+            try await f.checkInvariants([earlier, later])
+        }
+    }
+
+    @Test("SQLite: a v11 database's renewal rows become one row per subscription and account, each with its status")
+    func sqlite() async throws {
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("tally-tests-\(randomId())")
+        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let store = try SQLiteStore(path: directory.appendingPathComponent("tally.sqlite").path)
+        try Schema.migrator.migrate(store.pool, upTo: "v11")
+        let old = OldPurchases()
+        try await store.pool.write { db in
+            for (sql, arguments) in old.statements {
+                try db.execute(sql: sql, arguments: StatementArguments(arguments.map { $0 as? (any DatabaseValueConvertible) }))
+            }
+        }
+        try await store.migrate()
+        try await old.expectMigrated(store, .sqlite)
+    }
+
+    @Test("PostgreSQL: a database of schema 13's renewal rows become one row per subscription and account, each with its status")
+    func postgres() async throws {
+        try await withPostgresStore(isolated: true, migrated: false) { store in
+            try await store.migrate(upTo: 13)
+            let old = OldPurchases()
+            for (sql, arguments) in old.statements {
+                var bindings = PostgresBindings()
+                var text = ""
+                var index = 0
+                for character in sql {
+                    if character == "?" {
+                        index += 1
+                        text += "$\(index)"
+                    } else {
+                        text.append(character)
+                    }
+                }
+                for argument in arguments {
+                    switch argument {
+                    case let value as String: bindings.append(value)
+                    case let value as Int64: bindings.append(value)
+                    case let value as Bool: bindings.append(value)
+                    case .none: bindings.appendNull()
+                    default: throw HarnessError("no binding for \(String(describing: argument))")
+                    }
+                }
+                try await store.rows(PostgresQuery(unsafeSQL: text, binds: bindings))
+            }
+            try await store.migrate()
+            try await old.expectMigrated(store, .postgres)
+        }
+    }
+}

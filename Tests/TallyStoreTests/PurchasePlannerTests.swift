@@ -80,11 +80,34 @@ struct PurchasePlannerTests {
         let bought = AppStoreFacts.consumable("t", for: "b", purchased: day(0))
         var owned = StoredPurchase(
             transactionId: "t", originalTransactionId: "t", productId: "p", kind: .consumable, quantity: 1, tokens: 1,
-            environment: "Sandbox", userId: "c", claimed: true, purchasedAt: day(0), expiresAt: nil, revokedAt: nil, refundedTokens: nil,
+            environment: "Sandbox", userId: "c", claimed: true, purchasedAt: day(0), revokedAt: nil, refundedTokens: nil,
             reversedAt: nil, signedAt: nil, recordedAt: day(0))
         #expect(PurchasePlanner.accountsToRead(.redemption(bought, userId: "d"), purchase: owned, subscription: nil) == ["b", "c", "d"])
         owned.userId = "b"
         #expect(PurchasePlanner.accountsToRead(.notification(AppStoreFacts.notification(.refund, bought, signed: day(0))), purchase: owned,
             subscription: nil) == ["b"])
+    }
+
+    @Test("A subscription's row says what its state says: active until its end, expired after, refunded, revoked; moved_away for another account")
+    func subscriptionStatuses() {
+        let row = StoredPurchase(
+            transactionId: "o", originalTransactionId: "o", productId: "p", kind: .subscription, quantity: 1, tokens: nil,
+            environment: "Production", userId: "a", claimed: false, purchasedAt: day(0), revokedAt: nil, refundedTokens: nil,
+            reversedAt: nil, signedAt: nil, recordedAt: day(0))
+        let state = { (holder: String?, revoked: Double?, revocation: SubscriptionRevocation?) in
+            StoredSubscription(
+                originalTransactionId: "o", transactionId: "t3", productId: "p", environment: "Production", userId: holder,
+                expiresAt: day(30), graceUntil: nil, revokedAt: revoked.map(day), revocation: revocation, signedAt: day(0))
+        }
+        let active = row.record(at: day(10), subscription: state("a", nil, nil))
+        #expect(active.status == .active && active.premiumUntil == day(30) && active.transactionId == "t3")
+        #expect(row.record(at: day(30), subscription: state("a", nil, nil)).status == .expired)
+        #expect(row.record(at: day(10), subscription: state("a", 5, .refund)).status == .refunded)
+        let revoked = row.record(at: day(10), subscription: state("a", 5, .revoke))
+        #expect(revoked.status == .revoked && revoked.premiumUntil == day(5) && revoked.refundedAt == day(5))
+        let moved = row.record(at: day(10), subscription: state("b", nil, nil))
+        #expect(moved.status == .movedAway && moved.premiumUntil == nil)
+        #expect(PurchaseCursor(after: moved).transactionId == "o", "a page goes on after the row's key, not its latest transaction")
+        #expect(state("a", 5, nil).revocation == .refund, "a revocation without its cause is a refund")
     }
 }

@@ -6,14 +6,15 @@ import Testing
 
 /// Random interleavings of everything that happens to purchases (seeded: a failure names its seed): the app's
 /// submissions repeated, each notification delivered and retried in any order, refunds (whole or in part) and their
-/// reversals, a few at a time concurrently — on each store, and on PostgreSQL through two stores at once. Whatever the
-/// order, each transaction is credited once to the account it belongs to, refunded at most once, ends as the App Store's
-/// last word says, and every ledger sums to its balance.
+/// reversals (a refund after a reversed refund too), a few at a time concurrently — on each store, and on PostgreSQL
+/// through two stores at once. Whatever the order, each transaction is credited once to the account it belongs to, its
+/// refunds and their reversals alternate (each reversal undoing its own refund), it ends as the App Store's last word
+/// says, and every ledger sums to its balance.
 @Suite("Purchase interleavings", .timeLimit(.minutes(5)))
 struct PurchasePropertyTests {
     static let seeds: ClosedRange<UInt64> = 1...25
 
-    @Test("Random interleavings leave each transaction credited once, refunded at most once, as the App Store last said",
+    @Test("Random interleavings leave each transaction credited once, its refunds and reversals alternating, as the App Store last said",
         arguments: StoreKind.allCases)
     func interleavings(kind: StoreKind) async throws {
         try await withFixture(kind) { f in
@@ -56,18 +57,28 @@ struct PurchasePropertyTests {
             }
         }
         for bought in scenario.consumables {
-            let mine = entries.filter { $0.reference == bought.transaction.transactionId }
-            let counts = Dictionary(grouping: mine, by: \.kind).mapValues(\.count)
-            #expect(counts.values.allSatisfy { $0 == 1 }, "\(label) \(bought.transaction.transactionId) \(counts)")
-            // Its owner's, also when a refund came before any credit (the owner is kept for a reversal).
             let id = bought.transaction.transactionId
+            // Its entries: the credit under its id; each refund and the reversal undoing it under the refund's own
+            // reference (the id, `#n` after it from the second).
+            let mine = entries.filter { $0.reference == id || $0.reference?.hasPrefix(id + "#") == true }.sorted { $0.id < $1.id }
+            #expect(mine.filter { $0.kind == .purchase }.count <= 1, "\(label) \(id) credited twice")
+            let rounds = mine.filter { $0.kind != .purchase }
+            for (index, entry) in rounds.enumerated() {
+                // Refund, reversal, refund, …: each reversal right after its own refund, giving back what it took.
+                #expect(entry.kind == (index.isMultiple(of: 2) ? .refund : .refundReversed), "\(label) \(id) \(rounds.map(\.kind))")
+                if !index.isMultiple(of: 2) {
+                    #expect(entry.reference == rounds[index - 1].reference && entry.amount == -rounds[index - 1].amount, "\(label) \(rounds)")
+                }
+            }
+            #expect(Set(rounds.filter { $0.kind == .refund }.map(\.reference)).count == rounds.filter { $0.kind == .refund }.count, "\(label)")
+            // Its owner's, also when a refund came before any credit (the owner is kept for a reversal).
             let found = try await f.allPurchases(bought.owner, pageSize: 100).first { $0.transactionId == id }
             let record = try #require(found, "\(label) \(id) is listed nowhere")
             #expect(record.userId == bought.owner, "\(label) \(record)")
             let net = mine.reduce(Int64(0)) { $0 + $1.amount }
             if bought.refundedAtLast {
                 #expect(record.status == .refunded, "\(label) \(record)")
-                let credited = counts[.purchase] != nil
+                let credited = mine.contains { $0.kind == .purchase }
                 #expect(net == (credited ? bought.tokens - (record.refundedTokens ?? -1) : 0), "\(label) \(record) net \(net)")
                 if bought.percentage == nil { #expect(net == 0, "\(label) a whole refund left \(net)") }
             } else {
@@ -124,6 +135,7 @@ struct PurchaseScenario {
         var owner: String
         /// Its last notification, by signing order, is a refund.
         var refundedAtLast: Bool
+        /// The part its last refund takes (nil: all).
         var percentage: Int?
     }
 
@@ -148,14 +160,18 @@ struct PurchaseScenario {
             let bought = AppStoreFacts.consumable(
                 tokens: tokens, quantity: quantity, for: named ? owner : nil, purchased: minutes(index))
             var notices = [AppStoreFacts.notification(.oneTimeCharge, bought, signed: minutes(index))]
-            let percentage = Bool.random(using: &random) ? nil : Int.random(in: 0...100_000, using: &random)
-            if Bool.random(using: &random) {
-                let refunded = minutes(index + 10)
+            var percentage: Int?
+            // Refunded, reversed, refunded again, reversed again: each refund as its own notification, in signing order.
+            for round in 0..<Int.random(in: 0...2, using: &random) {
+                guard round == 0 || notices.last?.type == .refundReversed else { break }
+                percentage = Bool.random(using: &random) ? nil : Int.random(in: 0...100_000, using: &random)
+                let refunded = minutes(index + 10 + 20 * round)
                 notices.append(
                     AppStoreFacts.notification(
                         .refund, bought.signed(at: refunded, revoked: refunded, percentage: percentage), signed: refunded))
                 if Bool.random(using: &random) {
-                    notices.append(AppStoreFacts.notification(.refundReversed, bought.signed(at: minutes(index + 20)), signed: minutes(index + 20)))
+                    let reversed = minutes(index + 20 + 20 * round)
+                    notices.append(AppStoreFacts.notification(.refundReversed, bought.signed(at: reversed), signed: reversed))
                 }
             }
             var steps = notices.flatMap { notice in Array(repeating: Step.deliver(notice), count: Int.random(in: 1...3, using: &random)) }

@@ -46,8 +46,9 @@ public enum LedgerInvariants {
     /// - the amounts sum to the balance, the held changes to the held amount;
     /// - the held amount is never negative, and what is available is negative only after a refund;
     /// - one version per entry, and no entry twice;
-    /// - per transaction (`reference`): at most one purchase, one refund and one reversal; a refund takes back no more
-    ///   than its purchase credited and comes after it; a reversal credits exactly what its refund took, after it.
+    /// - per transaction (`reference`): at most one purchase; refunds and reversals alternate, each refund after the
+    ///   purchase and taking back no more than it credited, each reversal after its own refund (the same reference:
+    ///   the transaction, `#n` after it for its n-th refund), crediting exactly what that refund took.
     ///
     /// Books with an entry of unknown kind are held to the rule from before refunds: the balance never below zero,
     /// the held amount within `0...balance`, on the way and at the end.
@@ -57,7 +58,7 @@ public enum LedgerInvariants {
         var (runningBalance, runningHeld) = (Int64(0), Int64(0))
         var previous: Int64?
         var refunded = false
-        var moved: [String: [String: Int64]] = [:]  // reference → kind → amount
+        var moved: [String: Moved] = [:]  // transaction → what its entries did
         for entry in entries.sorted(by: { $0.id < $1.id }) {
             if entry.id == previous { problems.append("entry \(entry.id) appears twice") }
             previous = entry.id
@@ -92,28 +93,46 @@ public enum LedgerInvariants {
         return problems
     }
 
-    /// The purchase, refund and reversal of one transaction: each once, in that order, the refund no more than the
-    /// purchase, the reversal what the refund took.
-    private static func once(_ entry: LedgerLine, kind: String, reference: String, _ moved: inout [String: [String: Int64]]) -> [String] {
+    /// What one transaction's entries did so far (``once(_:kind:reference:_:)``).
+    private struct Moved {
+        /// What its purchase entry credited.
+        var credited: Int64?
+        /// The refund not reversed yet: its reference and what it took back.
+        var standing: (reference: String, taken: Int64)?
+        /// `<kind> <reference>` of each entry seen.
+        var seen: Set<String> = []
+    }
+
+    /// The purchase, refunds and reversals of one transaction (a refund's reference is the transaction, `#n` after it
+    /// for its n-th refund from the second; its reversal's the same): the purchase once; each refund once, after the
+    /// purchase, no more than it credited, and only once the refund before was reversed; each reversal once, right
+    /// after its own refund, crediting what that refund took.
+    private static func once(_ entry: LedgerLine, kind: String, reference: String, _ moved: inout [String: Moved]) -> [String] {
         var problems: [String] = []
-        let seen = moved[reference, default: [:]]
-        if seen[kind] != nil { problems.append("transaction \(reference) has a second \(kind) entry (\(entry.id))") }
+        let transaction = String(reference.prefix { $0 != "#" })
+        var books = moved[transaction, default: Moved()]
+        if !books.seen.insert(kind + " " + reference).inserted { problems.append("\(reference) has a second \(kind) entry (\(entry.id))") }
         switch kind {
+        case "purchase":
+            books.credited = entry.amount
         case "refund":
-            if let credited = seen["purchase"] {
+            if let credited = books.credited {
                 if -entry.amount > credited { problems.append("refund \(entry.id) takes back \(-entry.amount) of \(credited) credited") }
             } else {
                 problems.append("refund \(entry.id) of \(reference) comes before any purchase of it")
             }
+            if books.standing != nil { problems.append("refund \(entry.id) of \(reference) comes before the refund standing was reversed") }
+            books.standing = (reference, -entry.amount)
         case "refund_reversed":
-            if let taken = seen["refund"] {
-                if entry.amount != -taken { problems.append("reversal \(entry.id) credits \(entry.amount), its refund took \(-taken)") }
+            if let standing = books.standing, standing.reference == reference {
+                if entry.amount != standing.taken { problems.append("reversal \(entry.id) credits \(entry.amount), its refund took \(standing.taken)") }
             } else {
-                problems.append("reversal \(entry.id) of \(reference) comes before any refund of it")
+                problems.append("reversal \(entry.id) of \(reference) comes before any refund of it to reverse")
             }
+            books.standing = nil
         default: break
         }
-        moved[reference, default: [:]][kind] = entry.amount
+        moved[transaction] = books
         return problems
     }
 

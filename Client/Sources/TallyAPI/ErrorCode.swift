@@ -92,8 +92,15 @@ extension ErrorCode {
 }
 
 extension ErrorCode {
-    /// The App Store transaction was redeemed by another account (409): a consumable is credited once, to one account.
+    /// The App Store transaction is another account's (409): a consumable is credited once, to one account; a
+    /// subscription stays with the account its `appAccountToken` names.
     public static let purchaseClaimed = ErrorCode(rawValue: "purchase_claimed")
+    /// A guest submitted a subscription bought by an account one can sign in to (409): it stays with that account; sign
+    /// in to it (the transaction is not finished, so it is redeemed again after the sign-in).
+    public static let signInRequired = ErrorCode(rawValue: "sign_in_required")
+    /// A Sandbox purchase would credit the account more Sandbox tokens than the server allows
+    /// (`appStore.sandbox.tokensPerAccount`) (403): nothing was credited.
+    public static let sandboxLimit = ErrorCode(rawValue: "sandbox_limit")
     /// The product is not one the server's configuration sells (422): nothing was credited.
     public static let unknownProduct = ErrorCode(rawValue: "unknown_product")
     /// A signed payload's signature does not verify with its leaf certificate, or it is not a JWS (400).

@@ -33,13 +33,13 @@ public struct APIError: Error, HTTPResponseError, CustomStringConvertible {
     static func status(for code: ErrorCode) -> HTTPResponse.Status {
         switch code {
         case .unauthorized, .invalidCredentials, .invalidRefreshToken, .refreshTokenReused: return .unauthorized
-        case .forbidden, .installationRejected: return .forbidden
+        case .forbidden, .installationRejected, .sandboxLimit: return .forbidden
         case .notFound, .unknownCollection, .unknownModel: return .notFound
         case .upstreamFailed: return .badGateway
         case .clientIdInUse: return .forbidden
         case .versionConflict: return .preconditionFailed
         case .resyncRequired: return .gone
-        case .purchaseClaimed, .accountExists, .alreadyMerged, .guestInDebt, .mergeRefused: return .conflict
+        case .purchaseClaimed, .signInRequired, .accountExists, .alreadyMerged, .guestInDebt, .mergeRefused: return .conflict
         case .wrongIssuer, .wrongAudience, .tokenExpired, .wrongNonce, .unknownKey, .tokenUsed, .authorizationCodeMismatch:
             return .unauthorized
         case .unknownProduct: return .unprocessableContent
@@ -95,6 +95,15 @@ extension APIError {
                 "This user's synced storage is full (documents and tombstones, bytes, or sync client ids); delete documents "
                     + "to free bytes; tombstones and idle client ids are purged after the tombstone retention.")
         case .purchaseClaimed: self.init(.purchaseClaimed, "This App Store transaction was redeemed by another account.")
+        case .signInRequired:
+            self.init(
+                .signInRequired,
+                "This subscription belongs to the account that bought it; sign in to that account to use it (a guest cannot restore it).")
+        case .sandboxLimit:
+            self.init(
+                .sandboxLimit,
+                "This account has been credited the most Sandbox tokens the server allows (appStore.sandbox.tokensPerAccount); "
+                    + "nothing was credited.")
         case .resyncRequired:
             self.init(.resyncRequired, "The cursor is older than the tombstones the server keeps; pull again without a cursor.")
         case .rateLimited:
