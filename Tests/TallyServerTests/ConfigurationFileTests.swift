@@ -112,6 +112,21 @@ struct ConfigurationFileTests {
         }
     }
 
+    @Test("appStore.sandbox bounds Sandbox credits per account: 1,000 by default, 0 for none; out of range or unknown keys refused")
+    func sandboxBound() throws {
+        let section = { (sandbox: String) in
+            "appStore: {bundleId: com.example.app, environments: [Sandbox], products: [{productId: p, tokens: 1}]\(sandbox)}"
+        }
+        let bound = { (text: String) in try TallyConfiguration(file: text, environment: [:]).appStore?.sandboxTokensPerAccount }
+        #expect(try bound(section("")) == 1_000)
+        #expect(try bound(section(", sandbox: {tokensPerAccount: 0}")) == 0)
+        #expect(try bound(section(", sandbox: {tokensPerAccount: 25000}")) == 25_000)
+        #expect(Self.refusal(section(", sandbox: {tokensPerAccount: -1}")).hasPrefix("appStore.sandbox.tokensPerAccount must be between 0"))
+        #expect(Self.refusal(section(", sandbox: {tokens: 5}")).hasPrefix(#"unknown key "tokens" in appStore.sandbox"#), "\(Self.refusal(section(", sandbox: {tokens: 5}")))")
+        let written = try TallyConfiguration(file: section(", sandbox: {tokensPerAccount: 7}"), environment: [:]).effectiveFile
+        #expect(try TallyConfiguration(file: written, environment: [:]).appStore?.sandboxTokensPerAccount == 7, "\(written)")
+    }
+
     @Test("Wrong values, lists for mappings, missing and repeated keys name their place; all unknown keys are listed at once")
     func otherMistakes() {
         let cases = [

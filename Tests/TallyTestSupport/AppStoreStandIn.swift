@@ -27,7 +27,8 @@ public enum TestProducts {
 
     /// Runs `body` with `appStore`'s root written to a scratch file (removed afterwards) and the `appStore:` section of
     /// a server's YAML configuration trusting it for `products` (YAML flow mappings; the default: 100 tokens and the
-    /// premium plan), for tests that start `tally serve` processes.
+    /// premium plan), for tests that start `tally serve` processes. The stand-in signs in Sandbox, whose credits the
+    /// section leaves unbounded: these tests buy more than `appStore.sandbox`'s default allows an account.
     public static func withRootFile<T>(
         _ appStore: DevAppStore,
         products: [String] = ["{productId: \(tokens100), tokens: 100}", "{productId: \(premiumMonthly), premium: true}"],
@@ -43,6 +44,7 @@ public enum TestProducts {
               bundleId: \(bundleId)
               appAppleId: 1234567890
               environments: [Sandbox]
+              sandbox: {tokensPerAccount: 1000000000}
               rootCertificates: [\(root.path)]
               products:
             """ + products.map { "\n    - \($0)" }.joined()

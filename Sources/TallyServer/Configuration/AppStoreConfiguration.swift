@@ -11,6 +11,7 @@ import TallyStore
 ///   bundleId: com.example.oracle
 ///   appAppleId: 1234567890
 ///   environments: [Production, Sandbox]
+///   sandbox: {tokensPerAccount: 1000}
 ///   products:
 ///     - {productId: com.example.tokens.100, tokens: 100}
 ///     - {productId: com.example.premium.monthly, premium: true}
@@ -22,6 +23,9 @@ public struct AppStoreConfiguration: Sendable {
     public var appAppleId: Int64?
     /// The environments whose signed payloads are accepted (App Review buys in Sandbox against a production server).
     public var environments: [AppStoreEnvironment]
+    /// The most tokens Sandbox consumables credit one account in all (App Review's and testers' purchases, which cost
+    /// nothing); beyond it a Sandbox consumable is refused (`sandbox_limit`). 0: Sandbox consumables credit nothing.
+    public var sandboxTokensPerAccount: Int64
     /// The roots a payload's chain must end at, as DER; empty: Apple Root CA - G3, built in.
     public var rootCertificates: [Data]
     /// The files the roots were read from (for the effective configuration), in order.
@@ -34,15 +38,20 @@ public struct AppStoreConfiguration: Sendable {
     /// Verifies signed payloads for this app, environments and roots (made once: the roots are parsed here).
     public let verifier: AppStoreVerifier
 
+    /// The default of ``sandboxTokensPerAccount``: enough for App Review and a tester to buy each pack a few times.
+    public static let defaultSandboxTokensPerAccount: Int64 = 1_000
+
     /// A configuration for `bundleId` accepting `environments`, signed under `rootCertificates` (DER or PEM; empty:
     /// Apple Root CA - G3), selling `products`. Throws ``ConfigurationError`` when a root is not a certificate.
     public init(
         bundleId: String, appAppleId: Int64? = nil, environments: [AppStoreEnvironment] = [.production, .sandbox],
-        rootCertificates: [Data] = [], rootCertificateFiles: [String] = [], products: [AppStoreProduct], onlineChecks: Bool = false
+        sandboxTokensPerAccount: Int64 = defaultSandboxTokensPerAccount, rootCertificates: [Data] = [],
+        rootCertificateFiles: [String] = [], products: [AppStoreProduct], onlineChecks: Bool = false
     ) throws {
         self.bundleId = bundleId
         self.appAppleId = appAppleId
         self.environments = environments
+        self.sandboxTokensPerAccount = sandboxTokensPerAccount
         self.rootCertificates = rootCertificates
         self.rootCertificateFiles = rootCertificateFiles
         self.products = products
@@ -64,6 +73,7 @@ public struct AppStoreConfiguration: Sendable {
         var bundleId: String
         var appAppleId: Int64?
         var environments: [String]?
+        var sandbox: Sandbox?
         var rootCertificates: [String]?
         var products: [Product]
         var onlineChecks: Bool?
@@ -75,11 +85,17 @@ public struct AppStoreConfiguration: Sendable {
             var premium: Bool?
         }
 
+        /// `{tokensPerAccount: 1000}`: what Sandbox purchases may credit.
+        struct Sandbox: Codable, Equatable {
+            var tokensPerAccount: Int64?
+        }
+
         /// The section that gives exactly `configuration` (its roots by the files they were read from).
         init(effective configuration: AppStoreConfiguration) {
             bundleId = configuration.bundleId
             appAppleId = configuration.appAppleId
             environments = configuration.environments.map(\.rawValue)
+            sandbox = Sandbox(tokensPerAccount: configuration.sandboxTokensPerAccount)
             rootCertificates = configuration.rootCertificateFiles.isEmpty ? nil : configuration.rootCertificateFiles
             products = configuration.products.map { product in
                 switch product.grant {
@@ -106,6 +122,10 @@ public struct AppStoreConfiguration: Sendable {
             guard !accepted.isEmpty else { throw ConfigurationError("appStore.environments must name Production, Sandbox or both") }
             if accepted.contains(.production), appAppleId == nil {
                 throw ConfigurationError("appStore.appAppleId is required to accept Production (App Store Connect shows it)")
+            }
+            let sandboxTokens = sandbox?.tokensPerAccount ?? AppStoreConfiguration.defaultSandboxTokensPerAccount
+            guard (0...Limits.maxAmount).contains(sandboxTokens) else {
+                throw ConfigurationError("appStore.sandbox.tokensPerAccount must be between 0 (no Sandbox credits) and \(Limits.maxAmount)")
             }
             var roots: [Data] = []
             for path in rootCertificates ?? [] {
@@ -142,7 +162,8 @@ public struct AppStoreConfiguration: Sendable {
                 }
             }
             return try AppStoreConfiguration(
-                bundleId: bundleId, appAppleId: appAppleId, environments: accepted, rootCertificates: roots,
+                bundleId: bundleId, appAppleId: appAppleId, environments: accepted, sandboxTokensPerAccount: sandboxTokens,
+                rootCertificates: roots,
                 rootCertificateFiles: rootCertificates ?? [], products: products, onlineChecks: onlineChecks ?? false)
         }
 

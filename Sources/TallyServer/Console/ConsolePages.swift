@@ -71,6 +71,7 @@ extension ConsoleController {
     @Sendable func usersPage(_ request: Request, context: TallyRequestContext) async throws -> Response {
         try await page(request) { session in
             let cursor = try request.uri.queryParameters["after"].map { try Self.userCursor(String($0)) }
+            let now = services.clock.now
             let users = try await store.newestUsers(after: cursor, limit: Self.listPage + 1)
             let shown = users.prefix(Self.listPage)
             var data: [String: Any] = [
@@ -78,7 +79,7 @@ extension ConsoleController {
                     [
                         "id": user.id, "label": user.email ?? user.id, "kind": Self.kind(user),
                         "created": Self.format(user.createdAt, zone: nil),
-                        "premium": user.combinedPremiumUntil.map { Self.format($0, zone: nil) } ?? "–",
+                        "premium": user.combinedPremiumUntil.flatMap { $0 > now ? Self.format($0, zone: nil) : nil } ?? "–",
                     ]
                 },
                 "first": cursor != nil,
@@ -133,7 +134,10 @@ extension ConsoleController {
             let (ledger, open, sessionList, stats, bought, device) =
                 try await (entries, holds, sessions, collections, purchases, installation)
             let shown = ledger.prefix(Self.ledgerPage)
-            var premium = user.combinedPremiumUntil.map { Self.format($0, zone: zone) } ?? "not premium"
+            // As /v1/me says it: premium until a time to come, else none (ended then).
+            var premium = user.combinedPremiumUntil.map { until in
+                until > now ? "until " + Self.format(until, zone: zone) : "not premium (ended " + Self.format(until, zone: zone) + ")"
+            } ?? "not premium"
             if user.premiumUntil != nil || user.purchasedPremiumUntil != nil {
                 premium += " (admin: \(user.premiumUntil.map { Self.format($0, zone: nil) } ?? "–"), bought: \(user.purchasedPremiumUntil.map { Self.format($0, zone: nil) } ?? "–"))"
             }
@@ -157,6 +161,7 @@ extension ConsoleController {
                         "id": entry.id, "when": Self.format(entry.createdAt, zone: nil), "kind": entry.kind.rawValue, "amount": entry.amount,
                         "held": entry.heldChange, "balance": entry.balanceAfter,
                         "reason": [entry.reason, entry.reference].compactMap { $0 }.joined(separator: " · "),
+                        "sandbox": entry.reference != nil && entry.reason?.hasPrefix("Sandbox ") == true,
                     ]
                 },
                 "ledgerFirst": before != nil,
@@ -176,7 +181,9 @@ extension ConsoleController {
                 "purchases": bought.map { purchase -> [String: Any] in
                     [
                         "transactionId": purchase.transactionId, "productId": purchase.productId,
+                        "environment": purchase.environment, "sandbox": purchase.environment == VerifiedTransaction.sandbox,
                         "bought": Self.format(purchase.purchasedAt, zone: zone), "status": purchase.status.rawValue,
+                        "until": purchase.premiumUntil.map { Self.format($0, zone: zone) } ?? "–",
                         "tokens": purchase.tokens.map(String.init) ?? "–",
                     ]
                 },

@@ -8,7 +8,8 @@ import TallyStore
 /// notification's type and its renewal state. Pure.
 enum AppStorePayloads {
     /// The store's view of a verified transaction; a product the configuration does not sell, or sells as another
-    /// kind than the App Store says it is, is `422 unknown_product` (nothing is credited).
+    /// kind than the App Store says it is, is `422 unknown_product` (nothing is credited). A Sandbox transaction carries
+    /// the configuration's bound on Sandbox credits.
     static func transaction(_ payload: JWSTransactionDecodedPayload, products: AppStoreConfiguration) throws -> VerifiedTransaction {
         guard let product = product(of: payload, in: products) else {
             throw APIError(.unknownProduct, "The server sells no product \(payload.productId) of this type (appStore.products).")
@@ -16,8 +17,10 @@ enum AppStorePayloads {
         return VerifiedTransaction(
             transactionId: payload.transactionId, originalTransactionId: payload.originalTransactionId, productId: payload.productId,
             product: product, quantity: max(1, payload.quantity), appAccountToken: payload.appAccountToken?.uuidString.lowercased(),
-            environment: payload.environment, purchaseDate: payload.purchaseDate, expiresDate: payload.expiresDate,
-            revocationDate: payload.revocationDate, revocationPercentage: payload.revocationPercentage, signedDate: payload.signedDate)
+            environment: payload.environment, purchaseDate: payload.purchaseDate, originalPurchaseDate: payload.originalPurchaseDate,
+            expiresDate: payload.expiresDate, revocationDate: payload.revocationDate, revocationPercentage: payload.revocationPercentage,
+            signedDate: payload.signedDate,
+            sandboxLimit: payload.environment == VerifiedTransaction.sandbox ? products.sandboxTokensPerAccount : nil)
     }
 
     /// The store's view of a verified notification. A transaction of a product the configuration does not sell is

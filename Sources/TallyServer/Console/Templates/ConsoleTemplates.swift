@@ -168,7 +168,7 @@ enum ConsoleTemplates {
         <h2>Ledger</h2>
         <div class="scroll"><table id="ledger">
         <thead><tr><th class="num">entry</th><th>when</th><th>kind</th><th class="num">amount</th><th class="num">held</th><th class="num">balance</th><th>reason</th></tr></thead>
-        <tbody>{{#entries}}<tr><td class="num">{{id}}</td><td>{{when}}</td><td>{{kind}}</td><td class="num">{{amount}}</td><td class="num">{{held}}</td><td class="num">{{balance}}</td><td>{{reason}}</td></tr>{{/entries}}</tbody>
+        <tbody>{{#entries}}<tr{{#sandbox}} class="sandbox"{{/sandbox}}><td class="num">{{id}}</td><td>{{when}}</td><td>{{kind}}</td><td class="num">{{amount}}</td><td class="num">{{held}}</td><td class="num">{{balance}}</td><td>{{reason}}</td></tr>{{/entries}}</tbody>
         </table></div>
         <p class="pager">{{#ledgerFirst}}<a href="/console/users/{{profile.id}}">Newest</a>{{/ledgerFirst}} {{#ledgerNext}}<a rel="next" href="/console/users/{{profile.id}}?before={{ledgerNext}}">Older →</a>{{/ledgerNext}}</p>
         </section>
@@ -180,8 +180,9 @@ enum ConsoleTemplates {
         </section>
         <section class="card">
         <h2>Purchases</h2>{{^purchases}}<p class="muted">None.</p>{{/purchases}}
-        {{#hasPurchases}}<div class="scroll"><table><thead><tr><th>transaction</th><th>product</th><th>bought</th><th>status</th><th class="num">tokens</th></tr></thead>
-        <tbody>{{#purchases}}<tr><td><code>{{transactionId}}</code></td><td>{{productId}}</td><td>{{bought}}</td><td>{{status}}</td><td class="num">{{tokens}}</td></tr>{{/purchases}}</tbody></table></div>{{/hasPurchases}}
+        {{#hasPurchases}}<div class="scroll"><table><thead><tr><th>transaction</th><th>product</th><th>environment</th><th>bought</th><th>status</th><th>premium until</th><th class="num">tokens</th></tr></thead>
+        <tbody>{{#purchases}}<tr{{#sandbox}} class="sandbox"{{/sandbox}}><td><code>{{transactionId}}</code></td><td>{{productId}}</td><td>{{environment}}</td><td>{{bought}}</td><td>{{status}}</td><td>{{until}}</td><td class="num">{{tokens}}</td></tr>{{/purchases}}</tbody></table></div>{{/hasPurchases}}
+        <p class="muted">Sandbox rows (App Review's and testers' purchases, which cost nothing) are shown apart, in italics.</p>
         </section>
         """
 
@@ -220,7 +221,7 @@ enum ConsoleTemplates {
         .grid{display:grid;grid-template-columns:repeat(auto-fit,minmax(240px,1fr));gap:1rem}.grid>.card{margin:0}section.grid{margin-bottom:1rem}
         .big{font-size:1.8rem;font-weight:600;margin:.2rem 0}.muted{color:var(--muted)}.ok{color:var(--good)}.bad{color:var(--bad)}
         .scroll{overflow-x:auto}table{border-collapse:collapse;width:100%;font-size:.9rem}th,td{text-align:left;padding:.35rem .5rem;border-bottom:1px solid var(--line);white-space:nowrap}
-        td:last-child{white-space:normal}.num{text-align:right;font-variant-numeric:tabular-nums}
+        td:last-child{white-space:normal}.num{text-align:right;font-variant-numeric:tabular-nums}tr.sandbox td{font-style:italic;color:var(--muted)}
         label{display:block;margin:.4rem 0 .2rem;font-weight:500}label.check{font-weight:400}
         input{font:inherit;padding:.45rem .5rem;border:1px solid var(--line);border-radius:6px;background:var(--bg);color:var(--fg);max-width:100%}
         input:not([type=checkbox]){width:100%}
