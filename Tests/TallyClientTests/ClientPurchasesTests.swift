@@ -90,4 +90,27 @@ struct ClientPurchasesTests {
             #expect(PurchasesClient.appAccountToken(userId: aliceUser.userId) == UUID(uuidString: aliceUser.userId))
         }
     }
+
+    @Test("A guest restoring an account's subscription is told to sign in (sign_in_required, not finished); signed in, it is redeemed",
+        arguments: [StoreKind.sqlite])
+    func restoreAsGuest(kind: StoreKind) async throws {
+        try await Self.with(kind) { server, appStore in
+            let (buyer, _) = server.client()
+            let buyerUser = try await buyer.signInAsGuest()
+            try await buyer.link(email: "buyer@example.com", password: "correct horse 1")
+            let bought = try appStore.purchase(productId: TestProducts.premiumMonthly, appAccountToken: UUID(uuidString: buyerUser.userId), send: false)
+            try await buyer.purchases.redeem(signedTransaction: bought.signedTransaction)
+
+            // A fresh install starts as a guest, and StoreKit hands it the subscription.
+            let (device, _) = server.client()
+            _ = try await device.signInAsGuest()
+            let refused = await #expect(throws: ClientError.self) { try await device.purchases.redeem(signedTransaction: bought.signedTransaction) }
+            #expect(refused?.status == 409 && refused?.serverCode == ErrorCode(rawValue: "sign_in_required"), "\(String(describing: refused))")
+            #expect(refused.map { !PurchasesClient.finishes(after: $0) } == true, "kept unfinished, to redeem once signed in")
+            #expect(try await device.premiumStatus().isActive == false)
+            _ = try await device.signIn(email: "buyer@example.com", password: "correct horse 1")
+            let redeemed = try await device.purchases.redeem(signedTransaction: bought.signedTransaction)
+            #expect(redeemed.purchase.status == .active && redeemed.premiumUntil == bought.transaction.expiresDate)
+        }
+    }
 }

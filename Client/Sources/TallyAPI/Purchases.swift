@@ -56,13 +56,15 @@ public struct PurchaseStatus: RawRepresentable, Codable, Hashable, Sendable, Cus
     public static let refunded = PurchaseStatus(rawValue: "refunded")
     /// A subscription giving premium now (renewing, or in its billing grace period).
     public static let active = PurchaseStatus(rawValue: "active")
-    /// A subscription that ended (expired, or its grace period ran out).
+    /// A subscription that ended (expired, or its grace period ran out): `premiumUntil` is in the past, as `/v1/me` says.
     public static let expired = PurchaseStatus(rawValue: "expired")
     /// A subscription Apple revoked (Family Sharing ended).
     public static let revoked = PurchaseStatus(rawValue: "revoked")
-    /// A subscription now held by another account of the same Apple ID (restored there).
+    /// A subscription now held by another account (restored there, or bought without an app account token): it gives
+    /// this account nothing.
     public static let movedAway = PurchaseStatus(rawValue: "moved_away")
-    /// Known from a notification whose app account token names no account: credited when an account redeems it.
+    /// Known from a notification whose app account token names no account (or a Sandbox purchase past the server's
+    /// bound): credited when an account redeems it.
     public static let unclaimed = PurchaseStatus(rawValue: "unclaimed")
 
     /// Decodes a status from its string; unknown values are kept, not rejected.
@@ -74,10 +76,10 @@ public struct PurchaseStatus: RawRepresentable, Codable, Hashable, Sendable, Cus
     }
 }
 
-/// One App Store purchase as the server keeps it: `GET /v1/purchases` lists them, `POST /v1/purchases/apple`
-/// answers with the one redeemed.
+/// One App Store purchase as the server keeps it: `GET /v1/purchases` lists them (a subscription once, its renewals
+/// inside it), `POST /v1/purchases/apple` answers with the one redeemed.
 public struct Purchase: Codable, Hashable, Sendable {
-    /// The App Store's transaction id.
+    /// The App Store's transaction id (a subscription's: its latest transaction's).
     public var transactionId: String
     /// The first transaction of the purchase (a subscription's renewals share it).
     public var originalTransactionId: String
@@ -87,9 +89,10 @@ public struct Purchase: Codable, Hashable, Sendable {
     public var kind: PurchaseKind
     /// The tokens a consumable credited (its product's tokens × quantity).
     public var tokens: Int64?
-    /// When the premium a subscription gives ends (its expiry, or the end of its grace period).
+    /// When the premium a subscription gives ends (its expiry, the end of its grace period, or its refund or
+    /// revocation); nil when it moved away.
     public var premiumUntil: Date?
-    /// `Production` or `Sandbox`.
+    /// `Production` or `Sandbox` (App Review's and testers' purchases: the server credits them up to a bound).
     public var environment: String
     /// Where it stands.
     public var status: PurchaseStatus

@@ -4,8 +4,9 @@ import TallyAPI
 extension PurchasesClient {
     /// Whether a transaction whose redemption failed with `error` is finished (StoreKit stops delivering it): only
     /// when the server answered for good that it will never credit it to this user (another account has it). An
-    /// offline device, a refused signature, a product the server does not sell yet keep it unfinished, so the next
-    /// launch (``observeTransactions()``) redeems it again. Pure, for the StoreKit layer.
+    /// offline device, a refused signature, a product the server does not sell yet, a guest told to sign in
+    /// (`sign_in_required`) keep it unfinished, so the next launch (``observeTransactions()``) redeems it again. Pure,
+    /// for the StoreKit layer.
     static func finishes(after error: any Error) -> Bool {
         (error as? ClientError)?.serverCode == .purchaseClaimed
     }

@@ -32,8 +32,11 @@ public struct PurchasesClient: Sendable {
     /// relaunch, Apple's notification having come first) returns the same purchase and credits nothing more.
     ///
     /// - Throws: a ``ClientError``: ``ClientError/Code/server`` with ``ClientError/serverCode`` `purchase_claimed`
-    ///   (409: another account redeemed this consumable), `unknown_product` (422: the server does not sell it), or a
-    ///   verification refusal (400: `invalid_signature`, `untrusted_chain`, `wrong_bundle`, `wrong_environment`, …);
+    ///   (409: another account redeemed this consumable, or bought this subscription), `sign_in_required` (409: a
+    ///   guest redeemed a subscription an account bought: sign in to that account, then redeem again),
+    ///   `sandbox_limit` (403: the account has all the Sandbox tokens the server credits), `unknown_product` (422: the
+    ///   server does not sell it), or a verification refusal (400: `invalid_signature`, `untrusted_chain`,
+    ///   `wrong_bundle`, `wrong_environment`, …);
     ///   ``ClientError/Code/offline`` when the server could not be reached — redeem again later, the transaction stays
     ///   valid (StoreKit keeps it unfinished).
     @discardableResult
