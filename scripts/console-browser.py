@@ -5,7 +5,8 @@ the console is not served on the public listener; a wrong key is refused; the ri
 email and by App Store transaction id; their ledger pages through 250 entries in order; a grant made in the console
 shows in the wallet through the public API and once as a `wallet` event on an open event stream, even after a double
 submit; premium is set and ended; revoking sessions makes the user's token get 401; a POST without the CSRF token is
-refused; an account is deleted after its id is typed; wrong keys end in 429; the key is in no page, URL or cookie.
+refused; an account is deleted after its id is typed; wrong keys end in 429; the key is in no page, URL or cookie; the
+overview's spending shows AI calls one row per model, labels whole, and one account in the singular.
 Screenshots of each page, desktop and 360 px wide, go to $SCREENSHOTS.
 """
 
@@ -97,6 +98,10 @@ class EventStream:
         return list(self.balances)
 
 
+LONG_MODEL = "a-model-whose-name-is-longer-than-any-cut-was"
+AI_CALLS = {"chat": 3, LONG_MODEL: 2}
+
+
 def seed():
     people = {}
     ledger = guest()
@@ -118,6 +123,13 @@ def seed():
     buyer["transactionId"] = bought["transactionId"]
     people["buyer"] = buyer
     people["doomed"] = guest()
+    spender = guest()
+    grant(spender["userId"], 1000, "ai budget")
+    for model, calls in AI_CALLS.items():
+        for n in range(calls):
+            body = {"model": model, "messages": [{"role": "user", "content": f"question {n}"}], "max_tokens": 8}
+            status, answer = http("POST", f"{API}/v1/ai/chat/completions", body, token=spender["accessToken"])
+            check(status == 200, f"AI call on {model}: {status} {answer}")
     return people
 
 
@@ -168,6 +180,15 @@ def main():
         check(cookie["httpOnly"] and cookie["sameSite"] == "Strict", f"the session cookie is HttpOnly, SameSite=Strict: {cookie}")
         check(KEY not in cookie["value"], "the cookie is not the key")
         check(page.locator("svg").count() >= 4, "the overview has its SVG charts")
+        spending = page.locator("section", has=page.locator("h2", has_text="Spending by action"))
+        rows = [[cell.inner_text() for cell in row.locator("td").all()] for row in spending.locator("tbody tr").all()]
+        for model, calls in AI_CALLS.items():
+            check([f"AI {model}", str(calls)] in [row[:2] for row in rows], f"one spending row for model {model}, {calls} calls: {rows}")
+        check(len(rows) == len(AI_CALLS), f"no row is a single call: {rows}")
+        labels = [text.inner_text() for text in spending.locator("svg text").all()]
+        check(f"AI {LONG_MODEL}" in labels, f"the chart names the long model whole: {labels}")
+        users = page.locator(".card", has=page.locator("h2", has_text="Users")).inner_text()
+        check("1 account" in users and "1 accounts" not in users, f"one account in the singular: {users}")
         shot("overview")
 
         # Find by email, then by transaction id.

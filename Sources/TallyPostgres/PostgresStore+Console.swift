@@ -119,8 +119,7 @@ extension PostgresStore: ConsoleStore {
         let (hour, from, to) = (HourlyTotalsBuilder.hourMillis, from.millis, to.millis)
         let rows = try await rows(
             """
-            SELECT 'kind' AS part, created_at / \(hour) AS hour, kind AS name,
-              CASE WHEN kind IN ('debit', 'capture') THEN coalesce(reason, '-') END AS spent_on,
+            SELECT 'kind' AS part, created_at / \(hour) AS hour, kind AS name, \(unescaped: SpendingGroup.sql(find: "strpos")) AS spent_on,
               count(*)::BIGINT AS entries, sum(amount)::BIGINT AS amount
             FROM ledger_entries WHERE created_at >= \(from) AND created_at < \(to) GROUP BY 2, 3, 4
             UNION ALL

@@ -129,8 +129,7 @@ extension SQLiteStore: ConsoleStore {
             var hours = HourlyTotalsBuilder()
             let range: StatementArguments = [HourlyTotalsBuilder.hourMillis, from.millis, to.millis]
             for row in try db.fetchRows(sql: """
-                    SELECT created_at / ?1 AS hour, kind,
-                      CASE WHEN kind IN ('debit', 'capture') THEN coalesce(reason, '-') END AS spent_on,
+                    SELECT created_at / ?1 AS hour, kind, \(SpendingGroup.sql(find: "instr")) AS spent_on,
                       count(*) AS entries, sum(amount) AS amount
                     FROM ledger_entries WHERE created_at >= ?2 AND created_at < ?3 GROUP BY 1, 2, 3
                     """, arguments: range)

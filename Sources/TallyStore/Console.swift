@@ -117,8 +117,8 @@ public struct PeriodTotals: Sendable, Hashable {
     public var newUsers: Int
     /// Ledger entries of the period by kind.
     public var kinds: [KindTotal]
-    /// The spending (debit and capture) entries of the period by reason (an action's name, the AI gateway's calls),
-    /// most tokens first, at most ten.
+    /// The spending (debit and capture) entries of the period by ``SpendingGroup`` (an action's name, an AI model,
+    /// the wallet API's holds), most tokens first, at most ten.
     public var topReasons: [ReasonTotal]
 
     /// A period's totals.
@@ -153,7 +153,7 @@ public struct PeriodTotals: Sendable, Hashable {
 }
 
 /// Builds ``ConsoleStore/hourlyTotals(from:to:)``'s answer from the rows both stores read: ledger entries grouped by
-/// hour, kind and spending reason (`nil` for a kind that is not spending), and new users grouped by hour.
+/// hour, kind and ``SpendingGroup`` (`nil` for a kind that is not spending), and new users grouped by hour.
 public struct HourlyTotalsBuilder {
     /// Milliseconds in an hour: a row's hour is `created_at / 3_600_000`, in UTC.
     public static let hourMillis: Int64 = 3_600_000
@@ -220,9 +220,43 @@ extension ReasonTotal {
     }
 }
 
-/// Spending under one reason.
+/// What the overview groups spending by: an action's name; for the AI gateway's calls, their model (one group per model,
+/// not one per call, whose entries' reasons begin with the call's hold id: `<hold id> ai <model> prompt=…`); for holds
+/// taken and captured through the wallet API (reason: the hold id alone), one group. Action names have no spaces
+/// (`Limits.isValidName`), so no action is mistaken for either.
+public enum SpendingGroup {
+    /// The group of every capture of a hold taken through the wallet API.
+    public static let walletHolds = "holds (wallet API)"
+    /// The prefix of an AI model's group: `AI chat` for the model `chat`.
+    public static let aiPrefix = "AI "
+
+    /// The group of a ledger entry of `kind` under `reason`: `nil` unless it is spending (a debit or a capture).
+    public static func of(kind: EntryKind, reason: String?) -> String? {
+        guard kind == .debit || kind == .capture else { return nil }
+        // An AI call's reason: a 36-character hold id, " ai ", the model, then a space or the end (in code points, as SQL counts).
+        if let scalars = reason?.unicodeScalars, scalars.count > 40, scalars.dropFirst(36).starts(with: " ai ".unicodeScalars) {
+            return aiPrefix + String(String.UnicodeScalarView(scalars.dropFirst(40).prefix { $0 != " " }))
+        }
+        return kind == .capture ? walletHolds : reason ?? "-"
+    }
+
+    /// ``of(kind:reason:)`` as an SQL expression over a `ledger_entries` row (`kind`, `reason`), for a dialect whose
+    /// function finding a text in another is `find` (SQLite `instr`, PostgreSQL `strpos`): the stores group by it, so
+    /// a week of AI calls is one row per model and hour, not one per call. Character positions, as `of` counts.
+    public static func sql(find: String) -> String {
+        """
+        CASE WHEN kind NOT IN ('debit', 'capture') THEN NULL
+          WHEN length(reason) > 40 AND substr(reason, 37, 4) = ' ai '
+            THEN '\(aiPrefix)' || substr(reason, 41, \(find)(substr(reason, 41) || ' ', ' ') - 1)
+          WHEN kind = 'capture' THEN '\(walletHolds)'
+          ELSE coalesce(reason, '-') END
+        """
+    }
+}
+
+/// Spending under one group (``SpendingGroup``).
 public struct ReasonTotal: Sendable, Hashable {
-    /// The entries' reason (an action's name, `tally.ai …`); `-` when none.
+    /// The entries' group: an action's name, `AI <model>`, `holds (wallet API)`; `-` when none.
     public var reason: String
     /// How many entries.
     public var entries: Int
@@ -288,7 +322,7 @@ public protocol ConsoleStore: Sendable {
 
     /// The overview's totals of each UTC hour in `[from, to)` that has any: new users and ledger entries, read as index
     /// ranges on creation time. A bucket's ``PeriodTotals/since`` is its hour's start and its
-    /// ``PeriodTotals/topReasons`` hold every spending reason of the hour, most tokens first.
+    /// ``PeriodTotals/topReasons`` hold every ``SpendingGroup`` of the hour, most tokens first.
     func hourlyTotals(from: Date, to: Date) async throws -> [PeriodTotals]
 
     /// Users by kind (one count of the table: cached by the caller).

@@ -135,23 +135,24 @@ enum SVGChart {
             """
     }
 
-    /// Horizontal bars, one per label, scaled to the largest magnitude.
+    /// Horizontal bars, one per row, scaled to the largest: each row's label whole on a line of its own (a model's
+    /// name can be long), its bar and value under it. The chart is as wide as its longest label needs.
     static func bars(_ rows: [(label: String, value: Double)], title: String) -> String {
-        let rowHeight = 16.0
-        let width = 360.0
-        let labelWidth = 80.0
+        let (rowHeight, barHeight, valueRoom) = (28, 8, 60)
+        // 10-px text (the stylesheet's) is at most about 6.5 px a character.
+        let width = max(360, rows.map { $0.label.count * 13 / 2 }.max() ?? 0)
         let top = max(rows.map { abs($0.value) }.max() ?? 0, 1e-9)
         var body = ""
         for (index, row) in rows.enumerated() {
-            let y = Double(index) * rowHeight
-            let length = abs(row.value) / top * (width - labelWidth - 60)
-            body += "<text x=\"0\" y=\"\(Int(y + 13))\">\(escape(String(row.label.prefix(20))))</text>"
-            body += "<rect class=\"\(row.value < 0 ? "bar2" : "bar")\" x=\"\(Int(labelWidth))\" y=\"\(Int(y + 3))\" width=\"\(String(format: "%.1f", length))\" height=\"\(Int(rowHeight - 6))\"/>"
-            body += "<text x=\"\(Int(labelWidth + length + 4))\" y=\"\(Int(y + 13))\">\(format(row.value))</text>"
+            let y = index * rowHeight
+            let length = abs(row.value) / top * Double(width - valueRoom)
+            body += "<text x=\"0\" y=\"\(y + 11)\">\(escape(row.label))</text>"
+            body += "<rect class=\"\(row.value < 0 ? "bar2" : "bar")\" x=\"0\" y=\"\(y + 15)\" width=\"\(String(format: "%.1f", length))\" height=\"\(barHeight)\"/>"
+            body += "<text x=\"\(String(format: "%.1f", length + 4))\" y=\"\(y + 23)\">\(format(row.value))</text>"
         }
-        let height = max(Double(rows.count) * rowHeight, rowHeight)
+        let height = max(rows.count, 1) * rowHeight
         return """
-            <svg class="bars" viewBox="0 0 \(Int(width)) \(Int(height))" role="img" aria-label="\(escape(title))"><title>\(escape(title))</title>\(body)</svg>
+            <svg class="bars" viewBox="0 0 \(width) \(height)" role="img" aria-label="\(escape(title))"><title>\(escape(title))</title>\(body)</svg>
             """
     }
 

@@ -40,8 +40,8 @@ extension ConsoleController {
             }
             let data: [String: Any] = [
                 "users": [
-                    "total": numbers.users.guests + numbers.users.accounts, "guests": numbers.users.guests,
-                    "accounts": numbers.users.accounts, "countedAt": Self.format(numbers.usersCountedAt, zone: nil),
+                    "total": numbers.users.guests + numbers.users.accounts, "guests": Self.count(numbers.users.guests, "guest"),
+                    "accounts": Self.count(numbers.users.accounts, "account"), "countedAt": Self.format(numbers.usersCountedAt, zone: nil),
                 ],
                 "today": ["newUsers": numbers.today.newUsers], "week": ["newUsers": numbers.week.newUsers],
                 "database": database, "tokens": tokens, "reasons": reasons, "hasReasons": !reasons.isEmpty,
@@ -174,7 +174,8 @@ extension ConsoleController {
                 },
                 "collections": stats.map { stat -> [String: Any] in
                     [
-                        "collection": stat.collection, "documents": stat.documents, "bytes": stat.bytes,
+                        "collection": stat.collection, "documents": Self.count(stat.documents, "document"),
+                        "bytes": Self.count(Int(clamping: stat.bytes), "byte"),
                         "lastChange": Self.format(stat.lastChange, zone: zone),
                     ]
                 },
@@ -226,6 +227,9 @@ extension ConsoleController {
         if user.mergedInto != nil { return "merged guest" }
         return user.isGuest ? "guest" : (user.email != nil ? "account (email)" : "account (Apple)")
     }
+
+    /// `1 account`, `2 accounts`, `0 accounts`.
+    static func count(_ number: Int, _ noun: String) -> String { "\(number) \(noun)\(number == 1 ? "" : "s")" }
 
     /// `2027-01-15 08:00 UTC`, and the same instant in `zone` beside it when given and not UTC.
     static func format(_ date: Date, zone: TimeZone?) -> String {

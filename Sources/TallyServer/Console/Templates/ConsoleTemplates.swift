@@ -73,7 +73,7 @@ enum ConsoleTemplates {
         <h1>Overview</h1>
         \(findForm)
         <section class="grid">
-        <div class="card stat"><h2>Users</h2><p class="big">{{users.total}}</p><p>{{users.guests}} guests · {{users.accounts}} accounts</p><p class="muted">counted at {{users.countedAt}}</p></div>
+        <div class="card stat"><h2>Users</h2><p class="big">{{users.total}}</p><p>{{users.guests}} · {{users.accounts}}</p><p class="muted">counted at {{users.countedAt}}</p></div>
         <div class="card stat"><h2>New users</h2><p class="big">{{today.newUsers}}</p><p>today · {{week.newUsers}} in 7 days</p></div>
         <div class="card stat"><h2>Database</h2><p class="big {{database.css}}">{{database.status}}</p><p>{{database.kind}} · answered in {{database.millis}} ms</p></div>
         </section>
@@ -86,9 +86,9 @@ enum ConsoleTemplates {
         {{{tokensChart}}}
         </section>
         <section class="card">
-        <h2>Spending by action (7 days)</h2>
+        <h2>Spending by action and AI model (7 days)</h2>
         {{^reasons}}<p class="muted">Nothing spent in the last 7 days.</p>{{/reasons}}
-        {{#hasReasons}}<div class="scroll"><table><thead><tr><th>action or call</th><th class="num">calls</th><th class="num">tokens</th></tr></thead>
+        {{#hasReasons}}<div class="scroll"><table><thead><tr><th>action or AI model</th><th class="num">calls</th><th class="num">tokens</th></tr></thead>
         <tbody>{{#reasons}}<tr><td>{{reason}}</td><td class="num">{{entries}}</td><td class="num">{{tokens}}</td></tr>{{/reasons}}</tbody></table></div>
         {{{reasonsChart}}}{{/hasReasons}}
         </section>
@@ -176,7 +176,7 @@ enum ConsoleTemplates {
         <section class="grid">
         <div class="card"><h2>Open holds</h2>{{^holds}}<p class="muted">None.</p>{{/holds}}<ul class="plain">{{#holds}}<li><code>{{id}}</code> {{amount}} until {{expires}}</li>{{/holds}}</ul></div>
         <div class="card"><h2>Sessions</h2>{{^sessions}}<p class="muted">None.</p>{{/sessions}}<ul class="plain">{{#sessions}}<li>{{created}} · {{state}}</li>{{/sessions}}</ul></div>
-        <div class="card"><h2>Collections</h2>{{^collections}}<p class="muted">None.</p>{{/collections}}<ul class="plain">{{#collections}}<li>{{collection}}: {{documents}} documents, {{bytes}} bytes, last change {{lastChange}}</li>{{/collections}}</ul></div>
+        <div class="card"><h2>Collections</h2>{{^collections}}<p class="muted">None.</p>{{/collections}}<ul class="plain">{{#collections}}<li>{{collection}}: {{documents}}, {{bytes}}, last change {{lastChange}}</li>{{/collections}}</ul></div>
         </section>
         <section class="card">
         <h2>Purchases</h2>{{^purchases}}<p class="muted">None.</p>{{/purchases}}
