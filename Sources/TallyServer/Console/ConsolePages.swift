@@ -96,7 +96,7 @@ extension ConsoleController {
         if UUID(uuidString: query) != nil {
             found = try await services.store.user(id: query.lowercased())
         }
-        if found == nil, query.contains("@"), let email = try? Validate.email(query) {
+        if found == nil, query.contains("@"), let email = try? Validate.accountEmail(query) {
             found = try await store.user(email: email)
         }
         if found == nil, query.count == 64, query.allSatisfy(\.isHexDigit) {

@@ -26,11 +26,50 @@ enum Validate {
         return value
     }
 
+    /// A new address for an account (`POST /v1/auth/link`): ``accountEmail(_:)``'s form, in RFC 5321's mailbox syntax
+    /// (``isMailbox(_:)``), so nothing but an address reaches the account, the console or the mail hook's `to`.
+    static func email(_ value: String) throws -> String {
+        let email = try accountEmail(value)
+        guard isMailbox(email) else {
+            throw APIError(
+                .invalidField,
+                "'email' must be an address as RFC 5321 writes one: dot-separated parts of letters, digits and !#$%&*+-/=?^_`{|}~ "
+                    + "before the @, a domain name (letters, digits and hyphens in dot-separated labels) after it.")
+        }
+        return email
+    }
+
+    /// Whether `email` (as ``accountEmail(_:)`` gives it) is an RFC 5321 mailbox: a dot-atom local part of at most 64
+    /// bytes — RFC 5322's `atext` without the apostrophe (the issue's rule: none of `<>"'();,` or space), so a quoted
+    /// local part is refused too — then `@` and a domain of at least two LDH labels (letters, digits, hyphens; 1 to 63
+    /// bytes, no hyphen at either end; the last not all digits), at most 253 bytes. Address literals (`[192.0.2.1]`)
+    /// and internationalized addresses (RFC 6531) are refused: a domain is written in ASCII (`xn--` for an IDN).
+    static func isMailbox(_ email: String) -> Bool {
+        let parts = email.utf8.split(separator: UInt8(ascii: "@"), omittingEmptySubsequences: false)
+        guard parts.count == 2, (1...64).contains(parts[0].count), (1...253).contains(parts[1].count) else { return false }
+        let atoms = parts[0].split(separator: UInt8(ascii: "."), omittingEmptySubsequences: false)
+        guard atoms.allSatisfy({ !$0.isEmpty && $0.allSatisfy(isAtext) }) else { return false }
+        let labels = parts[1].split(separator: UInt8(ascii: "."), omittingEmptySubsequences: false)
+        guard labels.count >= 2, let last = labels.last, !last.allSatisfy(isDigit) else { return false }
+        return labels.allSatisfy { label in
+            (1...63).contains(label.count) && label.first != UInt8(ascii: "-") && label.last != UInt8(ascii: "-")
+                && label.allSatisfy { isLetter($0) || isDigit($0) || $0 == UInt8(ascii: "-") }
+        }
+    }
+
+    private static func isLetter(_ byte: UInt8) -> Bool { (0x61...0x7A).contains(byte) || (0x41...0x5A).contains(byte) }
+    private static func isDigit(_ byte: UInt8) -> Bool { (0x30...0x39).contains(byte) }
+    /// RFC 5322 `atext` without `'`.
+    private static func isAtext(_ byte: UInt8) -> Bool {
+        isLetter(byte) || isDigit(byte) || "!#$%&*+-/=?^_`{|}~".utf8.contains(byte)
+    }
+
     /// An email as accounts are keyed by it: NFKC-normalised (fullwidth `ａ` is `a`), trimmed, in lower case.
     /// Invisible characters (format characters such as zero-width spaces and bidi controls, other default
     /// ignorables, separators, unassigned and private-use code points) are refused, so two addresses
-    /// that look the same are the same.
-    static func email(_ value: String) throws -> String {
+    /// that look the same are the same. What finds an account (sign-in, a password reset, the console's search)
+    /// takes this form only, so an address linked before ``email(_:)`` kept to RFC 5321 still signs in.
+    static func accountEmail(_ value: String) throws -> String {
         let email = nfkc(nfkc(value).trimmingCharacters(in: .whitespaces).lowercased())
         guard !email.unicodeScalars.contains(where: isInvisible) else {
             throw APIError(

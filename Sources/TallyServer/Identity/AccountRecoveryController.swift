@@ -74,7 +74,7 @@ struct AccountRecoveryController {
     /// and whether a mail goes out (none without a mail hook), is decided off the request path.
     @Sendable func forgot(_ request: Request, context: TallyRequestContext) async throws -> Response {
         let body = try await JSONBody<ForgotPasswordRequest>.read(request, context: context).value
-        let email = try Validate.email(body.email)
+        let email = try Validate.accountEmail(body.email)
         let door = Door(route: "POST /v1/auth/password/forgot", now: services.clock.now, logger: context.logger, services: services)
         try throttles.forgotPerAddress.acquire(services.clientAddress(request, peer: context.peer), door)
         try throttles.forgotPerEmail.acquire(services.keyedHash("email:" + email), door)
@@ -88,7 +88,7 @@ struct AccountRecoveryController {
     /// is looked up, so an email without an account answers in the time a wrong code takes.
     @Sendable func reset(_ request: Request, context: TallyRequestContext) async throws -> Response {
         let body = try await JSONBody<ResetPasswordRequest>.read(request, context: context).value
-        let email = try Validate.email(body.email)
+        let email = try Validate.accountEmail(body.email)
         let new = try Validate.password(body.newPassword, field: "newPassword")
         let door = Door(route: "POST /v1/auth/password/reset", now: services.clock.now, logger: context.logger, services: services)
         try throttles.codeAttemptsPerAddress.acquire(services.clientAddress(request, peer: context.peer), door)

@@ -91,7 +91,7 @@ struct IdentityController {
 
     @Sendable func signIn(_ request: Request, context: TallyRequestContext) async throws -> Response {
         let body = try await JSONBody<CredentialsRequest>.read(request, context: context).value
-        let email = try Validate.email(body.email)
+        let email = try Validate.accountEmail(body.email)
         let password = try Validate.password(body.password)
         let guest = try await guestToMerge(request, merge: body.merge)
         let door = makeDoor("POST /v1/auth/sign-in", context.logger)
