@@ -60,6 +60,29 @@ public struct UserCursor: Sendable, Hashable {
     public init(createdAt: Date, id: String) {
         (self.createdAt, self.id) = (createdAt, id)
     }
+
+    /// The cursor a ``token`` stands for; `nil` for anything else (an id that is not a UUID, an instant beyond
+    /// ``Date/writableMillis``).
+    public init?(token: String) {
+        guard let (createdAt, id) = InstantCursor.parts(of: token), UUID(uuidString: id) != nil else { return nil }
+        (self.createdAt, self.id) = (createdAt, id)
+    }
+
+    /// An opaque text form for the console's `after` parameter: `<creation millis>.<user id>`.
+    public var token: String { "\(createdAt.millis).\(id)" }
+}
+
+/// The text form of a cursor that is an instant and an id: `<millis>.<id>`.
+enum InstantCursor {
+    /// The instant and the id of `token`: `nil` unless it is a whole number of milliseconds as the server writes one
+    /// (no sign but `-`, no leading zero) within ``Date/writableMillis``, a dot and a non-empty id.
+    static func parts(of token: String) -> (Date, String)? {
+        guard let dot = token.firstIndex(of: "."), let millis = Int64(token[..<dot]), String(millis) == token[..<dot],
+            Date.writableMillis.contains(millis)
+        else { return nil }
+        let id = String(token[token.index(after: dot)...])
+        return id.isEmpty ? nil : (Date(millis: millis), id)
+    }
 }
 
 /// One session of an account, as the console lists it.

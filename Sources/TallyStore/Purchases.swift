@@ -266,13 +266,10 @@ public struct PurchaseCursor: Sendable, Hashable {
         transactionId = record.kind == .subscription ? record.originalTransactionId : record.transactionId
     }
 
-    /// The cursor a ``token`` stands for; `nil` for anything else.
+    /// The cursor a ``token`` stands for; `nil` for anything else (an instant beyond ``Date/writableMillis`` included).
     public init?(token: String) {
-        guard let dot = token.firstIndex(of: "."), let millis = Int64(token[..<dot]) else { return nil }
-        let transactionId = String(token[token.index(after: dot)...])
-        guard !transactionId.isEmpty else { return nil }
-        purchasedAt = Date(millis: millis)
-        self.transactionId = transactionId
+        guard let (purchasedAt, transactionId) = InstantCursor.parts(of: token) else { return nil }
+        (self.purchasedAt, self.transactionId) = (purchasedAt, transactionId)
     }
 
     /// An opaque text form for an API's `cursor` parameter: `<purchase millis>.<transaction id>`.

@@ -84,7 +84,7 @@ extension ConsoleController {
                 },
                 "first": cursor != nil,
             ]
-            if users.count > Self.listPage, let last = shown.last { data["next"] = "\(last.createdAt.millis).\(last.id)" }
+            if users.count > Self.listPage, let last = shown.last { data["next"] = UserCursor(createdAt: last.createdAt, id: last.id).token }
             return render("users", title: "Users", session: session, notice: Self.notice(request), data)
         }
     }
@@ -246,11 +246,8 @@ extension ConsoleController {
     }
 
     static func userCursor(_ text: String) throws -> UserCursor {
-        let parts = text.split(separator: ".", maxSplits: 1)
-        guard parts.count == 2, let millis = Int64(parts[0]), UUID(uuidString: String(parts[1])) != nil else {
-            throw APIError(.invalidCursor, "'after' was not issued by this console.")
-        }
-        return UserCursor(createdAt: Date(millis: millis), id: String(parts[1]))
+        guard let cursor = UserCursor(token: text) else { throw APIError(.invalidCursor, "'after' was not issued by this console.") }
+        return cursor
     }
 
     /// The notice an action's redirect names (`?done=grant`): fixed texts, never anything from the request.
