@@ -38,7 +38,9 @@ public enum AppStoreJSON {
     /// hold, some 292 million years away, is clamped to the nearest that fits).
     public static func milliseconds(_ date: Date) -> Int64 {
         let millis = (date.timeIntervalSince1970 * 1000).rounded()
-        guard millis.isFinite, millis > -9.2e18, millis < 9.2e18 else { return millis < 0 ? -9_200_000_000_000_000_000 : 9_200_000_000_000_000_000 }
-        return Int64(millis)
+        guard millis > -9.2e18, millis < 9.2e18, let whole = Int64(exactly: millis) else {
+            return millis < 0 ? -9_200_000_000_000_000_000 : 9_200_000_000_000_000_000
+        }
+        return whole
     }
 }

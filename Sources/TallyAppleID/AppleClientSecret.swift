@@ -48,16 +48,18 @@ public enum AppleClientSecret {
         guard !teamId.isEmpty, !keyId.isEmpty, !clientId.isEmpty else {
             throw AppleIDConfigurationError("the team id, key id and client id must all be set")
         }
-        guard lifetime > 0, lifetime <= maximumLifetime else {
+        guard lifetime > 0, lifetime <= maximumLifetime, let seconds = Int64(exactly: lifetime.rounded(.down)) else {
             throw AppleIDConfigurationError("a client secret lives more than 0 s and at most six months")
         }
-        let issuedAt = Int64(now.timeIntervalSince1970.rounded(.down))
+        guard let issuedAt = Int64(exactly: now.timeIntervalSince1970.rounded(.down)) else {
+            throw AppleIDConfigurationError("the clock reads no time a client secret can carry")
+        }
         let encoder = JSONEncoder()
         encoder.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
         do {
             let header = try encoder.encode(Header(kid: keyId))
             let claims = try encoder.encode(
-                Claims(iss: teamId, iat: issuedAt, exp: issuedAt + Int64(lifetime.rounded(.down)), aud: audience, sub: clientId))
+                Claims(iss: teamId, iat: issuedAt, exp: issuedAt + seconds, aud: audience, sub: clientId))
             let signingInput = AppleBase64URL.encode(header) + "." + AppleBase64URL.encode(claims)
             let signature = try key.signature(for: Data(signingInput.utf8))
             return signingInput + "." + AppleBase64URL.encode(signature.rawRepresentation)

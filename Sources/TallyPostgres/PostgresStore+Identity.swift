@@ -288,7 +288,7 @@ extension PostgresStore {
 
     /// Sessions revoked and accounts deleted in the last ``revocationWindow`` of the database's clock.
     func recentRevocations() async throws -> [SessionRevocation] {
-        let window = Int64(Self.revocationWindow.components.seconds * 1000)
+        let window = Self.revocationWindow.components.seconds * 1000
         return try await rows(
             """
             SELECT session_id, user_id FROM session_revocations

@@ -21,7 +21,7 @@ extension PostgresStore {
     /// lock: of two processes starting at once, the second sees the first. Rows gone stale are deleted.
     public func join(_ instance: ServerInstance, admit: @Sendable ([ServerInstance]) throws -> Void) async throws {
         let now = clock.now.millis
-        let staleBefore = now - Int64(Self.instanceStaleness * 1000)
+        let staleBefore = now - Int64(saturating: Self.instanceStaleness * 1000)
         try await transaction { connection in
             try await connection.rows("SELECT pg_advisory_xact_lock(hashtextextended('tally:server_instances', 0))", logger: logger)
             try await connection.rows("DELETE FROM server_instances WHERE seen_at <= \(staleBefore)", logger: logger)
@@ -58,7 +58,7 @@ extension PostgresStore {
 
     /// The rows of the processes counted as running now.
     public func runningInstances() async throws -> [ServerInstance] {
-        let staleBefore = clock.now.millis - Int64(Self.instanceStaleness * 1000)
+        let staleBefore = clock.now.millis - Int64(saturating: Self.instanceStaleness * 1000)
         return try await rows(
             """
             SELECT id, host, pid, signing_keys, admin_key, started_at, seen_at FROM server_instances

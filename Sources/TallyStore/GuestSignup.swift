@@ -16,7 +16,7 @@ public enum GuestSignup {
     public static func admit(count: Int, oldest: Date?, perHour: Int, now: Date) throws(StoreError) {
         guard count >= perHour else { return }
         let oldest = oldest?.millis ?? now.millis
-        let leaves = oldest + Int64(window * 1000)
+        let leaves = oldest + Int64(saturating: window * 1000)
         throw StoreError(.rateLimited, retryAfter: max(1, Double(leaves - now.millis) / 1000))
     }
 

@@ -51,6 +51,16 @@ struct MillisecondsTests {
         #expect(Date(timeIntervalSince1970: 9_223_372_036_854_775.0).millis == .max)
     }
 
+    @Test("Int(saturating:) and Int64(saturating:) round as told, clamp beyond the range, take NaN as 0")
+    func saturating() {
+        #expect(Int64(saturating: 1.9) == 1 && Int64(saturating: -1.9) == -1)
+        #expect(Int64(saturating: 1.1, rounding: .up) == 2 && Int64(saturating: -1.1, rounding: .down) == -2)
+        #expect(Int64(saturating: 1e300) == .max && Int64(saturating: -1e300) == .min)
+        #expect(Int64(saturating: 9.223372036854775807e18) == .max, "2⁶³ itself does not fit")
+        #expect(Int64(saturating: .infinity) == .max && Int64(saturating: -.infinity) == .min && Int64(saturating: .nan) == 0)
+        #expect(Int(saturating: 86_400.0) == 86_400 && Int32(saturating: 1e10) == .max && UInt8(saturating: -3) == 0)
+    }
+
     @Test("A purchase cursor names an instant within RFC 3339's years 0000 to 9999, or is refused")
     func purchaseCursors() {
         for token in [

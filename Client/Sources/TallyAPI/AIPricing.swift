@@ -24,12 +24,22 @@ public struct AIModelSpec: Codable, Sendable, Hashable {
     }
 
     /// What `promptTokens` and `completionTokens` cost in wallet tokens: their exact fractional price, summed, then
-    /// rounded up once (a call that used anything costs at least 1).
+    /// rounded up once (a call that used anything costs at least 1). Total: counts a provider reports beyond what
+    /// 64 bits can price cost `Int64.max` (a charge is capped at its hold), never a trap.
     public func cost(promptTokens: Int, completionTokens: Int) -> Int64 {
-        let (pp, cp) = (Int64(promptTokensPerCredit), Int64(completionTokensPerCredit))
-        let numerator = Int64(max(promptTokens, 0)) * cp + Int64(max(completionTokens, 0)) * pp
-        let denominator = pp * cp
-        return (numerator + denominator - 1) / denominator
+        let (pp, cp) = (Int64(max(promptTokensPerCredit, 1)), Int64(max(completionTokensPerCredit, 1)))
+        let (prompt, completion) = (Int64(max(promptTokens, 0)), Int64(max(completionTokens, 0)))
+        // p/pp + c/cp = (p div pp + c div cp) + (p mod pp × cp + c mod cp × pp) / (pp × cp): the whole credits apart, so
+        // no product exceeds pp × cp (at most 10¹² with the configuration's bounds).
+        let whole = (prompt / pp).addingReportingOverflow(completion / cp)
+        let (promptRest, completionRest) = ((prompt % pp).multipliedReportingOverflow(by: cp), (completion % cp).multipliedReportingOverflow(by: pp))
+        let rest = promptRest.partialValue.addingReportingOverflow(completionRest.partialValue)
+        let denominator = pp.multipliedReportingOverflow(by: cp)
+        let (roundedUp, roundingOverflow) = rest.partialValue.addingReportingOverflow(denominator.partialValue - 1)
+        guard !whole.overflow, !promptRest.overflow, !completionRest.overflow, !rest.overflow, !denominator.overflow, !roundingOverflow
+        else { return .max }
+        let (total, overflow) = whole.partialValue.addingReportingOverflow(roundedUp / denominator.partialValue)
+        return overflow ? .max : total
     }
 
     /// The completion cap of a request that asks for `requested` (nil: none): the request's when lower, else the model's.

@@ -113,11 +113,12 @@ public struct ChatUsage: Codable, Hashable, Sendable {
     /// Their sum.
     public var totalTokens: Int
 
-    /// Creates usage counts; the total is their sum.
+    /// Creates usage counts; the total is their sum (`Int.max` when it does not fit: counts come from a provider).
     public init(promptTokens: Int, completionTokens: Int) {
         self.promptTokens = promptTokens
         self.completionTokens = completionTokens
-        self.totalTokens = promptTokens + completionTokens
+        let (total, overflow) = promptTokens.addingReportingOverflow(completionTokens)
+        self.totalTokens = overflow ? (promptTokens < 0 ? .min : .max) : total
     }
 
     private enum CodingKeys: String, CodingKey {

@@ -468,7 +468,7 @@ extension JSONValue: Codable {
             guard value.isFinite else {
                 throw DecodingError.dataCorruptedError(in: container, debugDescription: "a JSON number must be finite")
             }
-            self = .number(value == value.rounded() && abs(value) < 1e15 ? String(Int64(value)) : String(value))
+            self = .number(abs(value) < 1e15 ? Int64(exactly: value).map(String.init) ?? String(value) : String(value))
         } else if let value = try? container.decode(String.self) {
             self = .string(value)
         } else if let value = try? container.decode([JSONValue].self) {

@@ -1,6 +1,7 @@
 import Foundation
 import Synchronization
 import TallyAPI
+import TallyStore
 
 /// A model's prompt tokens when no usage comes (the client left mid-stream, the upstream cut off), estimated from
 /// the usage of the model's completed calls: a pure value (no clock, no I/O) that ``PromptEstimates`` keeps per
@@ -169,7 +170,7 @@ struct PromptEstimator: Sendable {
         let estimate = (fit.ratio * fit.fitted(features)).rounded(.up)
         let floor = Self.floor(bound: features.bound)
         guard estimate.isFinite, estimate < Double(features.bound) else { return features.bound }
-        return max(Int(estimate), floor)
+        return max(Int(saturating: estimate), floor)
     }
 
     /// The rates and ratio learned so far; `nil` before ``minimumCalls`` calls.
@@ -193,7 +194,7 @@ struct PromptEstimator: Sendable {
         }
         var fit = Fit(rates: rates, ratio: 1)
         let ratios = observations.map { Double($0.tokens) / max(fit.fitted($0.features), 1) }.sorted()
-        fit.ratio = ratios[max(Int((Self.percentile * Double(ratios.count)).rounded(.up)) - 1, 0)]
+        fit.ratio = ratios[max(Int(saturating: Self.percentile * Double(ratios.count), rounding: .up) - 1, 0)]
         return fit
     }
 

@@ -83,7 +83,7 @@ public struct AIConfiguration: Sendable {
         /// The entry that gives exactly `upstream` (its key by the variable it was read from).
         init(effective upstream: AIUpstream) {
             (baseURL, apiKeyEnv, capField) = (upstream.baseURL, upstream.apiKeyEnv, upstream.capField.rawValue)
-            timeoutSeconds = Int(upstream.timeout.components.seconds)
+            timeoutSeconds = Int(clamping: upstream.timeout.components.seconds)
         }
 
         func upstream(environment: [String: String]) throws -> AIUpstream {

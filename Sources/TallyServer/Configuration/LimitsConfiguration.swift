@@ -197,6 +197,6 @@ struct FileSeconds: Codable, Equatable {
 
     func encode(to encoder: any Encoder) throws {
         var container = encoder.singleValueContainer()
-        if value.rounded() == value, abs(value) < 1e15 { try container.encode(Int64(value)) } else { try container.encode(value) }
+        if abs(value) < 1e15, let whole = Int64(exactly: value) { try container.encode(whole) } else { try container.encode(value) }
     }
 }

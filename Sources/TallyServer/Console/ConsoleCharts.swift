@@ -1,6 +1,7 @@
 import Foundation
 import Prometheus
 import Synchronization
+import TallyStore
 
 /// This process's request rate, error rate and latency over the last hour, as 10-second samples in a ring buffer,
 /// taken from its own Prometheus registry (what `/metrics` shows: every request of both listeners).
@@ -46,7 +47,7 @@ final class ProcessSamples: Sendable {
         var buffer: [UInt8] = []
         registry.emit(into: &buffer)
         let reading = Self.parse(String(decoding: buffer, as: UTF8.self))
-        let slot = Int(now.timeIntervalSince1970 / Self.slot)
+        let slot = Int(saturating: now.timeIntervalSince1970 / Self.slot, rounding: .down)
         state.withLock { state in
             let bounds = reading.cumulative.keys.sorted()
             state.bounds = bounds
@@ -68,7 +69,7 @@ final class ProcessSamples: Sendable {
 
     /// The last hour's slots, oldest first (a slot without a reading is `nil`), and the histogram's bounds.
     func series(now: Date) -> (samples: [Sample?], bounds: [Double]) {
-        let slot = Int(now.timeIntervalSince1970 / Self.slot)
+        let slot = Int(saturating: now.timeIntervalSince1970 / Self.slot, rounding: .down)
         return state.withLock { state in
             ((slot - Self.slots + 1...slot).map { state.samples[$0] }, state.bounds)
         }
@@ -110,7 +111,7 @@ final class ProcessSamples: Sendable {
 enum SVGChart {
     /// A line over `values` (a gap where a value is `nil`), scaled to its maximum.
     static func line(_ values: [Double?], title: String, unit: String) -> String {
-        let (width, height) = (360.0, 90.0)
+        let (width, height) = (360, 90)
         let top = max(values.compactMap { $0 }.max() ?? 0, 1e-9)
         var path = ""
         var pen = false
@@ -119,18 +120,18 @@ enum SVGChart {
                 pen = false
                 continue
             }
-            let x = Double(index) / Double(max(values.count - 1, 1)) * width
-            let y = height - value / top * (height - 12)
+            let x = Double(index) / Double(max(values.count - 1, 1)) * Double(width)
+            let y = Double(height) - value / top * Double(height - 12)
             // A new stretch starts with a one-unit tick, so a lone sample shows as a dot.
             path += (pen ? " L" : " M") + String(format: "%.1f %.1f", x, y) + (pen ? "" : " h1")
             pen = true
         }
         let label = values.compactMap { $0 }.isEmpty ? "no samples yet" : "max \(format(top)) \(unit)"
         return """
-            <svg viewBox="0 0 \(Int(width)) \(Int(height) + 14)" role="img" aria-label="\(escape(title))"><title>\(escape(title))</title>\
-            <line class="axis" x1="0" y1="\(Int(height))" x2="\(Int(width))" y2="\(Int(height))"/>\
+            <svg viewBox="0 0 \(width) \(height + 14)" role="img" aria-label="\(escape(title))"><title>\(escape(title))</title>\
+            <line class="axis" x1="0" y1="\(height)" x2="\(width)" y2="\(height)"/>\
             \(path.isEmpty ? "" : "<path class=\"line\" d=\"\(path)\"/>")\
-            <text x="0" y="\(Int(height) + 12)">−1 h</text><text x="\(Int(width) - 40)" y="\(Int(height) + 12)">now</text>\
+            <text x="0" y="\(height + 12)">−1 h</text><text x="\(width - 40)" y="\(height + 12)">now</text>\
             <text x="0" y="10">\(escape(label))</text></svg>
             """
     }
@@ -157,7 +158,7 @@ enum SVGChart {
     }
 
     static func format(_ value: Double) -> String {
-        if value == value.rounded(), abs(value) < 1e15 { return String(Int64(value)) }
+        if abs(value) < 1e15, let whole = Int64(exactly: value) { return String(whole) }
         return abs(value) >= 10 ? String(format: "%.0f", value) : String(format: "%.2f", value)
     }
 

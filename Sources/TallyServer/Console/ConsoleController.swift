@@ -97,7 +97,7 @@ struct ConsoleController: Sendable {
         var response = Self.redirect("/")
         let secure = isSecure(request, context: context)
         response.headers.append(
-            HTTPField(name: .setCookie, value: cookie(Self.cookie, token, maxAge: Int(ConsoleSessions.lifetime), secure: secure)))
+            HTTPField(name: .setCookie, value: cookie(Self.cookie, token, maxAge: Int(saturating: ConsoleSessions.lifetime), secure: secure)))
         response.headers.append(HTTPField(name: .setCookie, value: cookie(Self.signInCookie, "", maxAge: 0, secure: secure)))
         return response
     }

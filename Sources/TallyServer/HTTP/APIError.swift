@@ -107,7 +107,7 @@ extension APIError {
         case .resyncRequired:
             self.init(.resyncRequired, "The cursor is older than the tombstones the server keeps; pull again without a cursor.")
         case .rateLimited:
-            let seconds = Int((error.retryAfter ?? 60).rounded(.up))
+            let seconds = Int(saturating: error.retryAfter ?? 60, rounding: .up)
             self.init(.rateLimited, "Too many new accounts from this address; retry later.", headers: [.retryAfter: "\(seconds)"])
         default: self.init(.unavailable, "The database is unavailable; retry later.", headers: [.retryAfter: "1"])
         }

@@ -1,5 +1,6 @@
 import Foundation
 import TallyAPI
+import TallyStore
 
 /// A value the hottest replies write by hand instead of through `JSONEncoder` (a third of the writer's
 /// work per action in the profile). The bytes are exactly what `TallyJSON.encoder()` writes — sorted keys,
@@ -98,7 +99,7 @@ struct JSONWriter {
     /// seconds (rounded down). Dates before the Gregorian reform (1582-10-15), which Foundation writes in
     /// the Julian calendar, go through Foundation's formatter.
     mutating func date(_ value: Date) {
-        let seconds = Int64((value.timeIntervalSince1970).rounded(.down))
+        let seconds = Int64(saturating: value.timeIntervalSince1970, rounding: .down)
         guard seconds >= -12_219_292_800 else {
             string(ISO8601DateFormatter().string(from: value))
             return

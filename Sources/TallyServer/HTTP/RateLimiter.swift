@@ -1,5 +1,6 @@
 import Foundation
 import Synchronization
+import TallyStore
 
 /// How many events a limit allows per period: `limit` at once, then one every `period / limit` seconds.
 public struct RateLimit: Sendable, Hashable, CustomStringConvertible {
@@ -15,7 +16,7 @@ public struct RateLimit: Sendable, Hashable, CustomStringConvertible {
     }
 
     /// `30 per 60 s`.
-    public var description: String { "\(limit) per \(Int(period)) s" }
+    public var description: String { "\(limit) per \(Int(saturating: period)) s" }
 }
 
 /// A per-key rate limiter: GCRA (the generic cell rate algorithm, a token bucket kept as one instant per
@@ -111,7 +112,7 @@ final class RateLimiter: Sendable {
             } else {
                 let first = time >= entry.quietUntil
                 if first { entry.quietUntil = time + rate.period }
-                verdict = .limited(retryAfter: max(1, Int((allowedAt - time).rounded(.up))), firstInWindow: first)
+                verdict = .limited(retryAfter: max(1, Int(saturating: allowedAt - time, rounding: .up)), firstInWindow: first)
             }
             if existing != nil || consume || verdict != .allowed { state.current[key] = entry }
             return (verdict, dropped)

@@ -53,7 +53,7 @@ struct AccountRecoveryController {
         if case .refuse(let retryAfter) = try await store.beginSignIn(
             account: accountKey, address: addressKey, policy: services.configuration.limits.signInLockout, now: door.now)
         {
-            throw APIError.rateLimited(retryAfter: Int(retryAfter.rounded(.up)))
+            throw APIError.rateLimited(retryAfter: Int(saturating: retryAfter, rounding: .up))
         }
         guard let account = try await store.passwordHash(email: email), account.userId == identity.userId else {
             throw APIError(.unauthorized, "A valid access token is required.")

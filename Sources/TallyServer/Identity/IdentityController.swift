@@ -107,7 +107,7 @@ struct IdentityController {
             if throttles.lockoutLog.acquire(accountKey + addressKey, now: door.now) == .allowed {
                 logLockout("sign-in refused by the lockout", door, account: accountKey, address: address)
             }
-            throw APIError.rateLimited(retryAfter: Int(retryAfter.rounded(.up)))
+            throw APIError.rateLimited(retryAfter: Int(saturating: retryAfter, rounding: .up))
         }
         let account = try await store.passwordHash(email: email)
         // Without an account, still spend a bcrypt check so timing does not reveal which emails exist.

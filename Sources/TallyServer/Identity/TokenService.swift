@@ -41,7 +41,7 @@ final class TokenService: Sendable {
             sub: SubjectClaim(value: userId), sid: sessionId, iat: IssuedAtClaim(value: now), exp: ExpirationClaim(value: expiresAt))
         var header = JWTHeader()
         header.typ = "JWT"
-        return (try await keys.sign(claims, kid: JWKIdentifier(string: kid), header: header), Int(accessTokenTTL), expiresAt)
+        return (try await keys.sign(claims, kid: JWKIdentifier(string: kid), header: header), Int(saturating: accessTokenTTL), expiresAt)
     }
 
     /// The identity in a valid, unexpired access token and its expiry; `nil` for anything else.

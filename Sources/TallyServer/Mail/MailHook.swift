@@ -112,7 +112,7 @@ struct MailHook: Sendable {
         request.headers.add(name: "User-Agent", value: "tally-mail-hook/1")
         request.headers.add(
             name: Self.signatureHeader,
-            value: Self.signature(body: body, timestamp: Int64(clock.now.timeIntervalSince1970.rounded(.down)), secret: configuration.secret))
+            value: Self.signature(body: body, timestamp: Int64(saturating: clock.now.timeIntervalSince1970, rounding: .down), secret: configuration.secret))
         request.body = .bytes(ByteBuffer(bytes: body))
         let response = try await client.execute(request, timeout: Self.attemptTimeout)
         // The answer's body is read and dropped: it may hold anything, and the connection goes back to the pool.

@@ -8,6 +8,7 @@ import Darwin
 import Foundation
 import Logging
 import Synchronization
+import TallyStore
 
 /// Where ``LazyMetadataLogHandler`` writes lines: timestamped here, and batched.
 ///
@@ -80,7 +81,7 @@ public final class LogSink: Sendable {
     }
 
     /// The real time in milliseconds since 1970 (`clock_gettime` through the vDSO underneath: no system call).
-    private static let realTime: @Sendable () -> Int64 = { Int64(Date().timeIntervalSince1970 * 1000) }
+    private static let realTime: @Sendable () -> Int64 = { Int64(saturating: Date().timeIntervalSince1970 * 1000) }
 
     /// `2026-01-15T08:00:00+0000`, in local time, as swift-log's stream handler writes it.
     private static func timestamp(_ seconds: Int64) -> [UInt8] {
