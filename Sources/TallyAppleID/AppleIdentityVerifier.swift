@@ -68,8 +68,8 @@ public struct AppleIdentityVerifier: Sendable {
         let jws = try await verifiedJWS(identityToken, now: now)
         let claims = try jws.claims(IdentityClaims.self, "identity token")
         let audience = try check(issuer: claims.iss, audience: claims.aud)
-        let issuedAt = Date(timeIntervalSince1970: claims.iat)
-        let expiresAt = Date(timeIntervalSince1970: claims.exp)
+        let issuedAt = try AppleInstant.date(seconds: claims.iat, claim: "iat")
+        let expiresAt = try AppleInstant.date(seconds: claims.exp, claim: "exp")
         guard expiresAt > issuedAt else { throw AppleIDVerificationError.malformed("the token expires before it was issued") }
         guard now <= expiresAt.addingTimeInterval(leeway) else { throw AppleIDVerificationError(.expired, "the token has expired") }
         try check(issuedAt: issuedAt, now: now, maximumAge: maximumTokenAge)
@@ -112,7 +112,7 @@ public struct AppleIdentityVerifier: Sendable {
         let jws = try await verifiedJWS(payload, now: now)
         let claims = try jws.claims(NotificationClaims.self, "notification")
         let audience = try check(issuer: claims.iss, audience: claims.aud)
-        let issuedAt = Date(timeIntervalSince1970: claims.iat)
+        let issuedAt = try AppleInstant.date(seconds: claims.iat, claim: "iat")
         try check(issuedAt: issuedAt, now: now, maximumAge: maximumNotificationAge)
         guard let events = try? JSONDecoder().decode(Events.self, from: Data(claims.events.utf8)) else {
             throw AppleIDVerificationError.malformed("the notification's events claim is not the JSON Apple sends")
@@ -121,8 +121,9 @@ public struct AppleIdentityVerifier: Sendable {
             throw AppleIDVerificationError.malformed("the notification's type, sub or jti is empty")
         }
         let seconds = events.event_time > 100_000_000_000 ? events.event_time / 1000 : events.event_time
+        let eventTime = try AppleInstant.date(seconds: seconds, claim: "event_time")
         return AppleAccountEvent(
-            type: AppleAccountEvent.EventType(rawValue: events.type), sub: events.sub, eventTime: Date(timeIntervalSince1970: seconds),
+            type: AppleAccountEvent.EventType(rawValue: events.type), sub: events.sub, eventTime: eventTime,
             email: events.email, isPrivateEmail: events.is_private_email?.value, id: claims.jti, issuedAt: issuedAt, audience: audience)
     }
 

@@ -523,6 +523,16 @@ public final class DevAppleID: Sendable {
         }
     }
 
+    /// Signs `claimsJSON` — claims as written, of any value (a test's times beyond what any clock reads, numbers no
+    /// JSON integer holds) — RS256 with the signing key, as Apple signs identity tokens and notifications.
+    public func sign(claimsJSON: [UInt8]) throws -> String {
+        let signer = state.withLock { $0.keys.signing }
+        let header = try JSONSerialization.data(withJSONObject: ["alg": "RS256", "kid": signer.kid, "typ": "JWT"], options: [.sortedKeys])
+        let input = DevJWS.base64URL(header) + "." + DevJWS.base64URL(Data(claimsJSON))
+        let signature = try signer.privateKey.signature(for: Data(input.utf8), padding: .insecurePKCS1v1_5)
+        return input + "." + DevJWS.base64URL(signature.rawRepresentation)
+    }
+
     /// A key the set never holds (made once).
     private func strangerKey() throws -> DevAppleIDKeys.Key {
         if let stranger = state.withLock({ $0.stranger }) { return stranger }

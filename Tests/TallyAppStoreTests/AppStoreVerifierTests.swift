@@ -249,19 +249,22 @@ struct AppStoreVerifierTests {
             ("signedDate a string", #"{"signedDate":"2026-01-01"}"#, .refused(.malformed, nil)),
             ("signedDate only", #"{"signedDate":1800000000000}"#, .refused(.malformed, nil)),
         ]
-        // A whole transaction whose signedDate is absurd: the chain is checked at that instant, and is not valid then.
+        // A whole transaction whose signedDate is absurd: beyond the years 2000 to 9999 no date is read (malformed);
+        // within them the chain is checked at that instant, and is not valid then.
         let transactionJSON = String(decoding: try AppStoreJSON.encoder().encode(purchase.transaction), as: UTF8.self)
         let signedDate = #""signedDate":\#(AppStoreJSON.milliseconds(purchase.transaction.signedDate))"#
         #expect(transactionJSON.contains(signedDate))
         let absurd: [(String, String, Outcome)] = [
-            ("signedDate far past", "-1000000000000000", .refused(.untrustedChain, .notValidAtSignedDate)),
-            ("signedDate huge", "1e300", .refused(.untrustedChain, .notValidAtSignedDate)),
-            ("signedDate zero", "0", .refused(.untrustedChain, .notValidAtSignedDate)),
+            ("signedDate far past", "-1000000000000000", .refused(.malformed, nil)),
+            ("signedDate huge", "1e300", .refused(.malformed, nil)),
+            ("signedDate zero", "0", .refused(.malformed, nil)),
             ("signedDate fractional", "\(AppStoreJSON.milliseconds(purchase.transaction.signedDate)).5", .accepted),
             ("signedDate null", "null", .refused(.malformed, nil)),
             // Past the year 9999 (and before the year 1) swift-certificates traps on the validation time: refused before it.
-            ("signedDate year 10000", "253402300800000", .refused(.untrustedChain, .notValidAtSignedDate)),
-            ("signedDate year 0", "-62135596801000", .refused(.untrustedChain, .notValidAtSignedDate)),
+            ("signedDate year 10000", "253402300800000", .refused(.malformed, nil)),
+            ("signedDate year 0", "-62135596801000", .refused(.malformed, nil)),
+            ("signedDate the last millisecond of 1999", "946684799999", .refused(.malformed, nil)),
+            ("signedDate 2000-01-01", "946684800000", .refused(.untrustedChain, .notValidAtSignedDate)),
             ("signedDate last second of 9999", "253402300799000", .refused(.untrustedChain, .notValidAtSignedDate)),
         ]
         for (name, value, expected) in absurd {
@@ -278,6 +281,59 @@ struct AppStoreVerifierTests {
         // A notification presented as a transaction, and the reverse.
         #expect(await Outcome.of { _ = try await fixture.verifier.verifyTransaction(purchase.notification.signedPayload) } == .refused(.malformed, nil))
         #expect(await Outcome.of { _ = try await fixture.verifier.verifyNotification(purchase.signedTransaction) } == .refused(.malformed, nil))
+    }
+
+    @Test("Every date of a transaction, renewal information and notification is read only within the years 2000 to 9999")
+    func datesAreBounded() async throws {
+        let fixture = try AppStoreFixture()
+        let chain = try fixture.authority.chain()
+        let purchase = try fixture.store.purchase(productId: "com.example.premium.monthly", appAccountToken: UUID())
+        fixture.clock.advance(by: 60)
+        let failed = try fixture.store.failRenewal(purchase.transaction.transactionId)
+        /// `jws`'s payload with `field` written as `value`, signed again.
+        func signed(_ jws: String, _ field: String, _ value: String) throws -> String {
+            let json = String(decoding: try #require(DevJWS.payloadJSON(of: jws)), as: UTF8.self)
+            let pattern = try Regex(#""\#(field)":-?[0-9.eE+]+"#)
+            let changed = json.contains(pattern)
+                ? json.replacing(pattern, with: #""\#(field)":\#(value)"#, maxReplacements: 1)
+                : "{" + #""\#(field)":\#(value),"# + json.dropFirst()
+            return try DevJWS.sign(payloadJSON: Array(changed.utf8), chain: chain)
+        }
+        let refused = [
+            "9223372036854775807", "-9223372036854775808", "9223372036854775808", "18446744073709551616", "1e300", "-1e300", "1e400",
+            "253402300800000", "946684799999", "0", "-1", "-0",
+        ]
+        let accepted = ["946684800000", "1800000000000", "1800000000000.5", "253402300799999"]
+        for field in ["purchaseDate", "originalPurchaseDate", "expiresDate", "revocationDate"] {
+            for value in refused {
+                let outcome = await Outcome.of { _ = try await fixture.verifier.verifyTransaction(try signed(purchase.signedTransaction, field, value)) }
+                #expect(outcome == .refused(.malformed, nil), "\(field) = \(value): \(outcome)")
+            }
+            for value in accepted {
+                let outcome = await Outcome.of { _ = try await fixture.verifier.verifyTransaction(try signed(purchase.signedTransaction, field, value)) }
+                #expect(outcome == .accepted, "\(field) = \(value): \(outcome)")
+            }
+        }
+        let renewal = try #require(purchase.signedRenewalInfo)
+        for field in ["gracePeriodExpiresDate", "renewalDate", "recentSubscriptionStartDate"] {
+            for value in refused {
+                let outcome = await Outcome.of { _ = try await fixture.verifier.verifyRenewalInfo(try signed(renewal, field, value)) }
+                #expect(outcome == .refused(.malformed, nil), "renewal \(field) = \(value): \(outcome)")
+            }
+            let outcome = await Outcome.of { _ = try await fixture.verifier.verifyRenewalInfo(try signed(renewal, field, accepted[1])) }
+            #expect(outcome == .accepted, "renewal \(field): \(outcome)")
+        }
+        // A notification whose embedded transaction carries such a date is refused whole.
+        let notificationJSON = String(decoding: try #require(DevJWS.payloadJSON(of: failed.signedPayload)), as: UTF8.self)
+        let transaction = try #require(failed.transaction)
+        let embedded = try signed(try fixture.store.signedTransaction(transaction.transactionId), "expiresDate", "9223372036854775807")
+        let original = try #require(try JSONSerialization.jsonObject(with: Data(notificationJSON.utf8)) as? [String: Any])
+        var data = try #require(original["data"] as? [String: Any])
+        data["signedTransactionInfo"] = embedded
+        var changed = original
+        changed["data"] = data
+        let notification = try DevJWS.sign(payloadJSON: Array(try JSONSerialization.data(withJSONObject: changed)), chain: chain)
+        #expect(await Outcome.of { _ = try await fixture.verifier.verifyNotification(notification) } == .refused(.malformed, nil))
     }
 
     @Test("2,000 random corruptions of a signed transaction: each is refused with a named code or decodes to exactly what was signed")
