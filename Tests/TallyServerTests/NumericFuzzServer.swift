@@ -206,7 +206,8 @@ struct FuzzServer: Sendable {
     /// The console's cursors (`after`, `before`), which openapi.yaml does not list: signed in with the admin key.
     func fuzzConsole(_ random: inout SplitMix64) async throws {
         let (_, signedIn) = try await ConsoleTests.signIn(api, key: Self.adminKey)
-        let cookie = try #require(signedIn).cookie
+        let op = try #require(signedIn)
+        let cookie = op.cookie
         let user = try await api.newGuest()
         for _ in 0..<60 {
             let value = NumberSpellings.cursor(&random).addingPercentEncoding(withAllowedCharacters: .alphanumerics)!
@@ -221,6 +222,65 @@ struct FuzzServer: Sendable {
                 }
                 #expect(page.status.code < 500, "\(path): \(page.status)")
             }
+        }
+        try await fuzzConsoleForms(&random, op: op)
+    }
+
+    /// The console's forms that take numbers: a grant's `amount` and premium's `until` day. A refusal changes nothing; a
+    /// grant taken adds its amount; a day taken is written back as that day's end — so a day that is not on the
+    /// calendar (`2027-02-30`), or whose end is past 9999, is refused.
+    func fuzzConsoleForms(_ random: inout SplitMix64, op: ConsoleTests.Operator) async throws {
+        let user = try await api.newGuest()
+        let refusedDays = ["9999-12-31", "9999-99-99", "99999-1-01", "2027-02-30", "2027-13-01", "0000-00-00", "-001-01-01", "+2027-1-01", "2027-1-1  "]
+        let days = refusedDays + ["9998-12-31", "2027-02-01"]
+        let dayFormat = DateFormatter()
+        (dayFormat.dateFormat, dayFormat.timeZone, dayFormat.isLenient) = ("yyyy-MM-dd", TimeZone(identifier: "UTC"), false)
+        for round in 0..<(days.count + 30) {
+            let until = round < days.count ? days[round] : NumberSpellings.any(&random)
+            let context = "the console's premium until = \(until)"
+            let before = try await snapshot(user, exact: true, context: context)
+            let premium = try await postConsole(
+                "/console/users/\(user.userId)/premium", ["csrf": op.csrf, "cookie": op.cookie, "confirm": "yes", "op": "set", "until": until], context: context)
+            #expect(premium.status.code < 500, "\(context): \(premium.status)")
+            if premium.status == .seeOther {
+                #expect(!refusedDays.contains(until), "\(context): taken")
+                let me = try await send(.get, "/v1/me", token: user.accessToken, context: context).decode(Me.self)
+                let day = dayFormat.date(from: until)
+                #expect(day != nil && me.premiumUntil == day?.addingTimeInterval(86_400), "\(context): written back as \(String(describing: me.premiumUntil))")
+            } else {
+                #expect(try await snapshot(user, exact: true, context: context) == before, "\(context): refused (\(premium.status)) but changed")
+            }
+        }
+        for _ in 0..<30 {
+            let amount = NumberSpellings.any(&random)
+            let context = "the console's grant amount = \(amount)"
+            let before = try await snapshot(user, exact: true, context: context)
+            let grant = try await postConsole(
+                "/console/users/\(user.userId)/grant",
+                ["csrf": op.csrf, "cookie": op.cookie, "confirm": "yes", "amount": amount, "reason": "fuzz", "idempotency": "form-\(UUID().uuidString)"],
+                context: context)
+            #expect(grant.status.code < 500, "\(context): \(grant.status)")
+            let after = try await snapshot(user, exact: true, context: context)
+            if grant.status == .seeOther {
+                let granted = try #require(Int64(amount), "\(context): taken")
+                #expect((1...1_000_000_000).contains(granted) && after.balance == before.balance + granted, "\(context)")
+            } else {
+                #expect(after == before, "\(context): refused (\(grant.status)) but changed")
+            }
+        }
+    }
+
+    /// Posts a console form (`cookie` is the session's, sent as the header); a failure to answer is the server's death
+    /// when the process is gone.
+    private func postConsole(_ path: String, _ fields: [String: String], context: String) async throws -> APIResponse {
+        var form = fields
+        let cookie = form.removeValue(forKey: "cookie")
+        do {
+            return try await ConsoleTests.post(api, path, cookie: cookie, form)
+        } catch {
+            try await Task.sleep(for: .milliseconds(200))
+            try expectAlive(context)
+            throw error
         }
     }
 

@@ -125,12 +125,12 @@ extension ConsoleController {
         guard form["confirm"] == "yes" else { throw APIError(.invalidField, "Tick the confirmation first.") }
     }
 
-    /// `YYYY-MM-DD` as that day's midnight in UTC.
+    /// `YYYY-MM-DD` as that day's midnight in UTC: a day of the calendar (not `2027-02-30`, which the calendar
+    /// would move to March) whose end is still in the year 9999, what RFC 3339 can write back.
     static func day(_ text: String) -> Date? {
-        let parts = text.split(separator: "-").compactMap { Int($0) }
-        guard parts.count == 3, text.count == 10 else { return nil }
-        var calendar = Calendar(identifier: .gregorian)
-        calendar.timeZone = TimeZone(identifier: "UTC")!
-        return calendar.date(from: DateComponents(year: parts[0], month: parts[1], day: parts[2]))
+        guard text.utf8.count == 10, let day = RFC3339.date(from: text + "T00:00:00Z"),
+            day.addingTimeInterval(86_400).millis <= Date.writableMillis.upperBound
+        else { return nil }
+        return day
     }
 }
