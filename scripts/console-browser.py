@@ -185,9 +185,9 @@ def main():
         for model, calls in AI_CALLS.items():
             check([f"AI {model}", str(calls)] in [row[:2] for row in rows], f"one spending row for model {model}, {calls} calls: {rows}")
         check(len(rows) == len(AI_CALLS), f"no row is a single call: {rows}")
-        labels = [text.inner_text() for text in spending.locator("svg text").all()]
+        labels = [text.text_content() for text in spending.locator("svg text").all()]
         check(f"AI {LONG_MODEL}" in labels, f"the chart names the long model whole: {labels}")
-        users = page.locator(".card", has=page.locator("h2", has_text="Users")).inner_text()
+        users = page.locator(".card", has=page.locator("h2", has_text=re.compile(r"^Users$"))).inner_text()
         check("1 account" in users and "1 accounts" not in users, f"one account in the singular: {users}")
         shot("overview")
 
