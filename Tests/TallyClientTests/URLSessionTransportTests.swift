@@ -164,6 +164,47 @@ extension HTTPField.Name {
         }
     }
 
+    /// Issue 43: cancelling a request while URLSession delivered its answer deadlocked swift-corelibs-foundation
+    /// (swift-corelibs-foundation#5412: the cancel waited for the task's queue inside the cancellation handler, the
+    /// queue for the handler's lock), and every later request of the session waited behind it.
+    @Test("Requests cancelled at every moment of their answer all return at once, and the session answers afterwards")
+    func cancellationsRacingAnswersNeverHang() async throws {
+        try await LoopbackServer.with { server in
+            let transport = URLSessionTransport(baseURL: server.baseURL)
+            let burners = CPUBurners(count: 2)
+            defer { burners.stop() }
+            let watchdog = CallWatchdog(grace: 20)
+            defer { watchdog.stop() }
+            // How long an answer takes here and now: cancellations are spread over twice that, so that many meet the
+            // answer's delivery.
+            var took: [UInt64] = []
+            for _ in 0..<21 {
+                let start = DispatchTime.now().uptimeNanoseconds
+                _ = try await transport.send(TransportRequest(method: "GET", path: "/echo", timeout: 10))
+                took.append(DispatchTime.now().uptimeNanoseconds - start)
+            }
+            let spread = max(took.sorted()[10] * 2, 1_000)
+            for round in 0..<200 {
+                try await watchdog.call("round \(round) of cancelled requests", limit: 10) {
+                    await withTaskGroup(of: Void.self) { group in
+                        for _ in 0..<20 {
+                            group.addTask {
+                                let request = Task { try await transport.send(TransportRequest(method: "GET", path: "/echo", timeout: 10)) }
+                                try? await Task.sleep(nanoseconds: UInt64.random(in: 0..<spread))
+                                request.cancel()
+                                _ = try? await request.value
+                            }
+                        }
+                    }
+                }
+            }
+            let response = try await watchdog.call("a request after the cancellations", limit: 10) {
+                try await transport.send(TransportRequest(method: "GET", path: "/echo", timeout: 10))
+            }
+            #expect(response.status == 201)
+        }
+    }
+
     @Test func nothingListeningIsOffline() async throws {
         let port = try await LoopbackServer.with { $0.port }  // a port that was just closed
         let transport = URLSessionTransport(baseURL: URL(string: "http://127.0.0.1:\(port)")!)

@@ -81,7 +81,8 @@ final class SyncEngine: Sendable {
         wake.yield()
     }
 
-    /// Stops the loop, waits for it to end, fails the ``SyncClient/now()`` calls waiting, and closes the store's file
+    /// Stops the loop — a request in flight is cancelled, not waited for — waits for it to end, fails the
+    /// ``SyncClient/now()`` calls waiting, and closes the store's file
     /// (for ``LocalDocumentStore/remove(path:)``); `forgettingCursor` first resets the pull cursor (the file goes to
     /// another user, whose first pull starts from nothing).
     func close(forgettingCursor: Bool = false) async {
@@ -340,18 +341,8 @@ final class SyncEngine: Sendable {
         let (generation, now) = (reachability.generation, clock.now)
         state.withLock { ($0.sentAt, $0.lastAttemptAt) = (generation, now) }
         update(.attempting)
-        let value = try await Self.shielded(operation)
+        let value = try await operation()
         update(.answered)
-        return value
-    }
-
-    /// Runs `operation` (one request) in a task of its own, so that closing the engine never cancels a request in
-    /// flight: swift-corelibs-foundation can deadlock cancelling a URLSession task whose answer is being delivered
-    /// (the cancel waits on the session's queue while that queue waits for the task's status lock). A close waits
-    /// for the request's answer or timeout instead, then stops.
-    private static func shielded<T: Sendable>(_ operation: @escaping @Sendable () async throws -> T) async throws -> T {
-        let value = try await Task { try await operation() }.value
-        try Task.checkCancellation()
         return value
     }
 

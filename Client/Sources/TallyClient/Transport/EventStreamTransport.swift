@@ -49,29 +49,36 @@ public final class URLSessionEventStreamTransport: EventStreamTransport {
         session = URLSession(configuration: URLSessionTransport.configuration(), delegate: delegate, delegateQueue: nil)
     }
 
-    // The session holds its delegate until invalidated; every open stream holds the transport (see `open`).
-    deinit { session.invalidateAndCancel() }
+    // The session holds its delegate until invalidated; every open stream holds the transport (see `open`). Invalidated
+    // from a queue: the last stream may end inside a cancellation handler, where URLSession must not be waited for.
+    deinit {
+        let session = self.session
+        DispatchQueue.global(qos: .utility).async { session.invalidateAndCancel() }
+    }
 
-    /// Opens one streaming request; cancelling the calling task before the head arrives throws `CancellationError`.
+    /// Opens one streaming request; cancelling the calling task before the head arrives throws `CancellationError` at
+    /// once, and a head that does not come within the request's timeout throws ``TransportError/timedOut``.
     public func open(_ request: TransportRequest) async throws -> StreamingResponse {
         // Whole seconds, at least one: Linux truncates URLSession's timeout.
         let urlRequest = try URLSessionTransport.urlRequest(request, baseURL: baseURL, timeoutInterval: max(1, request.timeout.rounded(.up)))
         let task = session.dataTask(with: urlRequest)
         let (body, continuation) = AsyncThrowingStream.makeStream(of: Data.self, throwing: (any Error).self)
-        // Ending the iteration cancels the request; the capture keeps this transport (its session) alive as long as the body.
+        // Ending the iteration cancels the request (from a queue: this runs in the reader's cancellation handler, see
+        // ``URLTaskAttempt``); the capture keeps this transport (its session) alive as long as the body.
         continuation.onTermination = { [self] _ in
-            task.cancel()
+            cancelLater(task)
             withExtendedLifetime(self) {}
         }
-        let head = try await withTaskCancellationHandler {
-            try await withCheckedThrowingContinuation { (head: CheckedContinuation<HTTPURLResponse, any Error>) in
+        let head = URLTaskAttempt<HTTPURLResponse>()
+        let response = try await withTaskCancellationHandler {
+            try await withCheckedThrowingContinuation { (waiter: CheckedContinuation<HTTPURLResponse, any Error>) in
                 delegate.add(task.taskIdentifier, head: head, body: continuation)
-                task.resume()
+                head.start(task, resuming: waiter, deadline: request.timeout)
             }
         } onCancel: {
-            task.cancel()
+            head.cancel()
         }
-        return StreamingResponse(status: head.statusCode, headers: URLSessionTransport.headers(of: head), body: body)
+        return StreamingResponse(status: response.statusCode, headers: URLSessionTransport.headers(of: response), body: body)
     }
 }
 
@@ -79,13 +86,14 @@ public final class URLSessionEventStreamTransport: EventStreamTransport {
 /// waiting opener (the head) and body stream.
 private final class EventStreamSessionDelegate: NSObject, URLSessionDataDelegate, Sendable {
     private struct Stream {
-        var head: CheckedContinuation<HTTPURLResponse, any Error>?
+        /// Nil once the head came.
+        var head: URLTaskAttempt<HTTPURLResponse>?
         let body: AsyncThrowingStream<Data, any Error>.Continuation
     }
 
     private let streams = Locked<[Int: Stream]>([:])
 
-    func add(_ task: Int, head: CheckedContinuation<HTTPURLResponse, any Error>, body: AsyncThrowingStream<Data, any Error>.Continuation) {
+    func add(_ task: Int, head: URLTaskAttempt<HTTPURLResponse>, body: AsyncThrowingStream<Data, any Error>.Continuation) {
         streams.withLock { $0[task] = Stream(head: head, body: body) }
     }
 
@@ -101,7 +109,7 @@ private final class EventStreamSessionDelegate: NSObject, URLSessionDataDelegate
             completionHandler(.cancel)
             return
         }
-        head?.resume(returning: http)
+        head?.answered(.success(http))
         completionHandler(.allow)
     }
 
@@ -112,7 +120,7 @@ private final class EventStreamSessionDelegate: NSObject, URLSessionDataDelegate
     func urlSession(_ session: URLSession, task: URLSessionTask, didCompleteWithError error: (any Error)?) {
         guard let stream = streams.withLock({ $0.removeValue(forKey: task.taskIdentifier) }) else { return }
         let failure = error.map(URLSessionTransport.map) ?? (stream.head == nil ? nil : TransportError.connectionLost)
-        stream.head?.resume(throwing: failure ?? TransportError.connectionLost)
+        stream.head?.answered(.failure(failure ?? TransportError.connectionLost))
         if let failure { stream.body.finish(throwing: failure) } else { stream.body.finish() }
     }
 }

@@ -30,20 +30,26 @@ public final class URLSessionTransport: HTTPTransport {
 
     deinit { session.finishTasksAndInvalidate() }
 
-    /// Sends one attempt; cancelling the calling task cancels the request and throws `CancellationError`.
+    /// Sends one attempt; cancelling the calling task throws `CancellationError` at once (the request is cancelled, see
+    /// ``URLTaskAttempt``), and so does the deadline with ``TransportError/timedOut``, whether or not URLSession answers.
     public func send(_ request: TransportRequest) async throws -> TransportResponse {
         let urlRequest = try makeURLRequest(request)
-        let (data, response) = try await withThrowingTaskGroup(of: (Data, URLResponse).self) { group in
-            group.addTask { [session] in
-                do { return try await session.data(for: urlRequest) } catch { throw Self.map(error) }
+        let attempt = URLTaskAttempt<(Data, URLResponse)>()
+        let (data, response) = try await withTaskCancellationHandler {
+            try await withCheckedThrowingContinuation { continuation in
+                let task = session.dataTask(with: urlRequest) { data, response, error in
+                    if let error {
+                        attempt.answered(.failure(Self.map(error)))
+                    } else if let response {
+                        attempt.answered(.success((data ?? Data(), response)))
+                    } else {
+                        attempt.answered(.failure(TransportError.connectionLost))
+                    }
+                }
+                attempt.start(task, resuming: continuation, deadline: request.timeout)
             }
-            group.addTask {
-                try await Task.sleep(nanoseconds: UInt64(max(0, min(request.timeout, 1e9)) * 1e9))
-                throw TransportError.timedOut
-            }
-            defer { group.cancelAll() }
-            guard let first = try await group.next() else { throw CancellationError() }
-            return first
+        } onCancel: {
+            attempt.cancel()
         }
         guard let http = response as? HTTPURLResponse else { throw TransportError.connectionLost }
         return TransportResponse(status: http.statusCode, headers: Self.headers(of: http), body: data)
