@@ -170,11 +170,49 @@ struct LocalDocumentStoreTests {
         for descending in [false, true] {
             let (sql, arguments) = LocalDocumentStore.rangeQuery(collection: "habit_logs", from: "2020-01-01", to: "2020-02-01",
                                                                  descending: descending, limit: 31)
-            let plan = try store.pool.read { db in
+            let plan = try store.reading { db in
                 try Row.fetchAll(db, sql: "EXPLAIN QUERY PLAN " + sql, arguments: arguments).map { $0["detail"] as String }
             }
             #expect(plan.contains { $0.contains("USING INDEX visible_range (collection=? AND range_value>? AND range_value<?)") }, "\(plan)")
             #expect(!plan.contains { $0.contains("TEMP B-TREE") }, "sorted by the index: \(plan)")
+        }
+    }
+
+    /// Issue 43: a client crashed (SIGSEGV) reading the documents of a user being signed out; GRDB's
+    /// `DatabasePool.close()` releases the pool's readers without a lock, so a read racing it may use them freed.
+    @Test("Reads and writes racing the store's close return, or throw unauthorized: none reaches a closed connection")
+    func callsRacingTheCloseAreRefused() throws {
+        for round in 0..<40 {
+            let fixture = LocalStoreFixture()
+            defer { fixture.cleanUp() }
+            let store = try fixture.open()
+            for index in 0..<20 { try store.write(.put(F.log("d\(index)"), F.logData("2026-11-\(10 + index)", done: false))) }
+            let unexpected = Locked<[String]>([])
+            DispatchQueue.concurrentPerform(iterations: 4) { worker in
+                if worker == 0 {
+                    // The close lands while the others read and write.
+                    for _ in 0..<(round % 8) * 50 { _ = try? store.syncState() }
+                    do { try store.close() } catch { unexpected.withLock { $0.append("close: \(error)") } }
+                    return
+                }
+                for index in 0..<200 {
+                    do {
+                        if worker == 3 {
+                            try store.write(.put(F.log("w\(index)"), F.logData("2026-12-01", done: true)))
+                        } else {
+                            _ = try store.documents(in: "habit_logs")
+                            _ = try store.document(F.log("d1"))
+                        }
+                    } catch let error as ClientError where error.code == .unauthorized {
+                        // Refused once the store is closed.
+                    } catch {
+                        unexpected.withLock { $0.append("\(error)") }
+                    }
+                }
+            }
+            let found = unexpected.withLock { $0 }
+            #expect(found.count == 0, "round \(round): \(Set(found).sorted().prefix(3))")
+            #expect(throws: ClientError.self) { try store.documents(in: "habit_logs") }
         }
     }
 

@@ -14,7 +14,7 @@ extension LocalDocumentStore {
     @discardableResult
     func apply(push response: SyncPushResponse) throws -> [PushRefusal] {
         let now = clock.now
-        let (touched, refusals) = try pool.write { db -> (Set<DocumentKey>, [PushRefusal]) in
+        let (touched, refusals) = try writing { db -> (Set<DocumentKey>, [PushRefusal]) in
             let covered = try Row.fetchAll(
                 db, sql: "SELECT id, op, collection, doc_id, data, if_version FROM outbox WHERE id <= ? ORDER BY id",
                 arguments: [response.lastMutationId]
@@ -64,7 +64,7 @@ extension LocalDocumentStore {
     @discardableResult
     func apply(pull response: SyncPullResponse) throws -> Set<DocumentKey> {
         let now = clock.now
-        let touched = try pool.write { db -> Set<DocumentKey> in
+        let touched = try writing { db -> Set<DocumentKey> in
             let meta = try Self.meta(db, "cursor, resyncing")
             let startsResync = (meta[0] as String?) == nil
             let resyncing = startsResync || meta[1] as Bool
@@ -108,7 +108,7 @@ extension LocalDocumentStore {
     /// Forgets the cursor after a `410 resync_required`: the next pull starts from nothing and replaces the base.
     /// The outbox and the visible state stay.
     func resetForResync() throws {
-        try pool.write { db in try db.execute(sql: "UPDATE meta SET cursor = NULL, resyncing = 0") }
+        try writing { db in try db.execute(sql: "UPDATE meta SET cursor = NULL, resyncing = 0") }
     }
 
     // MARK: Base and visible

@@ -14,9 +14,12 @@ final class LocalDocumentStore: Sendable {
     let rangeKeys: [String: String?]
     /// The installation's id for pushes, created with the file and shared by every process that opens it.
     let clientId: String
-    let pool: DatabasePool
+    /// The file's connections: reached only through ``reading(_:)``, ``writing(_:)`` and ``withConnections(_:)``.
+    private let pool: DatabasePool
     /// The connection checkpoints run on (``checkpoint()``).
     private let checkpointer: DatabaseQueue
+    /// Whether ``close()`` has begun, how many calls use the connections now, and what a close waiting for them waits on.
+    private let use = Locked<(closed: Bool, active: Int, drained: DispatchSemaphore?)>((false, 0, nil))
     /// Writes since the last checkpoint, and whether one runs.
     private let checkpointState = Locked<(writes: Int, running: Bool)>((0, false))
     let clock: any ClientClock
@@ -54,10 +57,50 @@ final class LocalDocumentStore: Sendable {
         seenDataVersion = Locked(try pool.writeWithoutTransaction { db in try Self.dataVersion(db) })
     }
 
-    /// Closes the file's connections (before ``remove(path:)``).
+    /// Closes the file's connections (before ``remove(path:)``), once every call using them has returned; from then on
+    /// every call throws ``ClientError/Code/unauthorized`` (the user left) and touches nothing. Waits only for calls
+    /// already running, which are local reads and writes (no network). A second close does nothing.
     func close() throws {
+        let (first, drained) = use.withLock { use -> (Bool, DispatchSemaphore?) in
+            guard !use.closed else { return (false, nil) }
+            use.closed = true
+            guard use.active > 0 else { return (true, nil) }
+            use.drained = DispatchSemaphore(value: 0)
+            return (true, use.drained)
+        }
+        guard first else { return }
+        drained?.wait()
         try checkpointer.close()
         try pool.close()
+    }
+
+    /// Runs `body` with the file's connections unless the store is closed (then throws ``ClientError/Code/unauthorized``):
+    /// the one door to them, so that ``close()`` never closes a connection in use. GRDB's `DatabasePool.close()` must not
+    /// race a read — its reader pool is a plain reference that the close releases — and a client whose app read its
+    /// documents while the user who left was being closed crashed (issue 43).
+    func withConnections<T>(_ body: (_ pool: DatabasePool, _ checkpointer: DatabaseQueue) throws -> T) throws -> T {
+        try use.withLock { use in
+            guard !use.closed else { throw ClientError(.unauthorized, message: "signed out: this user's documents are closed") }
+            use.active += 1
+        }
+        defer {
+            let drained = use.withLock { use -> DispatchSemaphore? in
+                use.active -= 1
+                return use.active == 0 ? use.drained : nil
+            }
+            drained?.signal()
+        }
+        return try body(pool, checkpointer)
+    }
+
+    /// `body` in a read of the file (see ``withConnections(_:)``).
+    func reading<T>(_ body: (Database) throws -> T) throws -> T {
+        try withConnections { pool, _ in try pool.read(body) }
+    }
+
+    /// `body` in a write transaction of the file (see ``withConnections(_:)``).
+    func writing<T>(_ body: (Database) throws -> T) throws -> T {
+        try withConnections { pool, _ in try pool.write(body) }
     }
 
     // MARK: Checkpoints
@@ -75,7 +118,7 @@ final class LocalDocumentStore: Sendable {
         }
         guard start else { return }
         defer { checkpointState.withLock { $0.running = false } }
-        _ = try? checkpointer.writeWithoutTransaction { db in try db.checkpoint(.passive) }
+        _ = try? withConnections { _, checkpointer in try checkpointer.writeWithoutTransaction { db in try db.checkpoint(.passive) } }
     }
 
     /// Counts a local write; every ``checkpointEvery``-th starts a checkpoint on a background thread (an app offline
@@ -129,7 +172,7 @@ final class LocalDocumentStore: Sendable {
     /// observers hear `.everything`. An app calls it when it becomes active: no network round trip.
     @discardableResult
     func refreshFromOtherProcesses() throws -> Bool {
-        let current = try pool.writeWithoutTransaction { db in try Self.dataVersion(db) }
+        let current = try withConnections { pool, _ in try pool.writeWithoutTransaction { db in try Self.dataVersion(db) } }
         let changed = seenDataVersion.withLock { seen in
             defer { seen = current }
             return seen != current
@@ -150,7 +193,7 @@ final class LocalDocumentStore: Sendable {
     func write(_ write: LocalWrite) throws -> LocalDocument? {
         try validate(write)
         let now = clock.now.timeIntervalSince1970
-        let document = try pool.write { db -> LocalDocument? in
+        let document = try writing { db -> LocalDocument? in
             let key = write.key
             let current = try visibleDocument(db, key)
             var underneath: (version: Int64, updatedAt: Date?) = (0, nil)
@@ -206,7 +249,7 @@ final class LocalDocumentStore: Sendable {
 
     /// The document `key` as the app sees it, or `nil`.
     func document(_ key: DocumentKey) throws -> LocalDocument? {
-        try pool.read { db in try visibleDocument(db, key) }
+        try reading { db in try visibleDocument(db, key) }
     }
 
     /// The visible documents of `collection` whose range value is in `from..<to` (either bound optional), ordered by
@@ -214,7 +257,7 @@ final class LocalDocumentStore: Sendable {
     func documents(in collection: String, from: String? = nil, to: String? = nil, descending: Bool = false,
                    limit: Int? = nil) throws -> [LocalDocument] {
         let (sql, arguments) = Self.rangeQuery(collection: collection, from: from, to: to, descending: descending, limit: limit)
-        return try pool.read { db in
+        return try reading { db in
             try Row.fetchAll(db.cachedStatement(sql: sql), arguments: arguments).map(Self.localDocument)
         }
     }
@@ -239,7 +282,7 @@ final class LocalDocumentStore: Sendable {
 
     /// The oldest `limit` outbox mutations, in id order: the next push.
     func pendingMutations(limit: Int) throws -> [SyncMutation] {
-        try pool.read { db in
+        try reading { db in
             try Row.fetchAll(
                 db.cachedStatement(sql: "SELECT id, op, collection, doc_id, data, if_version FROM outbox ORDER BY id LIMIT ?"),
                 arguments: [max(limit, 0)]
@@ -249,7 +292,7 @@ final class LocalDocumentStore: Sendable {
 
     /// The cursor, the last sync and the outbox's size.
     func syncState() throws -> LocalSyncState {
-        try pool.read { db in
+        try reading { db in
             let row = try Self.meta(db, "cursor, last_sync_at, (SELECT count(*) FROM outbox)")
             return LocalSyncState(cursor: row[0], lastSyncAt: (row[1] as Double?).map(Date.init(timeIntervalSince1970:)),
                                   pendingCount: row[2])
