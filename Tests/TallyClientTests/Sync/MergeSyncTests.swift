@@ -84,6 +84,42 @@ struct MergeSyncTests {
         }
     }
 
+    /// Issue 43 (the 500-switch stress test found it): the merge ends the guest's sessions, so a request of the guest in
+    /// flight is refused and its refresh too; the session then signed in again as the installation's guest — a new one,
+    /// the old being merged — and stored it over the account the sign-in had adopted meanwhile.
+    @Test("A refresh of the guest racing its merge never signs a new guest in over the account", arguments: StoreKind.allCases)
+    func refreshRacingTheMerge(kind: StoreKind) async throws {
+        try await Self.with(kind) { server, appleID in
+            let (first, _) = server.client()
+            try await first.signInAsGuest()
+            var nonce = AppleSignInNonce()
+            let account = try await first.signInWithApple(
+                identityToken: try await appleID.identityToken(sub: "001234.race", nonce: nonce.raw).identityToken, nonce: nonce)
+
+            let clock = TestClock()
+            let (client, transport) = server.client(clock: clock)
+            let guest = try await client.signInAsGuest()
+            // The merge is done on the server; its answer is held on the client's clock.
+            transport.enqueue([.delayResponse(5)], forPathPrefix: "/v1/auth/apple")
+            nonce = AppleSignInNonce()
+            let token = try await appleID.identityToken(sub: "001234.race", nonce: nonce.raw).identityToken
+            let signIn = Task { try await client.signInWithApple(identityToken: token, nonce: nonce, merge: true) }
+            await clock.waitForSleepers(1)
+            // The guest's next request is refused (its session ended with the merge), so is its refresh, and the guest
+            // sign-in that follows gets the installation's new guest: its answer is held past the sign-in's.
+            transport.enqueue([.delayResponse(10)], forPathPrefix: "/v1/auth/guest")
+            let fetch = Task { try await client.fetch(client.walletQuery, forceRefresh: true) }
+            await clock.waitForSleepers(2)
+            clock.advance(by: 5)
+            #expect(try await signIn.value.user.userId == account.user.userId)
+            clock.advance(by: 5)
+            _ = try? await fetch.value
+            #expect(transport.count(path: "/v1/auth/guest") == 2, "the refresh did sign in as the installation's guest")
+            #expect(await client.user?.userId == account.user.userId, "not \(guest.userId)'s successor")
+            #expect(try await client.fetch(client.meQuery, forceRefresh: true).userId == account.user.userId)
+        }
+    }
+
     @Test("A nonce is 32 random bytes in base64url, and its hash the SHA-256 hex Apple's request carries")
     func nonce() {
         let nonces = (0..<100).map { _ in AppleSignInNonce() }

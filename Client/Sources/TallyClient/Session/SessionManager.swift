@@ -44,14 +44,20 @@ actor SessionManager: AccessTokenProvider {
     private let secureStore: any SecureStore
     private let clock: any ClientClock
     private let executor: RequestExecutor
-    /// Told whenever the signed-in user changes (sign-in as someone else, sign-out, session lost).
+    /// Told whenever the signed-in user changes (sign-in as someone else, sign-out, session lost), one change at a time,
+    /// in the order they happened (``notify()``).
     private let userChanged: @Sendable (_ previous: String?, _ current: String?) async -> Void
+    /// The user the last change told about (``notify()``), and that change, running or done.
+    private var announced: String?
+    private var announcing: Task<Void, Never>?
 
     /// The signed-in user, if any.
     private(set) var user: SessionUser?
     private var accessToken: String?
     private var expiresAt = Date.distantPast
-    private var refreshing: Task<Void, any Error>?
+    /// The refresh in flight, if any, and its number.
+    private var refreshing: (id: UInt64, task: Task<Void, any Error>)?
+    private var refreshes: UInt64 = 0
     /// The task delivering the revocations, if one runs.
     private var delivery: Task<Void, Never>?
     /// Signs that the server is back, which end the delivery's wait after an outage.
@@ -74,19 +80,20 @@ actor SessionManager: AccessTokenProvider {
             metrics: executor.metrics, random: executor.random)
     }
 
-    /// Loads the session kept by an earlier launch or a sibling process; its access token serves while it is fresh.
-    func restore() throws -> SessionUser? {
+    /// Loads the session kept by an earlier launch or a sibling process (its access token serves while it is fresh), and
+    /// tells the change of user as a sign-in does.
+    func restore() async throws -> SessionUser? {
         if user == nil, let stored = try readStored() { take(stored) }
+        await notify()
         return user
     }
 
     /// Signs in as this installation's guest. The installation secret outlives sign-out, so the device's guest
     /// (and its free quota) stays the same.
     func signInAsGuest() async throws -> SessionUser {
-        let previous = user?.userId
         // Under the lock: two processes signing in at first launch create one installation secret.
         let signedIn = try await exclusive { try adopt(try await guestTokens()) }
-        await notify(previous)
+        await notify()
         return signedIn
     }
 
@@ -95,9 +102,8 @@ actor SessionManager: AccessTokenProvider {
         let body = try TallyJSON.encoder().encode(CredentialsRequest(email: email, password: password))
         let response = try await executor.send(.post("/v1/auth/sign-in", authenticated: false), body: body, auth: nil)
         let tokens = try decode(SessionTokens.self, response)
-        let previous = user?.userId
         let signedIn = try await exclusive { try adopt(tokens) }
-        await notify(previous)
+        await notify()
         return signedIn
     }
 
@@ -122,9 +128,8 @@ actor SessionManager: AccessTokenProvider {
         let response = try await executor.send(.post(path, authenticated: asCaller), body: body, auth: asCaller ? self : nil)
         let tokens = try decode(SessionTokens.self, response)
         beforeSwitch(tokens)
-        let previous = user?.userId
         _ = try await exclusive { try adopt(tokens) }
-        await notify(previous)
+        await notify()
         return tokens
     }
 
@@ -149,8 +154,7 @@ actor SessionManager: AccessTokenProvider {
     /// installation secret stays: it is the device's, not the user's. A refresh still in flight is cancelled: it
     /// must not bring the session back.
     func signOut() async {
-        refreshing?.cancel()
-        let previous = user?.userId
+        refreshing?.task.cancel()
         do {
             try await exclusive {
                 if let stored = try readStored() { try queueRevocation(stored.refreshToken) }
@@ -160,7 +164,7 @@ actor SessionManager: AccessTokenProvider {
             try? secureStore.delete(Self.sessionItem)
         }
         forgetInMemory()
-        await notify(previous)
+        await notify()
     }
 
     /// Deletes the account on the server (`DELETE /v1/me`, which ends every session of it), then forgets the
@@ -168,8 +172,7 @@ actor SessionManager: AccessTokenProvider {
     /// the account stays on the device. Throws, changing nothing here, when the server did not delete it.
     func deleteAccount() async throws {
         _ = try await executor.send(Endpoint(method: "DELETE", path: "/v1/me", operation: "DELETE /v1/me", kind: .write), auth: self)
-        refreshing?.cancel()
-        let previous = user?.userId
+        refreshing?.task.cancel()
         do {
             try await exclusive {
                 try secureStore.delete(Self.sessionItem)
@@ -180,7 +183,7 @@ actor SessionManager: AccessTokenProvider {
             try? secureStore.delete(Self.installationItem)
         }
         forgetInMemory()
-        await notify(previous)
+        await notify()
     }
 
     // MARK: Revocations
@@ -263,28 +266,64 @@ actor SessionManager: AccessTokenProvider {
 
     func refresh(after token: String) async throws { try await refreshOnce(replacing: token) }
 
-    /// Refreshes unless someone already replaced `token`; concurrent callers share one refresh.
+    /// ``accessToken()`` for work done for `userId` (its sync, its event stream, its background reads): refused once
+    /// another user, or none, is signed in, so that work started for a user who left never acts as the next one.
+    func accessToken(of userId: String) async throws -> String {
+        guard user?.userId == userId else { throw Self.userLeft }
+        let token = try await accessToken()
+        guard user?.userId == userId else { throw Self.userLeft }
+        return token
+    }
+
+    /// ``refresh(after:)`` for work done for `userId`: refused once another user, or none, is signed in.
+    func refresh(after token: String, of userId: String) async throws {
+        guard user?.userId == userId else { throw Self.userLeft }
+        try await refresh(after: token)
+    }
+
+    /// The tokens of `userId`'s session only (see ``accessToken(of:)``).
+    nonisolated func tokens(of userId: String) -> UserTokens { UserTokens(session: self, userId: userId) }
+
+    private static let userLeft = ClientError(.unauthorized, message: "the user this work was for has signed out")
+
+    /// Refreshes unless someone already replaced `token`; concurrent callers share one refresh. A caller that is
+    /// cancelled stops waiting at once and the refresh goes on: a change of user cancels the leaving user's work and
+    /// waits for it to end, and a refresh that lost the session waits for that change.
     private func refreshOnce(replacing token: String?) async throws {
         if let token, token != accessToken { return }
-        if let refreshing { return try await refreshing.value }
-        let task = Task { try await self.performRefresh(replacing: token) }
-        refreshing = task
-        defer { refreshing = nil }
-        try await task.value
+        if let refreshing { return try await valueUnlessCancelled(of: refreshing.task) }
+        refreshes += 1
+        let id = refreshes
+        let task = Task {
+            do {
+                try await self.performRefresh(replacing: token)
+            } catch {
+                self.refreshEnded(id)
+                throw error
+            }
+            self.refreshEnded(id)
+        }
+        refreshing = (id, task)
+        try await valueUnlessCancelled(of: task)
+    }
+
+    /// The refresh `id` ended: the next caller starts a new one. Cleared by the refresh itself, not by the caller that
+    /// started it, who may have stopped waiting: two refreshes at once would present one refresh token twice.
+    private func refreshEnded(_ id: UInt64) {
+        if refreshing?.id == id { refreshing = nil }
     }
 
     private func performRefresh(replacing token: String?) async throws {
         guard user != nil else { throw ClientError(.unauthorized) }
-        let previous = user?.userId
         do {
             try await exclusive { try await refreshHoldingLock(replacing: token) }
         } catch {
             // Cancelled by sign-out, which told the change itself: for the requests waiting, the session is gone.
             if Task.isCancelled { throw ClientError(.unauthorized) }
-            await notify(previous)
+            await notify()
             throw error
         }
-        await notify(previous)
+        await notify()
     }
 
     /// With the lock held, starting from what the store holds now (a sibling may have refreshed or signed out).
@@ -304,16 +343,19 @@ actor SessionManager: AccessTokenProvider {
             do {
                 let body = try TallyJSON.encoder().encode(RefreshRequest(refreshToken: stored.refreshToken))
                 let response = try await executor.send(.post("/v1/auth/refresh", authenticated: false), body: body, auth: nil)
-                try adoptRefreshed(try decode(SessionTokens.self, response))
+                try adoptRefreshed(try decode(SessionTokens.self, response), over: stored)
                 return
             } catch ClientError.Code.unauthorized {
                 // A token replaced in the store meanwhile was refused, not the session: retry with the stored one.
                 if let current = try readStored(), current.refreshToken != stored.refreshToken { continue }
                 if stored.isGuest {
-                    // A guest is its installation secret: sign in again as the same account.
-                    try adoptRefreshed(try await guestTokens())
-                    return
+                    // A guest is its installation secret: sign in again as the same account. When the installation's
+                    // guest is another one now (this one was merged into an account, or deleted), the session ends as
+                    // any other does: becoming a new guest is the app's call, not a refresh's.
+                    let tokens = try await guestTokens()
+                    if tokens.userId == stored.userId { return try adoptRefreshed(tokens, over: stored) }
                 }
+                if let current = try readStored(), current.refreshToken != stored.refreshToken { return take(current) }
                 try secureStore.delete(Self.sessionItem)
                 forgetInMemory()
                 throw ClientError(.unauthorized)
@@ -349,9 +391,17 @@ actor SessionManager: AccessTokenProvider {
         return SessionUser(userId: session.userId, isGuest: session.isGuest)
     }
 
-    /// Stores and uses the tokens a refresh obtained, unless sign-out cancelled it meanwhile (the caller holds the lock).
-    private func adoptRefreshed(_ tokens: SessionTokens) throws {
+    /// Stores and uses the tokens a refresh of `stored` obtained, unless sign-out cancelled it meanwhile, or `stored` is
+    /// no longer the session stored: a sign-in or sign-out that came while the refresh waited for its answer wins (a
+    /// writer without the lock — this process's own sign-in when the store has no lock file — may store in between). The
+    /// caller holds the lock.
+    private func adoptRefreshed(_ tokens: SessionTokens, over stored: Persisted) throws {
         try Task.checkCancellation()
+        guard let current = try readStored() else {
+            forgetInMemory()
+            throw ClientError(.unauthorized)
+        }
+        guard current.refreshToken == stored.refreshToken else { return take(current) }
         _ = try adopt(tokens)
     }
 
@@ -367,9 +417,21 @@ actor SessionManager: AccessTokenProvider {
         expiresAt = .distantPast
     }
 
-    private func notify(_ previous: String?) async {
+    /// Tells the client that the signed-in user changed, if it did since the last change told, and returns once every
+    /// change told so far has been handled. Changes are told one at a time, in the order the state changed here (each
+    /// is queued while this actor runs, behind the one before): actor methods interleave at their suspensions, so a
+    /// sign-in, a sign-out and a refresh that lost the session can overlap, and their changes must not.
+    private func notify() async {
         let current = user?.userId
-        if previous != current { await userChanged(previous, current) }
+        if current != announced {
+            let (previous, prior, change) = (announced, announcing, userChanged)
+            announced = current
+            announcing = Task {
+                await prior?.value
+                await change(previous, current)
+            }
+        }
+        await announcing?.value
     }
 
     private func readStored() throws -> Persisted? {
@@ -395,4 +457,14 @@ actor SessionManager: AccessTokenProvider {
     private func decode<T: Decodable>(_ type: T.Type, _ response: TransportResponse) throws -> T {
         try decodeAnswer(type, response.body)
     }
+}
+
+/// One user's tokens (``SessionManager/tokens(of:)``): what work done for that user sends, refused once they left.
+struct UserTokens: AccessTokenProvider {
+    let session: SessionManager
+    let userId: String
+
+    func accessToken() async throws -> String { try await session.accessToken(of: userId) }
+
+    func refresh(after token: String) async throws { try await session.refresh(after: token, of: userId) }
 }
