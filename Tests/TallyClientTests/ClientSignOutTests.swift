@@ -87,14 +87,15 @@ struct ClientSignOutTests {
                 #expect(await client.user != nil && client.syncStatus.pendingMutations == 2)
                 #expect(try notes.get(id: "n1") == Note(date: "2027-01-01", text: "unsynced"))
 
-                // With the engine retrying its pushes and the event stream open, it still returns at once.
+                // With the engine retrying its pushes and the event stream open, it waits for no request and no backoff:
+                // only for the user's work to stop, and their file to go (local work, tens of milliseconds on a loaded
+                // machine; a request's timeout is 8 s and more).
                 let started = DispatchTime.now().uptimeNanoseconds
                 try await client.signOut(discardingPendingWrites: true)
                 let took = Double(DispatchTime.now().uptimeNanoseconds - started) / 1e6
-                #expect(took <= 50, "sign-out took \(took) ms")
+                #expect(took <= 500, "sign-out took \(took) ms")
                 #expect(await client.user == nil)
-                await client.syncHost.closed()  // the file goes once the engine's request in flight, if any, ended
-                #expect(SyncedClientFixture.documentFiles(directory) == [])
+                #expect(SyncedClientFixture.documentFiles(directory) == [], "the file is gone when sign-out returns")
             }
         }
     }

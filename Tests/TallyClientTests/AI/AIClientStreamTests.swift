@@ -69,6 +69,26 @@ struct AIClientStreamTests {
         #expect(streams.terminations == ["finished"])
     }
 
+    /// Issue 43: everything working for a user who leaves ends before the next user's work starts, AI streams included.
+    @Test("Signing out ends a stream in flight before it returns: its request cancelled, its reader told unauthorized after the text it had")
+    func signOutEndsTheStream() async throws {
+        let (client, _, streams) = try await AIStubs.client()
+        var connections = streams.connections.makeAsyncIterator()
+        var reader = Reader(client.ai.stream(model: "chat", messages: AIStubs.ask("Hi"), estimate: 20))
+        let connection = try #require(await connections.next())
+        connection.data(AIStubs.chunk("Hel"))
+        #expect(await reader.next() == AIStreamEvent(content: "Hel"))
+
+        try await client.signOut()
+        #expect(client.aiStreams.count == 0, "no call of the user who left is running")
+        #expect(streams.terminations == ["cancelled"], "its request is cancelled when sign-out returns")
+        connection.end()  // (before the fix, the reader would wait for the rest of the answer)
+        #expect(await reader.next() == nil)
+        let failure = await reader.failure()
+        #expect((failure as? ClientError)?.code == .unauthorized, "\(String(describing: failure))")
+        #expect(client.state(client.walletQuery).value == nil, "nothing of the user who left is shown")
+    }
+
     @Test("A failure after the 200 hands on the text and the charge, then throws the gateway's error with the wallet")
     func failureAfterTheAnswerBegan() async throws {
         let (client, _, streams) = try await AIStubs.client()

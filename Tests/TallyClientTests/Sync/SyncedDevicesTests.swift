@@ -146,8 +146,7 @@ struct SyncedDevicesTests {
                 }
                 #expect(leftovers.count <= 3 && leftovers.allSatisfy { $0 == Note(date: "2027-01-01", text: "private") },
                     "observations end with the user: \(leftovers)")
-                await client.syncHost.closed()  // the file goes once the engine's request in flight, if any, ended
-                #expect(SyncedClientFixture.documentFiles(directory) == [])
+                #expect(SyncedClientFixture.documentFiles(directory) == [], "the file is gone when sign-out returns")
                 #expect(client.syncStatus == SyncStatus())
                 #expect(throws: ClientError.self) { try notes.get(id: "n1") }
                 do {

@@ -90,9 +90,11 @@ final class AIStreamCall: Sendable {
         for waiter in waiting { waiter.resume() }
     }
 
-    /// Ends the answer for every reader: after the events kept, `failure` is thrown (nil: the answer is complete).
+    /// Ends the answer for every reader, unless it has ended: after the events kept, `failure` is thrown (nil: the
+    /// answer is complete).
     func end(_ failure: (any Error)?) {
-        let waiting = state.withLock { state in
+        let waiting = state.withLock { state -> [CheckedContinuation<Void, Never>] in
+            guard state.ending == nil else { return [] }
             state.ending = failure.map { .failure($0) } ?? .success(())
             defer { state.waiting = [:] }
             return Array(state.waiting.values)
@@ -138,6 +140,19 @@ final class AIStreamCall: Sendable {
         }
     }
 
+    /// Ends the call for every reader with `failure` (the user it was for left), cancels it — its connection closed, the
+    /// server charging what was generated — and returns once it has stopped; its hold settles as unknown.
+    func stop(_ failure: any Error) async {
+        end(failure)
+        let (task, hold) = state.withLock { state -> (Task<Void, Never>?, AIWalletHold?) in
+            state.abandoned = true
+            return (state.task, state.hold)
+        }
+        hold?.settle(.unknown)
+        task?.cancel()
+        await task?.value
+    }
+
     /// A reader let go; the last one to leave a call still streaming cancels it and settles its hold at once.
     private func leave(_ reader: UInt64) {
         let (waiter, abandon) = state.withLock { state -> (CheckedContinuation<Void, Never>?, (Task<Void, Never>?, AIWalletHold?)?) in
@@ -164,20 +179,29 @@ final class AIStreamCalls: Sendable {
 
     /// A reader of the call for `key`: the one in flight, else a new one that `run` performs.
     func read(_ key: String, _ run: @escaping @Sendable (AIStreamCall) async -> Void) -> AIStreamCall.Reader {
-        let (call, reader, isNew) = calls.withLock { calls -> (AIStreamCall, AIStreamCall.Reader, Bool) in
-            if let call = calls[key], let reader = call.join() { return (call, reader, false) }
+        calls.withLock { calls in
+            if let call = calls[key], let reader = call.join() { return reader }
             let call = AIStreamCall()
             calls[key] = call
-            return (call, call.join()!, true)  // a new call takes readers
-        }
-        if isNew {
+            let reader = call.join()!  // a new call takes readers
+            // Started under the lock: ``endAll()`` finds every call it takes running, and stops it.
             call.start(onEnd: { [weak self] in self?.forget(key, call) }, run)
+            return reader
         }
-        return reader
     }
 
     /// Calls in flight (tests).
     var count: Int { calls.withLock { $0.count } }
+
+    /// Stops every call in flight (a change of user): their readers get ``ClientError/Code/unauthorized`` after the
+    /// events kept, and this returns once each call's task has ended.
+    func endAll() async {
+        let calls = self.calls.withLock { calls in
+            defer { calls = [:] }
+            return Array(calls.values)
+        }
+        for call in calls { await call.stop(ClientError(.unauthorized, message: "the user changed before the answer was complete")) }
+    }
 
     /// Readers of the calls in flight (tests).
     var readerCount: Int { calls.withLock { $0.values.reduce(0) { $0 + $1.readerCount } } }

@@ -17,12 +17,13 @@ struct AIStreamOpener {
     func open(body: Data) async throws -> StreamingResponse {
         let configuration = client.configuration
         let transport = client.streams.transport(configuration)
+        let tokens = client.userTokens()  // the user it was asked for, never the next one
         var attempt = 0
         var refreshed = false
         while true {
             attempt += 1
             try Task.checkCancellation()
-            let token = try await client.session.accessToken()
+            let token = try await tokens.accessToken()
             let request = TransportRequest(
                 method: "POST", path: AIGatewayProtocol.chatCompletionsPath,
                 headers: ["Authorization": "Bearer \(token)", "Accept": "text/event-stream", "Content-Type": "application/json"],
@@ -37,7 +38,7 @@ struct AIStreamOpener {
                 if response.status == 200 { return response }
                 if response.status == 401, !refreshed {
                     refreshed = true
-                    try await client.session.refresh(after: token)
+                    try await tokens.refresh(after: token)
                     attempt -= 1
                     continue
                 }

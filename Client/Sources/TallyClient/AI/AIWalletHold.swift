@@ -49,28 +49,15 @@ final class AIWalletHold: Sendable {
         guard let ticket = ticket.withLock({ ticket in defer { ticket = nil }; return ticket }) else { return }
         switch outcome {
         case .charged(let charge):
-            apply(ticket, succeeded: true, [Confirmation.of(client.walletQuery, charge.wallet)].compactMap { $0 })
+            client.settle(ticket, succeeded: true, [Confirmation.of(client.walletQuery, charge.wallet)].compactMap { $0 })
         case .failed(let error as ClientError) where error.code != .offline && error.code != .timedOut:
-            apply(ticket, succeeded: false, client.refusalConfirmations(error))
+            client.settle(ticket, succeeded: false, client.refusalConfirmations(error))
         case .failed(is CancellationError), .failed(is ClientError), .unknown:
             // Succeeded without a confirmation: the cache removes the estimate and marks the wallet stale.
-            apply(ticket, succeeded: true, [])
+            client.settle(ticket, succeeded: true, [])
             client.invalidate(key: client.walletQuery.key)
         case .failed:
-            apply(ticket, succeeded: false, [])  // a local failure: nothing was sent
-        }
-    }
-
-    /// Settles `ticket` with `confirmations` confirmed now (persisted), as `Client.mutate` settles its own.
-    private func apply(_ ticket: QueryCache.MutationTicket, succeeded: Bool, _ confirmations: [Confirmation]) {
-        let now = client.configuration.clock.now
-        let stored = client.cache.settleMutation(
-            ticket, succeeded: succeeded,
-            confirmations: confirmations.map {
-                ($0.key, QueryCache.Confirmed(value: $0.value, data: $0.data, etag: nil, confirmedAt: now, fromDisk: false))
-            })
-        for (key, confirmed) in stored {
-            client.persist(confirmed, key: key, isUserData: confirmations.first { $0.key == key }?.isUserData ?? true)
+            client.settle(ticket, succeeded: false, [])  // a local failure: nothing was sent
         }
     }
 }

@@ -523,6 +523,9 @@ final class QueryCache: Sendable {
         }
     }
 
+    /// How many times the cache was cleared: tickets carry the one they were made in.
+    var generation: UInt64 { state.withLock { $0.generation } }
+
     /// Number of values held and their total cost, for tests and metrics.
     var usage: (count: Int, cost: Int) { state.withLock { ($0.lru.count, $0.lru.totalCost) } }
 }

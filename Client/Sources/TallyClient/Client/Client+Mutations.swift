@@ -20,13 +20,14 @@ extension Client {
 
     private func send<Response>(_ mutation: Mutation<Response>, key: String) async throws -> Data {
         let ticket = cache.beginMutation(mutation.optimistic.map { ($0.key, $0.apply) })
+        let auth = userTokens()  // the user it was asked for: a change of user meanwhile makes it fail, not act as the next
         do {
             let response = try await inScope(mutation.scope) {
                 try await executor.send(
                     Endpoint(
                         method: mutation.method, path: mutation.path, operation: mutation.operation,
                         kind: mutation.isLongRunning ? .ai : .write),
-                    body: mutation.body, headers: [TallyHeader.idempotencyKey: key], auth: session)
+                    body: mutation.body, headers: [TallyHeader.idempotencyKey: key], auth: auth)
             }
             let decoded = try decode(Response.self, response.body)
             settle(ticket, succeeded: true, mutation.confirm(decoded))
@@ -48,8 +49,9 @@ extension Client {
         settle(cache.beginMutation([]), succeeded: true, confirmations)
     }
 
-    /// Applies the answer's confirmations, each confirmed now: a wallet-changing call leaves the wallet fresh.
-    private func settle(_ ticket: QueryCache.MutationTicket, succeeded: Bool, _ confirmations: [Confirmation]) {
+    /// Applies the answer's confirmations, each confirmed now (a wallet-changing call leaves the wallet fresh), and
+    /// persists what the cache stored.
+    func settle(_ ticket: QueryCache.MutationTicket, succeeded: Bool, _ confirmations: [Confirmation]) {
         let now = configuration.clock.now
         let stored = cache.settleMutation(
             ticket, succeeded: succeeded,
@@ -57,7 +59,8 @@ extension Client {
                 ($0.key, QueryCache.Confirmed(value: $0.value, data: $0.data, etag: nil, confirmedAt: now, fromDisk: false))
             })
         for (key, confirmed) in stored {
-            persist(confirmed, key: key, isUserData: confirmations.first { $0.key == key }?.isUserData ?? true)
+            persist(
+                confirmed, key: key, isUserData: confirmations.first { $0.key == key }?.isUserData ?? true, generation: ticket.generation)
         }
     }
 }

@@ -105,8 +105,9 @@ extension Client {
         define(query)
         guard let data = try? TallyJSON.encoder().encode(value) else { return }
         let confirmed = QueryCache.Confirmed(value: value, data: data, etag: nil, confirmedAt: configuration.clock.now, fromDisk: false)
+        let generation = cache.generation
         cache.set(query.key, confirmed)
-        persist(confirmed, key: query.key, isUserData: query.isUserData)
+        persist(confirmed, key: query.key, isUserData: query.isUserData, generation: generation)
     }
 
     /// Marks `key` stale; observed values are refetched. After a change made on the server by someone else
@@ -179,7 +180,7 @@ extension Client {
             if let etag = ticket.etag { headers["If-None-Match"] = etag }
             let response = try await executor.send(
                 Endpoint(method: "GET", path: query.path, operation: query.operation, kind: .read, authenticated: query.isUserData),
-                headers: headers, auth: session)
+                headers: headers, auth: userTokens())
             if response.status == 304 {
                 metrics.recordNotModified()
                 outcome = cache.finishFetch(ticket, .notModified)
@@ -198,7 +199,7 @@ extension Client {
             cache.finishFetch(ticket, .failed(.reported(error)))
             throw error
         }
-        persist(outcome.stored, key: query.key, isUserData: query.isUserData)
+        persist(outcome.stored, key: query.key, isUserData: query.isUserData, generation: ticket.generation)
         guard let value = outcome.value as? Value else { throw ClientError(.invalidResponse, message: "no value for \(query.key)") }
         return value
     }
@@ -235,12 +236,21 @@ extension Client {
             })
     }
 
-    /// Writes a confirmed value to disk (outside every lock): for the signed-in user, or shared when it belongs to no user.
-    func persist(_ confirmed: QueryCache.Confirmed?, key: String, isUserData: Bool) {
+    /// Writes a confirmed value to disk: shared when it belongs to no user, else for the signed-in user if the cache is
+    /// still at `generation` (the one the value was read or confirmed in). Checked and written holding the user's lock,
+    /// which a change of user holds while it clears the cache: a value of the user who left is never written as the
+    /// next user's, nor after their entries were removed.
+    func persist(_ confirmed: QueryCache.Confirmed?, key: String, isUserData: Bool, generation: UInt64) {
         guard let confirmed, let store = configuration.cacheStore else { return }
-        guard let namespace = isUserData ? userId.withLock({ $0 }) : CacheNamespace.shared else { return }
-        try? store.save(
-            PersistedEntry(key: key, data: confirmed.data, etag: confirmed.etag, confirmedAt: confirmed.confirmedAt), userId: namespace)
+        let entry = PersistedEntry(key: key, data: confirmed.data, etag: confirmed.etag, confirmedAt: confirmed.confirmedAt)
+        guard isUserData else {
+            try? store.save(entry, userId: CacheNamespace.shared)
+            return
+        }
+        userId.withLock { user in
+            guard let user, cache.generation == generation else { return }
+            try? store.save(entry, userId: user)
+        }
     }
 
     func decode<Value: Decodable>(_ type: Value.Type, _ data: Data) throws -> Value { try decodeAnswer(type, data) }

@@ -2,11 +2,11 @@ import Foundation
 import TallyAPI
 
 extension Client {
-    /// Signs out, at once and offline too: the session and every cached value, pending answer, persisted entry and
-    /// background revalidation of the user are removed here (in the processes sharing the secure store too, at their
-    /// next request), the synced document file as soon as a request of its sync in flight has ended (at once when
-    /// none is), and the server session is revoked — now when the server is
-    /// reachable, else as soon as it is again (a small queue in the secure store that survives a relaunch).
+    /// Signs out, at once and offline too: the session and every cached value, pending answer, persisted entry,
+    /// background revalidation, stream and synced document file of the user are removed here before it returns (in
+    /// the processes sharing the secure store too, at their next request; requests of theirs in flight are cancelled),
+    /// and the server session is revoked — now when the server is reachable, else as soon as it is again (a small
+    /// queue in the secure store that survives a relaunch).
     /// The installation secret stays: it belongs to the device, not the user; so does the price list.
     ///
     /// Local changes to synced documents that the server has not confirmed yet would be lost with the document
@@ -42,7 +42,6 @@ extension Client {
     ///
     /// - Throws: a ``ClientError`` when the server could not be reached or refused; nothing was deleted then.
     public func deleteAccount() async throws {
-        try await session.deleteAccount()
-        await syncHost.closed()  // the document file is gone when this returns
+        try await session.deleteAccount()  // the document file is gone when this returns, as at sign-out
     }
 }

@@ -29,7 +29,7 @@ public final class Client: Sendable {
     /// The transport AI streams open (`client.ai.stream`): the configured one, else a URLSession one made on first use.
     let streams = LazyEventStreamTransport()
     /// The AI streams in flight, by request and intent: the same request streamed again while it runs joins it.
-    let aiStreams = AIStreamCalls()
+    let aiStreams: AIStreamCalls
 
     /// Creates a client; nothing is read or sent until ``restore()`` or a sign-in.
     public init(configuration: ClientConfiguration) {
@@ -52,16 +52,29 @@ public final class Client: Sendable {
         let persistence = configuration.cacheStore
         let sync = SyncHost(reachability: reachability)
         syncHost = sync
+        let aiStreams = AIStreamCalls()
+        self.aiStreams = aiStreams
         let documentsFile = Self.documentsFile(configuration)
         session = SessionManager(
             secureStore: configuration.secureStore, clock: configuration.clock, executor: executor, reachability: reachability
         ) { previous, current in
-            // A different user: nothing of the previous one may stay in memory or on disk, or go on working.
-            cache.clear()
-            background.cancelUserWork()
-            try? Self.adopt(current, userId: userId, cache: cache, persistence: persistence)
+            // A different user. First everything working for the one who left ends, and is waited for: their background
+            // reads, AI streams, event stream and sync engine (its observations end with it) — each request of theirs
+            // is cancelled, not waited for —, and their document file is closed and removed (or becomes the account's,
+            // after a merge). Nothing of theirs runs, or reaches the cache, after this.
+            await background.cancelUserWork()
+            await aiStreams.endAll()
+            await sync.leave(next: current, documentsFile: documentsFile)
+            // Then nothing of theirs stays in memory or on disk (cleared under the user's lock, which a value being
+            // persisted holds: see ``persist(_:key:isUserData:generation:)``), and the next user's values — what the
+            // cache store kept, shown stale until revalidated —, engine and stream start.
+            userId.withLock { user in
+                cache.clear()
+                user = current
+            }
+            if let current, let entries = try? persistence?.entries(userId: current) { cache.load(entries) }
             if let previous { try? persistence?.removeAll(userId: previous) }
-            await sync.adopt(current, documentsFile: documentsFile)
+            await sync.adopt(current)
         }
         if !configuration.collections.isEmpty {
             sync.setFactory { [weak self] userId in
@@ -71,17 +84,14 @@ public final class Client: Sendable {
         }
         // One event stream per signed-in user while the app is active, with or without synced collections.
         sync.setLiveEvents(
-            open: { [weak self] lastEventId in self?.liveEventStream(lastEventId: lastEventId) },
+            open: { [weak self] userId, lastEventId in self?.liveEventStream(userId: userId, lastEventId: lastEventId) },
             wallet: { [weak self] userId, event in self?.confirmFromServer(event, of: userId) })
     }
 
-    /// Makes `user` the one whose values are persisted, and shows what the cache store kept for it (stale until
-    /// revalidated). Throws when the store cannot read them.
-    private static func adopt(_ user: String?, userId: Locked<String?>, cache: QueryCache, persistence: (any CacheStore)?) throws {
-        userId.withLock { $0 = user }
-        if let user, let entries = try persistence?.entries(userId: user) {
-            cache.load(entries)
-        }
+    /// The signed-in user's tokens, refused once that user has left: what work started for them sends, so that it
+    /// never acts as the next user (``SessionManager/tokens(of:)``).
+    func userTokens() -> any AccessTokenProvider {
+        userId.withLock { $0 }.map { session.tokens(of: $0) } ?? session
     }
 
     // MARK: Session
@@ -96,10 +106,7 @@ public final class Client: Sendable {
     public func restore() async throws -> SessionUser? {
         preparePriceList()
         await session.scheduleRevocations()  // sessions signed out offline, before this launch
-        guard let user = try await session.restore() else { return nil }
-        try Self.adopt(user.userId, userId: userId, cache: cache, persistence: configuration.cacheStore)
-        await syncHost.adopt(user.userId, documentsFile: Self.documentsFile(configuration))
-        return user
+        return try await session.restore()
     }
 
     /// Signs this installation in as its guest account (created on first use, with the sign-up grant). The

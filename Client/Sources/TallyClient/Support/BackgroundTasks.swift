@@ -41,12 +41,14 @@ final class BackgroundTasks: Sendable {
         state.withLock { $0.running.removeValue(forKey: id) }?.task.cancel()
     }
 
-    /// Cancels every task working for the signed-in user (sign-out, another user); work for data of no user goes on.
-    func cancelUserWork() {
+    /// Cancels every task working for the signed-in user (sign-out, another user) and returns once they have ended
+    /// (their requests are cancelled, not waited for); work for data of no user goes on.
+    func cancelUserWork() async {
         let cancelled = state.withLock { state -> [Task<Void, Never>] in
             let ids = state.running.filter { $0.value.isUserData }.map(\.key)
             return ids.compactMap { state.running.removeValue(forKey: $0)?.task }
         }
         for task in cancelled { task.cancel() }
+        for task in cancelled { await task.value }
     }
 }

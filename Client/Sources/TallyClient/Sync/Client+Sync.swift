@@ -43,14 +43,16 @@ extension Client {
         let rangeKeys = Dictionary(configuration.collections.map { ($0.name, $0.rangeKey) }, uniquingKeysWith: { first, _ in first })
         let store = try LocalDocumentStore(
             path: LocalDocumentStore.path(directory: directory, userId: userId).path, rangeKeys: rangeKeys, clock: configuration.clock)
+        // The user's tokens only: a push of this outbox must never go as another user.
+        let tokens = session.tokens(of: userId)
         let remote = SyncRemote(
             push: { [weak self] clientId, mutations in
                 guard let self else { throw CancellationError() }
-                return try await self.push(clientId: clientId, mutations: mutations)
+                return try await self.push(clientId: clientId, mutations: mutations, auth: tokens)
             },
             pull: { [weak self] cursor, limit in
                 guard let self else { throw CancellationError() }
-                return try await self.pull(cursor: cursor, limit: limit)
+                return try await self.pull(cursor: cursor, limit: limit, auth: tokens)
             },
             probe: { [weak self] in
                 guard let self else { throw CancellationError() }
@@ -59,17 +61,17 @@ extension Client {
         return SyncEngine(userId: userId, store: store, remote: remote, clock: configuration.clock, random: configuration.random, host: syncHost)
     }
 
-    /// The signed-in user's event stream, resuming from `lastEventId`: through the client's streaming transport (the
-    /// AI streams' session), reconnecting on ``SyncSchedule``'s short backoff when the server does not answer — a wait
-    /// any sign that the server is back ends —, with the session's access token (refreshed once after a 401).
-    func liveEventStream(lastEventId: String?) -> ServerEventStream {
-        let session = self.session
+    /// `userId`'s event stream, resuming from `lastEventId`: through the client's streaming transport (the AI streams'
+    /// session), reconnecting on ``SyncSchedule``'s short backoff when the server does not answer — a wait any sign that
+    /// the server is back ends —, with the user's access token (refreshed once after a 401; refused once they left).
+    func liveEventStream(userId: String, lastEventId: String?) -> ServerEventStream {
+        let tokens = session.tokens(of: userId)
         return ServerEventStream(
             transport: streams.transport(configuration), clock: configuration.clock, offlineRetry: SyncSchedule.unreachableActive,
             random: configuration.random, lastEventId: lastEventId, reachability: syncHost.reachability
         ) { refused in
-            if let refused { try await session.refresh(after: refused) }
-            return try await session.accessToken()
+            if let refused { try await tokens.refresh(after: refused) }
+            return try await tokens.accessToken()
         }
     }
 

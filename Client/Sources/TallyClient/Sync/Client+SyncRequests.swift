@@ -4,11 +4,11 @@ import TallyAPI
 extension Client {
     /// `POST /v1/sync/push`: the outbox's next mutations, one attempt (the sync engine paces its retries: a push whose
     /// answer was lost is sent again unchanged, and the server applies each mutation id of a client once).
-    func push(clientId: String, mutations: [SyncMutation]) async throws -> SyncPushResponse {
+    func push(clientId: String, mutations: [SyncMutation], auth: (any AccessTokenProvider)? = nil) async throws -> SyncPushResponse {
         let body = Data(SyncPushRequest(clientId: clientId, mutations: mutations).exactBody)
         let response = try await executor.send(
             Endpoint(method: "POST", path: "/v1/sync/push", operation: "POST /v1/sync/push", kind: .write), body: body,
-            auth: session, retry: RetryPolicy.none)
+            auth: auth ?? session, retry: RetryPolicy.none)
         var answer = try decodeAnswer(SyncPushResponse.self, response.body)
         let data = Self.exact(response.body)?["results"]?.documentsData(count: answer.results.count, in: "current") ?? []
         for (index, data) in zip(answer.results.indices, data) where data != nil { answer.results[index].current?.data = data! }
@@ -28,11 +28,11 @@ extension Client {
 
     /// `GET /v1/sync/pull`: the changes after `cursor` (nil: the whole live state), at most `limit` of them; one
     /// attempt, as a push is.
-    func pull(cursor: String?, limit: Int) async throws -> SyncPullResponse {
+    func pull(cursor: String?, limit: Int, auth: (any AccessTokenProvider)? = nil) async throws -> SyncPullResponse {
         var path = "/v1/sync/pull?limit=\(limit)"
         if let cursor { path += "&cursor=\(try Self.queryValue(cursor, name: "cursor"))" }
         let response = try await executor.send(
-            Endpoint(method: "GET", path: path, operation: "GET /v1/sync/pull", kind: .read), auth: session, retry: RetryPolicy.none)
+            Endpoint(method: "GET", path: path, operation: "GET /v1/sync/pull", kind: .read), auth: auth ?? session, retry: RetryPolicy.none)
         var answer = try decodeAnswer(SyncPullResponse.self, response.body)
         let data = Self.exact(response.body)?["changes"]?.documentsData(count: answer.changes.count) ?? []
         for (index, data) in zip(answer.changes.indices, data) where data != nil { answer.changes[index].data = data! }

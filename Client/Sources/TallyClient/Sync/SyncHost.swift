@@ -17,9 +17,6 @@ final class SyncHost: Sendable {
         var statusWatchers: [UInt64: AsyncStream<SyncStatus>.Continuation] = [:]
         var eventWatchers: [UInt64: AsyncStream<SyncEvent>.Continuation] = [:]
         var lastStatus = SyncStatus()
-        /// Engines of users who left, closing (a request of theirs may be in flight), by user: each removes its file
-        /// once closed, and a new engine for that user opens only after.
-        var closing: [String: (id: UInt64, task: Task<Void, Never>)] = [:]
         /// A guest merged into an account on the server (``carryDocuments(from:to:)``): at the switch to the account,
         /// the guest's file becomes the account's instead of being removed.
         var carry: (from: String, to: String)?
@@ -42,10 +39,10 @@ final class SyncHost: Sendable {
         state.withLock { $0.makeEngine = makeEngine }
     }
 
-    /// How to open the user's event stream (nil: the client is gone), and where its `wallet` events go, with the
+    /// How to open a user's event stream (nil: the client is gone), and where its `wallet` events go, with the
     /// user they belong to (the client sets it once, at the end of its init).
     func setLiveEvents(
-        open: @escaping @Sendable (_ lastEventId: String?) -> ServerEventStream?,
+        open: @escaping @Sendable (_ userId: String, _ lastEventId: String?) -> ServerEventStream?,
         wallet: @escaping @Sendable (_ userId: String, _ event: SyncWalletEvent) -> Void
     ) {
         live.wire(
@@ -76,13 +73,34 @@ final class SyncHost: Sendable {
         state.withLock { $0.carry = (guest, account) }
     }
 
-    /// Moves the closed guest engine's file to the account's path (when the account has none here), its pull cursor
-    /// forgotten: a cursor is the guest's, and the account's first pull starts from nothing (the outbox stays).
-    private func carry(_ guest: SyncEngine, to account: String, documentsFile: @Sendable (String) -> URL?) async {
-        await guest.close(forgettingCursor: true)
-        guard let from = documentsFile(guest.userId), let to = documentsFile(account),
-            !FileManager.default.fileExists(atPath: to.path)
-        else { return }
+    /// The user who was signed in leaves (sign-out, another user, a lost session): their event stream and engine end —
+    /// requests in flight cancelled, not waited for — and are waited for, the engine's observations with it; then its
+    /// file is removed or, when the server merged that guest into `next` (``carryDocuments(from:to:)``), becomes
+    /// `next`'s — its unpushed changes included —, unless `next` has a file here already. Nothing of theirs runs or is
+    /// open when this returns. ``adopt(_:)`` follows.
+    func leave(next: String?, documentsFile: @Sendable (String) -> URL?) async {
+        let (leaving, carried) = state.withLock { state -> (SyncEngine?, Bool) in
+            let carried = state.carry.map { $0.from == state.userId && $0.to == next } ?? false
+            defer { (state.userId, state.engine, state.failure, state.carry) = (nil, nil, nil, nil) }
+            return (state.engine, carried)
+        }
+        await live.follow(nil)
+        if let leaving {
+            // The cursor is the guest's: the account's first pull starts from nothing (the outbox stays).
+            await leaving.close(forgettingCursor: carried)
+            if let from = documentsFile(leaving.userId) {
+                if carried, let next, let to = documentsFile(next), !FileManager.default.fileExists(atPath: to.path) {
+                    Self.move(from, to)
+                } else {
+                    try? LocalDocumentStore.remove(path: from)
+                }
+            }
+        }
+        publish(from: nil)
+    }
+
+    /// Moves the document file `from` (closed), with its -wal and -shm, to `to`.
+    private static func move(_ from: URL, _ to: URL) {
         for suffix in ["", "-wal", "-shm"] {
             let source = URL(fileURLWithPath: from.path + suffix)
             guard FileManager.default.fileExists(atPath: source.path) else { continue }
@@ -90,66 +108,23 @@ final class SyncHost: Sendable {
         }
     }
 
-    /// Makes `userId` the one whose documents sync and whose events stream: a different user's stream is closed,
-    /// their engine closed and its file removed (sign-out, another user signing in), then the new user's engine is
-    /// opened and started and, if the app is active, their stream opened.
-    func adopt(_ userId: String?, documentsFile: @Sendable (String) -> URL?) async {
-        // That user's previous engine, if it is still closing, must have removed its file before this one opens it.
-        if let userId, let closing = state.withLock({ $0.closing[userId]?.task }) { await closing.value }
-        // A merged guest's file becomes the account's before the account's engine opens it.
-        let carried = state.withLock { state -> SyncEngine? in
-            guard let carry = state.carry, carry.from == state.userId, carry.to == userId, let guest = state.engine else { return nil }
-            state.carry = nil
-            state.engine = nil
-            return guest
-        }
-        if let carried, let userId { await carry(carried, to: userId, documentsFile: documentsFile) }
-        let (changed, previous, next) = state.withLock { state -> (Bool, SyncEngine?, SyncEngine?) in
-            if state.userId == userId, state.engine != nil || state.makeEngine == nil { return (false, nil, state.engine) }
-            let previous = state.engine
+    /// Makes `userId` the one whose documents sync and whose events stream (after ``leave(next:documentsFile:)``): their
+    /// engine is opened and started and, if the app is active, their stream opened.
+    func adopt(_ userId: String?) async {
+        let next = state.withLock { state -> SyncEngine? in
             state.userId = userId
-            state.engine = nil
-            state.failure = nil
-            guard let userId, let make = state.makeEngine else { return (true, previous, nil) }
+            guard let userId, let make = state.makeEngine else { return nil }
             do {
                 state.engine = try make(userId)
             } catch {
                 state.failure = error
             }
-            return (true, previous, state.engine)
+            return state.engine
         }
-        // Closed without waiting: its task may be waiting for the session, which may be waiting for this adoption
-        // (a lost session). Its late events are dropped by user (``handle(_:of:wallet:)``, the client's wallet check).
-        if changed, live.openUser != userId { live.close() }
-        if let previous { close(previous, file: documentsFile(previous.userId)) }
-        if changed { next?.start() }
+        await live.follow(userId)
+        next?.start()
         if let userId, isActive { live.open(userId: userId, lastEventId: next?.cursor) }
         publish(from: next)
-    }
-
-    /// Closes a leaving user's engine and then removes its file, without making the caller wait: a request of the
-    /// engine may be in flight (a closing engine waits for it, up to its timeout), and sign-out returns at once.
-    private func close(_ engine: SyncEngine, file: URL?) {
-        let userId = engine.userId
-        state.withLock { state in
-            state.nextId += 1
-            let id = state.nextId
-            state.closing[userId] = (
-                id,
-                Task {
-                    await engine.close()
-                    if let file { try? LocalDocumentStore.remove(path: file) }
-                    self.state.withLock { state in
-                        if state.closing[userId]?.id == id { state.closing[userId] = nil }
-                    }
-                }
-            )
-        }
-    }
-
-    /// Returns once the engines of users who left are closed and their files removed.
-    func closed() async {
-        for task in state.withLock({ $0.closing.values.map(\.task) }) { await task.value }
     }
 
     /// The app came to the foreground: a sign that the server may be reachable, the stream reopened with catch-up
