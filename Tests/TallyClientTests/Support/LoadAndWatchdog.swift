@@ -44,6 +44,8 @@ final class CallWatchdog: Sendable {
     }
 
     private let calls = Mutex<[UInt64: Call]>([:])
+    /// Seconds spent in each kind of call (its name up to " at "), and how many.
+    private let spent = Mutex<[String: (seconds: TimeInterval, count: Int)]>([:])
     private let nextId = Atomic<UInt64>(0)
     // Set once in init; DispatchSource is thread-safe.
     private nonisolated(unsafe) let timer: any DispatchSourceTimer
@@ -85,8 +87,18 @@ final class CallWatchdog: Sendable {
         defer { _ = calls.withLock { $0.removeValue(forKey: id) } }
         let value = try await body()
         let elapsed = Self.seconds(from: started, to: DispatchTime.now())
+        let kind = name.components(separatedBy: " at ").first ?? name
+        spent.withLock { $0[kind, default: (0, 0)].seconds += elapsed; $0[kind, default: (0, 0)].count += 1 }
         if elapsed > limit { throw TestFailure("\(name) returned after \(String(format: "%.1f", elapsed)) s, over its \(Int(limit)) s limit") }
         return value
+    }
+
+    /// The time spent in each kind of call, most first: for a test's log.
+    var summary: String {
+        spent.withLock { spent in
+            spent.sorted { $0.value.seconds > $1.value.seconds }
+                .map { "\($0.key): \(String(format: "%.1f", $0.value.seconds)) s in \($0.value.count)" }.joined(separator: ", ")
+        }
     }
 
     private static func seconds(from start: DispatchTime, to end: DispatchTime) -> TimeInterval {
