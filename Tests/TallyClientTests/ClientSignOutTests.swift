@@ -38,10 +38,12 @@ struct ClientSignOutTests {
             let token = try Self.refreshToken(store)
             transport.enqueue(Array(repeating: .offline, count: 100))
 
+            // It waits for no request and no backoff (a request's timeout is 8 s and more): only for the user's work to
+            // stop, which is local (tens of milliseconds on a loaded machine).
             let started = DispatchTime.now().uptimeNanoseconds
             try await client.signOut()
             let took = Double(DispatchTime.now().uptimeNanoseconds - started) / 1e6
-            #expect(took <= 50, "sign-out took \(took) ms offline")
+            #expect(took <= 500, "sign-out took \(took) ms offline")
             #expect(await client.user == nil)
             #expect(try store.read("session") == nil)
             #expect(await client.session.deliverRevocations() == 1)  // still queued: the server was not reached
