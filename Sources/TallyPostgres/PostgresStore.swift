@@ -191,8 +191,11 @@ public final class PostgresStore: TallyStorage {
     }
 
     /// Makes the role's new sessions plan the store's statements generically, once: called in the migration's
-    /// transaction (under its lock). Returns whether the role's setting was made now, so that the pool's
-    /// connections, opened before, are replaced (``PostgresPool/retireConnections()``).
+    /// transaction (under its lock). Returns whether the pool's connections must be replaced
+    /// (``PostgresPool/retireConnections()``): when the setting was made now, and also when the migration's own
+    /// session already starts with it — another process may have made it a moment ago, after this pool's other
+    /// connections were opened (they would plan as `auto` for their whole life). At start-up that is a connection
+    /// or two opened again, once.
     ///
     /// The hot statements are prepared once per connection. Left to choose (`plan_cache_mode = auto`), PostgreSQL
     /// plans them afresh on every call as long as a plan for the actual values looks cheaper than the generic
@@ -205,12 +208,15 @@ public final class PostgresStore: TallyStorage {
     func preferGenericPlans(on connection: PooledConnection) async throws -> Bool {
         let mode: String = try await connection.rows("SELECT current_setting('plan_cache_mode') AS mode", logger: logger)
             .first.map { try Columns($0)["mode"] } ?? "auto"
-        guard mode == "auto" else { return false }
+        guard mode == "auto" else { return mode == "force_generic_plan" }
         try await connection.rows("SAVEPOINT tally_plan_cache_mode", logger: logger)
         do {
             try await connection.rows("ALTER ROLE CURRENT_USER SET plan_cache_mode = force_generic_plan", logger: logger)
         } catch {
             try await connection.rows("ROLLBACK TO SAVEPOINT tally_plan_cache_mode", logger: logger)
+            // Two processes (or stores) setting it at once: the second's ALTER ROLE fails (XX000, "tuple concurrently
+            // updated") once the first commits. The setting is there then, and this pool's sessions predate it.
+            if try await Self.roleSetsGenericPlans(connection, logger: logger) { return true }
             logger.warning(
                 "postgres: could not set the role's plan_cache_mode to force_generic_plan (each call of a hot statement is planned again: about 40 % more database CPU)",
                 metadata: ["error": "\(PostgresFailure(error))"])
@@ -219,6 +225,19 @@ public final class PostgresStore: TallyStorage {
         try await connection.rows("RELEASE SAVEPOINT tally_plan_cache_mode", logger: logger)
         logger.notice("postgres: the role's new sessions plan statements generically (plan_cache_mode = force_generic_plan); reopening the pool's connections")
         return true
+    }
+
+    /// Whether the role's own defaults (for every database) include `plan_cache_mode = force_generic_plan`, as
+    /// committed now (each statement of a READ COMMITTED transaction sees the latest commits).
+    private static func roleSetsGenericPlans(_ connection: PooledConnection, logger: Logger) async throws -> Bool {
+        let rows = try await connection.rows(
+            """
+            SELECT count(*) AS found FROM pg_db_role_setting
+            WHERE setrole = (SELECT oid FROM pg_roles WHERE rolname = current_user) AND setdatabase = 0
+              AND 'plan_cache_mode=force_generic_plan' = ANY(setconfig)
+            """, logger: logger)
+        let found: Int64 = try rows.first.map { try Columns($0)["found"] } ?? 0
+        return found > 0
     }
 
     /// Runs one statement on its own (committed when it returns) and collects its rows.
