@@ -7,7 +7,7 @@ import X509
 
 /// `AppStoreVerifier` against payloads the stand-in signs, good and bad: every rule's refusal has its own code (and,
 /// for chains, the rule broken), acceptance returns exactly what was signed.
-@Suite("App Store verification")
+@Suite("App Store verification", .timeLimit(.minutes(2)))
 struct AppStoreVerifierTests {
     // MARK: Acceptance
 

@@ -6,7 +6,7 @@ import Testing
 /// The times of identity tokens and account notifications are read only within the years 2000 to 9999 (issue 43,
 /// finding 1): a well-signed `iat`, `exp` or `event_time` of 1e300 or −2⁶³ is `malformed`, as a claim of the wrong type
 /// is, so no such time reaches the server's conversions.
-@Suite("Apple's times are bounded")
+@Suite("Apple's times are bounded", .timeLimit(.minutes(1)))
 struct AppleTimesTests {
     static let beyond = ["1e300", "-1e300", "9223372036854775807", "-9223372036854775808", "18446744073709551616", "253402300800", "946684799", "0", "-1"]
 

@@ -8,7 +8,7 @@ import Yams
 
 /// The configuration file is decoded once, into one type, refusing every key it does not have at every level
 /// with the place and the key meant; `tally serve --check-config` checks a file and the environment.
-@Suite("Configuration file")
+@Suite("Configuration file", .timeLimit(.minutes(2)))
 struct ConfigurationFileTests {
     /// `docs/tally.example.yaml`: every key of the file at every level.
     static let exampleURL = URL(fileURLWithPath: #filePath)

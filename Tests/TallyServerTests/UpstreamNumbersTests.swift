@@ -5,7 +5,7 @@ import Testing
 
 /// Numbers the AI provider sends are outside numbers too (issue 43, finding 1): usage counts near `Int.max` cost at most
 /// the hold and never trap (their sum and their price overflowed 64 bits), and the price stays exact below that.
-@Suite("Numbers from the upstream")
+@Suite("Numbers from the upstream", .timeLimit(.minutes(1)))
 struct UpstreamNumbersTests {
     @Test("Usage counts at the edge of 64 bits are read, summed and priced without a trap; the charge is the hold")
     func hugeUsage() throws {

@@ -4,7 +4,7 @@ import Testing
 
 /// Password reset and email verification codes (``AccountCodeStore``), against every store: a code works once, until it
 /// expires, dies after five wrong tries, is replaced by a newer one; redeeming a reset revokes every session.
-@Suite("Account code conformance")
+@Suite("Account code conformance", .timeLimit(.minutes(3)))
 struct AccountCodeConformanceTests {
     /// A linked account with `sessions` live sessions: its id, email and session ids.
     static func linkedAccount(_ f: Fixture, sessions: Int = 1) async throws -> (userId: String, email: String, sessions: [String]) {
@@ -175,7 +175,7 @@ struct AccountCodeConformanceTests {
     }
 }
 
-@Suite("Account code policy")
+@Suite("Account code policy", .timeLimit(.minutes(1)))
 struct AccountCodePolicyTests {
     @Test("The verdicts: right, wrong with attempts left, the last wrong one, expired, absent")
     func verdicts() {
