@@ -82,7 +82,7 @@ struct AICancelledChargeTests {
         let generated = try await upstream.stats().contentChunks - generatedBefore
         let body = PromptSamples.body(messages, model: "long", stream: true)
         let bound = PromptBound.tokens(request: body)
-        let held = AIGatewayTests.longModel.hold(for: request)
+        let held = try AIGatewayTests.longModel.hold(for: request)
         let charged = -capture.amount
         let text = messages.map(\.content).joined(separator: " / ")
         #expect(Double(estimate) <= 1.5 * Double(real), "\(kind): estimated \(estimate) of a real \(real): \(text)")

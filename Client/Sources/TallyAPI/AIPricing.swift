@@ -13,14 +13,23 @@ public struct AIModelSpec: Codable, Sendable, Hashable {
     public var completionTokensPerCredit: Int
     /// The most completion tokens one call may generate (reasoning included): the cap sent upstream and held for.
     public var maxCompletionTokens: Int
+    /// What images cost on this model; nil: image parts are refused (`images_not_supported`).
+    public var images: AIImageRule?
+    /// What a premium user's calls cost on this model.
+    public var premium: AIPremiumUse
 
     /// Creates a model; `upstreamModel` defaults to `name`.
-    public init(name: String, upstreamModel: String? = nil, promptTokensPerCredit: Int, completionTokensPerCredit: Int, maxCompletionTokens: Int) {
+    public init(
+        name: String, upstreamModel: String? = nil, promptTokensPerCredit: Int, completionTokensPerCredit: Int, maxCompletionTokens: Int,
+        images: AIImageRule? = nil, premium: AIPremiumUse = .tokens
+    ) {
         self.name = name
         self.upstreamModel = upstreamModel ?? name
         self.promptTokensPerCredit = promptTokensPerCredit
         self.completionTokensPerCredit = completionTokensPerCredit
         self.maxCompletionTokens = maxCompletionTokens
+        self.images = images
+        self.premium = premium
     }
 
     /// What `promptTokens` and `completionTokens` cost in wallet tokens: their exact fractional price, summed, then
@@ -47,15 +56,17 @@ public struct AIModelSpec: Codable, Sendable, Hashable {
         min(max(requested ?? maxCompletionTokens, 0), maxCompletionTokens)
     }
 
-    /// What the gateway holds for `request`: its prompt's bound and its completion cap at this model's prices —
-    /// the most the call can cost, and what the wallet shows held while it runs.
-    public func hold(for request: ChatCompletionRequest) -> Int64 {
+    /// What the gateway holds for `request`: its prompt's bound (text and images, ``AIPricing``) and its completion
+    /// cap at this model's prices — the most the call can cost, and what the wallet shows held while it runs.
+    /// Throws what the gateway would refuse the request with.
+    public func hold(for request: ChatCompletionRequest) throws(AIContentRefusal) -> Int64 {
         let object = (try? JSONEncoder().encode(request)).flatMap { try? JSONValue.parse(Array($0)) }?.objectValue ?? [:]
-        return cost(promptTokens: PromptBound.tokens(request: object), completionTokens: completionLimit(requested: request.completionLimit))
+        let prompt = try AIPricing.measure(request: object, model: self)
+        return cost(promptTokens: prompt.tokens, completionTokens: completionLimit(requested: request.completionLimit))
     }
 
     private enum CodingKeys: String, CodingKey {
-        case name, promptTokensPerCredit, completionTokensPerCredit, maxCompletionTokens
+        case name, promptTokensPerCredit, completionTokensPerCredit, maxCompletionTokens, images, premium
     }
 
     /// Decodes a listed model (its upstream name is the server's: `name` stands in).
@@ -65,7 +76,9 @@ public struct AIModelSpec: Codable, Sendable, Hashable {
             name: try container.decode(String.self, forKey: .name),
             promptTokensPerCredit: try container.decode(Int.self, forKey: .promptTokensPerCredit),
             completionTokensPerCredit: try container.decode(Int.self, forKey: .completionTokensPerCredit),
-            maxCompletionTokens: try container.decode(Int.self, forKey: .maxCompletionTokens))
+            maxCompletionTokens: try container.decode(Int.self, forKey: .maxCompletionTokens),
+            images: try container.decodeIfPresent(AIImageRule.self, forKey: .images),
+            premium: try container.decodeIfPresent(AIPremiumUse.self, forKey: .premium) ?? .tokens)
     }
 
     /// Encodes the model as listed (never the upstream's name).
@@ -75,6 +88,46 @@ public struct AIModelSpec: Codable, Sendable, Hashable {
         try container.encode(promptTokensPerCredit, forKey: .promptTokensPerCredit)
         try container.encode(completionTokensPerCredit, forKey: .completionTokensPerCredit)
         try container.encode(maxCompletionTokens, forKey: .maxCompletionTokens)
+        try container.encodeIfPresent(images, forKey: .images)
+        try container.encode(premium, forKey: .premium)
+    }
+}
+
+/// What a premium user's gateway calls on a model cost (`ai.models[].premium`): `tokens` (the default: as anyone's),
+/// `free` (held and recorded as usage with the provider's counts, charged 0), or `{quota: name}` (one use of that
+/// daily quota instead of tokens). The hold and every cap apply alike, so the operator sees what premium costs.
+public enum AIPremiumUse: Sendable, Hashable, Codable {
+    /// Premium users pay tokens like everyone.
+    case tokens
+    /// Premium users' calls are recorded and charged 0.
+    case free
+    /// Premium users' calls each take one use of the named quota.
+    case quota(String)
+
+    private enum CodingKeys: String, CodingKey { case quota }
+
+    /// Decodes `"tokens"`, `"free"` or `{"quota": "name"}`.
+    public init(from decoder: any Decoder) throws {
+        if let word = try? decoder.singleValueContainer().decode(String.self) {
+            switch word {
+            case "tokens": self = .tokens
+            case "free": self = .free
+            default:
+                throw DecodingError.dataCorrupted(.init(codingPath: decoder.codingPath, debugDescription: "premium is tokens, free or {quota: name}"))
+            }
+            return
+        }
+        let container = try decoder.container(keyedBy: CodingKeys.self)
+        self = .quota(try container.decode(String.self, forKey: .quota))
+    }
+
+    /// Encodes as decoded.
+    public func encode(to encoder: any Encoder) throws {
+        switch self {
+        case .tokens: var c = encoder.singleValueContainer(); try c.encode("tokens")
+        case .free: var c = encoder.singleValueContainer(); try c.encode("free")
+        case .quota(let name): var c = encoder.container(keyedBy: CodingKeys.self); try c.encode(name, forKey: .quota)
+        }
     }
 }
 

@@ -85,6 +85,21 @@ extension ErrorCode {
     /// The AI gateway's upstream answered (not streamed) beyond what the gateway returns (16 MiB): what it generated
     /// was charged (`Tally-Charge`), the answer is not returned. Stream such calls.
     public static let answerTooLarge = ErrorCode(rawValue: "answer_too_large")
+    /// An image part was sent to a model that takes none (its `images` rule is not configured).
+    public static let imagesNotSupported = ErrorCode(rawValue: "images_not_supported")
+    /// More image parts than the model's `maxPerRequest`.
+    public static let tooManyImages = ErrorCode(rawValue: "too_many_images")
+    /// An image larger, decoded, than the model's `maxBytes`.
+    public static let imageTooLarge = ErrorCode(rawValue: "image_too_large")
+    /// An image part that is not a PNG, JPEG, WebP or GIF of its declared type, with a complete header, in base64.
+    public static let invalidImage = ErrorCode(rawValue: "invalid_image")
+    /// An image URL that is neither a `data:` URL nor `https` on one of the model's `allowedURLHosts`.
+    public static let imageURLNotAllowed = ErrorCode(rawValue: "image_url_not_allowed")
+    /// An audio part or field: audio is billed by its length, which a hold cannot bound.
+    public static let audioNotSupported = ErrorCode(rawValue: "audio_not_supported")
+    /// The server is reading as many large bodies as it holds at once (`ai.requestBytesInFlight`): retry after
+    /// `Retry-After` seconds. Nothing was read, held or charged.
+    public static let busy = ErrorCode(rawValue: "busy")
     /// The database is unreachable.
     public static let unavailable = ErrorCode(rawValue: "unavailable")
     /// A fault inside the server; details are in its logs, never in the response.

@@ -128,7 +128,7 @@ public struct AIClient: Sendable {
         guard let model = models.items.first(where: { $0.name == request.model }) else {
             throw ClientError(.invalidInput, message: "the server offers no model named \(request.model)")
         }
-        return model.hold(for: request)
+        return try model.hold(for: request)
     }
 
     /// The hold to show: the caller's estimate, else the computed hold when the price list can be had.
