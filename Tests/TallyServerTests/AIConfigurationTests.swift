@@ -40,7 +40,7 @@ struct AIConfigurationTests {
 
     @Test("Mistakes are refused with a message naming them", arguments: [
         ("apiKeyEnv names PROVIDER_KEY", Self.yaml, [String: String]()),
-        (#"unknown key "price" in ai.models[0]; known keys: name, upstreamModel, promptTokensPerCredit, completionTokensPerCredit, maxCompletionTokens"#, "ai: {upstream: {baseURL: 'http://x/v1'}, models: [{name: a, price: 1, promptTokensPerCredit: 1, completionTokensPerCredit: 1, maxCompletionTokens: 1}]}", [:]),
+        (#"unknown key "price" in ai.models[0]; known keys: name, upstreamModel, promptTokensPerCredit, completionTokensPerCredit, maxCompletionTokens, images, premium"#, "ai: {upstream: {baseURL: 'http://x/v1'}, models: [{name: a, price: 1, promptTokensPerCredit: 1, completionTokensPerCredit: 1, maxCompletionTokens: 1}]}", [:]),
         ("baseURL must be an http(s) URL", "ai: {upstream: {baseURL: 'ftp://x'}, models: [{name: a, promptTokensPerCredit: 1, completionTokensPerCredit: 1, maxCompletionTokens: 1}]}", [:]),
         ("declare at least one model", "ai: {upstream: {baseURL: 'http://x/v1'}, models: []}", [:]),
         ("unknown placeholder {{nope}}", "ai: {upstream: {baseURL: 'http://x/v1'}, models: [{name: a, promptTokensPerCredit: 1, completionTokensPerCredit: 1, maxCompletionTokens: 1}], dailyGenerations: [{name: d, model: a, prompt: '{{nope}}', quota: readings}]}", [:]),
@@ -134,5 +134,98 @@ struct AIConfigurationTests {
             #expect(ChunkScan.mayCarryUsageOrError(bytes) == parse, "\(chunk)")
             if !parse { #expect(ChunkScan.carriesGeneratedText(bytes) == content, "\(chunk)") }
         }
+    }
+}
+
+/// A model's `images:` and `premium:`, and the chat route's body limits, in the `ai:` section.
+extension AIConfigurationTests {
+    static func section(_ model: String, _ extra: String = "") -> String {
+        """
+        ai:
+          upstream: {baseURL: "http://x/v1"}
+          models:
+            - {name: vision, promptTokensPerCredit: 1000, completionTokensPerCredit: 250, maxCompletionTokens: 512\(model)}
+        \(extra)
+        """
+    }
+
+    @Test("images: takes the tile rule's keys or the patch rule's, defaults from AIImageRule; premium: tokens, free or a catalog quota; the body limits default to 24 MiB and 256 MiB")
+    func imagesAndPremiumParse() throws {
+        let tiles = try #require(try TallyConfiguration(
+            file: Self.section(", images: {tileTokens: 129, maxPerRequest: 4, allowedURLHosts: [Images.Example.com]}, premium: free"),
+            catalog: Self.catalog).ai)
+        let rule = try #require(tiles.models[0].images)
+        #expect(rule.sizing == .tiles(baseTokens: 85, tileTokens: 129, tileSize: 512, fitWithin: 2048, shortestSide: 768))
+        #expect(rule.lowDetailTokens == 85 && rule.maxPerRequest == 4 && rule.maxBytes == 10 << 20)
+        #expect(rule.allowedURLHosts == ["images.example.com"], "hosts compare lower-cased")
+        #expect(tiles.models[0].premium == .free && tiles.maxRequestBytes == 25_165_824 && tiles.requestBytesInFlight == 268_435_456)
+
+        let patches = try #require(try TallyConfiguration(
+            file: Self.section(
+                ", images: {patchSize: 32, maxPatches: 1536, patchMultiplier: 1.62, maxBytes: 2000000}, premium: {quota: readings}",
+                "  maxRequestBytes: 4194304\n  requestBytesInFlight: 8388608"),
+            catalog: Self.catalog).ai)
+        #expect(patches.models[0].images?.sizing == .patches(patchSize: 32, maxPatches: 1536, multiplier: 1.62))
+        #expect(patches.models[0].images?.lowDetailTokens == nil, "a patch-priced model prices low like high unless told")
+        #expect(patches.models[0].premium == .quota("readings"))
+        #expect(patches.maxRequestBytes == 4 << 20 && patches.requestBytesInFlight == 8 << 20)
+
+        let plain = try #require(try TallyConfiguration(file: Self.section(""), catalog: Self.catalog).ai)
+        #expect(plain.models[0].images == nil && plain.models[0].premium == .tokens)
+        // A budget left out is never below the body limit set.
+        let big = try #require(try TallyConfiguration(file: Self.section("", "  maxRequestBytes: 536870912"), catalog: Self.catalog).ai)
+        #expect(big.requestBytesInFlight == 536_870_912)
+    }
+
+    @Test("Each images:/premium:/body limit mistake is refused with a message naming it", arguments: [
+        (", images: {tileSize: 0}", "", "images: tileSize must be between 1 and 65536"),
+        (", images: {baseTokens: -1}", "", "baseTokens must be between 1 and 1000000"),
+        (", images: {lowDetailTokens: 0}", "", "lowDetailTokens must be between 1"),
+        (", images: {tileSize: 4096}", "", "tileSize (4096) and shortestSide (768) must be at most fitWithin (2048)"),
+        (", images: {shortestSide: 3000}", "", "must be at most fitWithin"),
+        (", images: {maxPerRequest: 0}", "", "maxPerRequest must be between 1 and 64"),
+        (", images: {maxPerRequest: 65}", "", "maxPerRequest must be between 1 and 64"),
+        (", images: {maxBytes: 0}", "", "maxBytes must be between 1 and ai.maxRequestBytes (25165824)"),
+        (", images: {maxBytes: 2000000}", "  maxRequestBytes: 1048576", "maxBytes must be between 1 and ai.maxRequestBytes (1048576)"),
+        (", images: {patchSize: 32, maxPatches: 1536, patchMultiplier: 0}", "", "patchMultiplier must be a number above 0"),
+        (", images: {patchSize: 32, maxPatches: 1536, patchMultiplier: .nan}", "", "patchMultiplier must be a number above 0"),
+        (", images: {patchSize: 32, maxPatches: 1536}", "", "needs patchMultiplier too"),
+        (", images: {patchSize: 32, maxPatches: 1536, patchMultiplier: 1.62, tileSize: 512}", "", "tiles or patches, not both"),
+        (", images: {maxPatches: 1536}", "", "maxPatches needs patchSize"),
+        (", images: {allowedURLHosts: ['https://images.example.com']}", "", "'https://images.example.com' is not a plain hostname"),
+        (", images: {allowedURLHosts: ['images.example.com:443']}", "", "is not a plain hostname"),
+        (", images: {allowedURLHosts: ['*.example.com']}", "", "is not a plain hostname"),
+        (", images: {allowedURLHosts: ['10.0.0.1']}", "", "is not a plain hostname"),
+        (", images: {tileSize: 512, colour: true}", "", #"unknown key "colour" in ai.models[0].images"#),
+        (", premium: always", "", "premium: 'always' is not tokens, free or {quota: name}"),
+        (", premium: {quota: readings, also: 1}", "", "with no other key"),
+        (", premium: {quota: nope}", "", "premium: no quota named 'nope' (quotas: readings)"),
+        ("", "  maxRequestBytes: 1000", "ai.maxRequestBytes must be between 1048576 (1 MiB) and 1073741824 (1 GiB)"),
+        ("", "  maxRequestBytes: 2097152\n  requestBytesInFlight: 1048576", "ai.requestBytesInFlight (1048576) must be at least ai.maxRequestBytes (2097152)"),
+    ])
+    func imagesAndPremiumRefused(_ model: String, _ extra: String, _ expected: String) {
+        #expect {
+            _ = try TallyConfiguration(file: Self.section(model, extra), catalog: Self.catalog)
+        } throws: { error in
+            "\(error)".contains(expected)
+        }
+    }
+
+    @Test("images:, premium: and the body limits round-trip through the effective configuration, as every key does")
+    func imagesAndPremiumRoundTrip() throws {
+        let text = Self.section(
+            ", images: {patchSize: 16, maxPatches: 900, patchMultiplier: 2.5, lowDetailTokens: 70, allowedURLHosts: [cdn.example.org]}, premium: {quota: readings}",
+            "  maxRequestBytes: 3145728\n  requestBytesInFlight: 9437184")
+        let configuration = try TallyConfiguration(file: text, catalog: Self.catalog)
+        let written = configuration.effectiveFile
+        for line in ["patchMultiplier: 2.5", "quota: readings", "maxRequestBytes: 3145728", "requestBytesInFlight: 9437184", "- cdn.example.org"] {
+            #expect(written.contains(line), "\(line) in\n\(written)")
+        }
+        let reread = try TallyConfiguration(file: written, catalog: Self.catalog)
+        #expect(reread.ai?.models == configuration.ai?.models)
+        #expect(ConfigurationFile(effective: reread) == ConfigurationFile(effective: configuration))
+        let tiles = try TallyConfiguration(file: Self.section(", images: {}, premium: free"), catalog: Self.catalog)
+        #expect(try TallyConfiguration(file: tiles.effectiveFile, catalog: Self.catalog).ai?.models == tiles.ai?.models)
+        #expect(tiles.effectiveFile.contains("premium: free") && tiles.effectiveFile.contains("shortestSide: 768"))
     }
 }

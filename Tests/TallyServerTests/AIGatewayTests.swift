@@ -311,7 +311,7 @@ struct AIGatewayTests {
                 #expect(response.status == .badRequest && response.errorCode == "invalid_field" && response.text.contains("'\(field)'"), "\(field): \(response.text)")
             }
             let audio = #"{"model":"chat","messages":[{"role":"assistant","content":null,"audio":{"id":"audio_1"}},{"role":"user","content":"hi"}]}"#
-            #expect(try await api.send(.post, "/v1/ai/chat/completions", token: user.accessToken, raw: audio).errorCode == "invalid_field")
+            #expect(try await api.send(.post, "/v1/ai/chat/completions", token: user.accessToken, raw: audio).errorCode == "audio_not_supported")
             #expect(try await upstream.stats().completions == 0, "a refused request never reaches the provider")
             #expect(try await api.allEntries(user).filter { $0.kind == "hold" }.count == 1, "and holds nothing")
             try await api.expectBooksBalance(user)

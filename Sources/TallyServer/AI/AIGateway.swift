@@ -24,6 +24,8 @@ struct AIGateway: Sendable {
     let prompts = PromptEstimates()
     /// Settlements the database could not take, retried until it answers (a service).
     let settlements: PendingSettlements
+    /// The chat route's body limit and the bytes of chat bodies this process holds at once.
+    let bodies: RequestBodyBudget
 
     init(configuration: AIConfiguration, settlements: PendingSettlements) {
         self.configuration = configuration
@@ -32,6 +34,7 @@ struct AIGateway: Sendable {
         self.calls = CallLimiter(limit: configuration.maxConcurrentPerUser)
         self.redaction = KeyRedaction(key: configuration.upstream.apiKey)
         self.daily = SingleFlight()
+        self.bodies = RequestBodyBudget(maxBodyBytes: configuration.maxRequestBytes, bytesInFlight: configuration.requestBytesInFlight)
     }
 
     /// `GET ai/models`, `POST ai/chat/completions` and `GET ai/daily/{name}` on the authenticated `/v1` group.

@@ -18,8 +18,7 @@ struct ChatCompletionsController {
 
     @Sendable func complete(_ request: Request, context: AuthenticatedContext) async throws -> Response {
         let userId = context.identity.userId
-        let chat = try ChatRequest.parse(
-            try await RequestBody.json(request, upTo: ChatRequest.maxBodyBytes), user: userId, configuration: ai.configuration)
+        let chat = try await ChatRequest.read(request, user: userId, ai: ai)
         guard ai.calls.acquire(userId) else {
             throw APIError(
                 .rateLimited, "This user already has \(ai.calls.limit) AI calls in flight; retry when one ends.",
@@ -128,7 +127,8 @@ struct ChatCompletionsController {
         let now = services.clock.now
         let command = Command.createHold(
             userId: userId, holdId: call.holdId, amount: chat.maxCost, expiresAt: now.addingTimeInterval(ai.holdTTL),
-            note: "ai \(chat.model.name) prompt<=\(chat.promptBound) completion<=\(chat.completionLimit)")
+            note: "ai \(chat.model.name) prompt<=\(chat.promptBound) completion<=\(chat.completionLimit)"
+                + (chat.measure.images.isEmpty ? "" : " images=\(chat.measure.imageTokens)"))
         _ = try await services.store.execute(command, idempotency: nil, now: now) { _ in StoredResponse(status: 201, body: []) }
         services.notifier.walletChanged(userId: userId)
         return call

@@ -1,9 +1,11 @@
 import Foundation
+import Hummingbird
 import TallyAPI
 import TallyStore
 
 /// A client's Chat Completions request, checked, bounded and rewritten for the upstream: a pure function of the
-/// body and the configuration, so every rule of what a call may cost is tested without a network.
+/// body and the configuration (``parse(_:user:configuration:)``), so every rule of what a call may cost is tested
+/// without a network.
 struct ChatRequest: Sendable {
     /// The gateway model asked for.
     let model: AIModelSpec
@@ -13,12 +15,21 @@ struct ChatRequest: Sendable {
     let clientWantsUsage: Bool
     /// The most completion tokens the upstream may generate: the request's cap within the model's.
     let completionLimit: Int
-    /// A true upper bound on the prompt's tokens (``PromptBound``).
-    let promptBound: Int
+    /// The prompt measured (``AIPricing/measure(request:model:)``): its text's byte bound (``PromptBound``, the
+    /// image parts left out) and each image's tokens at the model's rule.
+    let measure: PromptMeasure
+    /// What the prompt estimate of a call without usage describes: the text's features (never an image's base64).
+    let textFeatures: PromptEstimator.Features
     /// The body sent upstream.
     let upstreamBody: [UInt8]
     /// The client's body as sent.
     let clientBody: [JSONKey: JSONValue]
+    /// The body's bytes in this process's ``RequestBodyBudget``: given back when the last copy of this request goes
+    /// (the call's end), since until then its bytes live on here and in the upstream request.
+    private(set) var reservation: RequestBodyBudget.Reservation?
+
+    /// A true upper bound on the prompt's tokens: the text's bound plus every image's tokens.
+    var promptBound: Int { measure.tokens }
 
     /// The client's body in canonical form, for the `Idempotency-Key` fingerprint (non-streamed calls only).
     var canonicalBody: [UInt8] { JSONValue.object(clientBody).bytes }
@@ -26,11 +37,27 @@ struct ChatRequest: Sendable {
     /// The most the call can cost: what is held before the upstream is called.
     var maxCost: Int64 { model.cost(promptTokens: promptBound, completionTokens: completionLimit) }
 
-    /// The biggest body the gateway takes.
-    static let maxBodyBytes = 1 << 20
+    /// Reads `request`'s body within the gateway's ``RequestBodyBudget`` (503 `busy` before reading when the budget
+    /// cannot take it; 413 beyond `ai.maxRequestBytes`) and parses it for `user`.
+    static func read(_ request: Request, user: String, ai: AIGateway) async throws -> ChatRequest {
+        let reservation = try ai.bodies.reserve(for: request)
+        let buffer = try await RequestBody.collect(request, upTo: ai.bodies.maxBodyBytes)
+        reservation.keep(buffer.readableBytes)
+        let body: JSONValue
+        do {
+            body = try JSONValue.parse(buffer.readableBytesView)
+        } catch {
+            throw APIError(.invalidJSON, "The body is not valid JSON: \(error.description).")
+        }
+        var chat = try parse(body, user: user, configuration: ai.configuration)
+        chat.reservation = reservation
+        return chat
+    }
 
     /// Checks `body` against the configuration and builds the upstream request of `user` (a Tally user id, sent
-    /// upstream as `user` for the provider's abuse monitoring).
+    /// upstream as `user` for the provider's abuse monitoring). Every content part is checked and measured by
+    /// ``AIPricing/measure(request:model:)`` — the function an app estimates with —, whose refusals answer 400 with
+    /// their codes; an image part reaches the upstream as sent (its `url` and `detail`).
     static func parse(_ body: JSONValue, user: String, configuration: AIConfiguration) throws(APIError) -> ChatRequest {
         guard var object = body.objectValue else { throw APIError(.invalidJSON, "The body must be a JSON object.") }
         // Only fields a hold accounts for reach the provider (ChatRequestFields): a clear refusal, not a silent drop,
@@ -54,15 +81,12 @@ struct ChatRequest: Sendable {
                 throw APIError(.invalidField, "Each message must be an object with a string 'role'.")
             }
             if let audio = fields["audio"], audio != .null {
-                throw APIError(.invalidField, "A message's 'audio' is not supported: audio is billed by its length, which a hold cannot bound.")
+                throw APIError(
+                    .audioNotSupported, "A message's 'audio' is not supported: audio is billed by its length, which a hold cannot bound.")
             }
             switch fields["content"] {
-            case .string?, .null?, nil: break
-            case .array(let parts)?:
-                for part in parts where part["type"] != .string("text") {
-                    throw APIError(.invalidField, "Only text content parts are supported (their tokens are bounded before the call).")
-                }
-            default: throw APIError(.invalidField, "A message's 'content' must be a string, text parts or null.")
+            case .string?, .null?, nil, .array?: break
+            default: throw APIError(.invalidField, "A message's 'content' must be a string, an array of content parts or null.")
             }
         }
         let stream = try flag(object["stream"], "stream") ?? false
@@ -77,8 +101,14 @@ struct ChatRequest: Sendable {
         let requested = try [cap(object["max_tokens"], "max_tokens"), cap(object["max_completion_tokens"], "max_completion_tokens")]
             .compactMap { $0 }.min()
         let limit = model.completionLimit(requested: requested)
-        // Every byte of each message (role, name, text, tool calls, JSON punctuation) bounds its tokens.
-        let promptBound = PromptBound.tokens(request: object)
+        // Every byte of each message's text (role, name, text, tool calls, JSON punctuation) bounds its tokens; each
+        // image costs what the model's rule says of its pixel size. A refusal names what is wrong; nothing is held.
+        let measure: PromptMeasure
+        do throws(AIContentRefusal) {
+            measure = try AIPricing.measure(request: object, model: model)
+        } catch {
+            throw APIError(error.code, error.message)
+        }
 
         let clientBody = object
         object["model"] = .string(model.upstreamModel)
@@ -89,7 +119,8 @@ struct ChatRequest: Sendable {
         object["stream_options"] = stream ? .object(["include_usage": .bool(true)]) : nil
         object["user"] = .string(user)
         let request = ChatRequest(
-            model: model, stream: stream, clientWantsUsage: clientWantsUsage, completionLimit: limit, promptBound: promptBound,
+            model: model, stream: stream, clientWantsUsage: clientWantsUsage, completionLimit: limit, measure: measure,
+            textFeatures: PromptEstimator.Features(request: clientBody, bound: measure.textTokens),
             upstreamBody: JSONValue.object(object).bytes, clientBody: clientBody)
         guard request.maxCost <= Limits.maxAmount else { throw APIError(.invalidField, "The request is too large to hold for.") }
         return request
@@ -128,10 +159,12 @@ struct ChatCharge: Sendable, Hashable {
     var fromUsage: Bool
 
     /// The charge of `request` given the upstream's usage, if any, and the content chunks relayed; without usage the
-    /// prompt is `estimatedPrompt` (within the bound), else the bound.
+    /// prompt is `estimatedPrompt` (within the bound, and never below the images' tokens, which are known exactly),
+    /// else the bound.
     static func of(_ request: ChatRequest, usage: ChatUsage?, chunks: Int, estimatedPrompt: Int? = nil) -> ChatCharge {
+        let estimated = max(min(estimatedPrompt ?? request.promptBound, request.promptBound), request.measure.imageTokens)
         let (prompt, completion, fromUsage) = usage.map { ($0.promptTokens, $0.completionTokens, true) }
-            ?? (min(estimatedPrompt ?? request.promptBound, request.promptBound), min(chunks, request.completionLimit), false)
+            ?? (estimated, min(chunks, request.completionLimit), false)
         let amount = min(request.model.cost(promptTokens: prompt, completionTokens: completion), request.maxCost)
         return ChatCharge(promptTokens: prompt, completionTokens: completion, amount: amount, fromUsage: fromUsage)
     }

@@ -44,9 +44,10 @@ struct PromptEstimator: Sendable {
         /// The prompt's byte bound (``PromptBound``): what is held for it.
         var bound = 0
 
-        /// The features of a Chat Completions body: each message's role, name and text (a string or text parts),
-        /// the JSON of its other fields (tool calls), and the JSON of ``PromptBound/promptFields`` (tools, formats);
-        /// `bound` is the request's ``PromptBound`` (computed when not given).
+        /// The features of a Chat Completions body: each message's role, name and text (a string or text parts;
+        /// image parts are left out: their tokens are known exactly, and their base64 is not text), the JSON of its
+        /// other fields (tool calls), and the JSON of ``PromptBound/promptFields`` (tools, formats); `bound` is the
+        /// text's ``PromptBound`` (computed, image parts included, when not given).
         init(request body: [JSONKey: JSONValue], bound: Int? = nil) {
             if case .array(let messages)? = body["messages"] {
                 for message in messages {
@@ -59,7 +60,9 @@ struct PromptEstimator: Sendable {
                         switch (name, value) {
                         case (_, .string(let text)): add(Array(text.utf8))
                         case ("content", .array(let parts)):
-                            for part in parts { add(part["text"]?.stringValue.map { Array($0.utf8) } ?? part.bytes) }
+                            for part in parts where part["type"] != .string("image_url") {
+                                add(part["text"]?.stringValue.map { Array($0.utf8) } ?? part.bytes)
+                            }
                         case (_, .null): break
                         default: add(value.bytes)
                         }
@@ -245,19 +248,21 @@ final class PromptEstimates: Sendable {
 
     private let models = Mutex<[String: Model]>([:])
 
-    /// Learns from `request`, which the provider counted `promptTokens`.
+    /// Learns from `request`, which the provider counted `promptTokens`: its text's rate, the images' tokens (known
+    /// by the model's rule) taken out.
     func learn(_ request: ChatRequest, promptTokens: Int) {
-        let features = PromptEstimator.Features(request: request.clientBody, bound: request.promptBound)
+        let textTokens = max(promptTokens - request.measure.imageTokens, 0)
         models.withLock { models in
             var model = models[request.model.name, default: Model()]
-            model.estimator.learn(features, promptTokens: promptTokens)
+            model.estimator.learn(request.textFeatures, promptTokens: textTokens)
             model.learned += 1
             model.fit = nil
             models[request.model.name] = model
         }
     }
 
-    /// The prompt tokens `request` is charged when no usage came.
+    /// The prompt tokens `request` is charged when no usage came: its text as estimated, and its images' tokens
+    /// exactly; the whole bound until the model has completed ``PromptEstimator/minimumCalls`` calls.
     func estimate(_ request: ChatRequest) -> Int {
         guard let model = models.withLock({ $0[request.model.name] }),
             model.estimator.observations.count >= PromptEstimator.minimumCalls
@@ -272,6 +277,7 @@ final class PromptEstimates: Sendable {
                 if models[request.model.name]?.learned == model.learned { models[request.model.name]?.fit = .some(fit) }
             }
         }
-        return PromptEstimator.estimate(PromptEstimator.Features(request: request.clientBody, bound: request.promptBound), fit: fit)
+        let (total, overflow) = PromptEstimator.estimate(request.textFeatures, fit: fit).addingReportingOverflow(request.measure.imageTokens)
+        return overflow ? request.promptBound : min(total, request.promptBound)
     }
 }

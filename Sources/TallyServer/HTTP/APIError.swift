@@ -53,7 +53,7 @@ public struct APIError: Error, HTTPResponseError, CustomStringConvertible {
         case .idempotencyMismatch: return .unprocessableContent
         case .bodyTooLarge: return .contentTooLarge
         case .rateLimited: return .tooManyRequests
-        case .unavailable: return .serviceUnavailable
+        case .unavailable, .busy: return .serviceUnavailable
         case .internalError: return .internalServerError
         default: return .badRequest
         }
