@@ -50,6 +50,10 @@ enum Schema {
         migrator.registerMigration("v13") { db in
             try db.execute(sql: v13)
         }
+        // Rebuilds `holds` (a CHECK changes), as "v9" rebuilt the ledger.
+        migrator.registerMigration("v14") { db in
+            try db.execute(sql: v14)
+        }
         return migrator
     }
 
@@ -586,5 +590,29 @@ enum Schema {
         CREATE INDEX purchases_unclaimed ON purchases(purchased_at, transaction_id) WHERE user_id IS NULL AND claimed = 0;
         CREATE INDEX subscriptions_user ON subscriptions(user_id);
         CREATE INDEX subscriptions_transaction ON subscriptions(transaction_id);
+        """
+
+    /// Holds of 0 tokens: a premium user's AI call on a model whose `premium` is `free` or a quota holds nothing
+    /// (``PremiumHold``) and is captured at 0, so the call is on the ledger with what the provider counted. `amount`
+    /// may be 0; everything else is as before (rows and indexes kept).
+    static let v14 = """
+        CREATE TABLE next_holds (
+          id TEXT PRIMARY KEY NOT NULL,
+          user_id TEXT NOT NULL REFERENCES users(id) ON DELETE CASCADE,
+          amount INTEGER NOT NULL CHECK (amount >= 0),
+          status TEXT NOT NULL CHECK (status IN ('open', 'captured', 'released', 'expired')),
+          captured_amount INTEGER CHECK (captured_amount >= 0 AND captured_amount <= amount),
+          created_at INTEGER NOT NULL,
+          expires_at INTEGER NOT NULL,
+          settled_at INTEGER,
+          CHECK ((status = 'captured') = (captured_amount IS NOT NULL)),
+          CHECK ((status = 'open') = (settled_at IS NULL))
+        );
+        INSERT INTO next_holds (id, user_id, amount, status, captured_amount, created_at, expires_at, settled_at)
+        SELECT id, user_id, amount, status, captured_amount, created_at, expires_at, settled_at FROM holds;
+        DROP TABLE holds;
+        ALTER TABLE next_holds RENAME TO holds;
+        CREATE INDEX holds_open ON holds(expires_at) WHERE status = 'open';
+        CREATE INDEX holds_user ON holds(user_id, status);
         """
 }
