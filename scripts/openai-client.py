@@ -1,8 +1,10 @@
 """The official `openai` package, unchanged, against Tally's AI gateway (scripts/openai-client runs it).
 
 Environment: TALLY_AI_BASE_URL (the server's /v1/ai), TALLY_TOKEN (a user's access token, used as the API key),
-DEV_LLM_URL (the local model's root, to script a mid-stream failure), POOR_TOKEN (a user with no tokens).
+DEV_LLM_URL (the local model's root, to script a mid-stream failure), POOR_TOKEN (a user with no tokens), IMAGE_PATH (a
+640×480 JPEG, asked about on the model `vision`, whose `images:` rule is OpenAI's tiles).
 """
+import base64
 import json
 import os
 import sys
@@ -93,6 +95,27 @@ try:
     check(False, "a stream cut mid-way raises APIError")
 except openai.APIError as error:
     check(received >= 1, f"a stream cut mid-way raises APIError after {received} chunks: {error}")
+
+# A question about a photo, as OpenAI documents it (a base64 data: URL in an image_url part), on a model with `images:`:
+# the image is priced from its header by the tile rule (640×480: 85 + 170 × 2 tiles = 425 prompt tokens), the local
+# model bills the same and says what it sees, and the charge is the model's price of the provider's usage.
+question = "What is in this picture?"
+photo = "data:image/jpeg;base64," + base64.b64encode(open(os.environ["IMAGE_PATH"], "rb").read()).decode()
+plain_raw = client.chat.completions.with_raw_response.create(
+    model="vision", messages=[{"role": "user", "content": [{"type": "text", "text": question}]}], max_tokens=20)
+plain_charge = json.loads(plain_raw.headers["tally-charge"])
+image_raw = client.chat.completions.with_raw_response.create(model="vision", max_tokens=20, messages=[{"role": "user", "content": [
+    {"type": "text", "text": question}, {"type": "image_url", "image_url": {"url": photo, "detail": "auto"}}]}])
+image_answer = image_raw.parse()
+image_charge = json.loads(image_raw.headers["tally-charge"])
+check("640×480" in (image_answer.choices[0].message.content or ""), f"the answer about the photo names its size ({image_answer.choices[0].message.content!r})")
+check(image_answer.usage.prompt_tokens == image_charge["prompt_tokens"], "the charge counts the provider's usage")
+check(image_charge["prompt_tokens"] - plain_charge["prompt_tokens"] == 425,
+      f"the image is 425 prompt tokens, the tile rule's for 640×480 ({image_charge['prompt_tokens']} - {plain_charge['prompt_tokens']})")
+prompt, completion = image_charge["prompt_tokens"], image_charge["completion_tokens"]
+price = -(-(prompt * 50 + completion * 100) // (100 * 50))  # prompt/100 + completion/50 credits, rounded up once
+check(image_charge["charged"] == price and image_charge["wallet"]["held"] == 0,
+      f"and it is charged at the model's price: {image_charge['charged']} == {price}")
 
 print(f"openai {openai.__version__}: {'all checks passed' if not failures else str(len(failures)) + ' failed'}")
 sys.exit(1 if failures else 0)

@@ -65,18 +65,18 @@ public enum DevAnswer {
         }
     }
 
-    /// The answer's tokens (each one word, the first without a leading space): as many as the prompt's hash
-    /// asks (20 to 59), or `length` when set, cut at `limit` (the request's `max_tokens`); `truncated` when the
-    /// limit cut it (finish reason `length`).
-    public static func words(for messages: [ChatMessage], length: Int?, limit: Int?) -> (words: [String], truncated: Bool) {
+    /// The answer's tokens (each one word, the first without a leading space): `preface` (what the model says of the
+    /// request's images), then as many words as the prompt's hash asks (20 to 59), or `length` when set; all cut at
+    /// `limit` (the request's `max_tokens`); `truncated` when the limit cut it (finish reason `length`).
+    public static func words(for messages: [ChatMessage], length: Int?, limit: Int?, preface: [String] = []) -> (words: [String], truncated: Bool) {
         var seed = messages.reduce(UInt64(0xcbf2_9ce4_8422_2325)) { hash, message in
             (message.role + "\u{0}" + message.content + "\u{0}").utf8.reduce(hash) { ($0 ^ UInt64($1)) &* 0x100_0000_01b3 }
         }
-        let wanted = length ?? 20 + Int(seed % 40)
+        let wanted = preface.count + (length ?? 20 + Int(seed % 40))
         let count = min(wanted, max(limit ?? wanted, 0))
-        var words: [String] = []
+        var words = Array(preface.prefix(count))
         words.reserveCapacity(count)
-        for index in 0..<count {
+        for index in words.count..<count {
             seed = seed &+ 0x9e37_79b9_7f4a_7c15
             var mixed = seed
             mixed = (mixed ^ (mixed >> 30)) &* 0xbf58_476d_1ce4_e5b9

@@ -16,13 +16,27 @@ public struct DevLLMConfiguration: Sendable {
     public var firstTokenDelay: Duration = .zero
     /// The wait between tokens.
     public var tokenInterval: Duration = .zero
+    /// How image parts are priced (their tokens added to `usage.prompt_tokens`): OpenAI's tiles by default, within a
+    /// provider's limits (500 images a request, 20 MiB each).
+    public var images = Self.imageRules["tiles"]!
+    /// The largest request body read.
+    public var maxBodyBytes = 64 << 20
 
-    /// The defaults: loopback, port 8091, no key, no delays.
+    /// The image rules `tally dev-llm --image-rule` chooses from: `tiles` (OpenAI's GPT-4o family, ``AIImageRule``'s
+    /// default) and `patches` (32-px patches up to 1,536, times 1.62: GPT-4.1-mini's).
+    public static let imageRules: [String: AIImageRule] = [
+        "tiles": AIImageRule(maxPerRequest: 500, maxBytes: 20 << 20),
+        "patches": AIImageRule(
+            sizing: .patches(patchSize: 32, maxPatches: 1536, multiplier: 1.62), lowDetailTokens: nil, maxPerRequest: 500, maxBytes: 20 << 20),
+    ]
+
+    /// The defaults: loopback, port 8091, no key, no delays, tile-priced images.
     public init() {}
 }
 
 /// The local model for development and tests: an OpenAI-compatible `POST /v1/chat/completions` that answers
-/// deterministically (``DevAnswer``), streams real Server-Sent Events chunk by chunk, reports `usage`, and takes
+/// deterministically (``DevAnswer``; image parts measured from their headers, billed by ``DevLLMConfiguration/images``
+/// and described), streams real Server-Sent Events chunk by chunk, reports `usage`, and takes
 /// a script of failures, stalls and lengths from `POST /dev/script` (``DevBehaviour``). `GET /dev/stats`
 /// counts what it was asked; `GET /dev/last-request` is the last request's body as received (what a gateway
 /// forwarded); `POST /dev/release` lets paused streams go on; `POST /dev/reset` forgets the script, the counts
@@ -70,11 +84,15 @@ struct DevCompletions: Sendable {
             state.unauthorized()
             return DevJSON.error(.unauthorized, "Incorrect API key provided.", type: "invalid_request_error", code: "invalid_api_key")
         }
-        let body = try await request.body.collect(upTo: 4 << 20)
+        let body = try await request.body.collect(upTo: configuration.maxBodyBytes)
         state.lastRequest = Array(body.readableBytesView)
         let chat: ChatCompletionRequest
+        let images: [MeasuredImage]
         do {
             chat = try JSONDecoder().decode(ChatCompletionRequest.self, from: Data(body.readableBytesView))
+            images = try DevImages.measure(body.readableBytesView, model: chat.model, rule: configuration.images)
+        } catch let refusal as AIContentRefusal {
+            return DevImages.error(refusal)
         } catch {
             return DevJSON.error(.badRequest, "We could not parse the JSON body of your request.", type: "invalid_request_error")
         }
@@ -86,9 +104,11 @@ struct DevCompletions: Sendable {
             let type = status >= 500 ? "server_error" : "invalid_request_error"
             return DevJSON.error(HTTPResponse.Status(code: status), "The dev model was told to fail with \(status).\(quoted)", type: type)
         }
-        let (words, truncated) = DevAnswer.words(for: chat.messages, length: behaviour.answerTokens, limit: chat.completionLimit)
+        let (words, truncated) = DevAnswer.words(
+            for: chat.messages, length: behaviour.answerTokens, limit: chat.completionLimit, preface: DevImages.description(images))
         let huge = behaviour.hugeTokenBytes.map { HugeToken(bytes: $0) }
-        let usage = ChatUsage(promptTokens: DevAnswer.promptTokens(chat.messages), completionTokens: words.count + (huge == nil ? 0 : 1))
+        let prompt = images.reduce(DevAnswer.promptTokens(chat.messages)) { $0 + $1.tokens }
+        let usage = ChatUsage(promptTokens: prompt, completionTokens: words.count + (huge == nil ? 0 : 1))
         let id = "chatcmpl-dev-\(UInt64.random(in: 0...UInt64.max))"
         let created = Int(Date().timeIntervalSince1970)
         let finish = truncated ? "length" : "stop"

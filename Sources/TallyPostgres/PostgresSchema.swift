@@ -26,7 +26,12 @@ enum PostgresSchema {
         Migration(version: 7, statements: v7), Migration(version: 8, statements: v8), Migration(version: 9, statements: v9),
         Migration(version: 10, statements: v10), Migration(version: 11, statements: v11), Migration(version: 12, statements: v12),
         Migration(version: 13, statements: v13), Migration(version: 14, statements: v14),
-        Migration(version: 15, statements: v15),
+        Migration(version: 15, statements: v15), Migration(version: 16, statements: v16),
+    ]
+
+    /// Holds of 0 tokens (a premium user's AI call on a `premium: free` or quota model), as SQLite's "v14".
+    static let v16: [String] = [
+        "ALTER TABLE holds DROP CONSTRAINT holds_amount_check, ADD CONSTRAINT holds_amount_check CHECK (amount >= 0)",
     ]
 
     /// Sign in with Apple taken once and in order (`AppleIdentityStore`), as SQLite's "v12":

@@ -54,6 +54,10 @@ enum Schema {
         migrator.registerMigration("v14") { db in
             try db.execute(sql: v14)
         }
+        // Rebuilds `holds` (a CHECK changes), as "v9" rebuilt the ledger.
+        migrator.registerMigration("v15") { db in
+            try db.execute(sql: v15)
+        }
         return migrator
     }
 
@@ -625,5 +629,29 @@ enum Schema {
     /// The kinds whose entries name a transaction or the other account of a merge (`reference`), as one OR.
     private static let referenceKinds = """
         kind = 'purchase' OR kind = 'refund' OR kind = 'refund_reversed' OR kind = 'premium' OR kind = 'merge_out' OR kind = 'merge_in'
+        """
+
+    /// Holds of 0 tokens: a premium user's AI call on a model whose `premium` is `free` or a quota holds nothing
+    /// (``PremiumHold``) and is captured at 0, so the call is on the ledger with what the provider counted. `amount`
+    /// may be 0; `status` is written as ORs, not an IN list (see "v14"); everything else is as before (rows and indexes kept).
+    static let v15 = """
+        CREATE TABLE next_holds (
+          id TEXT PRIMARY KEY NOT NULL,
+          user_id TEXT NOT NULL REFERENCES users(id) ON DELETE CASCADE,
+          amount INTEGER NOT NULL CHECK (amount >= 0),
+          status TEXT NOT NULL CHECK (status = 'open' OR status = 'captured' OR status = 'released' OR status = 'expired'),
+          captured_amount INTEGER CHECK (captured_amount >= 0 AND captured_amount <= amount),
+          created_at INTEGER NOT NULL,
+          expires_at INTEGER NOT NULL,
+          settled_at INTEGER,
+          CHECK ((status = 'captured') = (captured_amount IS NOT NULL)),
+          CHECK ((status = 'open') = (settled_at IS NULL))
+        );
+        INSERT INTO next_holds (id, user_id, amount, status, captured_amount, created_at, expires_at, settled_at)
+        SELECT id, user_id, amount, status, captured_amount, created_at, expires_at, settled_at FROM holds;
+        DROP TABLE holds;
+        ALTER TABLE next_holds RENAME TO holds;
+        CREATE INDEX holds_open ON holds(expires_at) WHERE status = 'open';
+        CREATE INDEX holds_user ON holds(user_id, status);
         """
 }

@@ -8,15 +8,19 @@ extension Command {
     /// The existing hold the command settles (a capture or a release): the store reads it with the account.
     public var settledHoldId: String? {
         switch self {
-        case .captureHold(_, let holdId, _, _), .releaseHold(_, let holdId, _): return holdId
+        case .captureHold(_, let holdId, _, _), .releaseHold(_, let holdId, _, _): return holdId
         default: return nil
         }
     }
 
-    /// The quota whose counter the command plans from (an action's).
+    /// The quota whose counter the command plans from (an action's, a premium hold's, or the one a release gives a use back to).
     public var quota: String? {
-        guard case .performAction(_, let action, _) = self else { return nil }
-        return action.quota
+        switch self {
+        case .performAction(_, let action, _): return action.quota
+        case .createHold(_, _, _, _, _, .quota(let quota, _)?): return quota
+        case .releaseHold(_, _, _, let giveBack?): return giveBack.quota
+        default: return nil
+        }
     }
 
     /// Whether the command can append a ledger entry (a store then has an entry id ready, or takes one).

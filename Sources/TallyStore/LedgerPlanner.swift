@@ -101,12 +101,24 @@ public enum LedgerPlanner {
             guard amount > 0, amount <= Limits.maxAmount else { throw StoreError(.invalidInput) }
             plan.entry = PlannedEntry(kind: .grant, amount: amount, heldChange: 0, reason: reason)
 
-        case .createHold(let userId, let holdId, let amount, let expiresAt, let note):
+        case .createHold(let userId, let holdId, let amount, let expiresAt, let note, let premium):
             guard amount > 0, amount <= Limits.maxAmount, expiresAt > now else { throw StoreError(.invalidInput) }
-            guard wallet.available >= amount else { throw StoreError(.insufficientTokens) }
-            plan.entry = PlannedEntry(kind: .hold, amount: 0, heldChange: amount, reason: Self.reason(holdId, note))
+            // A premium user's hold on a premium model holds nothing: free, or for one use of a quota taken with it.
+            var (held, paid) = (amount, "")
+            switch premium {
+            case .free? where snapshot.user.isPremium(at: now):
+                (held, paid, plan.payment) = (0, " (premium: free)", .premium)
+            case .quota(let quota, let limit)? where snapshot.user.isPremium(at: now):
+                guard Self.takeUse(of: quota, limit: limit, snapshot: snapshot, now: now, into: &plan) else {
+                    throw StoreError(.quotaExhausted)
+                }
+                (held, paid, plan.payment) = (0, " (premium: quota \(quota))", .useQuota)
+            default:
+                guard wallet.available >= amount else { throw StoreError(.insufficientTokens) }
+            }
+            plan.entry = PlannedEntry(kind: .hold, amount: 0, heldChange: held, reason: Self.reason(holdId, note) + paid)
             plan.newHold = HoldRecord(
-                id: holdId, userId: userId, amount: amount, status: .open, capturedAmount: nil, createdAt: now,
+                id: holdId, userId: userId, amount: held, status: .open, capturedAmount: nil, createdAt: now,
                 expiresAt: expiresAt)
 
         case .captureHold(_, let holdId, let amount, let note):
@@ -115,35 +127,21 @@ public enum LedgerPlanner {
             plan.entry = PlannedEntry(kind: .capture, amount: -amount, heldChange: -hold.amount, reason: Self.reason(holdId, note))
             plan.settleHold = (.captured, amount)
 
-        case .releaseHold(_, let holdId, let note):
+        case .releaseHold(_, let holdId, let note, let giveBack):
             let hold = try openHold(snapshot, now: now)
             plan.entry = PlannedEntry(kind: .release, amount: 0, heldChange: -hold.amount, reason: Self.reason(holdId, note))
             plan.settleHold = (.released, nil)
+            if let giveBack { Self.giveBack(giveBack, snapshot: snapshot, now: now, into: &plan) }
 
         case .performAction(_, let action, let quotaLimit):
-            let timeZone = TimeZone(identifier: snapshot.user.timezone) ?? .gmt
-            let counter = action.quota.map { _ in QuotaWindow.current(snapshot.counter, now: now, timeZone: timeZone) }
-            // A guest's installation counts the same quota in windows of its own: both must have a use left.
-            let installationCounter = action.quota.flatMap { quota in
-                snapshot.installation.map { QuotaWindow.current($0.counters[quota], now: now, timeZone: timeZone) }
-            }
-            let remaining = counter.flatMap { counter in
-                quotaLimit.map { $0 - QuotaWindow.binding(counter, installation: installationCounter).used }
-            }
+            let remaining = action.quota.flatMap { quota in quotaLimit.map { Self.usesLeft(of: quota, limit: $0, snapshot: snapshot, now: now) } }
             let decision = ActionDecision.decide(
                 action: action, isPremium: snapshot.user.isPremium(at: now), quotaRemaining: remaining,
                 available: wallet.available)
             plan.payment = decision
             switch decision {
             case .useQuota:
-                if let quota = action.quota, var counter {
-                    counter.used += 1
-                    plan.counter = (quota, counter)
-                    if let installation = snapshot.installation, var installationCounter {
-                        installationCounter.used += 1
-                        plan.installationCounter = (installation.id, quota, installationCounter)
-                    }
-                }
+                if let quota = action.quota { _ = Self.takeUse(of: quota, limit: nil, snapshot: snapshot, now: now, into: &plan) }
             case .premium:
                 break
             case .charge(let tokens):
@@ -175,6 +173,50 @@ public enum LedgerPlanner {
     static func reason(_ holdId: String, _ note: String?) -> String {
         guard let note, !note.isEmpty else { return holdId }
         return holdId + " " + note
+    }
+
+    /// The counters of `quota` that apply at `now`: the account's, and a guest's installation's, which counts the same
+    /// quota in windows of its own (both must have a use left).
+    private static func counters(of quota: String, snapshot: LedgerSnapshot, now: Date) -> (QuotaCounter, QuotaCounter?) {
+        let timeZone = TimeZone(identifier: snapshot.user.timezone) ?? .gmt
+        let installation = snapshot.installation.map { QuotaWindow.current($0.counters[quota], now: now, timeZone: timeZone) }
+        return (QuotaWindow.current(snapshot.counter, now: now, timeZone: timeZone), installation)
+    }
+
+    /// The uses of `quota` left at `now` (`limit` a window).
+    private static func usesLeft(of quota: String, limit: Int, snapshot: LedgerSnapshot, now: Date) -> Int {
+        let (counter, installation) = counters(of: quota, snapshot: snapshot, now: now)
+        return limit - QuotaWindow.binding(counter, installation: installation).used
+    }
+
+    /// Plans one use of `quota` (the account's counter and a guest's installation's); `false`, planning nothing, when
+    /// `limit` is given and no use is left.
+    private static func takeUse(of quota: String, limit: Int?, snapshot: LedgerSnapshot, now: Date, into plan: inout LedgerPlan) -> Bool {
+        if let limit, usesLeft(of: quota, limit: limit, snapshot: snapshot, now: now) <= 0 { return false }
+        var (counter, installationCounter) = counters(of: quota, snapshot: snapshot, now: now)
+        counter.used += 1
+        plan.counter = (quota, counter)
+        if let installation = snapshot.installation, var installationCounter {
+            installationCounter.used += 1
+            plan.installationCounter = (installation.id, quota, installationCounter)
+        }
+        return true
+    }
+
+    /// Plans giving `use` back: to each counter still in the window it was counted in (open at `now`), none to a later one.
+    private static func giveBack(_ use: QuotaUse, snapshot: LedgerSnapshot, now: Date, into plan: inout LedgerPlan) {
+        func returned(_ counter: QuotaCounter?, _ windowEnd: Date?) -> QuotaCounter? {
+            guard var counter, let windowEnd, counter.windowEnd.millis == windowEnd.millis, now < counter.windowEnd, counter.used > 0
+            else { return nil }
+            counter.used -= 1
+            return counter
+        }
+        if let counter = returned(snapshot.counter, use.windowEnd) { plan.counter = (use.quota, counter) }
+        if let installation = snapshot.installation,
+            let counter = returned(installation.counters[use.quota], use.installationWindowEnd)
+        {
+            plan.installationCounter = (installation.id, use.quota, counter)
+        }
     }
 
     /// The entry that releases an expired hold.

@@ -16,6 +16,10 @@ struct DevLLM: AsyncParsableCommand {
     var apiKeyEnv: String?
     @Option(name: .customLong("first-token-ms"), help: "Milliseconds before the first token.") var firstTokenMillis = 0
     @Option(name: .customLong("token-interval-ms"), help: "Milliseconds between tokens.") var tokenIntervalMillis = 0
+    @Option(
+        name: .customLong("image-rule"),
+        help: "How image parts are billed: tiles (OpenAI's GPT-4o family: 85 + 170 a 512-px tile) or patches (32-px patches, GPT-4.1-mini's).")
+    var imageRule = "tiles"
 
     func run() async throws {
         var configuration = DevLLMConfiguration()
@@ -29,6 +33,10 @@ struct DevLLM: AsyncParsableCommand {
         }
         configuration.firstTokenDelay = .milliseconds(firstTokenMillis)
         configuration.tokenInterval = .milliseconds(tokenIntervalMillis)
+        guard let images = DevLLMConfiguration.imageRules[imageRule] else {
+            throw ValidationError("--image-rule is one of \(DevLLMConfiguration.imageRules.keys.sorted().joined(separator: ", "))")
+        }
+        configuration.images = images
         var logger = Logger(label: "tally.dev-llm")
         logger.logLevel = .warning
         let host = host

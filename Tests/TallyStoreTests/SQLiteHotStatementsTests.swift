@@ -19,6 +19,8 @@ struct SQLiteHotStatementsTests {
         """,
         "INSERT INTO idempotency_keys (scope, key, fingerprint, status, body, created_at) VALUES ('u', 'k', 'f', 200, x'', 1)",
         "INSERT INTO quota_counters (user_id, quota, used, window_end) VALUES ('u', 'q', 1, 1)",
+        "INSERT INTO holds (id, user_id, amount, status, created_at, expires_at) VALUES ('h', 'u', 5, 'open', 1, 2)",
+        "UPDATE holds SET status = 'captured', captured_amount = 1, settled_at = 2 WHERE id = 'h' AND status = 'open'",
     ]
 
     @Test("No hot write of the migrated schema opens an ephemeral table", arguments: statements)

@@ -138,9 +138,12 @@ public struct AIImageRule: Codable, Sendable, Hashable {
         return overflow ? .max : value
     }
 
+    // Rounded up, but a product that is whole save for the multiplier's binary error (300 × 1.62 is 486.00000000000006
+    // in doubles) is that whole number.
     private static func rounded(_ tokens: Double) -> Int {
         guard tokens.isFinite, tokens < 1e15 else { return tokens.isNaN ? 0 : Int(1e15) }
-        return max(0, Int(tokens.rounded(.up)))
+        let whole = tokens.rounded()
+        return max(0, Int(abs(tokens - whole) <= 4 * whole.ulp ? whole : tokens.rounded(.up)))
     }
 }
 

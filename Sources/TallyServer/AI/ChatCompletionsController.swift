@@ -121,17 +121,36 @@ struct ChatCompletionsController {
 
     // MARK: The hold and its settlement
 
-    /// Holds the most `chat` can cost (402 with wallet and quotas when it cannot be held).
+    /// Holds the most `chat` can cost (402 with wallet and quotas when it cannot be held). A user premium at the hold,
+    /// on a model whose `premium` is `free` or a quota, holds 0 tokens instead, for one use of the quota if so (402
+    /// `quota_exhausted` when none is left): ``PremiumHold``.
     func hold(_ userId: String, _ chat: ChatRequest) async throws -> HeldCall {
-        let call = HeldCall(userId: userId, holdId: UUID().uuidString.lowercased(), chat: chat)
+        var call = HeldCall(userId: userId, holdId: UUID().uuidString.lowercased(), chat: chat)
         let now = services.clock.now
+        let premium = premiumHold(chat.model)
         let command = Command.createHold(
             userId: userId, holdId: call.holdId, amount: chat.maxCost, expiresAt: now.addingTimeInterval(ai.holdTTL),
             note: "ai \(chat.model.name) prompt<=\(chat.promptBound) completion<=\(chat.completionLimit)"
-                + (chat.measure.images.isEmpty ? "" : " images=\(chat.measure.imageTokens)"))
-        _ = try await services.store.execute(command, idempotency: nil, now: now) { _ in StoredResponse(status: 201, body: []) }
+                + (chat.measure.images.isEmpty ? "" : " images=\(chat.measure.imageTokens)"),
+            premium: premium)
+        let paid = Mutex<PremiumPaid?>(nil)
+        _ = try await services.store.execute(command, idempotency: nil, now: now) { outcome in
+            paid.withLock { $0 = PremiumPaid(premium, outcome: outcome) }
+            return StoredResponse(status: 201, body: [])
+        }
         services.notifier.walletChanged(userId: userId)
+        call.premium = paid.withLock { $0 }
         return call
+    }
+
+    /// How a premium user's calls on `model` are held: nil when in tokens (`premium: tokens`); a quota the catalog
+    /// does not declare has no use.
+    func premiumHold(_ model: AIModelSpec) -> PremiumHold? {
+        switch model.premium {
+        case .tokens: return nil
+        case .free: return .free
+        case .quota(let name): return .quota(name, limit: services.catalog.quota(named: name)?.daily ?? 0)
+        }
     }
 
     /// Posts the call upstream; a failure before the answer releases the hold and answers 4xx/5xx.
@@ -167,14 +186,14 @@ struct ChatCompletionsController {
     ) async throws -> Execution {
         let services = self.services
         if charge.fromUsage { ai.prompts.learn(call.chat, promptTokens: charge.promptTokens) }
-        let held = call.chat.maxCost
+        let (held, charged) = (call.held, Settlement(call, charge: charge).charged)
         let (call, execution) = try await onHoldOwner(call) { call in
             let command = Settlement(call, charge: charge).command
             let key = idempotency.map { IdempotencyKey(scope: call.userId, key: $0.key, fingerprint: $0.fingerprint) }
             return try await Task {
                 try await services.store.execute(command, idempotency: key, now: services.clock.now) { outcome in
                     render(AICharge(
-                        charged: charge.amount, held: held, promptTokens: charge.promptTokens,
+                        charged: charged, held: held, promptTokens: charge.promptTokens,
                         completionTokens: charge.completionTokens, wallet: Wallet(outcome.state.wallet)))
                 }
             }.value
@@ -192,7 +211,7 @@ struct ChatCompletionsController {
             return (call, try await body(call))
         } catch let error as StoreError where error.code == .userNotFound {
             guard let account = try await services.store.user(id: call.userId)?.mergedInto else { throw error }
-            let moved = HeldCall(userId: account, holdId: call.holdId, chat: call.chat)
+            let moved = HeldCall(userId: account, holdId: call.holdId, chat: call.chat, premium: call.premium)
             return (moved, try await body(moved))
         }
     }
@@ -205,7 +224,7 @@ struct ChatCompletionsController {
     func settle(_ call: HeldCall, charge: ChatCharge?, why: String = "") async -> AICharge? {
         let services = self.services
         let report = Mutex<AICharge?>(nil)
-        let held = call.chat.maxCost
+        let held = call.held
         let render: @Sendable (AICharge) -> StoredResponse = { charge in
             report.withLock { $0 = charge }
             return StoredResponse(status: 200, body: [])
@@ -268,6 +287,38 @@ struct HeldCall: Sendable {
     let userId: String
     let holdId: String
     let chat: ChatRequest
+    /// How a premium user's call is paid instead of tokens; nil: it holds, and is charged, tokens.
+    var premium: PremiumPaid? = nil
+
+    /// What the call holds: the most it can cost, or nothing when premium pays for it.
+    var held: Int64 { premium == nil ? chat.maxCost : 0 }
+}
+
+/// How a premium user's AI call was paid instead of tokens (the model's `premium`): it is held and charged 0, and
+/// recorded with the provider's counts and what it would have cost.
+enum PremiumPaid: Sendable, Hashable {
+    /// Free.
+    case free
+    /// With a quota use, given back if the call fails before answering.
+    case quota(QuotaUse)
+
+    /// How the hold `outcome` of a hold asked with `premium` was paid: nil when it holds tokens (no premium asked, or
+    /// the user is not premium).
+    init?(_ premium: PremiumHold?, outcome: CommandOutcome) {
+        switch (premium, outcome.payment) {
+        case (.free?, .premium?): self = .free
+        case (.quota(let quota, _)?, .useQuota?):
+            guard let use = QuotaUse(quota: quota, outcome: outcome) else { return nil }
+            self = .quota(use)
+        default: return nil
+        }
+    }
+
+    /// The quota use to give back when the call's hold is released.
+    var use: QuotaUse? {
+        guard case .quota(let use) = self else { return nil }
+        return use
+    }
 }
 
 /// One of a user's concurrent-call slots, given back once (by the call, or when it is dropped unended).

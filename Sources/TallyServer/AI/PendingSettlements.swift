@@ -17,31 +17,38 @@ struct Settlement: Sendable, Hashable {
     let charge: ChatCharge?
     /// Why a hold is released, for the ledger.
     var why = ""
+    /// How a premium user's call was paid instead of tokens: captured at 0, or released with its quota use given back.
+    var premium: PremiumPaid?
 
     /// The settlement of `call`.
     init(_ call: HeldCall, charge: ChatCharge?, why: String = "") {
-        (userId, holdId, model, self.charge, self.why) = (call.userId, call.holdId, call.chat.model.name, charge, why)
+        (userId, holdId, model, self.charge, self.why, premium) = (call.userId, call.holdId, call.chat.model.name, charge, why, call.premium)
     }
 
-    /// The ledger's note for a capture: the counts charged (`(estimated)` when no usage came).
+    /// The ledger's note for a capture: the counts charged (`(estimated)` when no usage came), and for a premium
+    /// call what it would have cost in tokens (it is charged 0).
     var note: String {
         guard let charge else { return "ai \(model) \(why)" }
         return "ai \(model) prompt=\(charge.promptTokens) completion=\(charge.completionTokens)" + (charge.fromUsage ? "" : " (estimated)")
+            + (premium == nil ? "" : " (premium: would cost \(charge.amount))")
     }
+
+    /// The tokens the capture takes: the charge's, 0 for a premium call.
+    var charged: Int64 { premium == nil ? charge?.amount ?? 0 : 0 }
 
     /// The same settlement on `account`: its guest was merged there while the call ran, and its hold moved with it.
     func moved(to account: String) -> Settlement {
-        Settlement(userId: account, holdId: holdId, model: model, charge: charge, why: why)
+        Settlement(userId: account, holdId: holdId, model: model, charge: charge, why: why, premium: premium)
     }
 
-    private init(userId: String, holdId: String, model: String, charge: ChatCharge?, why: String) {
-        (self.userId, self.holdId, self.model, self.charge, self.why) = (userId, holdId, model, charge, why)
+    private init(userId: String, holdId: String, model: String, charge: ChatCharge?, why: String, premium: PremiumPaid?) {
+        (self.userId, self.holdId, self.model, self.charge, self.why, self.premium) = (userId, holdId, model, charge, why, premium)
     }
 
-    /// The capture, or the release.
+    /// The capture, or the release (which gives a premium call's quota use back).
     var command: Command {
-        guard let charge else { return .releaseHold(userId: userId, holdId: holdId, note: note) }
-        return .captureHold(userId: userId, holdId: holdId, amount: charge.amount, note: note)
+        guard charge != nil else { return .releaseHold(userId: userId, holdId: holdId, note: note, giveBack: premium?.use) }
+        return .captureHold(userId: userId, holdId: holdId, amount: charged, note: note)
     }
 }
 
@@ -146,7 +153,7 @@ final class PendingSettlements: Service, Sendable {
     /// Charges a capture whose hold is no longer open: nothing when an earlier attempt settled it, else a debit under
     /// `tally.ai capture/<hold>`; `false` when the database is still unavailable.
     private func chargeExpired(_ settlement: Settlement) async -> Bool {
-        guard let charge = settlement.charge, charge.amount > 0 else { return true }
+        guard let charge = settlement.charge, settlement.charged > 0 else { return true }
         let key = IdempotencyKey(
             scope: settlement.userId, key: "tally.ai capture/" + settlement.holdId,
             fingerprint: Secrets.sha256("ai capture " + settlement.holdId))

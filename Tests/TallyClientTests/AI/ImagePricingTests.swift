@@ -30,6 +30,8 @@ struct ImagePricingTests {
         #expect(Self.patches.tokens(width: 1800, height: 2400, detail: .high) == 2353)
         #expect(Self.patches.tokens(width: 1800, height: 2400, detail: .low) == 2353)  // no low price set: as high
         #expect(Self.patches.costliestTokens(detail: .high) == 2489)  // 1536 × 1.62 = 2488.32
+        // 640×480: 20 × 15 = 300 patches; × 1.62 = 486 exactly (486.00000000000006 in doubles, not 487).
+        #expect(Self.patches.tokens(width: 640, height: 480, detail: .high) == 486)
     }
 
     @Test("No image costs more than the costliest, the price a URL image is held at")
