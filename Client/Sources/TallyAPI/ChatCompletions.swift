@@ -5,37 +5,150 @@ import Foundation
 // Keys are snake_case on the wire. The gateway takes more fields than these types model (``ChatRequestFields``
 // lists them: any other is refused); these types are for the SDK, the local model (`tally dev-llm`) and reading answers.
 
-/// One message of a conversation.
+/// One message of a conversation: plain text, or parts (text and images) for a question about a picture.
+///
+/// ```swift
+/// let question = ChatMessage(role: "user", parts: [.text("What is in this photo?"), .image(data: jpeg, mimeType: "image/jpeg")])
+/// ```
 public struct ChatMessage: Codable, Hashable, Sendable {
     /// `system`, `user`, `assistant` or `tool`.
     public var role: String
-    /// The text. On the wire it may also be an array of parts; the text parts are joined here.
-    public var content: String
+    private var body: Body
 
-    /// Creates a message.
+    /// What a message carries: a string, or parts (kept as decoded when every part is one ``ChatContentPart`` models).
+    private enum Body: Hashable, Sendable {
+        case text(String)
+        case parts([ChatContentPart])
+    }
+
+    /// The text: a plain message's whole content; a message of parts, its text parts joined (as on the wire before
+    /// parts were modelled). Setting it makes the message plain text.
+    public var content: String {
+        get {
+            switch body {
+            case .text(let text): text
+            case .parts(let parts): parts.compactMap(\.text).joined()
+            }
+        }
+        set { body = .text(newValue) }
+    }
+
+    /// The content's parts, in order; nil for a plain-text message. Setting nil makes the message plain text (its
+    /// text parts joined).
+    public var parts: [ChatContentPart]? {
+        get { if case .parts(let parts) = body { parts } else { nil } }
+        set { body = newValue.map(Body.parts) ?? .text(content) }
+    }
+
+    /// Creates a plain-text message.
     public init(role: String, content: String) {
         self.role = role
-        self.content = content
+        self.body = .text(content)
+    }
+
+    /// Creates a message of parts: text and images (``ChatContentPart``), sent in this order.
+    public init(role: String, parts: [ChatContentPart]) {
+        self.role = role
+        self.body = .parts(parts)
     }
 
     private enum CodingKeys: String, CodingKey { case role, content }
-    private struct Part: Decodable {
+
+    /// A part as it may come on the wire: only its type and text are required to read the message's text.
+    private struct AnyPart: Decodable {
         var type: String
         var text: String?
     }
 
-    /// Decodes `content` as a string, an array of parts (the text ones joined) or null (empty).
+    /// Decodes `content` as a string, an array of parts or null (empty). Parts are kept when every one is a text or
+    /// image part; otherwise (audio, a type added later) the text parts are joined, as before parts were modelled.
     public init(from decoder: any Decoder) throws {
         let container = try decoder.container(keyedBy: CodingKeys.self)
         role = try container.decode(String.self, forKey: .role)
         if let text = try? container.decodeIfPresent(String.self, forKey: .content) {
-            content = text
-        } else if let parts = try? container.decodeIfPresent([Part].self, forKey: .content) {
-            content = parts.compactMap { $0.type == "text" ? $0.text : nil }.joined()
+            body = .text(text)
+        } else if let parts = try? container.decodeIfPresent([ChatContentPart].self, forKey: .content) {
+            body = .parts(parts)
+        } else if let parts = try? container.decodeIfPresent([AnyPart].self, forKey: .content) {
+            body = .text(parts.compactMap { $0.type == "text" ? $0.text : nil }.joined())
         } else if try container.decodeNil(forKey: .content) {
-            content = ""
+            body = .text("")
         } else {
             throw DecodingError.dataCorruptedError(forKey: .content, in: container, debugDescription: "content must be a string or parts")
+        }
+    }
+
+    /// Encodes `content` as a string, or as OpenAI's array of parts.
+    public func encode(to encoder: any Encoder) throws {
+        var container = encoder.container(keyedBy: CodingKeys.self)
+        try container.encode(role, forKey: .role)
+        switch body {
+        case .text(let text): try container.encode(text, forKey: .content)
+        case .parts(let parts): try container.encode(parts, forKey: .content)
+        }
+    }
+}
+
+/// One part of a message's content, in OpenAI's wire format: `{"type":"text","text":…}` or
+/// `{"type":"image_url","image_url":{"url":…,"detail":…}}`. The gateway holds an image by its pixel size and the
+/// model's ``AIImageRule`` (read from the image's header, never decoded), not by its bytes.
+public struct ChatContentPart: Codable, Hashable, Sendable {
+    /// The text of a text part; nil for an image.
+    public let text: String?
+    /// The URL of an image part — `data:<type>;base64,…` or `https://…` —; nil for text.
+    public let url: String?
+    /// The detail an image part asks for; nil for text, or an image part decoded without one (priced as `auto`).
+    public let detail: ImageDetail?
+
+    private init(text: String?, url: String?, detail: ImageDetail?) {
+        (self.text, self.url, self.detail) = (text, url, detail)
+    }
+
+    /// A text part.
+    public static func text(_ text: String) -> ChatContentPart {
+        ChatContentPart(text: text, url: nil, detail: nil)
+    }
+
+    /// An image sent with the request as a `data:` URL: PNG, JPEG, WebP or GIF bytes (`mimeType` `image/png`,
+    /// `image/jpeg`, `image/webp` or `image/gif`, which must match the bytes). Its price depends on its pixel size
+    /// and `detail` only (the SDK's `tally.ai.estimatedCost(model:parts:)` says it before asking).
+    public static func image(data: Data, mimeType: String, detail: ImageDetail = .auto) -> ChatContentPart {
+        ChatContentPart(text: nil, url: "data:\(mimeType);base64," + data.base64EncodedString(), detail: detail)
+    }
+
+    /// An image the provider fetches: an `https` URL on a host the model's `allowedURLHosts` lists (its size is
+    /// unknown before the call, so it is held at the model's costliest image).
+    public static func imageURL(_ url: URL, detail: ImageDetail = .auto) -> ChatContentPart {
+        ChatContentPart(text: nil, url: url.absoluteString, detail: detail)
+    }
+
+    private enum CodingKeys: String, CodingKey { case type, text, imageURL = "image_url" }
+    private enum ImageKeys: String, CodingKey { case url, detail }
+
+    /// Decodes a `text` or `image_url` part; any other type is an error (``ChatMessage`` then keeps only the text).
+    public init(from decoder: any Decoder) throws {
+        let container = try decoder.container(keyedBy: CodingKeys.self)
+        switch try container.decode(String.self, forKey: .type) {
+        case "text": self.init(text: try container.decode(String.self, forKey: .text), url: nil, detail: nil)
+        case "image_url":
+            let image = try container.nestedContainer(keyedBy: ImageKeys.self, forKey: .imageURL)
+            self.init(text: nil, url: try image.decode(String.self, forKey: .url), detail: try image.decodeIfPresent(ImageDetail.self, forKey: .detail))
+        case let type:
+            throw DecodingError.dataCorruptedError(forKey: .type, in: container, debugDescription: "a content part of type \(type)")
+        }
+    }
+
+    /// Encodes the part as OpenAI's clients send it.
+    public func encode(to encoder: any Encoder) throws {
+        var container = encoder.container(keyedBy: CodingKeys.self)
+        if let url {
+            try container.encode("image_url", forKey: .type)
+            var image = container.nestedContainer(keyedBy: ImageKeys.self, forKey: .imageURL)
+            try image.encode(url, forKey: .url)
+            try image.encodeIfPresent(detail, forKey: .detail)
+        } else {
+            try container.encode("text", forKey: .type)
+            try container.encode(text ?? "", forKey: .text)
         }
     }
 }

@@ -48,4 +48,33 @@ enum AIDocSamples {
         horoscope = prediction.content
         return horoscope
     }
+
+    /// `ChatMessage`: a question about a photo.
+    static func photoQuestion(jpeg: Data) -> ChatMessage {
+        let question = ChatMessage(role: "user", parts: [.text("What is in this photo?"), .image(data: jpeg, mimeType: "image/jpeg")])
+        return question
+    }
+
+    /// `AIClient.estimatedCost(model:parts:maxTokens:)`: the price of a question about a photo, Send enabled only when
+    /// the wallet can hold it.
+    static func photoPrice(tally: Client, jpeg: Data) async throws -> (String, Bool, ChatCompletion) {
+        var priceLabel = ""
+        var canSend = false
+        let parts: [ChatContentPart] = [.text("What is in this photo?"), .image(data: jpeg, mimeType: "image/jpeg")]
+        let cost = try await tally.ai.estimatedCost(model: "vision", parts: parts)
+        priceLabel = "up to \(cost) tokens"
+        canSend = cost <= tally.value(tally.walletQuery)?.available ?? 0
+        let answer = try await tally.ai.chat(model: "vision", messages: [ChatMessage(role: "user", parts: parts)])
+        return (priceLabel, canSend, answer)
+    }
+
+    /// README.md's sample of a question about a photo.
+    static func readmePhoto(tally: Client, jpeg: Data) async throws -> (Bool, String) {
+        var canSend = false
+        let parts: [ChatContentPart] = [.text("Read this face."), .image(data: jpeg, mimeType: "image/jpeg", detail: .high)]
+        let cost = try await tally.ai.estimatedCost(model: "vision", parts: parts)   // the hold the server will take
+        canSend = cost <= tally.value(tally.walletQuery)?.available ?? 0              // else the Send button stays off
+        let reading = try await tally.ai.reply(to: ChatCompletionRequest(model: "vision", messages: [ChatMessage(role: "user", parts: parts)]))
+        return (canSend, reading.text)
+    }
 }

@@ -120,15 +120,28 @@ public struct AIClient: Sendable {
     /// let most = try await tally.ai.hold(for: ChatCompletionRequest(model: "chat", messages: conversation))
     /// priceLabel = "up to \(most) tokens"
     /// ```
-    /// - Throws: ``ClientError`` from fetching the list; ``ClientError/Code/invalidInput`` for a model it does not list.
+    /// - Throws: ``ClientError`` from fetching the list; ``ClientError/Code/invalidInput`` for a model it does not list;
+    ///   the gateway's refusal of the request's content, as the server would answer it (``ClientError/Code/server``,
+    ///   status 400, ``ClientError/serverCode`` `images_not_supported`, `too_many_images`, `image_too_large`,
+    ///   `invalid_image`, `image_url_not_allowed`, `audio_not_supported` or `invalid_field`) — nothing is sent.
     public func hold(for request: ChatCompletionRequest) async throws -> Int64 {
+        let model = try await self.model(named: request.model)
+        do throws(AIContentRefusal) { return try model.hold(for: request) } catch {
+            throw RequestExecutor.error(
+                status: 400, detail: ErrorResponse(error: ErrorDetail(code: error.code, message: error.message)), retryAfter: nil)
+        }
+    }
+
+    /// The model the gateway lists as `name`, with its prices and image rule (``modelsQuery``, fetched once and cached).
+    /// - Throws: ``ClientError`` from fetching the list; ``ClientError/Code/invalidInput`` for a model it does not list.
+    public func model(named name: String) async throws -> AIModelSpec {
         var models = client.value(modelsQuery)
         if models == nil { models = try await client.revalidate(modelsQuery) }
         guard let models else { throw ClientError(.offline) }
-        guard let model = models.items.first(where: { $0.name == request.model }) else {
-            throw ClientError(.invalidInput, message: "the server offers no model named \(request.model)")
+        guard let model = models.items.first(where: { $0.name == name }) else {
+            throw ClientError(.invalidInput, message: "the server offers no model named \(name)")
         }
-        return try model.hold(for: request)
+        return model
     }
 
     /// The hold to show: the caller's estimate, else the computed hold when the price list can be had.
