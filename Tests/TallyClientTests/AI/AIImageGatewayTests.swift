@@ -78,7 +78,7 @@ struct AIImageGatewayTests {
                 let estimate = try await client.ai.estimatedCost(model: "vision", parts: parts, maxTokens: 4)
                 let documented = textBound + Self.rule.tokens(width: width, height: height, detail: detail) + 4
                 #expect(estimate == Int64(documented), "\(format) \(width)×\(height) \(detail)")
-                await withKnownIssue(Self.knownIssue) {
+                try await withKnownIssue(Self.knownIssue) {
                     let held: Int64?
                     if index == 0 {  // one streamed: the same hold
                         var charge: AICharge?
@@ -115,7 +115,7 @@ struct AIImageGatewayTests {
             let (short, _) = try await server.readyClient(tokens: estimate - 1)
             let (enough, _) = try await server.readyClient(tokens: estimate)
             let calls = try await model.stats().completions
-            await withKnownIssue(Self.knownIssue) {
+            try await withKnownIssue(Self.knownIssue) {
                 let refused = await #expect(throws: ClientError.self) { try await short.ai.chat(Self.ask(parts)) }
                 #expect(refused?.code == .insufficientTokens && refused?.wallet?.available == estimate - 1)
                 #expect(try await model.stats().completions == calls)
@@ -148,7 +148,7 @@ struct AIImageGatewayTests {
                 var local: ClientError?
                 do { _ = try await client.ai.estimatedCost(model: name, parts: parts) } catch let error as ClientError { local = error }
                 #expect(local?.code == .server && local?.status == 400 && local?.serverCode == code, "\(code): \(String(describing: local))")
-                await withKnownIssue(Self.knownIssue) {
+                try await withKnownIssue(Self.knownIssue) {
                     var answered: ClientError?
                     do { _ = try await client.ai.chat(Self.ask(parts, model: name)) } catch let error as ClientError { answered = error }
                     #expect(answered?.code == .server && answered?.status == 400 && answered?.serverCode == code, "\(code): \(String(describing: answered))")
