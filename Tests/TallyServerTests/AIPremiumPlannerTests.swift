@@ -19,7 +19,7 @@ struct AIPremiumPlannerTests {
     }
 
     static func hold(_ premium: PremiumHold?) -> Command {
-        .createHold(userId: "u1", holdId: "h1", amount: 50, expiresAt: t0.addingTimeInterval(600), note: "ai m", premium: premium)
+        .createHold(userId: "u1", holdId: "h1", amount: 50, expiresAt: t0.addingTimeInterval(20 * 3600), note: "ai m", premium: premium)
     }
 
     static func refusal(_ command: Command, _ snapshot: LedgerSnapshot, now: Date = t0) -> StoreError.Code? {
