@@ -214,7 +214,7 @@ extension AIConfigurationTests {
     @Test("images:, premium: and the body limits round-trip through the effective configuration, as every key does")
     func imagesAndPremiumRoundTrip() throws {
         let text = Self.section(
-            ", images: {patchSize: 16, maxPatches: 900, patchMultiplier: 2.5, lowDetailTokens: 70, allowedURLHosts: [cdn.example.org]}, premium: {quota: readings}",
+            ", images: {patchSize: 16, maxPatches: 900, patchMultiplier: 2.5, lowDetailTokens: 70, maxBytes: 2000000, allowedURLHosts: [cdn.example.org]}, premium: {quota: readings}",
             "  maxRequestBytes: 3145728\n  requestBytesInFlight: 9437184")
         let configuration = try TallyConfiguration(file: text, catalog: Self.catalog)
         let written = configuration.effectiveFile

@@ -405,7 +405,9 @@ final class ImageUpstream: Sendable {
             let answer = #"{"id":"c1","object":"chat.completion","choices":[{"index":0,"message":{"role":"assistant","content":"A picture."},"finish_reason":"stop"}],"usage":\#(usageJSON)}"#
             return Response(status: .ok, headers: [.contentType: "application/json"], body: .init(byteBuffer: ByteBuffer(string: answer)))
         }
-        let chunk = { (delta: String) in ByteBuffer(string: #"data: {"id":"c1","object":"chat.completion.chunk","choices":[{"index":0,"delta":\#(delta)}]}"# + "\n\n") }
+        @Sendable func chunk(_ delta: String) -> ByteBuffer {
+            ByteBuffer(string: #"data: {"id":"c1","object":"chat.completion.chunk","choices":[{"index":0,"delta":\#(delta)}]}"# + "\n\n")
+        }
         return Response(status: .ok, headers: [.contentType: "text/event-stream"], body: ResponseBody { writer in
             try await writer.write(chunk(#"{"role":"assistant","content":""}"#))
             try await writer.write(chunk(#"{"content":"A"}"#))

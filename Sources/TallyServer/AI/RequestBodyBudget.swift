@@ -69,7 +69,10 @@ final class RequestBodyBudget: Sendable {
         /// The bytes reserved now; nil once given back.
         private let held: Mutex<Int?>
 
-        fileprivate init(budget: RequestBodyBudget, bytes: Int) { (self.budget, self.held) = (budget, Mutex(bytes)) }
+        fileprivate init(budget: RequestBodyBudget, bytes: Int) {
+            self.budget = budget
+            self.held = Mutex(bytes)
+        }
 
         /// The bytes reserved now (0 once given back).
         var bytes: Int { held.withLock { $0 ?? 0 } }

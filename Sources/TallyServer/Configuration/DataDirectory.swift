@@ -4,6 +4,10 @@ import Foundation
 // CDispatch (through NIO), and MemberImportVisibility then wants it imported here.
 import CDispatch
 #endif
+#if canImport(CoreFoundation)
+// …or CoreFoundation (through Foundation), in other orders.
+import CoreFoundation
+#endif
 
 /// The data directory holds the embedded database (sessions, ledger), the admin key and the signing keys:
 /// only the server's own user may read it. The directory is 0700 and Tally's files in it 0600, whatever
