@@ -26,14 +26,19 @@ struct AIImageGatewayTests {
     static let vision = AIModelSpec(
         name: "vision", upstreamModel: "dev", promptTokensPerCredit: 1, completionTokensPerCredit: 1, maxCompletionTokens: 16, images: rule)
     static let chat = AIModelSpec(name: "chat", upstreamModel: "dev", promptTokensPerCredit: 1, completionTokensPerCredit: 1, maxCompletionTokens: 16)
-    static let knownIssue: Comment = "the gateway takes image parts once issue 44's gateway branch is merged"
+    static let knownIssue: Comment = "the gateway refuses image parts (fails the suite: see with(_:_:))"
 
     /// A server on `kind` offering `vision` and `chat` in front of an in-process dev-llm, and whether it takes images.
     static func with<T: Sendable>(_ kind: StoreKind, _ body: @Sendable (TallyTestServer, DevModel, Bool) async throws -> T) async throws -> T {
         try await LocalModel.with(apiKey: key) { port in
             try await TallyTestServer.with(kind, catalog: AIGatewayClientTests.catalog, configure: { configuration in
                 configuration.ai = AIConfiguration(upstream: AIUpstream(baseURL: "http://127.0.0.1:\(port)/v1", apiKey: key), models: [vision, chat])
-            }) { server in try await body(server, DevModel(port: port), try await gatewayTakesImages(server)) }
+            }) { server in
+                // Since issue 44's gateway landed, a refusal of image parts as such is a failure, not a known issue.
+                let takesImages = try await gatewayTakesImages(server)
+                #expect(takesImages, "the gateway refused an image part as invalid_field")
+                return try await body(server, DevModel(port: port), takesImages)
+            }
         }
     }
 
