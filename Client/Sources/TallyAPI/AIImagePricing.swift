@@ -88,7 +88,7 @@ public struct AIImageRule: Codable, Sendable, Hashable {
         case .patches(let size, let maxPatches, _):
             guard let factor = patchShrink(width: width, height: height, patchSize: size, maxPatches: maxPatches) else { return (width, height) }
             // Down, not up: a side rounded up could cover one more patch column than the model's own resize does.
-            return (max(1, Int((Double(width) * factor).rounded(.down))), max(1, Int((Double(height) * factor).rounded(.down))))
+            return (max(1, Self.whole(Double(width) * factor, .down)), max(1, Self.whole(Double(height) * factor, .down)))
         }
     }
 
@@ -112,8 +112,8 @@ public struct AIImageRule: Codable, Sendable, Hashable {
         }
         // A hair below each whole patch count, so a dimension the shrink put exactly on a patch edge is not counted
         // one over by rounding.
-        let across = Int((Double(w) * factor / Double(patchSize) - 1e-9).rounded(.up))
-        let down = Int((Double(h) * factor / Double(patchSize) - 1e-9).rounded(.up))
+        let across = Self.whole(Double(w) * factor / Double(patchSize) - 1e-9, .up)
+        let down = Self.whole(Double(h) * factor / Double(patchSize) - 1e-9, .up)
         return (max(across, 1), max(down, 1))
     }
 
@@ -141,9 +141,15 @@ public struct AIImageRule: Codable, Sendable, Hashable {
     // Rounded up, but a product that is whole save for the multiplier's binary error (300 × 1.62 is 486.00000000000006
     // in doubles) is that whole number.
     private static func rounded(_ tokens: Double) -> Int {
-        guard tokens.isFinite, tokens < 1e15 else { return tokens.isNaN ? 0 : Int(1e15) }
         let whole = tokens.rounded()
-        return max(0, Int(abs(tokens - whole) <= 4 * whole.ulp ? whole : tokens.rounded(.up)))
+        return max(0, Self.whole(abs(tokens - whole) <= 4 * whole.ulp ? whole : tokens, .up))
+    }
+
+    // `value` rounded by `rule`, total: NaN is 0, and what lies beyond 10¹⁵ (no image costs that) is 10¹⁵.
+    private static func whole(_ value: Double, _ rule: FloatingPointRoundingRule) -> Int {
+        let limit = 1_000_000_000_000_000
+        guard !value.isNaN else { return 0 }
+        return Int(exactly: min(max(value.rounded(rule), -Double(limit)), Double(limit))) ?? 0
     }
 }
 
