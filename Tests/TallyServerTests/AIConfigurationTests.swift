@@ -5,7 +5,7 @@ import TallyStore
 import Testing
 
 /// The `ai:` section of `TALLY_CONFIG`, and the pure rules that turn a client's request into what is held and sent.
-@Suite("AI configuration and request rules")
+@Suite("AI configuration and request rules", .timeLimit(.minutes(2)))
 struct AIConfigurationTests {
     static let catalog = try! Catalog(
         signupGrant: 0, quotas: [QuotaSpec(name: "readings", daily: 3)],
