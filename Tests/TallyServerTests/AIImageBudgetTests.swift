@@ -92,9 +92,47 @@ struct AIImageBudgetTests {
         return String(decoding: JSONValue.object(AIImageGatewayTests.question("vision", [AIImageGatewayTests.imagePart(url, detail: "low")])).bytes, as: UTF8.self)
     }
 
-    static func head(_ user: TestUser, length: Int) -> String {
+    static func head(_ user: TestUser, length: Int, close: Bool = false) -> String {
         "POST /v1/ai/chat/completions HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer \(user.accessToken)\r\n"
-            + "Content-Type: application/json\r\nContent-Length: \(length)\r\n\r\n"
+            + (close ? "Connection: close\r\n" : "") + "Content-Type: application/json\r\nContent-Length: \(length)\r\n\r\n"
+    }
+
+    @Test("A busy answer reaches a client that asks Connection: close and writes its whole 8 MiB upload before reading (as urllib does): no reset, no stall", arguments: StoreKind.allCases)
+    func busyAnswerAfterAWholeUpload(_ kind: StoreKind) async throws {
+        let size = 8 << 20
+        try await AIImageGatewayTests.with(kind, maxRequestBytes: size, bytesInFlight: size) { server, upstream in
+            let api = server.connection()
+            let user = try await api.newGuest(granted: 100_000)
+            let budget = try #require(server.services.ai?.bodies)
+            // One upload declares the whole budget and sends no more: every other upload is busy.
+            let holder = try await RawConnection.open(port: server.port)
+            try await holder.send(Self.head(user, length: size))
+            for _ in 0..<2_000 where budget.reserved == 0 { try await Task.sleep(for: .milliseconds(5)) }
+            #expect(budget.reserved == size)
+
+            // 8 MiB is more than loopback's socket buffers hold: the write completes only if the server reads it.
+            let upload = try await RawConnection.open(port: server.port)
+            let sent = try await withThrowingTaskGroup(of: Bool.self) { group in
+                group.addTask {
+                    try await upload.send(Self.head(user, length: size, close: true) + String(repeating: "x", count: size))
+                    return true
+                }
+                group.addTask {
+                    try await Task.sleep(for: .seconds(60))
+                    return false
+                }
+                defer { group.cancelAll() }
+                return try await group.next() ?? false
+            }
+            #expect(sent, "the whole body was written")
+            let answer = try #require(try await upload.response(within: .seconds(20)))
+            #expect(answer.hasPrefix("HTTP/1.1 503") && answer.contains(#""code":"busy""#), "\(answer.prefix(300))")
+            #expect(await upload.closedByServer(within: .seconds(20)), "closed once the body was read, as asked")
+            await upload.close()
+            await holder.close()
+            #expect(upstream.requests == 0)
+            #expect(try await api.allEntries(user).map(\.kind) == ["grant"], "nothing held for a busy answer")
+        }
     }
 
     @Test("With a 1.5 MiB budget: while one 0.9 MiB upload is being read, concurrent large uploads get 503 busy + Retry-After, unread, nothing held; uploads within the budget succeed", arguments: StoreKind.allCases)

@@ -19,7 +19,7 @@ struct AIPremiumTests {
     }
     static let models = [model("paid", .tokens), model("free", .free), model("counted", .quota("answers"))]
     /// Two premium answers a day on `counted`.
-    static let catalog = try! Catalog(signupGrant: 0, quotas: [QuotaSpec(name: "answers", daily: 2)], actions: [ActionSpec(name: "ai.query", tokens: 3)])
+    static let catalog = try! Catalog(signupGrant: 0, quotas: [QuotaSpec(name: "answers", daily: 2), QuotaSpec(name: "readings", daily: 3)], actions: [ActionSpec(name: "ai.query", tokens: 3)])
     static let premiumUntil = Date(timeIntervalSince1970: 1_800_000_000 + 30 * 86_400)
 
     /// A server on `kind` offering ``models`` from a local model.
@@ -148,6 +148,10 @@ struct AIPremiumTests {
             }
             #expect(try await used() == 2)
             #expect(try await upstream.stats().completions == 4)
+            // The quota that counts them is not unlimited to this premium user; a quota no model counts still is.
+            let shown = try await api.send(.get, "/v1/quotas", token: premium.accessToken).decode(QuotaList.self).items
+            #expect(shown.first(where: { $0.name == "answers" }).map { !$0.unlimited && $0.remaining == 0 } == true, "\(shown)")
+            #expect(shown.first(where: { $0.name == "readings" })?.unlimited == true, "\(shown)")
             for stream in [false, true] {
                 let (refused, _) = try await Self.call(api, premium, model: "counted", stream: stream)
                 #expect(refused.status == .paymentRequired && refused.errorCode == "quota_exhausted", "\(refused.text)")

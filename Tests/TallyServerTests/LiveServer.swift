@@ -129,24 +129,23 @@ struct APIConnection: Sendable {
         case api, admin
     }
 
-    let client: TestClient
+    private let client: KeptAliveClient
     let adminKey: String
     /// The public listener's port (for clients other than `client`, e.g. an event stream).
     let port: Int
-    private let adminClient: LazyTestClient
+    private let adminClient: KeptAliveClient
 
     init(port: Int, adminPort: Int, adminKey: String) {
         self.port = port
         // A read waits up to 60 s, not the test client's default 15: a thousand concurrent requests from each of two tests
         // on two loaded cores took longer than 15 s for the last answers (AIDailyTests, PostgreSQL). A hang still fails.
-        client = TestClient(host: "127.0.0.1", port: port, configuration: .init(timeout: .seconds(60)))
-        client.connect()
-        adminClient = LazyTestClient(port: adminPort)
+        client = KeptAliveClient(port: port)
+        adminClient = KeptAliveClient(port: adminPort)
         self.adminKey = adminKey
     }
 
     func close() async {
-        try? await client.shutdown()
+        await client.shutdown()
         await adminClient.shutdown()
     }
 
@@ -164,31 +163,48 @@ struct APIConnection: Sendable {
         if let raw { body = ByteBuffer(string: raw) }
         if body != nil, headers[.contentType] == nil { headers[.contentType] = "application/json" }
         let adminRoute = admin || path.hasPrefix("/admin/") || path == "/metrics"
-        let target = (listener ?? (adminRoute ? .admin : .api)) == .admin ? adminClient.client : client
+        let target = (listener ?? (adminRoute ? .admin : .api)) == .admin ? adminClient : client
         let response = try await target.execute(.init(path, method: method, authority: "127.0.0.1", headers: headers, body: body))
         return APIResponse(status: response.status, headers: response.headers, body: response.body.map { Array($0.readableBytesView) } ?? [])
     }
 }
 
-/// A connection opened on first use.
-final class LazyTestClient: Sendable {
+/// A keep-alive connection, opened on first use and opened again when the server had closed it while it was idle (its
+/// `idleTimeout`, 75 s, passes between two admin requests of a slow test on loaded cores): the request was never
+/// written, so sending it on a new connection is what any HTTP client does. Any other failure is the test's.
+final class KeptAliveClient: Sendable {
     private let port: Int
-    private let opened = Mutex<TestClient?>(nil)
+    /// The connection and how many were opened before it.
+    private let opened = Mutex<(client: TestClient?, generation: Int)>((nil, 0))
 
     init(port: Int) { self.port = port }
 
-    /// The connection, opened now if it was not yet.
-    var client: TestClient {
+    /// The connection, opened now if there is none, and its generation.
+    private var client: (client: TestClient, generation: Int) {
         opened.withLock { opened in
-            if let opened { return opened }
-            let client = TestClient(host: "127.0.0.1", port: port)
+            if let client = opened.client { return (client, opened.generation) }
+            // A read waits up to 60 s, not the test client's default 15: a thousand concurrent requests from each of
+            // two tests on two loaded cores took longer than 15 s for the last answers (AIDailyTests, PostgreSQL).
+            let client = TestClient(host: "127.0.0.1", port: port, configuration: .init(timeout: .seconds(60)))
             client.connect()
-            opened = client
-            return client
+            opened = (client, opened.generation + 1)
+            return (client, opened.generation)
         }
     }
 
-    func shutdown() async { try? await opened.withLock { $0 }?.shutdown() }
+    /// Sends `request`; once more on a new connection when this one was closed before it could be written.
+    func execute(_ request: TestClient.Request) async throws -> TestClient.Response {
+        let current = client
+        do {
+            return try await current.client.execute(request)
+        } catch ChannelError.ioOnClosedChannel, ChannelError.alreadyClosed {
+            opened.withLock { if $0.generation == current.generation { $0.client = nil } }
+            try? await current.client.shutdown()
+            return try await client.client.execute(request)
+        }
+    }
+
+    func shutdown() async { try? await opened.withLock { $0.client }?.shutdown() }
 }
 
 /// A response, with JSON decoding helpers.

@@ -104,6 +104,11 @@ public enum AIPremiumUse: Sendable, Hashable, Codable {
     /// Premium users' calls each take one use of the named quota.
     case quota(String)
 
+    /// The quota premium users' calls take a use of; nil for `tokens` and `free`.
+    public var quotaName: String? {
+        if case .quota(let name) = self { name } else { nil }
+    }
+
     private enum CodingKeys: String, CodingKey { case quota }
 
     /// Decodes `"tokens"`, `"free"` or `{"quota": "name"}`.

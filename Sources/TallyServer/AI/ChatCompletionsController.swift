@@ -18,7 +18,13 @@ struct ChatCompletionsController {
 
     @Sendable func complete(_ request: Request, context: AuthenticatedContext) async throws -> Response {
         let userId = context.identity.userId
-        let chat = try await ChatRequest.read(request, user: userId, ai: ai)
+        let reservation: RequestBodyBudget.Reservation
+        do {
+            reservation = try ai.bodies.reserve(for: request)
+        } catch {
+            return try error.response(from: request, context: context).discardingBody(of: request, upTo: ai.bodies.maxBodyBytes)
+        }
+        let chat = try await ChatRequest.read(request, reservation: reservation, user: userId, ai: ai)
         guard ai.calls.acquire(userId) else {
             throw APIError(
                 .rateLimited, "This user already has \(ai.calls.limit) AI calls in flight; retry when one ends.",

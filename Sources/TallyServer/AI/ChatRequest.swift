@@ -37,10 +37,11 @@ struct ChatRequest: Sendable {
     /// The most the call can cost: what is held before the upstream is called.
     var maxCost: Int64 { model.cost(promptTokens: promptBound, completionTokens: completionLimit) }
 
-    /// Reads `request`'s body within the gateway's ``RequestBodyBudget`` (503 `busy` before reading when the budget
-    /// cannot take it; 413 beyond `ai.maxRequestBytes`) and parses it for `user`.
-    static func read(_ request: Request, user: String, ai: AIGateway) async throws -> ChatRequest {
-        let reservation = try ai.bodies.reserve(for: request)
+    /// Reads `request`'s body, whose bytes `reservation` holds in the gateway's ``RequestBodyBudget`` (413 beyond
+    /// `ai.maxRequestBytes`), and parses it for `user`.
+    static func read(
+        _ request: Request, reservation: RequestBodyBudget.Reservation, user: String, ai: AIGateway
+    ) async throws -> ChatRequest {
         let buffer = try await RequestBody.collect(request, upTo: ai.bodies.maxBodyBytes)
         reservation.keep(buffer.readableBytes)
         let body: JSONValue

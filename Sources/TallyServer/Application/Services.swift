@@ -59,7 +59,9 @@ public struct TallyServices: Sendable {
         self.configuration = configuration
         self.tokens = TokenService(
             clock: clock, accessTokenTTL: configuration.accessTokenTTL, refreshTokenTTL: configuration.refreshTokenTTL)
-        self.views = QuotaViews(catalog: catalog, clock: clock)
+        self.views = QuotaViews(
+            catalog: catalog, clock: clock,
+            countedForPremium: Set((configuration.ai?.models ?? []).compactMap(\.premium.quotaName)))
         self.unavailableLog = UnavailableLog(clock: clock)
         let events = events ?? EventHub(metrics: metrics)
         let notifier = EventNotifier(hub: events, relay: relay)

@@ -6,9 +6,13 @@ import TallyStore
 struct QuotaViews: Sendable {
     let catalog: Catalog
     let clock: any WallClock
+    /// The quotas that AI models with `premium: {quota: name}` count premium users' calls against: not
+    /// `unlimited` for a premium user, since those calls stop when the quota is used up.
+    var countedForPremium: Set<String> = []
 
     /// Every configured quota of the account, with windows that ended reset to zero; for a guest, the counter
-    /// that limits it of its own and its installation's (``QuotaWindow/binding(_:installation:)``).
+    /// that limits it of its own and its installation's (``QuotaWindow/binding(_:installation:)``). A premium user's
+    /// quotas are `unlimited`, except those in ``countedForPremium``.
     func quotas(for state: AccountState) -> [Quota] {
         let now = clock.now
         let timeZone = TimeZone(identifier: state.user.timezone) ?? .gmt
@@ -19,7 +23,7 @@ struct QuotaViews: Sendable {
                 QuotaWindow.current($0.counters[spec.name], now: now, timeZone: timeZone)
             }
             let counter = QuotaWindow.binding(own, installation: installation)
-            return Quota(name: spec.name, limit: spec.daily, used: counter.used, resetsAt: counter.windowEnd, unlimited: premium)
+            return Quota(name: spec.name, limit: spec.daily, used: counter.used, resetsAt: counter.windowEnd, unlimited: premium && !countedForPremium.contains(spec.name))
         }
     }
 }
