@@ -367,8 +367,11 @@ private struct JSONParser {
 
     /// The text of `raw`, or `nil` when it is not valid UTF-8 (`String(validating:)` needs iOS 18).
     func validUTF8(_ raw: UnsafeBufferPointer<UInt8>) -> String? {
-        let text = String(decoding: raw, as: UTF8.self)
-        return text.utf8.elementsEqual(raw) ? text : nil
+        // Decoding repairs what is invalid, so the text is valid when its bytes are the raw ones. ASCII (a base64
+        // image's megabytes) needs no comparison; otherwise one pass over two contiguous buffers.
+        var text = String(decoding: raw, as: UTF8.self)
+        if raw.allSatisfy({ $0 < 0x80 }) { return text }
+        return text.withUTF8 { $0.elementsEqual(raw) } ? text : nil
     }
 
     mutating func hex4() throws(JSONParseError) -> UInt32 {
@@ -434,21 +437,30 @@ extension JSONValue {
 
     /// Appends `text` as a JSON string: `"` and `\` and control characters escaped, nothing else.
     public static func writeString(_ text: String, to out: inout [UInt8]) {
-        out.append(UInt8(ascii: "\""))
-        for byte in text.utf8 {
-            switch byte {
-            case UInt8(ascii: "\""): out.append(contentsOf: [0x5C, 0x22])
-            case UInt8(ascii: "\\"): out.append(contentsOf: [0x5C, 0x5C])
-            case 0x0A: out.append(contentsOf: [0x5C, UInt8(ascii: "n")])
-            case 0x0D: out.append(contentsOf: [0x5C, UInt8(ascii: "r")])
-            case 0x09: out.append(contentsOf: [0x5C, UInt8(ascii: "t")])
-            case 0..<0x20:
-                let hex = Array("0123456789abcdef".utf8)
-                out.append(contentsOf: [0x5C, UInt8(ascii: "u"), 0x30, 0x30, hex[Int(byte >> 4)], hex[Int(byte & 0xF)]])
-            default: out.append(byte)
+        var text = text
+        text.withUTF8 { bytes in
+            // Runs that need no escape are copied whole: an image's base64 is megabytes of them.
+            out.append(UInt8(ascii: "\""))
+            var run = 0
+            for index in bytes.indices {
+                let byte = bytes[index]
+                guard byte < 0x20 || byte == UInt8(ascii: "\"") || byte == UInt8(ascii: "\\") else { continue }
+                out.append(contentsOf: UnsafeBufferPointer(rebasing: bytes[run..<index]))
+                run = index + 1
+                switch byte {
+                case UInt8(ascii: "\""): out.append(contentsOf: [0x5C, 0x22])
+                case UInt8(ascii: "\\"): out.append(contentsOf: [0x5C, 0x5C])
+                case 0x0A: out.append(contentsOf: [0x5C, UInt8(ascii: "n")])
+                case 0x0D: out.append(contentsOf: [0x5C, UInt8(ascii: "r")])
+                case 0x09: out.append(contentsOf: [0x5C, UInt8(ascii: "t")])
+                default:
+                    let hex = Array("0123456789abcdef".utf8)
+                    out.append(contentsOf: [0x5C, UInt8(ascii: "u"), 0x30, 0x30, hex[Int(byte >> 4)], hex[Int(byte & 0xF)]])
+                }
             }
+            out.append(contentsOf: UnsafeBufferPointer(rebasing: bytes[run...]))
+            out.append(UInt8(ascii: "\""))
         }
-        out.append(UInt8(ascii: "\""))
     }
 }
 

@@ -34,11 +34,11 @@ struct CommandRunner: Sendable {
     ///   - scope: whose keys: the user id, or `admin`.
     ///   - requestFingerprint: a canonical form of the request (method, path, decoded body).
     func run<Body: Encodable & Sendable>(
-        _ command: Command, request: Request, scope: String, requestFingerprint: String, keyPolicy: KeyPolicy = .optional,
+        _ command: Command, request: Request, scope: String, requestFingerprint: @autoclosure () -> String, keyPolicy: KeyPolicy = .optional,
         status: HTTPResponse.Status = .ok, render: @escaping @Sendable (CommandOutcome) throws -> Body
     ) async throws -> Response {
         let execution = try await withIdempotency(
-            request: request, scope: scope, requestFingerprint: requestFingerprint, keyPolicy: keyPolicy
+            request: request, scope: scope, requestFingerprint: requestFingerprint(), keyPolicy: keyPolicy
         ) { idempotency in
             do {
                 return try await store.execute(command, idempotency: idempotency, now: clock.now) { outcome in
@@ -58,12 +58,12 @@ struct CommandRunner: Sendable {
     /// the request's fingerprint, and claimed in this process while `work` runs (409 on a concurrent
     /// duplicate). `work` hands the key to the store, which replays the stored response or stores its own.
     func withIdempotency<T>(
-        request: Request, scope: String, requestFingerprint: String, keyPolicy: KeyPolicy = .optional,
+        request: Request, scope: String, requestFingerprint: @autoclosure () -> String, keyPolicy: KeyPolicy = .optional,
         _ work: (IdempotencyKey?) async throws -> T
     ) async throws -> T {
         let key = try Self.idempotencyKey(request, policy: keyPolicy)
         let idempotency = key.map {
-            IdempotencyKey(scope: scope, key: $0, fingerprint: Secrets.sha256(requestFingerprint))
+            IdempotencyKey(scope: scope, key: $0, fingerprint: Secrets.sha256(requestFingerprint()))
         }
         let claim = idempotency.map { "\($0.scope)\u{0}\($0.key)" }
         if let claim, !inFlight.claim(claim) {
