@@ -13,7 +13,7 @@ import FoundationNetworking
 ///
 /// The server must trust its root (`appStore.rootCertificates`) and know where Apple's keys are
 /// (`signInWithApple.keysURL`) before it starts, and the dev App Store must know the server's webhook when it starts:
-/// ``startWithServer(config:directory:certificates:subscriptions:)`` does it in that order.
+/// ``startWithServer(config:directory:certificates:subscriptions:devLLM:)`` does it in that order.
 public final class DevAppStore: @unchecked Sendable {
     /// Its HTTP API's base URL (`POST /purchase`, `POST /transactions/{id}/…`, `GET /deliveries`).
     public let baseURL: URL
@@ -21,7 +21,7 @@ public final class DevAppStore: @unchecked Sendable {
     /// Apple keys (`apple-id-keys.json`).
     public let certificates: URL
     /// The base URL of the process that plays Apple's sign-in for this one (`GET /auth/keys`,
-    /// `POST /auth/identity-token`): its own, unless ``startWithServer(config:directory:certificates:subscriptions:)``
+    /// `POST /auth/identity-token`): its own, unless ``startWithServer(config:directory:certificates:subscriptions:devLLM:)``
     /// started a second `tally dev-appstore` for it.
     public var appleIDURL: URL { appleID?.baseURL ?? baseURL }
     private let process: ChildProcess
@@ -89,8 +89,11 @@ public final class DevAppStore: @unchecked Sendable {
     /// (Apple's two services, two processes over the same keys, so that neither needs the other's port in advance):
     /// the copy's `keysURL:` line is pointed at its `/auth/keys` (the section must have one), and the returned dev
     /// App Store's ``identityToken(sub:nonce:email:)`` asks it. Otherwise the first one is stopped.
+    ///
+    /// With `devLLM` (the config has an `ai:` section), the copy's `ai.upstream.baseURL` is pointed at it and the
+    /// server is given the key it wants (``DevLLM/pointUpstream(of:)``, ``DevLLM/environment``).
     public static func startWithServer(
-        config: URL, directory: URL, certificates: String = ".dev-appstore", subscriptions: [String] = []
+        config: URL, directory: URL, certificates: String = ".dev-appstore", subscriptions: [String] = [], devLLM: DevLLM? = nil
     ) async throws -> (server: TallyServer, appStore: DevAppStore) {
         try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
         let copy = directory.appendingPathComponent(config.lastPathComponent)
@@ -103,9 +106,11 @@ public final class DevAppStore: @unchecked Sendable {
             try await appleID?.stop()
             appleID = nil
         }
+        if let devLLM { text = try devLLM.pointUpstream(of: text) }
         try? FileManager.default.removeItem(at: copy)
         try Data(text.utf8).write(to: copy)
-        let server = try await TallyServer(config: copy, dataDirectory: directory.appendingPathComponent("server"))
+        let server = try await TallyServer(
+            config: copy, dataDirectory: directory.appendingPathComponent("server"), environment: devLLM?.environment ?? [:])
         let webhook = server.baseURL.appendingPathComponent("v1/webhooks/appstore")
         let appStore = try await DevAppStore(certificates: authority, webhook: webhook, subscriptions: subscriptions)
         appStore.appleID = appleID
@@ -115,15 +120,7 @@ public final class DevAppStore: @unchecked Sendable {
     /// `config`'s text with its `signInWithApple:` section's `keysURL:` line set to `keys`; nil when it has no such
     /// section; throws when the section has no such line (the server would fetch Apple's real keys).
     static func pointKeysURL(of config: String, at keys: URL) throws -> String? {
-        var lines = config.components(separatedBy: "\n")
-        guard let section = lines.firstIndex(where: { $0.hasPrefix("signInWithApple:") }) else { return nil }
-        let inSection = lines[(section + 1)...].prefix { $0.isEmpty || $0.hasPrefix(" ") || $0.hasPrefix("#") }
-        guard let line = inSection.indices.first(where: { lines[$0].trimmingCharacters(in: .whitespaces).hasPrefix("keysURL:") }) else {
-            throw ExampleError("the signInWithApple: section needs a keysURL: line for the stand-in's keys")
-        }
-        let indent = lines[line].prefix { $0 == " " }
-        lines[line] = "\(indent)keysURL: \(keys.absoluteString)"
-        return lines.joined(separator: "\n")
+        try ConfigLines.set("keysURL", inSection: "signInWithApple", to: keys.absoluteString, of: config)
     }
 
     // MARK: Apple's side

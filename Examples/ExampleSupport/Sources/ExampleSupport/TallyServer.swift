@@ -25,13 +25,15 @@ public final class TallyServer: @unchecked Sendable {
         }
     }
 
-    /// Starts `tally serve` on `port` (0: a free one) with `config` and `dataDirectory`; returns once it listens.
-    public init(config: URL, dataDirectory: URL, port: Int = 0) async throws {
+    /// Starts `tally serve` on `port` (0: a free one) with `config` and `dataDirectory`, `environment` added to its
+    /// own (an upstream's key: ``DevLLM/environment``); returns once it listens.
+    public init(config: URL, dataDirectory: URL, port: Int = 0, environment: [String: String] = [:]) async throws {
         try FileManager.default.createDirectory(at: dataDirectory, withIntermediateDirectories: true)
         let output = dataDirectory.appendingPathComponent("serve-\(UUID().uuidString.prefix(8)).out")
         process = try ChildProcess(
             try Self.binary, ["serve", "--port", "\(port)", "--admin-port", "0", "--data-dir", dataDirectory.path],
-            environment: ["TALLY_CONFIG": config.path, "TALLY_ADMIN_KEY": adminKey, "LOG_LEVEL": "warning"], output: output)
+            environment: environment.merging(["TALLY_CONFIG": config.path, "TALLY_ADMIN_KEY": adminKey, "LOG_LEVEL": "warning"]) { $1 },
+            output: output)
         (baseURL, adminURL) = try await process.awaitOutput("tally serve") { text in
             var api: URL?
             var admin: URL?

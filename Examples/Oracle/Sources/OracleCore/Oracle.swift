@@ -50,6 +50,8 @@ public enum OracleSetup {
 /// The oracle's screen state: the wallet, premium and today's free readings, the chat history (from the device),
 /// and a notice when the server refused something. Readings are metered actions; chat exchanges are synced
 /// documents the server charges as it stores them, so a message sent offline is charged once when it arrives.
+/// Questions about pictures — a face reading from a photo, a picture, a clip's frames — go to the AI gateway's
+/// vision model, priced before they are asked and charged what the model used (`Pictures.swift`).
 /// Tokens and premium are bought from a ``Storefront`` and redeemed on the server, which answers with the wallet
 /// and premium after the purchase; what the App Store does later (a refund, a subscription's end) reaches the
 /// server as a notification, and the screen through the server's events.
@@ -57,7 +59,7 @@ public enum OracleSetup {
 @Observable
 public final class OracleSession {
     /// The wallet as last known (the server's events keep it current).
-    public private(set) var wallet: Wallet?
+    public internal(set) var wallet: Wallet?
     /// Free readings left today, when known; nil under premium (unlimited).
     public private(set) var freeReadingsLeft: Int?
     /// When premium ends, as the server last said; nil: no premium.
@@ -67,7 +69,13 @@ public final class OracleSession {
     /// The readings drawn, oldest first.
     public private(set) var readings: [Reading] = []
     /// What the app tells the user about a refusal ("out of tokens…"), if anything.
-    public private(set) var notice: String?
+    public internal(set) var notice: String?
+    /// The most the question about a picture on screen can cost, in tokens, once priced (``price(_:)``): the screen
+    /// says "up to N tokens" and enables Ask while the wallet can hold it (``canAskAboutPicture``). 0: free under
+    /// premium.
+    public internal(set) var pictureCost: Int64?
+    /// The oracle's last answer about a picture: a face reading, a picture's or a clip's.
+    public internal(set) var pictureAnswer: String?
 
     /// Whether premium runs now: readings are free and unlimited.
     public var isPremium: Bool { premiumUntil.map { $0 > Date() } ?? false }

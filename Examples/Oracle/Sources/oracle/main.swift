@@ -3,11 +3,13 @@ import Foundation
 import OracleCore
 import TallyClient
 
-// The oracle from the command line: `oracle` plays a day of the app against a real `tally serve` and a real
-// `tally dev-appstore` (the local App Store) it starts (TALLY_BIN), printing what the screen shows: three free
-// readings, a refusal, 100 tokens bought and shown at once, a metered chat, Apple's refund arriving live, a
-// subscription's unlimited readings, Sign in with Apple, and a reinstall that starts as a guest, buys tokens, draws a
-// reading, then signs in with Apple and brings them into the account, where the whole history is.
+// The oracle from the command line: `oracle` plays a day of the app against a real `tally serve`, a real
+// `tally dev-appstore` (the local App Store) and a real `tally dev-llm` (the local model) it starts (TALLY_BIN),
+// printing what the screen shows: three free readings, a refusal, 100 tokens bought and shown at once, a metered
+// chat, a face reading from a photo and a question about a clip's three frames (each priced before it is asked),
+// Apple's refund arriving live, a subscription's unlimited readings, Sign in with Apple, and a reinstall that starts
+// as a guest, buys tokens, draws a reading, then signs in with Apple and brings them into the account, where the
+// whole history is.
 
 @MainActor
 func screen(_ session: OracleSession, _ title: String) {
@@ -36,8 +38,12 @@ func main() async throws {
     let home = FileManager.default.temporaryDirectory.appendingPathComponent("oracle-\(UUID().uuidString.prefix(8))")
     defer { try? FileManager.default.removeItem(at: home) }
     let config = URL(fileURLWithPath: #filePath).deletingLastPathComponent().appendingPathComponent("../../tally.yaml").standardized
-    let (server, appStore) = try await DevAppStore.startWithServer(config: config, directory: home, subscriptions: [OracleProduct.premium])
-    print("tally serve on \(server.baseURL), tally dev-appstore on \(appStore.baseURL)")
+    // The photo and the clip's frames the user picks: the tests' fixtures.
+    let fixtures = config.deletingLastPathComponent().appendingPathComponent("Tests/OracleTests/Fixtures")
+    let model = try await DevLLM(directory: home, apiKeyEnv: "ORACLE_LLM_KEY")
+    let (server, appStore) = try await DevAppStore.startWithServer(
+        config: config, directory: home, subscriptions: [OracleProduct.premium], devLLM: model)
+    print("tally serve on \(server.baseURL), tally dev-appstore on \(appStore.baseURL), tally dev-llm on \(model.baseURL)")
     let session = OracleSession(
         client: try OracleSetup.client(server: server.baseURL, home: home.appendingPathComponent("phone")),
         storefront: DevAppStoreStorefront(url: appStore.baseURL))
@@ -59,8 +65,21 @@ func main() async throws {
     await synced(session.client)
     screen(session, "two questions, 1 token each")
 
+    let photo = try Data(contentsOf: fixtures.appendingPathComponent("face-480x640.jpg"))
+    let facePrice = try await session.price(.faceReading(photo: photo))
+    print("  face reading of a 480×640 photo: up to \(facePrice) tokens")
+    if let reply = try await session.faceReading(photo: photo) { print("  oracle: \(reply.text) [\(reply.charge?.charged ?? 0) tokens]") }
+    let frames = try (1...3).map { try Data(contentsOf: fixtures.appendingPathComponent("ball-frame\($0)-320x240.jpg")) }
+    let clipPrice = try await session.price(.video("Where is the ball going?", frames: frames))
+    print("  a question about a clip's three frames: up to \(clipPrice) tokens")
+    if let reply = try await session.ask("Where is the ball going?", aboutVideoFrames: frames) {
+        print("  oracle: \(reply.text) [\(reply.charge?.charged ?? 0) tokens]")
+    }
+    screen(session, "a face reading and a clip's question: priced first, charged what the model used")
+
+    let debt = (session.wallet?.available ?? 0) - 100
     try await appStore.waitUntilDelivered(try await appStore.refund(tokens.purchase.transactionId))
-    for _ in 0..<500 where session.wallet?.available != -7 { try await Task.sleep(for: .milliseconds(10)) }
+    for _ in 0..<500 where session.wallet?.available != debt { try await Task.sleep(for: .milliseconds(10)) }
     _ = try await session.drawReading()
     screen(session, "Apple refunded the 100 tokens: the server's event shows the debt, a reading is refused")
 
@@ -95,6 +114,7 @@ func main() async throws {
     screen(reinstalled, "signed in with Apple and merged: the history, the tokens and the new reading are all there")
     try await appStore.stop()
     try await server.stop()
+    try await model.stop()
 }
 
 do {

@@ -4,8 +4,8 @@ import OracleCore
 import TallyClient
 import Testing
 
-/// The oracle against a real `tally serve` and a real `tally dev-appstore` (TALLY_BIN): seeds 002 and 004 without a
-/// backend of their own.
+/// The oracle against a real `tally serve`, a real `tally dev-appstore` and a real `tally dev-llm` (TALLY_BIN): seeds
+/// 002 and 004 without a backend of their own.
 @Suite("Oracle", .serialized, .timeLimit(.minutes(2)))
 @MainActor
 struct OracleTests {
@@ -19,16 +19,25 @@ struct OracleTests {
 
     /// ``withSession(_:)`` with the dev App Store, to play Apple's side.
     static func withStore(_ body: @MainActor (TallyServer, DevAppStore, OracleSession, URL) async throws -> Void) async throws {
+        try await withModel { server, appStore, _, session, home in try await body(server, appStore, session, home) }
+    }
+
+    /// ``withStore(_:)`` with the local model the server's `ai:` section calls (tally.yaml's `vision`), wanting a key
+    /// of its own, which the server reads from `ORACLE_LLM_KEY`.
+    static func withModel(_ body: @MainActor (TallyServer, DevAppStore, DevLLM, OracleSession, URL) async throws -> Void) async throws {
         let home = FileManager.default.temporaryDirectory.appendingPathComponent("oracle-tests-\(UUID().uuidString.prefix(8))")
         defer { try? FileManager.default.removeItem(at: home) }
-        let (server, appStore) = try await DevAppStore.startWithServer(config: config, directory: home, subscriptions: [OracleProduct.premium])
+        let model = try await DevLLM(directory: home, apiKeyEnv: "ORACLE_LLM_KEY")
+        let (server, appStore) = try await DevAppStore.startWithServer(
+            config: config, directory: home, subscriptions: [OracleProduct.premium], devLLM: model)
         let session = OracleSession(
             client: try OracleSetup.client(server: server.baseURL, home: home.appendingPathComponent("phone")),
             storefront: DevAppStoreStorefront(url: appStore.baseURL))
         try await session.start()
-        try await body(server, appStore, session, home)
+        try await body(server, appStore, model, session, home)
         try await appStore.stop()
         try await server.stop()
+        try await model.stop()
     }
 
     /// Waits (polling every 10 ms, at most 5 s: the change comes from another process) until `condition` holds.
