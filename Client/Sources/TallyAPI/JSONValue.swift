@@ -156,11 +156,13 @@ extension JSONValue {
     /// Parses one JSON value (RFC 8259) surrounded by optional whitespace. Refuses invalid UTF-8, lone
     /// surrogates, duplicate object keys and nesting deeper than ``maxDepth``.
     public static func parse(_ bytes: some Collection<UInt8>) throws(JSONParseError) -> JSONValue {
-        let array = Array(bytes)
-        return try array.withUnsafeBufferPointer { buffer throws(JSONParseError) in
+        func document(_ buffer: UnsafeBufferPointer<UInt8>) -> Result<JSONValue, JSONParseError> {
             var parser = JSONParser(bytes: buffer)
-            return try parser.document()
+            return Result { () throws(JSONParseError) in try parser.document() }
         }
+        // A request body's bytes are read where they are; only a collection in pieces is copied first.
+        let result = bytes.withContiguousStorageIfAvailable(document) ?? Array(bytes).withUnsafeBufferPointer(document)
+        return try result.get()
     }
 
     /// Parses JSON text.
@@ -306,18 +308,14 @@ private struct JSONParser {
         index += 1
         let start = index
         // Fast path: no escapes.
-        while index < bytes.count {
-            let byte = bytes[index]
-            if byte == UInt8(ascii: "\"") {
-                let raw = UnsafeBufferPointer(rebasing: bytes[start..<index])
-                index += 1
-                guard let text = validUTF8(raw) else { throw fail("invalid UTF-8 in a string") }
-                return text
-            }
-            if byte == UInt8(ascii: "\\") { break }
-            guard byte >= 0x20 else { throw fail("control character in a string") }
+        index = ByteScan.firstJSONSpecial(bytes, from: start)
+        if index < bytes.count, bytes[index] == UInt8(ascii: "\"") {
+            let raw = UnsafeBufferPointer(rebasing: bytes[start..<index])
             index += 1
+            guard let text = validUTF8(raw) else { throw fail("invalid UTF-8 in a string") }
+            return text
         }
+        if index < bytes.count, bytes[index] < 0x20 { throw fail("control character in a string") }
         var scalars = Array(UnsafeBufferPointer(rebasing: bytes[start..<index]))
         while index < bytes.count {
             let byte = bytes[index]
@@ -370,7 +368,7 @@ private struct JSONParser {
         // Decoding repairs what is invalid, so the text is valid when its bytes are the raw ones. ASCII (a base64
         // image's megabytes) needs no comparison; otherwise one pass over two contiguous buffers.
         var text = String(decoding: raw, as: UTF8.self)
-        if raw.allSatisfy({ $0 < 0x80 }) { return text }
+        if ByteScan.isASCII(raw) { return text }
         return text.withUTF8 { $0.elementsEqual(raw) } ? text : nil
     }
 
@@ -439,14 +437,15 @@ extension JSONValue {
     public static func writeString(_ text: String, to out: inout [UInt8]) {
         var text = text
         text.withUTF8 { bytes in
-            // Runs that need no escape are copied whole: an image's base64 is megabytes of them.
+            // Runs that need no escape are copied whole: an image's base64 is megabytes of one.
             out.append(UInt8(ascii: "\""))
             var run = 0
-            for index in bytes.indices {
-                let byte = bytes[index]
-                guard byte < 0x20 || byte == UInt8(ascii: "\"") || byte == UInt8(ascii: "\\") else { continue }
-                out.append(contentsOf: UnsafeBufferPointer(rebasing: bytes[run..<index]))
-                run = index + 1
+            while run < bytes.count {
+                let special = ByteScan.firstJSONSpecial(bytes, from: run)
+                out.append(contentsOf: UnsafeBufferPointer(rebasing: bytes[run..<special]))
+                guard special < bytes.count else { break }
+                run = special + 1
+                let byte = bytes[special]
                 switch byte {
                 case UInt8(ascii: "\""): out.append(contentsOf: [0x5C, 0x22])
                 case UInt8(ascii: "\\"): out.append(contentsOf: [0x5C, 0x5C])
@@ -458,7 +457,6 @@ extension JSONValue {
                     out.append(contentsOf: [0x5C, UInt8(ascii: "u"), 0x30, 0x30, hex[Int(byte >> 4)], hex[Int(byte & 0xF)]])
                 }
             }
-            out.append(contentsOf: UnsafeBufferPointer(rebasing: bytes[run...]))
             out.append(UInt8(ascii: "\""))
         }
     }

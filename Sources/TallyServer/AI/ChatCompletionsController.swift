@@ -36,8 +36,11 @@ struct ChatCompletionsController {
             return try await StreamRelay.start(chat, slot: slot, controller: self)
         }
         defer { slot.end() }
-        let fingerprint = CommandRunner.fingerprint(request, canonicalBody: String(decoding: chat.canonicalBody, as: UTF8.self))
-        return try await services.runner.withIdempotency(request: request, scope: userId, requestFingerprint: fingerprint) { key in
+        // The fingerprint (the whole body, an image's megabytes too, in canonical form) only when a key asks for it.
+        return try await services.runner.withIdempotency(
+            request: request, scope: userId,
+            requestFingerprint: CommandRunner.fingerprint(request, canonicalBody: String(decoding: chat.canonicalBody, as: UTF8.self))
+        ) { key in
             if let key, let stored = try await services.store.storedResponse(for: key) {
                 return try Self.replay(stored)
             }
