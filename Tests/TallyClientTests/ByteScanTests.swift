@@ -3,8 +3,8 @@ import Foundation
 import TallyTestSupport
 import Testing
 
-/// The sixteen-at-a-time scans against the byte-at-a-time rules they replace, on random buffers of every length near
-/// the chunk size, with the byte that matters at every position (either side of each 16-byte boundary); and the JSON
+/// The word-at-a-time scans against the byte-at-a-time rules they replace, on random buffers of every length near
+/// the chunk size, with the byte that matters at every position (either side of each 8-byte boundary); and the JSON
 /// reader and writer over megabytes with escapes anywhere.
 @Suite("Byte scans: the same answers as a loop per byte", .timeLimit(.minutes(1)))
 struct ByteScanTests {

@@ -1,16 +1,31 @@
-/// Scans over megabytes of text (an image's base64 in a JSON body) sixteen bytes at a time: the JSON reader and writer
-/// and the base64 check call these instead of a loop per byte.
+/// Scans over megabytes of text (an image's base64 in a JSON body) eight bytes at a time where it can: the JSON reader
+/// and writer and the base64 check call these instead of a loop per byte with a branch per case.
 enum ByteScan {
+    private static let ones: UInt64 = 0x0101_0101_0101_0101
+    private static let highs: UInt64 = 0x8080_8080_8080_8080
+
+    /// Whether some byte of `word` is below `limit` (at most 128): exact for "some", never for "which".
+    @inline(__always)
+    private static func hasByte(below limit: UInt64, in word: UInt64) -> Bool {
+        (word &- ones &* limit) & ~word & highs != 0
+    }
+
+    /// Whether some byte of `word` is `byte`.
+    @inline(__always)
+    private static func hasByte(_ byte: UInt64, in word: UInt64) -> Bool {
+        hasByte(below: 1, in: word ^ (ones &* byte))
+    }
+
     /// The index of the first byte from `start` that a JSON string cannot hold as it is (`"`, `\`, a control
     /// character), or `bytes.count`.
     static func firstJSONSpecial(_ bytes: UnsafeBufferPointer<UInt8>, from start: Int) -> Int {
         var index = max(start, 0)
         if let base = bytes.baseAddress {
             let raw = UnsafeRawPointer(base)
-            while index + 16 <= bytes.count {
-                let chunk = raw.loadUnaligned(fromByteOffset: index, as: SIMD16<UInt8>.self)
-                if any((chunk .== 0x22) .| (chunk .== 0x5C) .| (chunk .< 0x20)) { break }
-                index += 16
+            while index + 8 <= bytes.count {
+                let word = UInt64(littleEndian: raw.loadUnaligned(fromByteOffset: index, as: UInt64.self))
+                if hasByte(below: 0x20, in: word) || hasByte(0x22, in: word) || hasByte(0x5C, in: word) { break }
+                index += 8
             }
         }
         while index < bytes.count {
@@ -26,9 +41,9 @@ enum ByteScan {
         var index = 0
         if let base = bytes.baseAddress {
             let raw = UnsafeRawPointer(base)
-            while index + 16 <= bytes.count {
-                if any(raw.loadUnaligned(fromByteOffset: index, as: SIMD16<UInt8>.self) .>= 0x80) { return false }
-                index += 16
+            while index + 8 <= bytes.count {
+                if raw.loadUnaligned(fromByteOffset: index, as: UInt64.self) & highs != 0 { return false }
+                index += 8
             }
         }
         return bytes[index...].allSatisfy { $0 < 0x80 }
@@ -36,20 +51,14 @@ enum ByteScan {
 
     /// Whether every byte is in the standard base64 alphabet (`A–Z a–z 0–9 + /`; no padding).
     static func isBase64Alphabet(_ bytes: UnsafeBufferPointer<UInt8>) -> Bool {
-        var index = 0
-        if let base = bytes.baseAddress {
-            let raw = UnsafeRawPointer(base)
-            while index + 16 <= bytes.count {
-                let chunk = raw.loadUnaligned(fromByteOffset: index, as: SIMD16<UInt8>.self)
-                let letter = chunk | 0x20  // folds A–Z onto a–z; no other byte lands in a–z
-                let valid = ((letter .>= 0x61) .& (letter .<= 0x7A)) .| ((chunk .>= 0x30) .& (chunk .<= 0x39))
-                    .| (chunk .== 0x2B) .| (chunk .== 0x2F)
-                guard all(valid) else { return false }
-                index += 16
-            }
+        base64Table.withUnsafeBufferPointer { table in
+            for byte in bytes where !table[Int(byte)] { return false }
+            return true
         }
-        return bytes[index...].allSatisfy(isBase64Character)
     }
+
+    /// Whether each byte value is in the base64 alphabet.
+    private static let base64Table: [Bool] = (0...255).map { isBase64Character(UInt8($0)) }
 
     /// Whether `byte` is in the standard base64 alphabet.
     static func isBase64Character(_ byte: UInt8) -> Bool {
