@@ -1,5 +1,5 @@
 /// Scans over megabytes of text (an image's base64 in a JSON body) eight bytes at a time where it can: the JSON reader
-/// and writer and the base64 check call these instead of a loop per byte with a branch per case.
+/// and writer and the base64 check call these instead of a loop per byte.
 enum ByteScan {
     private static let ones: UInt64 = 0x0101_0101_0101_0101
     private static let highs: UInt64 = 0x8080_8080_8080_8080
@@ -49,16 +49,28 @@ enum ByteScan {
         return bytes[index...].allSatisfy { $0 < 0x80 }
     }
 
-    /// Whether every byte is in the standard base64 alphabet (`A–Z a–z 0–9 + /`; no padding).
-    static func isBase64Alphabet(_ bytes: UnsafeBufferPointer<UInt8>) -> Bool {
-        base64Table.withUnsafeBufferPointer { table in
-            for byte in bytes where !table[Int(byte)] { return false }
-            return true
-        }
+    /// The high bit of each byte of `word` that lies strictly between `low` and `high` (both at most 128), exactly.
+    @inline(__always)
+    private static func bytes(of word: UInt64, between low: UInt64, and high: UInt64) -> UInt64 {
+        let low7 = word & (ones &* 0x7F)  // no byte then carries or borrows into its neighbour
+        return (ones &* (127 &+ high) &- low7) & (low7 &+ ones &* (127 &- low)) & ~word & highs
     }
 
-    /// Whether each byte value is in the base64 alphabet.
-    private static let base64Table: [Bool] = (0...255).map { isBase64Character(UInt8($0)) }
+    /// Whether every byte is in the standard base64 alphabet (`A–Z a–z 0–9 + /`; no padding).
+    static func isBase64Alphabet(_ bytes: UnsafeBufferPointer<UInt8>) -> Bool {
+        var index = 0
+        if let base = bytes.baseAddress {
+            let raw = UnsafeRawPointer(base)
+            while index + 8 <= bytes.count {
+                let word = UInt64(littleEndian: raw.loadUnaligned(fromByteOffset: index, as: UInt64.self))
+                let valid = Self.bytes(of: word, between: 0x40, and: 0x5B) | Self.bytes(of: word, between: 0x60, and: 0x7B)
+                    | Self.bytes(of: word, between: 0x2E, and: 0x3A) | Self.bytes(of: word, between: 0x2A, and: 0x2C)
+                guard valid == highs else { return false }
+                index += 8
+            }
+        }
+        return bytes[index...].allSatisfy(isBase64Character)
+    }
 
     /// Whether `byte` is in the standard base64 alphabet.
     static func isBase64Character(_ byte: UInt8) -> Bool {

@@ -437,7 +437,9 @@ extension JSONValue {
     public static func writeString(_ text: String, to out: inout [UInt8]) {
         var text = text
         text.withUTF8 { bytes in
-            // Runs that need no escape are copied whole: an image's base64 is megabytes of one.
+            // Runs that need no escape are copied whole: an image's base64 is megabytes of one, for which the room is
+            // made once.
+            if bytes.count > 65_536 { out.reserveCapacity(out.count + bytes.count + 64) }
             out.append(UInt8(ascii: "\""))
             var run = 0
             while run < bytes.count {
