@@ -366,7 +366,7 @@ def render_images(args):
     rss_ok = growth <= bound
     verdict = lambda ok: "met" if ok else "**not met**"
     at_once = args.bytes_in_flight // r["body_bytes"]
-    failures = "" if answers_ok else " Failures: " + "; ".join(r["failures"])
+    failures = "" if answers_ok else "\n\nFailures: " + "; ".join(dict.fromkeys(r["failures"]))
     print(f"""| {r['concurrency']} questions at once, each a {r['image_bytes'] / MIB:.1f} MiB PNG ({r['body_bytes'] / MIB:.1f} MiB body), {r['rounds']} bursts each way, alternated | direct to dev-llm | through Tally | added | target | verdict |
 |---|---|---|---|---|---|
 | total time p50 / p99 (ms), answered 200 (upload included) | {ms(d['p50'])} / {ms(d['p99'])} ({d['n']}) | {ms(g['p50'])} / {ms(g['p99'])} ({g['n']}) | p99 {signed(added_p99)} (p50 {signed(added_p50)}) | ≤ +20 ms | {verdict(added_p99 is not None and added_p99 <= 20)} |
@@ -400,8 +400,9 @@ def render_peers(args):
     books_ok = b["ok"] and b["captures"] == answered
     ok = ok and books_ok
     lines_.append("")
-    lines_.append(f"Streams of 20 tokens {args.token_ms} ms apart; every worker cycles the three paths. Calls other than 200: "
-                  f"{r['failure_count']}{' (' + '; '.join(r['failures']) + ')' if r['failures'] else ''}. Tally's books: "
+    lines_.append(f"LiteLLM {args.litellm_version}'s proxy, one worker, no database. "
+                  f"Streams of 20 tokens {args.token_ms} ms apart; every worker cycles the three paths. Calls other than 200: "
+                  f"{r['failure_count']}{' (' + '; '.join(dict.fromkeys(r['failures'])) + ')' if r['failures'] else ''}. Tally's books: "
                   f"{b['users']} users, {b['held']} held, {b['captures']} captures for {answered} answers "
                   f"({'balanced' if books_ok else '**not balanced**'}).")
     print("\n".join(lines_))
@@ -455,6 +456,7 @@ def main():
         p.add_argument("--books", required=True, help="the books command's JSON")
     sub.choices["render-images"].add_argument("--bytes-in-flight", type=int, required=True)
     sub.choices["render-peers"].add_argument("--token-ms", type=int, required=True)
+    sub.choices["render-peers"].add_argument("--litellm-version", default="?")
     args = parser.parse_args()
     commands = {"png": png, "images": images, "peers": peers, "books": books, "bystander": bystander,
                 "render-images": render_images, "render-peers": render_peers}
