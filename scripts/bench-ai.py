@@ -73,8 +73,9 @@ def question(model, image_path, max_tokens, stream, detail="high"):
     """A chat body: one user message with a text part and, when image_path is given, that image as a data URL."""
     parts = [{"type": "text", "text": "What is in this picture?" if image_path else "Tell me a fortune."}]
     if image_path:
+        mime = {"jpg": "jpeg", "jpeg": "jpeg", "png": "png", "webp": "webp", "gif": "gif"}[image_path.rsplit(".", 1)[-1].lower()]
         with open(image_path, "rb") as handle:
-            url = "data:image/png;base64," + base64.b64encode(handle.read()).decode()
+            url = f"data:image/{mime};base64," + base64.b64encode(handle.read()).decode()
         parts.append({"type": "image_url", "image_url": {"url": url, "detail": detail}})
     body = {"model": model, "messages": [{"role": "user", "content": parts}], "max_tokens": max_tokens, "stream": stream}
     return json.dumps(body).encode()
@@ -121,6 +122,13 @@ def rss_bytes(pid):
     raise RuntimeError("no VmRSS")
 
 
+def cpu_seconds(pid):
+    """The user + system CPU time of process pid so far."""
+    with open(f"/proc/{pid}/stat") as handle:
+        fields = handle.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 def images(args):
     tokens = lines(args.tokens)[:args.concurrency]
     if len(tokens) < args.concurrency:
@@ -147,6 +155,7 @@ def images(args):
     time.sleep(1)  # the bystander's first calls, before any burst
 
     results = {"direct": [], "gateway": []}
+    cpu = {(path, who): 0.0 for path in results for who in ("tally", "dev-llm")}  # CPU seconds during each path's bursts
     windows = []  # (start, end) of each gateway burst
     failures = []
     for round_ in range(args.rounds):
@@ -170,10 +179,13 @@ def images(args):
 
             threads = [threading.Thread(target=one, args=(i,), daemon=True) for i in range(args.concurrency)]
             started = time.monotonic()
+            cpu_before = cpu_seconds(args.server_pid), cpu_seconds(args.upstream_pid)
             for thread in threads:
                 thread.start()
             for thread in threads:
                 thread.join(TIMEOUT * 2)
+            cpu[path, "tally"] += cpu_seconds(args.server_pid) - cpu_before[0]
+            cpu[path, "dev-llm"] += cpu_seconds(args.upstream_pid) - cpu_before[1]
             if any(thread.is_alive() for thread in threads):
                 failures.append(f"{path}: a burst did not end within {TIMEOUT * 2} s")
             if path == "gateway":
@@ -200,7 +212,8 @@ def images(args):
         "gateway_busy": sum(1 for kind, _ in results["gateway"] if kind == "busy"),
         "gateway_busy_ms": stats([ms for kind, ms in results["gateway"] if kind == "busy"]),
         "rss_before": rss_before, "rss_peak": max(rss for _, rss in samples), "rss_after": rss_after,
-        "rss_samples": len(samples),
+        "rss_samples": len(samples), "burst_seconds": sum(end - start for start, end in windows),
+        "cpu": {f"{path} {who}": round(seconds, 2) for (path, who), seconds in cpu.items()},
         "wallet_during": stats(during), "wallet_all": stats([ms for _, ms, _ in wallet]),
         "wallet_errors": sum(1 for _, _, status in wallet if status != 200),
         "failures": failures[:10], "failure_count": len(failures),
@@ -241,13 +254,12 @@ def bystander(args):
 
 def peers(args):
     tokens = lines(args.tokens)
-    small = args.image
     paths = ["direct", "tally", "litellm"]
     report = {}
     failures = []
     for concurrency in args.concurrency:
-        for kind in ("text", "image"):
-            image = small if kind == "image" else None
+        for kind in ["text"] + args.image.split(","):
+            image = None if kind == "text" else kind
             bodies = {"direct": question(args.upstream_model, image, args.max_tokens, True),
                       "tally": question(args.model, image, args.max_tokens, True),
                       "litellm": question(args.model, image, args.max_tokens, True)}
@@ -287,8 +299,9 @@ def peers(args):
                     for q in ("p50", "p99"):
                         mine, direct = case[path][measure][q], case["direct"][measure][q]
                         case[path][f"added_{measure}_{q}"] = None if mine is None or direct is None else mine - direct
+            case["label"] = "text" if image is None else f"{os.path.basename(image)} ({os.path.getsize(image) / 1024:.0f} KiB)"
             report[f"{kind}@{concurrency}"] = case
-            print(f"peers {kind} x{concurrency}: " + ", ".join(
+            print(f"peers {case['label']} x{concurrency}: " + ", ".join(
                 f"{p} {case[p]['n']} first {case[p]['first_byte']['p50']:.1f} total {case[p]['total']['p50']:.1f}"
                 for p in paths if case[p]["n"]), file=sys.stderr)
     print(json.dumps({"cases": report, "failures": failures[:10], "failure_count": len(failures)}))
@@ -337,11 +350,13 @@ def books(args):
 # ---------------------------------------------------------------- Markdown
 
 MIB = 1 << 20
-# The bound the image burst's RSS growth must meet: each admitted body lives about three times while its call runs
-# (the parsed request kept for the idempotency fingerprint, the upstream body, the HTTP client's copy until the
-# answer is read; docs/ai-gateway.md, "The body"), and at most requestBytesInFlight bytes of bodies are admitted at
-# once; the constant is the parse's transient copies and the allocator's slack (glibc keeps freed arenas mapped).
-BODY_COPIES = 3
+# The bound the image burst's RSS growth must meet. At most requestBytesInFlight bytes of bodies are admitted at once,
+# and while its call runs an admitted body lives about four times: the parsed request, the upstream body (an array
+# grown by appending), the idempotency fingerprint of a non-streamed call (its canonical bytes made into a String;
+# made with or without an Idempotency-Key) and the HTTP client's copy until the answer is read; a fifth for the
+# transient copies (the bytes read, until parsed; the canonical bytes, until made a String). The constant is the
+# allocator's slack and the connections' buffers. docs/ai-gateway.md says "about three times": see BENCHMARKS.md.
+BODY_COPIES = 5
 RSS_CONSTANT = 128 * MIB
 
 
@@ -366,6 +381,10 @@ def render_images(args):
     rss_ok = growth <= bound
     verdict = lambda ok: "met" if ok else "**not met**"
     at_once = args.bytes_in_flight // r["body_bytes"]
+
+    def cpu_ms(key, calls):
+        return "—" if not calls else f"{r['cpu'][key] * 1000 / calls:.0f}"
+
     failures = "" if answers_ok else "\n\nFailures: " + "; ".join(dict.fromkeys(r["failures"]))
     print(f"""| {r['concurrency']} questions at once, each a {r['image_bytes'] / MIB:.1f} MiB PNG ({r['body_bytes'] / MIB:.1f} MiB body), {r['rounds']} bursts each way, alternated | direct to dev-llm | through Tally | added | target | verdict |
 |---|---|---|---|---|---|
@@ -375,6 +394,7 @@ def render_images(args):
 |---|---|---|---|
 | answers | direct {d['n']} × 200; Tally {g['n']} × 200, {r['gateway_busy']} × 503 `busy` (p50 {ms(r['gateway_busy_ms']['p50'])} ms; {at_once} bodies fit in `requestBytesInFlight`); other statuses or resets: {r['failure_count']} | every answer 200 or 503 `busy` | {verdict(answers_ok)} |
 | server RSS before / peak / after (every 100 ms, {r['rss_samples']} samples) | {r['rss_before'] / MIB:.1f} / {r['rss_peak'] / MIB:.1f} / {r['rss_after'] / MIB:.1f} MiB: growth **{growth / MIB:.1f} MiB** | ≤ {BODY_COPIES} × `requestBytesInFlight` + {RSS_CONSTANT // MIB} MiB = {bound / MIB:.0f} MiB | {verdict(rss_ok)} |
+| CPU a call (the processes' user + system time over the bursts ÷ answered calls) | Tally {cpu_ms('gateway tally', g['n'])} ms an answered gateway call (its `busy` answers' drained bodies included); dev-llm {cpu_ms('direct dev-llm', d['n'])} ms a direct call, {cpu_ms('gateway dev-llm', g['n'])} ms a call through Tally | — | — |
 | a bystander's `GET /v1/wallet` during the Tally bursts, p50 / p99 ({wallet['n']} calls) | {ms(wallet['p50'])} / {ms(wallet['p99'])} ms; errors {r['wallet_errors']} | p99 ≤ 50 ms | {verdict(wallet['p99'] is not None and wallet['p99'] <= 50 and r['wallet_errors'] == 0)} |
 | books after the burst | {b['users']} users: every ledger sums to its wallet, {b['held']} held, {b['captures']} captures for {g['n']} answers | balanced | {verdict(books_ok)} |{failures}""")
     return 0 if answers_ok and books_ok and rss_ok and r["wallet_errors"] == 0 else 1
@@ -387,9 +407,9 @@ def render_peers(args):
     ok = r["failure_count"] == 0
     answered = 0
     for name, case in r["cases"].items():
-        kind, concurrency = name.split("@")
+        concurrency = name.rsplit("@", 1)[1]
         answered += case["tally"]["n"]
-        label = f"{concurrency} streams, {'text' if kind == 'text' else '512×512 image'} ({case['direct']['n']} / {case['tally']['n']} / {case['litellm']['n']} calls)"
+        label = f"{concurrency} streams, {case['label']} ({case['direct']['n']} / {case['tally']['n']} / {case['litellm']['n']} calls)"
         for measure, title in (("first_byte", "first byte"), ("total", "total")):
             mine, theirs = case["tally"][f"added_{measure}_p50"], case["litellm"][f"added_{measure}_p50"]
             met = mine is not None and theirs is not None and theirs > 0 and mine * 10 <= theirs
@@ -422,12 +442,13 @@ def main():
         p.add_argument("--upstream-port", type=int, required=True, help="tally dev-llm's port")
         p.add_argument("--upstream-key", required=True)
         p.add_argument("--tokens", required=True, help="user access tokens, one a line")
-        p.add_argument("--image", required=True)
+        p.add_argument("--image", required=True, help="an image file (peers: comma-separated, one case each)")
         p.add_argument("--model", default="vision")
         p.add_argument("--upstream-model", default="dev")
         p.add_argument("--max-tokens", type=int, default=20)
     p = sub.choices["images"]
     p.add_argument("--server-pid", type=int, required=True)
+    p.add_argument("--upstream-pid", type=int, required=True, help="tally dev-llm's pid (its CPU time)")
     p.add_argument("--concurrency", type=int, default=32)
     p.add_argument("--rounds", type=int, default=3)
     p.add_argument("--pause", type=float, default=0.5)
