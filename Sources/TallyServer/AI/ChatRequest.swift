@@ -1,5 +1,6 @@
 import Foundation
 import Hummingbird
+import NIOPosix
 import TallyAPI
 import TallyStore
 
@@ -44,16 +45,26 @@ struct ChatRequest: Sendable {
     ) async throws -> ChatRequest {
         let buffer = try await RequestBody.collect(request, upTo: ai.bodies.maxBodyBytes)
         reservation.keep(buffer.readableBytes)
-        let body: JSONValue
-        do {
-            body = try JSONValue.parse(buffer.readableBytesView)
-        } catch {
-            throw APIError(.invalidJSON, "The body is not valid JSON: \(error.description).")
+        let configuration = ai.configuration
+        @Sendable func parsed() throws(APIError) -> ChatRequest {
+            let body: JSONValue
+            do {
+                body = try JSONValue.parse(buffer.readableBytesView)
+            } catch {
+                throw APIError(.invalidJSON, "The body is not valid JSON: \(error.description).")
+            }
+            return try parse(body, user: user, configuration: configuration)
         }
-        var chat = try parse(body, user: user, configuration: ai.configuration)
+        // A body with images (megabytes: tens of milliseconds to read, check and write again) is handled on the thread
+        // pool, as a password hash is, so that the two cooperative threads keep answering everyone else meanwhile.
+        var chat = buffer.readableBytes > Self.offloadedBodyBytes
+            ? try await NIOThreadPool.singleton.runIfActive { try parsed() } : try parsed()
         chat.reservation = reservation
         return chat
     }
+
+    /// Bodies larger than this are parsed on the thread pool.
+    static let offloadedBodyBytes = 256 * 1024
 
     /// Checks `body` against the configuration and builds the upstream request of `user` (a Tally user id, sent
     /// upstream as `user` for the provider's abuse monitoring). Every content part is checked and measured by
