@@ -87,13 +87,16 @@ struct PostgresNotificationsTests {
         try await ScratchDatabase.with(baseURL: try postgresURL()) { url in
             let clock = ManualClock()
             let recorder = Recorder()
+            let otherRecorder = Recorder()
             let notifier = try Self.notifier(url, clock, recorder)
-            let other = try Self.notifier(url, clock, Recorder())
+            let other = try Self.notifier(url, clock, otherRecorder)
             try await withThrowingTaskGroup(of: Void.self) { group in
                 group.addTask { await notifier.run() }
                 group.addTask { await other.run() }
                 defer { group.cancelAll() }
+                // Both listening before the kill (a CI run killed one, the other not yet connected, and waited for two).
                 try await recorder.waitUntilListening(1)
+                try await otherRecorder.waitUntilListening(1)
                 #expect(recorder.listening == [false])
 
                 let killer = try await PostgresConnection.connect(
