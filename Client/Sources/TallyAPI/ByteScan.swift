@@ -69,16 +69,6 @@ enum ByteScan {
                 index += 8
             }
         }
-        return bytes[index...].allSatisfy(isBase64Character)
-    }
-
-    /// Whether `byte` is in the standard base64 alphabet.
-    static func isBase64Character(_ byte: UInt8) -> Bool {
-        switch byte {
-        case UInt8(ascii: "A")...UInt8(ascii: "Z"), UInt8(ascii: "a")...UInt8(ascii: "z"), UInt8(ascii: "0")...UInt8(ascii: "9"),
-            UInt8(ascii: "+"), UInt8(ascii: "/"):
-            true
-        default: false
-        }
+        return bytes[index...].allSatisfy { Base64Bytes.value($0) != nil }
     }
 }

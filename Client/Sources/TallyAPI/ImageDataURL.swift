@@ -68,7 +68,7 @@ struct Base64Bytes: RandomAccessCollection {
     /// end, a length that is a multiple of 4).
     init?(_ text: UnsafeBufferPointer<UInt8>) {
         guard text.count % 4 == 0 else { return nil }
-        // Up to two `=` at the end; before them, only the alphabet (through a table: this runs over megabytes).
+        // Up to two `=` at the end; before them, only the alphabet (checked a word at a time: this runs over megabytes).
         var end = text.count
         while end > 0, text.count - end < 2, text[end - 1] == UInt8(ascii: "=") { end -= 1 }
         guard ByteScan.isBase64Alphabet(UnsafeBufferPointer(rebasing: text[..<end])) else { return nil }
@@ -89,7 +89,8 @@ struct Base64Bytes: RandomAccessCollection {
         return UInt8(truncatingIfNeeded: bits >> (16 - 8 * (position % 3)))
     }
 
-    private static func value(_ character: UInt8) -> UInt8? {
+    /// The six bits a base64 character stands for; nil outside the alphabet (the one definition of it).
+    static func value(_ character: UInt8) -> UInt8? {
         switch character {
         case UInt8(ascii: "A")...UInt8(ascii: "Z"): return character - UInt8(ascii: "A")
         case UInt8(ascii: "a")...UInt8(ascii: "z"): return character - UInt8(ascii: "a") + 26
