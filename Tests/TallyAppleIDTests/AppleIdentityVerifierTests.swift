@@ -57,6 +57,10 @@ struct AppleIdentityVerifierTests {
             let identity = try await fixture.verify(minted.identityToken, nonce: nonce.raw)
             #expect(identity.tokenDigest.count == 64 && identity.tokenDigest.allSatisfy(\.isHexDigit))
             #expect(try await fixture.verify(minted.identityToken, nonce: nonce.raw).tokenDigest == identity.tokenDigest)
+            // Another token of the same user, a second later: at the same instant its claims would be the same, and an
+            // RSA PKCS #1 v1.5 signature over the same bytes is the same token (it did happen: the stand-in's claims
+            // are encoded in a key order that varies from one encoding to the next, and sometimes matches).
+            fixture.clock.advance(by: 1)
             let other = try await fixture.appleID.identityToken(sub: minted.sub, nonce: nonce.raw)
             #expect(try await fixture.verify(other.identityToken, nonce: nonce.raw).tokenDigest != identity.tokenDigest)
             // A 2,048-bit signature in 342 base64url characters leaves the last one 4 bits that decode to nothing.
