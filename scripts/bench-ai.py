@@ -133,9 +133,10 @@ def images(args):
     tokens = lines(args.tokens)[:args.concurrency]
     if len(tokens) < args.concurrency:
         raise SystemExit(f"need {args.concurrency} users, have {len(tokens)}")
-    bodies = {"direct": question(args.upstream_model, args.image, args.max_tokens, False),
-              "gateway": question(args.model, args.image, args.max_tokens, False)}
+    direct = question(args.upstream_model, args.image, args.max_tokens, False)
+    bodies = {"direct": direct, "relay": direct, "gateway": question(args.model, args.image, args.max_tokens, False)}
     targets = {"direct": (args.upstream_port, lambda i: args.upstream_key),
+               "relay": (args.relay_port, lambda i: args.upstream_key),
                "gateway": (args.port, lambda i: "tally:" + tokens[i])}
 
     samples = []  # (monotonic, rss)
@@ -154,12 +155,13 @@ def images(args):
     sampler.start()
     time.sleep(1)  # the bystander's first calls, before any burst
 
-    results = {"direct": [], "gateway": []}
+    results = {"direct": [], "relay": [], "gateway": []}
     cpu = {(path, who): 0.0 for path in results for who in ("tally", "dev-llm")}  # CPU seconds during each path's bursts
     windows = []  # (start, end) of each gateway burst
     failures = []
+    orders = (("direct", "relay", "gateway"), ("gateway", "direct", "relay"), ("relay", "gateway", "direct"))
     for round_ in range(args.rounds):
-        for path in (("direct", "gateway") if round_ % 2 == 0 else ("gateway", "direct")):
+        for path in orders[round_ % 3]:
             port, key = targets[path]
             barrier = threading.Barrier(args.concurrency)
 
@@ -208,7 +210,7 @@ def images(args):
     result = {
         "rounds": args.rounds, "concurrency": args.concurrency,
         "image_bytes": os.path.getsize(args.image), "body_bytes": len(bodies["gateway"]),
-        "direct": stats(ok["direct"]), "gateway": stats(ok["gateway"]),
+        "direct": stats(ok["direct"]), "relay": stats(ok["relay"]), "gateway": stats(ok["gateway"]),
         "gateway_busy": sum(1 for kind, _ in results["gateway"] if kind == "busy"),
         "gateway_busy_ms": stats([ms for kind, ms in results["gateway"] if kind == "busy"]),
         "rss_before": rss_before, "rss_peak": max(rss for _, rss in samples), "rss_after": rss_after,
@@ -370,9 +372,10 @@ def signed(value):
 
 def render_images(args):
     r, b = json.loads(args.result), json.loads(args.books)
-    d, g = r["direct"], r["gateway"]
-    added_p99 = None if g["p99"] is None or d["p99"] is None else g["p99"] - d["p99"]
-    added_p50 = None if g["p50"] is None or d["p50"] is None else g["p50"] - d["p50"]
+    d, g, f = r["direct"], r["gateway"], r["relay"]
+    added = lambda x, q: None if x[q] is None or d[q] is None else x[q] - d[q]
+    added_p99, added_p50 = added(g, "p99"), added(g, "p50")
+    floor_p99, floor_p50 = added(f, "p99"), added(f, "p50")
     growth = r["rss_peak"] - r["rss_before"]
     bound = BODY_COPIES * args.bytes_in_flight + RSS_CONSTANT
     wallet = r["wallet_during"]
@@ -389,6 +392,7 @@ def render_images(args):
     print(f"""| {r['concurrency']} questions at once, each a {r['image_bytes'] / MIB:.1f} MiB PNG ({r['body_bytes'] / MIB:.1f} MiB body), {r['rounds']} bursts each way, alternated | direct to dev-llm | through Tally | added | target | verdict |
 |---|---|---|---|---|---|
 | total time p50 / p99 (ms), answered 200 (upload included) | {ms(d['p50'])} / {ms(d['p99'])} ({d['n']}) | {ms(g['p50'])} / {ms(g['p99'])} ({g['n']}) | p99 {signed(added_p99)} (p50 {signed(added_p50)}) | ≤ +20 ms | {verdict(added_p99 is not None and added_p99 <= 20)} |
+| the floor: a store-and-forward relay (C, scripts/bench-lib/relay.c) that reads each body whole, then sends it on unchanged | {ms(d['p50'])} / {ms(d['p99'])} | {ms(f['p50'])} / {ms(f['p99'])} ({f['n']}) | p99 {signed(floor_p99)} (p50 {signed(floor_p50)}) | — | Tally ÷ relay, added p99: {"—" if not floor_p99 or added_p99 is None else f"{added_p99 / floor_p99:.1f}×"} |
 
 | case | result | target | verdict |
 |---|---|---|---|
@@ -449,6 +453,7 @@ def main():
     p = sub.choices["images"]
     p.add_argument("--server-pid", type=int, required=True)
     p.add_argument("--upstream-pid", type=int, required=True, help="tally dev-llm's pid (its CPU time)")
+    p.add_argument("--relay-port", type=int, required=True, help="scripts/bench-lib/relay.c's port, on dev-llm")
     p.add_argument("--concurrency", type=int, default=32)
     p.add_argument("--rounds", type=int, default=3)
     p.add_argument("--pause", type=float, default=0.5)

@@ -1,0 +1,165 @@
+// A store-and-forward HTTP relay: the least any gateway must do that has to read a whole request before it may call
+// its upstream (Tally must: the hold depends on every image part of the body). For each connection it reads one
+// request to its last byte (Content-Length), connects to the upstream, writes the request unchanged, copies the answer
+// back (its Content-Length, or until the upstream closes) and closes both. No parsing beyond the headers' lengths,
+// no copies beyond one buffer, a thread a connection. scripts/bench-ai measures it beside Tally as the floor of the
+// added time of a large upload.
+//
+// usage: relay LISTEN_PORT UPSTREAM_PORT   (both on 127.0.0.1; prints "ready" once listening)
+#include <arpa/inet.h>
+#include <errno.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+static int upstream_port;
+
+// The value of the Content-Length header in the header block head[0..length), or -1.
+static long content_length(const char *head, size_t length) {
+  const char *name = "\r\ncontent-length:";
+  size_t name_length = strlen(name);
+  for (size_t i = 0; i + name_length < length; i++) {
+    if (strncasecmp(head + i, name, name_length) == 0) {
+      return strtol(head + i + name_length, NULL, 10);
+    }
+  }
+  return -1;
+}
+
+// The length of the header block (through its blank line) in buffer[0..length), or 0 when it is not complete.
+static size_t header_end(const char *buffer, size_t length) {
+  for (size_t i = 3; i < length; i++) {
+    if (buffer[i - 3] == '\r' && buffer[i - 2] == '\n' && buffer[i - 1] == '\r' && buffer[i] == '\n') return i + 1;
+  }
+  return 0;
+}
+
+static int write_all(int fd, const char *data, size_t length) {
+  while (length > 0) {
+    ssize_t written = write(fd, data, length);
+    if (written < 0) {
+      if (errno == EINTR) continue;
+      return -1;
+    }
+    data += written;
+    length -= (size_t)written;
+  }
+  return 0;
+}
+
+// Grows *buffer to hold at least one more byte beyond length. Returns -1 when memory runs out.
+static int room(char **buffer, size_t *capacity, size_t length) {
+  if (length < *capacity) return 0;
+  *capacity *= 2;
+  *buffer = realloc(*buffer, *capacity);
+  return *buffer == NULL ? -1 : 0;
+}
+
+// Reads fd until a header block is complete; returns the bytes read into *buffer (its headers and maybe some body),
+// with *head the header block's length, or -1.
+static long read_head(int fd, char **buffer, size_t *capacity, size_t *head) {
+  size_t length = 0;
+  for (;;) {
+    if (room(buffer, capacity, length) < 0) return -1;
+    ssize_t got = read(fd, *buffer + length, *capacity - length);
+    if (got < 0 && errno == EINTR) continue;
+    if (got <= 0) return -1;
+    length += (size_t)got;
+    *head = header_end(*buffer, length);
+    if (*head > 0) return (long)length;
+  }
+}
+
+// Reads one request whole (its headers and Content-Length bytes of body) into *buffer; returns its length or -1.
+static long read_request(int fd, char **buffer, size_t *capacity) {
+  size_t head = 0;
+  long length = read_head(fd, buffer, capacity, &head);
+  if (length < 0) return -1;
+  long body = content_length(*buffer, head);
+  size_t total = head + (size_t)(body < 0 ? 0 : body);
+  while ((size_t)length < total) {
+    if (room(buffer, capacity, (size_t)length) < 0) return -1;
+    size_t want = *capacity - (size_t)length;
+    ssize_t got = read(fd, *buffer + length, want);
+    if (got < 0 && errno == EINTR) continue;
+    if (got <= 0) return -1;
+    length += got;
+  }
+  return length;
+}
+
+// Copies one answer from upstream to client as it arrives: its headers, then Content-Length bytes of body, or
+// everything until the upstream closes when it has no length.
+static void relay_answer(int upstream, int client, char **buffer, size_t *capacity) {
+  size_t head = 0;
+  long length = read_head(upstream, buffer, capacity, &head);
+  if (length < 0 || write_all(client, *buffer, (size_t)length) < 0) return;
+  long body = content_length(*buffer, head);
+  long left = body < 0 ? -1 : body - (length - (long)head);
+  while (left != 0) {
+    size_t want = *capacity;
+    if (left > 0 && (size_t)left < want) want = (size_t)left;
+    ssize_t got = read(upstream, *buffer, want);
+    if (got < 0 && errno == EINTR) continue;
+    if (got <= 0 || write_all(client, *buffer, (size_t)got) < 0) return;
+    if (left > 0) left -= got;
+  }
+}
+
+static void *serve(void *argument) {
+  int client = (int)(long)argument;
+  size_t capacity = 1 << 20;
+  char *buffer = malloc(capacity);
+  long length = read_request(client, &buffer, &capacity);
+  if (length > 0) {
+    int upstream = socket(AF_INET, SOCK_STREAM, 0);
+    struct sockaddr_in address = {.sin_family = AF_INET, .sin_port = htons((uint16_t)upstream_port)};
+    address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    int one = 1;
+    setsockopt(upstream, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+    if (connect(upstream, (struct sockaddr *)&address, sizeof address) == 0 &&
+        write_all(upstream, buffer, (size_t)length) == 0) {
+      relay_answer(upstream, client, &buffer, &capacity);
+    }
+    close(upstream);
+  }
+  free(buffer);
+  close(client);
+  return NULL;
+}
+
+int main(int argc, char **argv) {
+  if (argc != 3) {
+    fprintf(stderr, "usage: relay LISTEN_PORT UPSTREAM_PORT\n");
+    return 2;
+  }
+  upstream_port = atoi(argv[2]);
+  int listener = socket(AF_INET, SOCK_STREAM, 0);
+  int one = 1;
+  setsockopt(listener, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+  struct sockaddr_in address = {.sin_family = AF_INET, .sin_port = htons((uint16_t)atoi(argv[1]))};
+  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  if (bind(listener, (struct sockaddr *)&address, sizeof address) != 0 || listen(listener, 1024) != 0) {
+    perror("relay: listen");
+    return 1;
+  }
+  printf("ready\n");
+  fflush(stdout);
+  for (;;) {
+    int client = accept(listener, NULL, NULL);
+    if (client < 0) continue;
+    setsockopt(client, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+    pthread_t thread;
+    pthread_attr_t attributes;
+    pthread_attr_init(&attributes);
+    pthread_attr_setdetachstate(&attributes, PTHREAD_CREATE_DETACHED);
+    if (pthread_create(&thread, &attributes, serve, (void *)(long)client) != 0) close(client);
+    pthread_attr_destroy(&attributes);
+  }
+}
