@@ -26,6 +26,8 @@ struct AIGateway: Sendable {
     let settlements: PendingSettlements
     /// The chat route's body limit and the bytes of chat bodies this process holds at once.
     let bodies: RequestBodyBudget
+    /// Low-priority threads on which large bodies are parsed and written again (a service).
+    let bulk = BulkWork()
 
     init(configuration: AIConfiguration, settlements: PendingSettlements) {
         self.configuration = configuration

@@ -1,6 +1,5 @@
 import Foundation
 import Hummingbird
-import NIOPosix
 import TallyAPI
 import TallyStore
 
@@ -21,8 +20,9 @@ struct ChatRequest: Sendable {
     let measure: PromptMeasure
     /// What the prompt estimate of a call without usage describes: the text's features (never an image's base64).
     let textFeatures: PromptEstimator.Features
-    /// The body sent upstream.
-    let upstreamBody: [UInt8]
+    /// The body sent upstream (a `ByteBuffer` already, made where the body is parsed: for a large one, off the
+    /// cooperative threads).
+    let upstreamBody: ByteBuffer
     /// The client's body as sent.
     let clientBody: [JSONKey: JSONValue]
     /// The body's bytes in this process's ``RequestBodyBudget``: given back when the last copy of this request goes
@@ -55,15 +55,14 @@ struct ChatRequest: Sendable {
             }
             return try parse(body, user: user, configuration: configuration)
         }
-        // A body with images (megabytes: tens of milliseconds to read, check and write again) is handled on the thread
-        // pool, as a password hash is, so that the two cooperative threads keep answering everyone else meanwhile.
-        var chat = buffer.readableBytes > Self.offloadedBodyBytes
-            ? try await NIOThreadPool.singleton.runIfActive { try parsed() } : try parsed()
+        // A body with images (megabytes: milliseconds to read, check and write again) is handled on the gateway's
+        // low-priority threads, so that the cooperative threads and the event loops keep answering everyone else.
+        var chat = buffer.readableBytes > Self.offloadedBodyBytes ? try await ai.bulk.run { try parsed() } : try parsed()
         chat.reservation = reservation
         return chat
     }
 
-    /// Bodies larger than this are parsed on the thread pool.
+    /// Bodies larger than this are parsed on ``BulkWork``'s threads.
     static let offloadedBodyBytes = 256 * 1024
 
     /// Checks `body` against the configuration and builds the upstream request of `user` (a Tally user id, sent
@@ -133,7 +132,7 @@ struct ChatRequest: Sendable {
         let request = ChatRequest(
             model: model, stream: stream, clientWantsUsage: clientWantsUsage, completionLimit: limit, measure: measure,
             textFeatures: PromptEstimator.Features(request: clientBody, bound: measure.textTokens),
-            upstreamBody: JSONValue.object(object).bytes, clientBody: clientBody)
+            upstreamBody: ByteBuffer(bytes: JSONValue.object(object).bytes), clientBody: clientBody)
         guard request.maxCost <= Limits.maxAmount else { throw APIError(.invalidField, "The request is too large to hold for.") }
         return request
     }

@@ -69,7 +69,7 @@ public func buildApplication(
     let tally = TallyServices(
         store: store, clock: clock, configuration: configuration, metrics: metrics, events: events, sessions: sessions, relay: relay,
         logger: logger)
-    if let ai = tally.ai { services += [ai.upstream, ai.settlements] }
+    if let ai = tally.ai { services += [ai.upstream, ai.settlements, ai.bulk] }
     if let mail = tally.mail {
         services.append(mail)
     } else {
