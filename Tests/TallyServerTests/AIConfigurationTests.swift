@@ -68,12 +68,12 @@ struct AIConfigurationTests {
     @Test("The upstream body names the upstream model, caps the completion in the configured field, always asks a stream for usage, and keeps the rest")
     func rewrite() throws {
         let request = try Self.parse(#"{"model":"chat","stream":true,"max_tokens":50,"max_completion_tokens":80,"temperature":0.2,"messages":[{"role":"user","content":"hi"}]}"#)
-        let sent = try JSONValue.parse(request.upstreamBody)
+        let sent = try JSONValue.parse(request.upstreamBody.readableBytesView)
         #expect(sent["model"] == .string("gpt-x") && sent["max_completion_tokens"] == .int(50) && sent["max_tokens"] == nil)
         #expect(sent["stream_options"]?["include_usage"] == .bool(true) && sent["temperature"] == .number("0.2"))
         #expect(request.completionLimit == 50 && request.stream && !request.clientWantsUsage)
         let uncapped = try Self.parse(#"{"model":"chat","messages":[{"role":"user","content":"hi"}]}"#)
-        let uncappedBody = try JSONValue.parse(uncapped.upstreamBody)
+        let uncappedBody = try JSONValue.parse(uncapped.upstreamBody.readableBytesView)
         #expect(uncapped.completionLimit == 300 && uncappedBody["stream_options"] == nil)
         #expect(try Self.parse(#"{"model":"chat","max_tokens":100000,"messages":[{"role":"user","content":"hi"}]}"#).completionLimit == 300)
     }

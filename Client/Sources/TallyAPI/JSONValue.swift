@@ -438,8 +438,8 @@ extension JSONValue {
         var text = text
         text.withUTF8 { bytes in
             // Runs that need no escape are copied whole: an image's base64 is megabytes of one, for which the room is
-            // made once.
-            if bytes.count > 65_536 { out.reserveCapacity(out.count + bytes.count + 64) }
+            // made once, with room to spare for the rest of the document (else its next bytes copy the megabytes again).
+            if bytes.count > 65_536 { out.reserveCapacity(out.count + bytes.count + 65_536) }
             out.append(UInt8(ascii: "\""))
             var run = 0
             while run < bytes.count {

@@ -37,13 +37,13 @@ final class UpstreamClient: Service, Sendable {
 
     /// Posts `body` (a Chat Completions request) to `<baseURL>/chat/completions`; the answer's head within the
     /// upstream's timeout. Cancelling the calling task closes the connection (the provider stops generating).
-    func post(_ body: [UInt8]) async throws -> HTTPClientResponse {
+    func post(_ body: ByteBuffer) async throws -> HTTPClientResponse {
         var request = HTTPClientRequest(url: upstream.baseURL + "/chat/completions")
         request.method = .POST
         request.headers.add(name: "Content-Type", value: "application/json")
         request.headers.add(name: "Accept", value: "application/json, text/event-stream")
         if let key = upstream.apiKey { request.headers.add(name: "Authorization", value: "Bearer " + key) }
-        request.body = .bytes(ByteBuffer(bytes: body))
+        request.body = .bytes(body)
         return try await pool().execute(request, timeout: .seconds(upstream.timeout.components.seconds))
     }
 
