@@ -3,9 +3,11 @@
 // request to its last byte (Content-Length), connects to the upstream, writes the request unchanged, copies the answer
 // back (its Content-Length, or until the upstream closes) and closes both. No parsing beyond the headers' lengths,
 // no copies beyond one buffer, a thread a connection. scripts/bench-ai measures it beside Tally as the floor of the
-// added time of a large upload.
+// added time of a large upload. With a BUDGET it admits bodies as Tally's `requestBytesInFlight` does: a request
+// whose Content-Length would take the bytes of the bodies being relayed past BUDGET is answered 503 `busy` with
+// Retry-After (Tally's answer) and its body read and dropped, so that both relay the same number of bodies at once.
 //
-// usage: relay LISTEN_PORT UPSTREAM_PORT   (both on 127.0.0.1; prints "ready" once listening)
+// usage: relay LISTEN_PORT UPSTREAM_PORT [BUDGET]   (both on 127.0.0.1; prints "ready" once listening)
 #include <arpa/inet.h>
 #include <errno.h>
 #include <netinet/in.h>
@@ -19,6 +21,26 @@
 #include <unistd.h>
 
 static int upstream_port;
+static long budget;  // 0: every body is admitted
+static long in_flight;
+static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
+
+// Takes length bytes of the budget; 0 when they do not fit.
+static int admit(long length) {
+  if (budget == 0) return 1;
+  pthread_mutex_lock(&lock);
+  int fits = in_flight + length <= budget;
+  if (fits) in_flight += length;
+  pthread_mutex_unlock(&lock);
+  return fits;
+}
+
+static void give_back(long length) {
+  if (budget == 0) return;
+  pthread_mutex_lock(&lock);
+  in_flight -= length;
+  pthread_mutex_unlock(&lock);
+}
 
 // The value of the Content-Length header in the header block head[0..length), or -1.
 static long content_length(const char *head, size_t length) {
@@ -77,12 +99,28 @@ static long read_head(int fd, char **buffer, size_t *capacity, size_t *head) {
 }
 
 // Reads one request whole (its headers and Content-Length bytes of body) into *buffer; returns its length or -1.
-static long read_request(int fd, char **buffer, size_t *capacity) {
+// A body the budget cannot take is answered 503 busy (and read to its end and dropped): returns 0.
+static long read_request(int fd, char **buffer, size_t *capacity, long *admitted) {
   size_t head = 0;
   long length = read_head(fd, buffer, capacity, &head);
   if (length < 0) return -1;
   long body = content_length(*buffer, head);
-  size_t total = head + (size_t)(body < 0 ? 0 : body);
+  if (body < 0) body = 0;
+  if (!admit(body)) {
+    static const char busy[] = "HTTP/1.1 503 Service Unavailable\r\nContent-Type: application/json\r\nRetry-After: 1\r\n"
+                               "Connection: close\r\nContent-Length: 63\r\n\r\n"
+                               "{\"error\":{\"code\":\"busy\",\"message\":\"Too many bodies at once.\"}}\n";
+    write_all(fd, busy, sizeof busy - 1);
+    for (long left = body - (length - (long)head); left > 0;) {
+      ssize_t got = read(fd, *buffer, *capacity);
+      if (got < 0 && errno == EINTR) continue;
+      if (got <= 0) break;
+      left -= got;
+    }
+    return 0;
+  }
+  *admitted = body;
+  size_t total = head + (size_t)body;
   while ((size_t)length < total) {
     if (room(buffer, capacity, (size_t)length) < 0) return -1;
     size_t want = *capacity - (size_t)length;
@@ -116,7 +154,8 @@ static void *serve(void *argument) {
   int client = (int)(long)argument;
   size_t capacity = 1 << 20;
   char *buffer = malloc(capacity);
-  long length = read_request(client, &buffer, &capacity);
+  long admitted = 0;
+  long length = read_request(client, &buffer, &capacity, &admitted);
   if (length > 0) {
     int upstream = socket(AF_INET, SOCK_STREAM, 0);
     struct sockaddr_in address = {.sin_family = AF_INET, .sin_port = htons((uint16_t)upstream_port)};
@@ -129,17 +168,19 @@ static void *serve(void *argument) {
     }
     close(upstream);
   }
+  give_back(admitted);
   free(buffer);
   close(client);
   return NULL;
 }
 
 int main(int argc, char **argv) {
-  if (argc != 3) {
-    fprintf(stderr, "usage: relay LISTEN_PORT UPSTREAM_PORT\n");
+  if (argc != 3 && argc != 4) {
+    fprintf(stderr, "usage: relay LISTEN_PORT UPSTREAM_PORT [BUDGET]\n");
     return 2;
   }
   upstream_port = atoi(argv[2]);
+  budget = argc == 4 ? atol(argv[3]) : 0;
   int listener = socket(AF_INET, SOCK_STREAM, 0);
   int one = 1;
   setsockopt(listener, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
