@@ -59,9 +59,16 @@ struct TallyTestServer: Sendable {
         let adminKey = configuration.adminKey!
         return try await withThrowingTaskGroup(of: Void.self) { group in
             let services = ServiceGroup(configuration: .init(services: [app], logger: logger))
-            group.addTask { try await services.run() }
+            group.addTask {
+                // A server that stops before it listens (an error while starting) ends the wait for its ports below.
+                defer { continuation.finish() }
+                try await services.run()
+            }
             var iterator = ports.makeAsyncIterator()
-            guard let bound = await iterator.next() else { throw CancellationError() }
+            guard let bound = await iterator.next() else {
+                try await group.waitForAll()  // its error, if it failed
+                throw CancellationError()
+            }
             do {
                 let value = try await body(
                     TallyTestServer(port: bound.port, adminPort: bound.adminPort, serverClock: clock, adminKey: adminKey))
