@@ -68,7 +68,7 @@ struct Base64Bytes: RandomAccessCollection {
     /// end, a length that is a multiple of 4).
     init?(_ text: UnsafeBufferPointer<UInt8>) {
         guard text.count % 4 == 0 else { return nil }
-        // Up to two `=` at the end; before them, only the alphabet (checked a word at a time: this runs over megabytes).
+        // Up to two `=` at the end; before them, only the alphabet (checked sixteen bytes at a time: this runs over megabytes).
         var end = text.count
         while end > 0, text.count - end < 2, text[end - 1] == UInt8(ascii: "=") { end -= 1 }
         guard ByteScan.isBase64Alphabet(UnsafeBufferPointer(rebasing: text[..<end])) else { return nil }
