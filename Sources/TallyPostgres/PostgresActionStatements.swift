@@ -63,8 +63,6 @@ struct ActionBatchWriteStatement<Shape: BatchShape>: PostgresPreparedStatement {
         return bindings
     }
 
-    func decodeRow(_ row: PostgresRow) throws -> PostgresRow { row }
-
     /// Each write's result, in the order of ``writes``: `nil` for a write whose wallet moved.
     func results(_ rows: [PostgresRow]) throws -> [ActionWritten?] {
         var byUser: [String: ActionWritten] = [:]

@@ -56,46 +56,16 @@ struct DocumentWriter {
         now: Date, on connection: PooledConnection
     ) async throws -> DocumentWriter {
         do {
-            // `WHERE false` updates nothing, but the conflicting row is locked all the same.
-            try await connection.rows(
-                """
-                INSERT INTO sync_state (user_id, version, purged_through) SELECT id, 0, 0 FROM users WHERE id = \(userId)
-                ON CONFLICT (user_id) DO UPDATE SET version = sync_state.version WHERE false
-                """, logger: store.logger)
+            _ = try await connection.execute(SyncStateLockStatement(userId: userId), logger: store.logger)
         } catch let error as PSQLError where error.serverInfo?[.constraintName] == "sync_state_user_id_fkey" {
             // The account was deleted while this statement ran.
             throw StoreError(.userNotFound)
         }
         var unique = Set<DocumentAddress>()
         let addresses = addresses.filter { unique.insert($0).inserted }
-        // A `state` row (the user's version and usage, and the client: claimed now, or as stored) and a `document`
-        // row per document stored at the addresses.
-        let rows = try await connection.rows(
-            """
-            WITH claimed AS (
-              INSERT INTO sync_clients (client_id, user_id, last_mutation_id, updated_at)
-              SELECT \(clientId ?? ""), user_id, 0, \(now.millis) FROM sync_state WHERE user_id = \(userId) AND \(clientId != nil)
-                AND (SELECT count(*) FROM sync_clients WHERE user_id = \(userId)) < \(Int64(budget.clientIds))
-              ON CONFLICT (client_id) DO NOTHING
-              RETURNING user_id, last_mutation_id
-            )
-            SELECT 'state' AS part, s.version AS user_version, s.stored_documents, s.stored_bytes,
-                   c.user_id AS client_user_id, c.last_mutation_id AS client_last_mutation_id,
-                   NULL::TEXT AS collection, NULL::TEXT AS id, NULL::TEXT AS data, NULL::TEXT AS range_value,
-                   NULL::BIGINT AS version, NULL::BIGINT AS updated_at, NULL::BOOLEAN AS deleted
-            FROM sync_state s
-            LEFT JOIN LATERAL (
-              SELECT user_id, last_mutation_id FROM claimed
-              UNION ALL
-              SELECT user_id, last_mutation_id FROM sync_clients WHERE client_id = \(clientId ?? "") AND \(clientId != nil)
-              LIMIT 1
-            ) c ON true
-            WHERE s.user_id = \(userId) AND NOT EXISTS (SELECT 1 FROM users m WHERE m.id = \(userId) AND m.merged_into IS NOT NULL)
-            UNION ALL
-            SELECT 'document', NULL, NULL, NULL, NULL, NULL, d.collection, d.id, d.data, d.range_value, d.version, d.updated_at, d.deleted
-            FROM unnest(\(addresses.map(\.collection))::TEXT[], \(addresses.map(\.id))::TEXT[]) AS k(collection, id)
-            JOIN documents d ON d.user_id = \(userId) AND d.collection = k.collection AND d.id = k.id
-            """, logger: store.logger)
+        let rows = try await connection.execute(
+            DocumentWriterReadStatement(userId: userId, clientId: clientId, now: now, clientIds: budget.clientIds, addresses: addresses),
+            logger: store.logger)
         var version: Int64?
         var usage = SyncUsage()
         var owner: (userId: String, lastMutationId: Int64)?
@@ -179,9 +149,7 @@ struct DocumentWriter {
 
     /// The collection's live documents as stored.
     private func storedCount(_ collection: String) async throws -> Int {
-        let rows = try await connection.rows(
-            "SELECT count(*) AS live FROM documents WHERE user_id = \(userId) AND collection = \(collection) AND NOT deleted",
-            logger: store.logger)
+        let rows = try await connection.execute(LiveDocumentCountStatement(userId: userId, collection: collection), logger: store.logger)
         return Int(try PostgresStore.single(rows, "a count")["live"] as Int64)
     }
 
@@ -219,36 +187,11 @@ struct DocumentWriter {
         let clientMoved = client.map { lastMutationId > $0.lastMutationId } ?? false
         guard !written.isEmpty || clientMoved else { return }
         let records = written.values.sorted { $0.version < $1.version }
-        let rows = try await connection.rows(
-            """
-            WITH b AS (
-              SELECT * FROM unnest(
-                \(records.map(\.collection))::TEXT[], \(records.map(\.id))::TEXT[],
-                \(records.map { String(decoding: $0.data, as: UTF8.self) })::TEXT[], \(records.map { $0.rangeValue ?? "" })::TEXT[],
-                \(records.map { $0.rangeValue != nil })::BOOLEAN[], \(records.map(\.version))::BIGINT[], \(records.map(\.deleted))::BOOLEAN[]
-              ) AS b(collection, id, data, range_value, has_range, version, deleted)
-            ), written AS (
-              INSERT INTO documents AS d (user_id, collection, id, data, range_value, version, updated_at, deleted)
-              SELECT \(userId), b.collection, b.id, b.data, CASE WHEN b.has_range THEN b.range_value END, b.version,
-                     \(now.millis), b.deleted
-              FROM b
-              ON CONFLICT (user_id, collection, id) DO UPDATE
-              SET data = excluded.data, range_value = excluded.range_value, version = excluded.version,
-                  updated_at = excluded.updated_at, deleted = excluded.deleted
-              WHERE d.version < excluded.version
-              RETURNING 1
-            ), counted AS (
-              UPDATE sync_state SET version = \(taking.version), stored_documents = \(taking.usage.documents),
-                     stored_bytes = \(taking.usage.bytes)
-              WHERE user_id = \(userId) AND version = \(base) RETURNING 1
-            ), client AS (
-              UPDATE sync_clients SET last_mutation_id = \(lastMutationId), updated_at = \(now.millis)
-              WHERE client_id = \(client?.id ?? "") AND user_id = \(userId) AND \(clientMoved)
-              RETURNING 1
-            )
-            SELECT (SELECT count(*) FROM written) AS written, (SELECT count(*) FROM counted) AS counted,
-                   (SELECT count(*) FROM client) AS client
-            """, logger: store.logger)
+        let rows = try await connection.execute(
+            DocumentWriterFinishStatement(
+                userId: userId, now: now, records: records, version: taking.version, usage: taking.usage, base: base,
+                clientId: client?.id, lastMutationId: lastMutationId, clientMoved: clientMoved),
+            logger: store.logger)
         // Under the sync state's lock nothing else writes these rows; if something did, start over.
         guard let row = rows.first.map(Columns.init) else { throw RetryTransaction() }
         let counts: (Int64, Int64, Int64) = (try row["written"], try row["counted"], try row["client"])

@@ -32,8 +32,6 @@ struct WalletBatchReadStatement: PostgresPreparedStatement {
         return bindings
     }
 
-    func decodeRow(_ row: PostgresRow) throws -> PostgresRow { row }
-
     /// Each read's wallet and whether it has an expired hold, by the reads' positions (`nil`: no wallet).
     func results(_ rows: [PostgresRow]) throws -> [WalletReadResult?] {
         try byPosition(rows, count: reads.count) { row in
@@ -60,8 +58,6 @@ struct DocumentVersionBatchReadStatement: PostgresPreparedStatement {
         bindings.append(userIds)
         return bindings
     }
-
-    func decodeRow(_ row: PostgresRow) throws -> PostgresRow { row }
 
     /// Each user's counter, by position (`nil`: no sync state).
     func results(_ rows: [PostgresRow]) throws -> [Int64?] {
@@ -95,8 +91,6 @@ struct SessionUserStatement: PostgresPreparedStatement {
         bindings.append(sessionId)
         return bindings
     }
-
-    func decodeRow(_ row: PostgresRow) throws -> PostgresRow { row }
 }
 
 /// The account reads that wait at the same time, as one statement (like ``WalletBatchReadStatement``):
@@ -156,8 +150,6 @@ struct AccountBatchReadStatement: PostgresPreparedStatement {
         bindings.append(reads.map { $0.holdId ?? "" })
         return bindings
     }
-
-    func decodeRow(_ row: PostgresRow) throws -> PostgresRow { row }
 
     /// What each read found, by the reads' positions (`nil`: no such user).
     func results(_ rows: [PostgresRow]) throws -> [AccountReadResult?] {

@@ -285,8 +285,6 @@ struct PurchaseReplayBatchStatement: PostgresPreparedStatement {
         bindings.append(reads.map(\.userId))
         return bindings
     }
-
-    func decodeRow(_ row: PostgresRow) throws -> PostgresRow { row }
 }
 
 /// One replay read waiting to be sent (``PurchaseReplayBatchStatement``).

@@ -162,3 +162,8 @@ public enum PostgresStatements: String, Sendable, CaseIterable {
         return sqlState
     }
 }
+
+extension PostgresPreparedStatement where Row == PostgresRow {
+    /// The store's statements decode their rows by column name (``Columns``): each row as it came.
+    func decodeRow(_ row: PostgresRow) throws -> PostgresRow { row }
+}
