@@ -30,9 +30,11 @@ struct SyncStateLockStatement: PostgresPreparedStatement {
 }
 
 /// What a document write plans from, read under the sync state's lock: a `state` row (the user's version and
-/// usage, and the sync client: claimed for the user now when new and within `clientIds`, or as stored) and a
-/// `document` row per document stored at the addresses. No `state` row: no sync state, or a guest merged into
-/// an account.
+/// usage, and the sync client: claimed for the user now when new and within `clientIds`, or as stored), a
+/// `document` row per document stored at the addresses, and a `count` row (its `collection`, and the live
+/// documents in `version`) per collection a put may create a document in — one of the `puts` has no live
+/// document — which saves a create the round trip of ``LiveDocumentCountStatement``. No `state` row: no sync
+/// state, or a guest merged into an account.
 struct DocumentWriterReadStatement: PostgresPreparedStatement {
     static let name = "tally_document_writer_read_v1"
     static let sql = """
@@ -63,6 +65,17 @@ struct DocumentWriterReadStatement: PostgresPreparedStatement {
           SELECT collection, id, data, range_value, version, updated_at, deleted FROM documents
           WHERE user_id = $1::TEXT AND collection = k.collection AND id = k.id LIMIT 1
         ) d
+        UNION ALL
+        SELECT 'count'::TEXT, NULL, NULL, NULL, NULL, NULL, c.collection, NULL, NULL, NULL, n.live, NULL, NULL
+        FROM (
+          SELECT DISTINCT p.collection FROM unnest($8::TEXT[], $9::TEXT[]) AS p(collection, id)
+          WHERE NOT EXISTS (
+            SELECT 1 FROM documents WHERE user_id = $1::TEXT AND collection = p.collection AND id = p.id AND NOT deleted
+          )
+        ) c
+        CROSS JOIN LATERAL (
+          SELECT count(*) AS live FROM documents WHERE user_id = $1::TEXT AND collection = c.collection AND NOT deleted
+        ) n
         """
     typealias Row = PostgresRow
 
@@ -72,9 +85,11 @@ struct DocumentWriterReadStatement: PostgresPreparedStatement {
     var now: Date
     var clientIds: Int
     var addresses: [DocumentAddress]
+    /// The addresses of the puts among them.
+    var puts: [DocumentAddress]
 
     func makeBindings() -> PostgresBindings {
-        var bindings = PostgresBindings(capacity: 7)
+        var bindings = PostgresBindings(capacity: 9)
         bindings.append(userId)
         bindings.append(clientId ?? "")
         bindings.append(clientId != nil)
@@ -82,6 +97,8 @@ struct DocumentWriterReadStatement: PostgresPreparedStatement {
         bindings.append(Int64(clientIds))
         bindings.append(addresses.map(\.collection))
         bindings.append(addresses.map(\.id))
+        bindings.append(puts.map(\.collection))
+        bindings.append(puts.map(\.id))
         return bindings
     }
 }

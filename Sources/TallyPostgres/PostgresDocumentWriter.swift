@@ -18,10 +18,10 @@ struct DocumentAddress: Hashable {
 ///   write; every writer of the user, in any process, queues here, so each plans from the documents and the
 ///   version the previous one committed, and versions commit in order;
 /// - **read**, one statement after the lock: the user's version and what their documents take of their
-///   ``SyncBudget``, the sync client (claimed for the user when new, within the budget's client ids) and every
-///   document the mutations address;
+///   ``SyncBudget``, the sync client (claimed for the user when new, within the budget's client ids), every
+///   document the mutations address, and the live documents of each collection a put may create a document in;
 /// - **take** each mutation (``take(_:)``), in the steps of ``DocumentTaking``: planned from the documents as this
-///   transaction left them (live documents are counted only when a create may need it, once per collection), within
+///   transaction left them (a create the read did not count for counts its collection then, once), within
 ///   the budget; a create in a metered collection performs the collection's action first, on the ledger's locking
 ///   path (the wallet locked after the sync state, as everywhere), and nothing is kept of a mutation it refuses;
 /// - **finish** (``finish(lastMutationId:)``): one statement writes every document's final state, the user's
@@ -48,11 +48,11 @@ struct DocumentWriter {
     /// The account after the last charge, if a mutation charged it.
     private(set) var charged: AccountState?
 
-    /// Locks the user's sync state and reads what the mutations to `addresses` plan from. With a `clientId`,
+    /// Locks the user's sync state and reads what `mutations` plan from. With a `clientId`,
     /// claims it for the user if it is new; another user's throws `.clientIdInUse`, one more than
     /// `budget.clientIds` throws `.storageFull`. Throws `.userNotFound`.
     static func open(
-        _ store: PostgresStore, userId: String, clientId: String?, reading addresses: [DocumentAddress], budget: SyncBudget,
+        _ store: PostgresStore, userId: String, clientId: String?, reading mutations: [DocumentMutation], budget: SyncBudget,
         now: Date, on connection: PooledConnection
     ) async throws -> DocumentWriter {
         do {
@@ -62,19 +62,28 @@ struct DocumentWriter {
             throw StoreError(.userNotFound)
         }
         var unique = Set<DocumentAddress>()
-        let addresses = addresses.filter { unique.insert($0).inserted }
+        let addresses = mutations.map(DocumentAddress.init).filter { unique.insert($0).inserted }
+        var puts = Set<DocumentAddress>()
+        for mutation in mutations { if case .put = mutation.operation { puts.insert(DocumentAddress(mutation)) } }
         let rows = try await connection.execute(
-            DocumentWriterReadStatement(userId: userId, clientId: clientId, now: now, clientIds: budget.clientIds, addresses: addresses),
+            DocumentWriterReadStatement(
+                userId: userId, clientId: clientId, now: now, clientIds: budget.clientIds, addresses: addresses, puts: Array(puts)),
             logger: store.logger)
         var version: Int64?
         var usage = SyncUsage()
         var owner: (userId: String, lastMutationId: Int64)?
         var documents: [DocumentAddress: DocumentRecord] = [:]
+        var counts: [String: Int] = [:]
         for row in rows.map(Columns.init) {
-            guard try row["part"] as String == "state" else {
+            switch try row["part"] as String {
+            case "document":
                 let record = try DocumentRecord(row)
                 documents[DocumentAddress(record)] = record
                 continue
+            case "count":
+                counts[try row["collection"]] = Int(try row["version"] as Int64)
+                continue
+            default: break
             }
             version = try row["user_version"]
             usage = SyncUsage(documents: try row["stored_documents"], bytes: try row["stored_bytes"])
@@ -99,12 +108,13 @@ struct DocumentWriter {
             client = (clientId, owner.lastMutationId)
         }
         return DocumentWriter(store: store, connection: connection, userId: userId, budget: budget, now: now, base: version,
-            usage: usage, client: client, documents: documents)
+            usage: usage, client: client, documents: documents, counts: counts)
     }
 
     private init(
         store: PostgresStore, connection: PooledConnection, userId: String, budget: SyncBudget, now: Date, base: Int64,
-        usage: SyncUsage, client: (id: String, lastMutationId: Int64)?, documents: [DocumentAddress: DocumentRecord]
+        usage: SyncUsage, client: (id: String, lastMutationId: Int64)?, documents: [DocumentAddress: DocumentRecord],
+        counts: [String: Int]
     ) {
         self.store = store
         self.connection = connection
@@ -112,6 +122,7 @@ struct DocumentWriter {
         self.now = now
         self.base = base
         self.taking = DocumentTaking(version: base, usage: usage, budget: budget, now: now)
+        for (collection, live) in counts { taking.counted(collection, live, includesWritesTaken: false) }
         self.client = client
         self.documents = documents
     }

@@ -22,7 +22,7 @@ extension PostgresStore {
                 return .replayed(response)
             }
             var writer = try await DocumentWriter.open(
-                self, userId: userId, clientId: nil, reading: [DocumentAddress(mutation)], budget: budget, now: now, on: connection)
+                self, userId: userId, clientId: nil, reading: [mutation], budget: budget, now: now, on: connection)
             switch try await writer.take(mutation) {
             case .conflict(let current):
                 throw StoreError(.versionConflict, current: current)
@@ -51,7 +51,7 @@ extension PostgresStore {
     {
         try await transaction { connection in
             var writer = try await DocumentWriter.open(
-                self, userId: userId, clientId: clientId, reading: mutations.map { DocumentAddress($0.mutation) }, budget: budget,
+                self, userId: userId, clientId: clientId, reading: mutations.map(\.mutation), budget: budget,
                 now: now, on: connection)
             var taking = PushTaking(after: writer.lastMutationId, count: mutations.count)
             for pushed in mutations where taking.isNew(pushed) {
