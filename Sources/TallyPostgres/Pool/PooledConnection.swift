@@ -32,11 +32,11 @@ public struct PooledConnection: Sendable {
         self.statements = statements
     }
 
-    /// Runs `query` and collects its rows.
+    /// Runs `query` and collects its rows (on the connection's event loop: no task and no row sequence).
     @discardableResult
     public func rows(_ query: PostgresQuery, logger: Logger) async throws -> [PostgresRow] {
         let connection = self.connection
-        return try await watch.run { try await connection.query(query, logger: logger).collect() }
+        return try await watch.run { connection.query(query, logger: logger).map(\.rows) }
     }
 
     /// Runs a named statement and collects its rows: ``PostgresStatements/prepared``, prepared once per
@@ -105,22 +105,39 @@ final class ConnectionWatch: Sendable {
     /// Whoever takes the continuation out of `pending` (the task, or ``closed()``) resumes it.
     func run(_ work: @escaping @Sendable () async throws -> [PostgresRow]) async throws -> [PostgresRow] {
         try await withCheckedThrowingContinuation { continuation in
-            let id: Int? = state.withLock { state in
-                guard !state.isClosed else { return nil }
-                state.next += 1
-                state.pending[state.next] = continuation
-                return state.next
-            }
-            guard let id else {
-                continuation.resume(throwing: PoolFailure.connectionClosed)
-                return
-            }
+            guard let id = register(continuation) else { return }
             Task {
                 let result: Result<[PostgresRow], any Error>
                 do { result = .success(try await work()) } catch { result = .failure(error) }
-                self.state.withLock { $0.pending.removeValue(forKey: id) }?.resume(with: result)
+                self.finish(id, with: result)
             }
         }
+    }
+
+    /// Starts `work` and returns its future's result, or throws once the connection is closed; the future
+    /// completes on the connection's event loop, which resumes the caller directly.
+    func run(_ work: () -> EventLoopFuture<[PostgresRow]>) async throws -> [PostgresRow] {
+        try await withCheckedThrowingContinuation { continuation in
+            guard let id = register(continuation) else { return }
+            work().whenComplete { self.finish(id, with: $0) }
+        }
+    }
+
+    /// Puts `continuation` in `pending`; `nil` (and the continuation resumed) when the connection is closed.
+    private func register(_ continuation: CheckedContinuation<[PostgresRow], any Error>) -> Int? {
+        let id: Int? = state.withLock { state in
+            guard !state.isClosed else { return nil }
+            state.next += 1
+            state.pending[state.next] = continuation
+            return state.next
+        }
+        if id == nil { continuation.resume(throwing: PoolFailure.connectionClosed) }
+        return id
+    }
+
+    /// Resumes the statement `id` with `result`, unless ``closed()`` already did.
+    private func finish(_ id: Int, with result: Result<[PostgresRow], any Error>) {
+        state.withLock { $0.pending.removeValue(forKey: id) }?.resume(with: result)
     }
 
     /// The connection closed: every statement still waiting fails now, and no new one starts.
