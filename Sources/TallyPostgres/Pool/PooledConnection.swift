@@ -9,10 +9,11 @@ import Synchronization
 /// the statement with no promise, the closed channel drops it, and the caller waits forever (reproduced:
 /// `connection.close()`, then `query` hangs). A close can always race a statement (PostgreSQL stopping, the
 /// pool stopping), and an awaited statement that never returns would hold its account's turn and its
-/// idempotency key for good. So each statement is awaited against the connection's end: it runs in a task
-/// of its own, and when the connection closes first, the caller gets ``PoolFailure/connectionClosed`` at
-/// once (the statement, if PostgreSQL got it, fails or commits on its own; an idempotency key makes the
-/// caller's retry safe). A statement abandoned that way leaves one suspended task behind.
+/// idempotency key for good. So each statement is awaited against the connection's end: an unnamed one is
+/// sent through PostgresNIO's future API, a named one runs in a task of its own, and when the connection closes
+/// first, the caller gets ``PoolFailure/connectionClosed`` at once (the statement, if PostgreSQL got it, fails or
+/// commits on its own; an idempotency key makes the caller's retry safe). A statement abandoned that way leaves
+/// a future that never completes, or one suspended task, behind.
 ///
 /// The store's named statements (``PostgresPreparedStatement``s) all go through ``execute(_:logger:)``, the one
 /// place that sends them as the pool's ``PostgresStatements`` says: prepared once per connection, or unnamed
