@@ -64,9 +64,11 @@ public final class URLSessionEventStreamTransport: EventStreamTransport {
         let task = session.dataTask(with: urlRequest)
         let (body, continuation) = AsyncThrowingStream.makeStream(of: Data.self, throwing: (any Error).self)
         // Ending the iteration cancels the request (from a queue: this runs in the reader's cancellation handler, see
-        // ``URLTaskAttempt``); the capture keeps this transport (its session) alive as long as the body.
-        continuation.onTermination = { [self] _ in
-            cancelLater(task)
+        // ``URLTaskAttempt``); a body that finished because the task did cancels nothing (swift-corelibs-foundation traps
+        // when a cancel reaches a task that completed meanwhile). The capture keeps this transport (its session) alive as
+        // long as the body.
+        continuation.onTermination = { [self] termination in
+            if case .cancelled = termination { cancelLater(task) }
             withExtendedLifetime(self) {}
         }
         let head = URLTaskAttempt<HTTPURLResponse>()

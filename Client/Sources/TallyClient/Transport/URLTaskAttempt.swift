@@ -13,6 +13,13 @@ import FoundationNetworking
 /// task's work queue, and that queue, delivering the task's answer at that moment, waits for the lock of the very Swift
 /// task whose cancellation handler runs (swift-corelibs-foundation#5412). Both wait forever, and every later request of
 /// the session queues behind them: a change of user that cancelled a request in flight hung the next user's calls.
+///
+/// With `sparingAnswers`, a task whose answer has begun (its response head came) is left to finish instead, its answer
+/// going nowhere: swift-corelibs-foundation (through 6.3) traps the process ("Trying to access a behaviour for a task
+/// that in not in the registry") when a cancel reaches a task that is completing — `cancel()` marks the task cancelling
+/// and queues its failure, which runs after the completion removed the task. A change of user cancels requests in
+/// flight; `UserSwitchStressTests` hit it in 2 of 3 runs. A request's answer ends it soon anyway; a stream's never does,
+/// so streams are always cancelled.
 final class URLTaskAttempt<Value: Sendable>: Sendable {
     private struct State {
         var continuation: CheckedContinuation<Value, any Error>?
@@ -22,9 +29,11 @@ final class URLTaskAttempt<Value: Sendable>: Sendable {
     }
 
     private let state = Locked(State())
+    private let sparingAnswers: Bool
 
-    /// Creates an attempt; ``start(_:resuming:deadline:)`` starts it.
-    init() {}
+    /// Creates an attempt; ``start(_:resuming:deadline:)`` starts it. `sparingAnswers`: a task whose answer has begun
+    /// is not cancelled.
+    init(sparingAnswers: Bool = false) { self.sparingAnswers = sparingAnswers }
 
     /// Resumes `task` for `continuation`, which the task's answer (``answered(_:)``), the caller's cancellation
     /// (``cancel()``) or `deadline` seconds, whichever comes first, resumes. A caller cancelled before this point
@@ -57,12 +66,15 @@ final class URLTaskAttempt<Value: Sendable>: Sendable {
             return (state.continuation, state.task)
         }
         continuation?.resume(with: result)
-        if cancellingTask, let task { cancelLater(task) }
+        if cancellingTask, let task { cancelLater(task, unlessAnswered: sparingAnswers) }
     }
 }
 
 /// Cancels `task` from a dispatch queue, outside whatever lock the caller holds: the SDK's one way to cancel a
-/// URLSession task (see ``URLTaskAttempt``).
-func cancelLater(_ task: URLSessionTask) {
-    DispatchQueue.global(qos: .utility).async { task.cancel() }
+/// URLSession task (see ``URLTaskAttempt``). `unlessAnswered`: not once its response head came.
+func cancelLater(_ task: URLSessionTask, unlessAnswered: Bool = false) {
+    DispatchQueue.global(qos: .utility).async {
+        if unlessAnswered, task.response != nil { return }
+        task.cancel()
+    }
 }
