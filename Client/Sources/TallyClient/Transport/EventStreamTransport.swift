@@ -49,12 +49,10 @@ public final class URLSessionEventStreamTransport: EventStreamTransport {
         session = URLSession(configuration: URLSessionTransport.configuration(), delegate: delegate, delegateQueue: nil)
     }
 
-    // The session holds its delegate until invalidated; every open stream holds the transport (see `open`). Invalidated
-    // from a queue: the last stream may end inside a cancellation handler, where URLSession must not be waited for.
-    deinit {
-        let session = self.session
-        DispatchQueue.global(qos: .utility).async { session.invalidateAndCancel() }
-    }
+    // The session holds its delegate until invalidated; every open stream holds the transport (see `open`), so none is
+    // open now: a stream ended by its reader has its cancel queued (`cancelLater`), and nothing is cancelled here
+    // (`invalidateAndCancel` would cancel from outside the delegate queue, see ``cancelLater(_:on:)``).
+    deinit { session.finishTasksAndInvalidate() }
 
     /// Opens one streaming request; cancelling the calling task before the head arrives throws `CancellationError` at
     /// once, and a head that does not come within the request's timeout throws ``TransportError/timedOut``.
@@ -63,15 +61,13 @@ public final class URLSessionEventStreamTransport: EventStreamTransport {
         let urlRequest = try URLSessionTransport.urlRequest(request, baseURL: baseURL, timeoutInterval: max(1, request.timeout.rounded(.up)))
         let task = session.dataTask(with: urlRequest)
         let (body, continuation) = AsyncThrowingStream.makeStream(of: Data.self, throwing: (any Error).self)
-        // Ending the iteration cancels the request (from a queue: this runs in the reader's cancellation handler, see
-        // ``URLTaskAttempt``); a body that finished because the task did cancels nothing (swift-corelibs-foundation traps
-        // when a cancel reaches a task that completed meanwhile). The capture keeps this transport (its session) alive as
-        // long as the body.
+        // Ending the iteration cancels the request (from the delegate queue: this runs in the reader's cancellation
+        // handler, see ``cancelLater(_:on:)``); a body that finished because the task did cancels nothing. The capture
+        // keeps this transport (its session) alive as long as the body.
         continuation.onTermination = { [self] termination in
-            if case .cancelled = termination { cancelLater(task) }
-            withExtendedLifetime(self) {}
+            if case .cancelled = termination { cancelLater(task, on: session.delegateQueue) }
         }
-        let head = URLTaskAttempt<HTTPURLResponse>()
+        let head = URLTaskAttempt<HTTPURLResponse>(delegateQueue: session.delegateQueue)
         let response = try await withTaskCancellationHandler {
             try await withCheckedThrowingContinuation { (waiter: CheckedContinuation<HTTPURLResponse, any Error>) in
                 delegate.add(task.taskIdentifier, head: head, body: continuation)

@@ -30,12 +30,11 @@ public final class URLSessionTransport: HTTPTransport {
 
     deinit { session.finishTasksAndInvalidate() }
 
-    /// Sends one attempt; cancelling the calling task throws `CancellationError` at once (the request is cancelled unless
-    /// its answer has begun, see ``URLTaskAttempt``), and so does the deadline with ``TransportError/timedOut``, whether or
-    /// not URLSession answers.
+    /// Sends one attempt; cancelling the calling task throws `CancellationError` at once (and cancels the request, see
+    /// ``URLTaskAttempt``), and so does the deadline with ``TransportError/timedOut``, whether or not URLSession answers.
     public func send(_ request: TransportRequest) async throws -> TransportResponse {
         let urlRequest = try makeURLRequest(request)
-        let attempt = URLTaskAttempt<(Data, URLResponse)>(sparingAnswers: true)
+        let attempt = URLTaskAttempt<(Data, URLResponse)>(delegateQueue: session.delegateQueue)
         let (data, response) = try await withTaskCancellationHandler {
             try await withCheckedThrowingContinuation { continuation in
                 let task = session.dataTask(with: urlRequest) { data, response, error in

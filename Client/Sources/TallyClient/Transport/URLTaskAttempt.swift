@@ -8,18 +8,11 @@ import FoundationNetworking
 /// One caller waiting for one `URLSessionTask` (its whole answer, or a stream's head): the caller resumes with the first
 /// of the task's answer, its own cancellation and the deadline — never later, whatever URLSession does.
 ///
-/// A task that did not answer is cancelled from a dispatch queue, never from the caller's cancellation handler or a
-/// stream's termination handler: swift-corelibs-foundation's `URLSessionTask.cancel()` (through 6.3) waits for the
+/// A task that did not answer is cancelled with ``cancelLater(_:on:)``, never from the caller's cancellation handler or
+/// a stream's termination handler: swift-corelibs-foundation's `URLSessionTask.cancel()` (through 6.3) waits for the
 /// task's work queue, and that queue, delivering the task's answer at that moment, waits for the lock of the very Swift
 /// task whose cancellation handler runs (swift-corelibs-foundation#5412). Both wait forever, and every later request of
 /// the session queues behind them: a change of user that cancelled a request in flight hung the next user's calls.
-///
-/// With `sparingAnswers`, a task whose answer has begun (its response head came) is left to finish instead, its answer
-/// going nowhere: swift-corelibs-foundation (through 6.3) traps the process ("Trying to access a behaviour for a task
-/// that in not in the registry") when a cancel reaches a task that is completing — `cancel()` marks the task cancelling
-/// and queues its failure, which runs after the completion removed the task. A change of user cancels requests in
-/// flight; `UserSwitchStressTests` hit it in 2 of 3 runs. A request's answer ends it soon anyway; a stream's never does,
-/// so streams are always cancelled.
 final class URLTaskAttempt<Value: Sendable>: Sendable {
     private struct State {
         var continuation: CheckedContinuation<Value, any Error>?
@@ -29,11 +22,12 @@ final class URLTaskAttempt<Value: Sendable>: Sendable {
     }
 
     private let state = Locked(State())
-    private let sparingAnswers: Bool
+    /// The session's delegate queue, where the task's answer is delivered and where it is cancelled.
+    private let delegateQueue: OperationQueue
 
-    /// Creates an attempt; ``start(_:resuming:deadline:)`` starts it. `sparingAnswers`: a task whose answer has begun
-    /// is not cancelled.
-    init(sparingAnswers: Bool = false) { self.sparingAnswers = sparingAnswers }
+    /// Creates an attempt for a task of the session whose delegate queue is `delegateQueue`; ``start(_:resuming:deadline:)``
+    /// starts it.
+    init(delegateQueue: OperationQueue) { self.delegateQueue = delegateQueue }
 
     /// Resumes `task` for `continuation`, which the task's answer (``answered(_:)``), the caller's cancellation
     /// (``cancel()``) or `deadline` seconds, whichever comes first, resumes. A caller cancelled before this point
@@ -41,11 +35,17 @@ final class URLTaskAttempt<Value: Sendable>: Sendable {
     func start(_ task: URLSessionTask, resuming continuation: CheckedContinuation<Value, any Error>, deadline: TimeInterval) {
         let ended = state.withLock { state -> Bool in
             guard !state.ended else { return true }
-            (state.continuation, state.task) = (continuation, task)
+            state.continuation = continuation
             return false
         }
         guard !ended else { return continuation.resume(throwing: CancellationError()) }
         task.resume()
+        // Only a resumed task is cancelled (`end` cancels the task it finds here).
+        let endedMeanwhile = state.withLock { state -> Bool in
+            if !state.ended { state.task = task }
+            return state.ended
+        }
+        if endedMeanwhile { cancelLater(task, on: delegateQueue) }
         // A timer of its own, off the cooperative pool: it fires even when the pool's threads are all busy.
         DispatchQueue.global().asyncAfter(deadline: .now() + max(0, min(deadline, 1e9))) { [weak self] in
             self?.end(.failure(TransportError.timedOut), cancellingTask: true)
@@ -66,15 +66,23 @@ final class URLTaskAttempt<Value: Sendable>: Sendable {
             return (state.continuation, state.task)
         }
         continuation?.resume(with: result)
-        if cancellingTask, let task { cancelLater(task, unlessAnswered: sparingAnswers) }
+        if cancellingTask, let task { cancelLater(task, on: delegateQueue) }
     }
 }
 
-/// Cancels `task` from a dispatch queue, outside whatever lock the caller holds: the SDK's one way to cancel a
-/// URLSession task (see ``URLTaskAttempt``). `unlessAnswered`: not once its response head came.
-func cancelLater(_ task: URLSessionTask, unlessAnswered: Bool = false) {
-    DispatchQueue.global(qos: .utility).async {
-        if unlessAnswered, task.response != nil { return }
+/// Cancels `task` unless it has completed, from `delegateQueue`, the delegate queue of its session: the SDK's one way to
+/// cancel a URLSession task, outside whatever lock the caller holds (see ``URLTaskAttempt``).
+///
+/// Why that queue: swift-corelibs-foundation (through 6.3) traps the process ("Trying to access a behaviour for a task
+/// that in not in the registry") when a cancel reaches a task that is completing. `cancel()` marks the task cancelling
+/// and queues its failure on the work queue; a completion delivered on the delegate queue meanwhile removes the task
+/// from the session's registry first, and the failure then looks it up. The completion marks the task completed on the
+/// delegate queue, before it queues that removal; so on the delegate queue, a task not yet completed is still
+/// registered, and the failure `cancel()` queues runs before any removal the completion can queue after it. A change of
+/// user cancels requests and streams in flight; `UserSwitchStressTests` crashed in about a third of its runs.
+func cancelLater(_ task: URLSessionTask, on delegateQueue: OperationQueue) {
+    delegateQueue.addOperation {
+        guard task.state == .running || task.state == .suspended else { return }
         task.cancel()
     }
 }
