@@ -10,7 +10,8 @@ import Synchronization
 /// `connection.close()`, then `query` hangs). A close can always race a statement (PostgreSQL stopping, the
 /// pool stopping), and an awaited statement that never returns would hold its account's turn and its
 /// idempotency key for good. So each statement is awaited against the connection's end: an unnamed one is
-/// sent through PostgresNIO's future API, a named one runs in a task of its own, and when the connection closes
+/// sent through PostgresNIO's future API, a named one runs in a task of its own (on the connection's event loop, like
+/// the lease's body: ``ConnectionExecutor``), and when the connection closes
 /// first, the caller gets ``PoolFailure/connectionClosed`` at once (the statement, if PostgreSQL got it, fails or
 /// commits on its own; an idempotency key makes the caller's retry safe). A statement abandoned that way leaves
 /// a future that never completes, or one suspended task, behind.
@@ -26,9 +27,12 @@ public struct PooledConnection: Sendable {
     let watch: ConnectionWatch
     /// How ``execute(_:logger:)`` sends a named statement.
     let statements: PostgresStatements
+    /// Runs tasks on the connection's event loop (``PostgresPool/withConnection(_:)``'s bodies, named statements).
+    let executor: ConnectionExecutor
 
     init(connection: PostgresConnection, watch: ConnectionWatch, statements: PostgresStatements = .prepared) {
         self.connection = connection
+        self.executor = ConnectionExecutor(connection.eventLoop)
         self.watch = watch
         self.statements = statements
     }
@@ -50,7 +54,7 @@ public struct PooledConnection: Sendable {
         case .prepared:
             let connection = self.connection
             do {
-                return try await watch.run {
+                return try await watch.run(on: executor) {
                     var rows: [PostgresRow] = []
                     for try await row in try await connection.execute(statement, logger: logger) { rows.append(row) }
                     return rows
@@ -102,12 +106,12 @@ final class ConnectionWatch: Sendable {
         state.withLock { state in if state.broken == nil { state.broken = reason } }
     }
 
-    /// Runs `work` in a task of its own and returns its result, or throws once the connection is closed.
-    /// Whoever takes the continuation out of `pending` (the task, or ``closed()``) resumes it.
-    func run(_ work: @escaping @Sendable () async throws -> [PostgresRow]) async throws -> [PostgresRow] {
+    /// Runs `work` in a task of its own on `executor` (the connection's event loop) and returns its result, or throws
+    /// once the connection is closed. Whoever takes the continuation out of `pending` (the task, or ``closed()``) resumes it.
+    func run(on executor: ConnectionExecutor, _ work: @escaping @Sendable () async throws -> [PostgresRow]) async throws -> [PostgresRow] {
         try await withCheckedThrowingContinuation { continuation in
             guard let id = register(continuation) else { return }
-            Task {
+            Task(executorPreference: executor) {
                 let result: Result<[PostgresRow], any Error>
                 do { result = .success(try await work()) } catch { result = .failure(error) }
                 self.finish(id, with: result)

@@ -139,7 +139,8 @@ public final class PostgresPool: Service, Sendable {
             (id, connection) = try await lease()
         }
         do {
-            let result = try await body(connection)
+            // On the connection's event loop: its statements' answers resume `body` with no hand-off between threads.
+            let result = try await withTaskExecutorPreference(connection.executor) { try await body(connection) }
             release(id: id, connection)
             return result
         } catch {
