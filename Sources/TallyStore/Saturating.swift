@@ -3,6 +3,7 @@
 /// through it or through `init(exactly:)` (which refuses: `nil`), as `TotalConversionsTests` checks.
 extension FixedWidthInteger {
     /// `value` rounded by `rule` (toward zero, as `init(_:)` does, unless told), clamped to the type's range; NaN is 0.
+    @inlinable
     public init(saturating value: Double, rounding rule: FloatingPointRoundingRule = .towardZero) {
         let rounded = value.rounded(rule)
         if let exact = Self(exactly: rounded) {
