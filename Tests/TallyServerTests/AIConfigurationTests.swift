@@ -1,4 +1,5 @@
 import Foundation
+import NIOCore
 import TallyAPI
 @testable import TallyServer
 import TallyStore
@@ -62,18 +63,18 @@ struct AIConfigurationTests {
         models: [AIModelSpec(name: "chat", upstreamModel: "gpt-x", promptTokensPerCredit: 100, completionTokensPerCredit: 10, maxCompletionTokens: 300)])
 
     static func parse(_ json: String) throws -> ChatRequest {
-        try ChatRequest.parse(try JSONValue.parse(json), user: "user-1", configuration: gateway)
+        try ChatRequest.parse(ByteBuffer(string: json), user: "user-1", configuration: gateway)
     }
 
     @Test("The upstream body names the upstream model, caps the completion in the configured field, always asks a stream for usage, and keeps the rest")
     func rewrite() throws {
         let request = try Self.parse(#"{"model":"chat","stream":true,"max_tokens":50,"max_completion_tokens":80,"temperature":0.2,"messages":[{"role":"user","content":"hi"}]}"#)
-        let sent = try JSONValue.parse(request.upstreamBody.readableBytesView)
+        let sent = try JSONValue.parse(request.upstreamBody.joined.readableBytesView)
         #expect(sent["model"] == .string("gpt-x") && sent["max_completion_tokens"] == .int(50) && sent["max_tokens"] == nil)
         #expect(sent["stream_options"]?["include_usage"] == .bool(true) && sent["temperature"] == .number("0.2"))
         #expect(request.completionLimit == 50 && request.stream && !request.clientWantsUsage)
         let uncapped = try Self.parse(#"{"model":"chat","messages":[{"role":"user","content":"hi"}]}"#)
-        let uncappedBody = try JSONValue.parse(uncapped.upstreamBody.readableBytesView)
+        let uncappedBody = try JSONValue.parse(uncapped.upstreamBody.joined.readableBytesView)
         #expect(uncapped.completionLimit == 300 && uncappedBody["stream_options"] == nil)
         #expect(try Self.parse(#"{"model":"chat","max_tokens":100000,"messages":[{"role":"user","content":"hi"}]}"#).completionLimit == 300)
     }
@@ -90,7 +91,7 @@ struct AIConfigurationTests {
             }
             let cap = generator.next() % 3 == 0 ? nil : Int(generator.next() % 500 + 1)
             let request = ChatCompletionRequest(model: "chat", messages: messages, maxTokens: cap)
-            let held = try ChatRequest.parse(try JSONValue.parse(Array(try JSONEncoder().encode(request))), user: "user-1", configuration: Self.gateway).maxCost
+            let held = try ChatRequest.parse(ByteBuffer(bytes: try JSONEncoder().encode(request)), user: "user-1", configuration: Self.gateway).maxCost
             #expect(try model.hold(for: request) == held, "\(request)")
         }
     }

@@ -1,4 +1,5 @@
 import Foundation
+import NIOCore
 import HTTPTypes
 import Logging
 import TallyAPI
@@ -39,7 +40,7 @@ struct AIGatewayTests {
 
     /// The most a request of `text` can cost (what the gateway holds).
     static func bound(_ text: String, maxTokens: Int? = nil, model: String = "chat") throws -> ChatRequest {
-        let body = try JSONValue.parse(Array(try JSONEncoder().encode(chat(text, maxTokens: maxTokens, model: model))))
+        let body = ByteBuffer(bytes: try JSONEncoder().encode(chat(text, maxTokens: maxTokens, model: model)))
         return try ChatRequest.parse(
             body, user: "user-1", configuration: AIConfiguration(upstream: AIUpstream(baseURL: "http://x/v1", apiKey: nil), models: [Self.model, Self.longModel]))
     }

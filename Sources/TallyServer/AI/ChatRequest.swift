@@ -20,9 +20,9 @@ struct ChatRequest: Sendable {
     let measure: PromptMeasure
     /// What the prompt estimate of a call without usage describes: the text's features (never an image's base64).
     let textFeatures: PromptEstimator.Features
-    /// The body sent upstream (a `ByteBuffer` already, made where the body is parsed: for a large one, off the
-    /// cooperative threads).
-    let upstreamBody: ByteBuffer
+    /// The body sent upstream (made where the body is parsed: for a large one, off the cooperative threads), its
+    /// `messages` the client's bytes as sent.
+    let upstreamBody: UpstreamBody
     /// The client's body as sent.
     let clientBody: [JSONKey: JSONValue]
     /// The body's bytes in this process's ``RequestBodyBudget``: given back when the last copy of this request goes
@@ -46,15 +46,7 @@ struct ChatRequest: Sendable {
         let buffer = try await RequestBody.collect(request, upTo: ai.bodies.maxBodyBytes)
         reservation.keep(buffer.readableBytes)
         let configuration = ai.configuration
-        @Sendable func parsed() throws(APIError) -> ChatRequest {
-            let body: JSONValue
-            do {
-                body = try JSONValue.parse(buffer.readableBytesView)
-            } catch {
-                throw APIError(.invalidJSON, "The body is not valid JSON: \(error.description).")
-            }
-            return try parse(body, user: user, configuration: configuration)
-        }
+        @Sendable func parsed() throws(APIError) -> ChatRequest { try parse(buffer, user: user, configuration: configuration) }
         // A body with images (megabytes: milliseconds to read, check and write again) is handled on the gateway's
         // low-priority threads, so that the cooperative threads and the event loops keep answering everyone else.
         var chat = buffer.readableBytes > Self.offloadedBodyBytes ? try await ai.bulk.run { try parsed() } : try parsed()
@@ -65,11 +57,17 @@ struct ChatRequest: Sendable {
     /// Bodies larger than this are parsed on ``BulkWork``'s threads.
     static let offloadedBodyBytes = 256 * 1024
 
-    /// Checks `body` against the configuration and builds the upstream request of `user` (a Tally user id, sent
-    /// upstream as `user` for the provider's abuse monitoring). Every content part is checked and measured by
+    /// Checks the JSON `bytes` against the configuration and builds the upstream request of `user` (a Tally user id,
+    /// sent upstream as `user` for the provider's abuse monitoring). Every content part is checked and measured by
     /// ``AIPricing/measure(request:model:)`` — the function an app estimates with —, whose refusals answer 400 with
-    /// their codes; an image part reaches the upstream as sent (its `url` and `detail`).
-    static func parse(_ body: JSONValue, user: String, configuration: AIConfiguration) throws(APIError) -> ChatRequest {
+    /// their codes; the messages reach the upstream as sent, byte for byte.
+    static func parse(_ bytes: ByteBuffer, user: String, configuration: AIConfiguration) throws(APIError) -> ChatRequest {
+        let body: JSONValue
+        do {
+            body = try JSONValue.parse(bytes.readableBytesView)
+        } catch {
+            throw APIError(.invalidJSON, "The body is not valid JSON: \(error.description).")
+        }
         guard var object = body.objectValue else { throw APIError(.invalidJSON, "The body must be a JSON object.") }
         // Only fields a hold accounts for reach the provider (ChatRequestFields): a clear refusal, not a silent drop,
         // since a field a client sends changes what it gets.
@@ -132,9 +130,23 @@ struct ChatRequest: Sendable {
         let request = ChatRequest(
             model: model, stream: stream, clientWantsUsage: clientWantsUsage, completionLimit: limit, measure: measure,
             textFeatures: PromptEstimator.Features(request: clientBody, bound: measure.textTokens),
-            upstreamBody: ByteBuffer(bytes: JSONValue.object(object).bytes), clientBody: clientBody)
+            upstreamBody: upstreamBody(object, bytes: bytes), clientBody: clientBody)
         guard request.maxCost <= Limits.maxAmount else { throw APIError(.invalidField, "The request is too large to hold for.") }
         return request
+    }
+
+    /// `object` (the upstream's fields) with its `messages` the client's own bytes (a slice of `bytes`, no copy) when
+    /// their key is written plainly, as nearly always; else written again.
+    private static func upstreamBody(_ object: [JSONKey: JSONValue], bytes: ByteBuffer) -> UpstreamBody {
+        var rest = object
+        let messages = rest.removeValue(forKey: "messages") ?? .null
+        let range = bytes.withUnsafeReadableBytes { JSONMemberRange.of("messages", in: $0) }
+        let sent = range.flatMap { bytes.getSlice(at: bytes.readerIndex + $0.lowerBound, length: $0.count) }
+            ?? ByteBuffer(bytes: messages.bytes)
+        // `rest` holds at least `model` and `user`: `{…}` opens with a member to follow the messages.
+        var tail = JSONValue.object(rest).bytes
+        tail[0] = UInt8(ascii: ",")
+        return UpstreamBody(parts: [ByteBuffer(string: #"{"messages":"#), sent, ByteBuffer(bytes: tail)])
     }
 
     private static func flag(_ value: JSONValue?, _ field: String) throws(APIError) -> Bool? {

@@ -177,7 +177,7 @@ struct DailyGenerationsController {
         body[ai.configuration.upstream.capField.rawValue] = .int(model.maxCompletionTokens)
         let response: HTTPClientResponse
         do {
-            response = try await ai.upstream.post(ByteBuffer(bytes: JSONValue.object(body).bytes))
+            response = try await ai.upstream.post(UpstreamBody(parts: [ByteBuffer(bytes: JSONValue.object(body).bytes)]))
         } catch {
             throw APIError(.upstreamFailed, "The model could not be reached; nothing was charged.")
         }

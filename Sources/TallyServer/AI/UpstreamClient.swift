@@ -37,13 +37,13 @@ final class UpstreamClient: Service, Sendable {
 
     /// Posts `body` (a Chat Completions request) to `<baseURL>/chat/completions`; the answer's head within the
     /// upstream's timeout. Cancelling the calling task closes the connection (the provider stops generating).
-    func post(_ body: ByteBuffer) async throws -> HTTPClientResponse {
+    func post(_ body: UpstreamBody) async throws -> HTTPClientResponse {
         var request = HTTPClientRequest(url: upstream.baseURL + "/chat/completions")
         request.method = .POST
         request.headers.add(name: "Content-Type", value: "application/json")
         request.headers.add(name: "Accept", value: "application/json, text/event-stream")
         if let key = upstream.apiKey { request.headers.add(name: "Authorization", value: "Bearer " + key) }
-        request.body = .bytes(body)
+        request.body = body.parts.count == 1 ? .bytes(body.parts[0]) : .stream(body, length: .known(Int64(body.count)))
         return try await pool().execute(request, timeout: .seconds(upstream.timeout.components.seconds))
     }
 
@@ -61,5 +61,45 @@ final class UpstreamClient: Service, Sendable {
     deinit {
         // Routes built but never served as a service (an embedding app's tests): close without waiting.
         client.withLock { $0.client }?.shutdown { _ in }
+    }
+}
+
+/// A Chat Completions body in parts sent one after the other: a client's `messages` (megabytes of base64) as its
+/// request buffer holds them, between the gateway's own fields, copied by no one but the kernel. A small body is one
+/// buffer.
+struct UpstreamBody: AsyncSequence, Sendable {
+    typealias Element = ByteBuffer
+
+    /// The parts, in order.
+    let parts: [ByteBuffer]
+
+    /// `parts`, joined into one buffer when they are small together.
+    init(parts: [ByteBuffer]) {
+        let count = parts.reduce(0) { $0 + $1.readableBytes }
+        self.parts = count > Self.joinedBytes && parts.count > 1 ? parts : [Self.join(parts)]
+    }
+
+    /// Bodies up to this size are sent as one buffer.
+    static let joinedBytes = 64 * 1024
+
+    /// The body's length in bytes.
+    var count: Int { parts.reduce(0) { $0 + $1.readableBytes } }
+
+    /// The whole body in one buffer (tests).
+    var joined: ByteBuffer { Self.join(parts) }
+
+    private static func join(_ parts: [ByteBuffer]) -> ByteBuffer {
+        var joined = ByteBufferAllocator().buffer(capacity: parts.reduce(0) { $0 + $1.readableBytes })
+        for var part in parts { joined.writeBuffer(&part) }
+        return joined
+    }
+
+    func makeAsyncIterator() -> Iterator { Iterator(parts: parts[...]) }
+
+    /// Hands out the parts.
+    struct Iterator: AsyncIteratorProtocol {
+        var parts: ArraySlice<ByteBuffer>
+
+        mutating func next() async -> ByteBuffer? { parts.popFirst() }
     }
 }
