@@ -72,6 +72,8 @@ struct Serve: AsyncParsableCommand {
     /// next call, instead of mapping fresh zeroed pages for each and unmapping them after: the page faults, zeroing
     /// and unmapping were a third of the gateway's added time on a 0.8 MB question (`scripts/bench-ai`). Freed memory
     /// above 128 MiB is still returned; a peak of several uploads at once is bounded by `ai.requestBytesInFlight`.
+    /// Only with an AI gateway (the one route that takes such bodies): the same settings cost a wallet read 3–10 % of
+    /// its throughput (`GET /v1/wallet` at 256 connections, the settings removed with an `LD_PRELOAD`, alternated).
     static func keepLargeBuffers() {
         #if os(Linux)
         _ = glibcMallopt(-3, 32 << 20)  // M_MMAP_THRESHOLD, glibc's largest: bodies up to 32 MiB come from the heap
@@ -82,7 +84,7 @@ struct Serve: AsyncParsableCommand {
     func serve(_ configuration: TallyConfiguration) async throws {
         // Every file the server creates (database, WAL, keys) is its user's alone.
         umask(0o077)
-        Self.keepLargeBuffers()
+        if configuration.ai != nil { Self.keepLargeBuffers() }
         var configuration = configuration
         let sink = LogSink.standardError
         defer { sink.flush() }
