@@ -37,14 +37,19 @@ public struct LoadRun: Sendable {
     /// A run with `options`.
     public init(options: LoadOptions) { self.options = options }
 
+    /// Closed before the run's event loops shut down: an SDK user's refresh may outlive the run.
+    private let gate = ConnectGate()
+
     /// Runs it. Throws only when the servers cannot be reached at all; everything else is in the report.
     public func run() async throws -> LoadReport {
         let group = MultiThreadedEventLoopGroup(numberOfThreads: 1)
         do {
             let report = try await run(on: group)
+            gate.close()
             try? await group.shutdownGracefully()
             return report
         } catch {
+            gate.close()
             try? await group.shutdownGracefully()
             throw error
         }
@@ -148,7 +153,7 @@ public struct LoadRun: Sendable {
             let raw = RawUser(index: index, seed: options.seed, caller: caller, admin: admin, adminKey: options.adminKey, actions: actions)
             if index % sdkEvery == 0, sdkCount < options.sdkUsers {
                 sdkCount += 1
-                let transport = SDKTransport(host: host, port: port, group: group)
+                let transport = SDKTransport(host: host, port: port, group: group, gate: gate)
                 return Agent(sdk: SDKUser(admin: raw, transport: transport, baseURL: server, recorder: recorder), mix: options.mix.sdk)
             }
             if (index + syncEvery / 2) % syncEvery == 0, syncCount < options.syncUsers {

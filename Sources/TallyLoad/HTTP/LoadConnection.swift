@@ -2,6 +2,7 @@ import Foundation
 import NIOCore
 import NIOHTTP1
 import NIOPosix
+import Synchronization
 
 /// One request as a simulated user sends it.
 public struct LoadRequest: Sendable {
@@ -51,16 +52,18 @@ public final class LoadConnection {
     /// The server's port.
     let port: Int
     private let group: any EventLoopGroup
+    private let gate: ConnectGate?
     private let timeout: TimeAmount
     private var channel: (any Channel)?
     /// How many times the connection was (re)opened.
     public private(set) var connects = 0
 
-    /// A connection to `host:port`, opened on first use.
-    public init(host: String, port: Int, group: any EventLoopGroup, timeout: TimeAmount = .seconds(30)) {
+    /// A connection to `host:port`, opened on first use (and only while `gate`, if any, is open).
+    public init(host: String, port: Int, group: any EventLoopGroup, gate: ConnectGate? = nil, timeout: TimeAmount = .seconds(30)) {
         self.host = host
         self.port = port
         self.group = group
+        self.gate = gate
         self.timeout = timeout
     }
 
@@ -84,7 +87,10 @@ public final class LoadConnection {
         if let channel, channel.isActive { return }
         let bootstrap = Self.bootstrap(group: group) { ResponseHandler() }
         do {
-            channel = try await bootstrap.connect(host: host, port: port).get()
+            let (host, port) = (host, port)
+            let connecting = try gate.map { try $0.connect { bootstrap.connect(host: host, port: port) } }
+                ?? bootstrap.connect(host: host, port: port)
+            channel = try await connecting.get()
             connects += 1
         } catch {
             throw LoadTransportError.connectFailed
@@ -132,6 +138,27 @@ public final class LoadConnection {
     public func close() async {
         if let channel { try? await channel.close() }
         channel = nil
+    }
+}
+
+/// Lets connections open only while their event loops live. An SDK client's token refresh goes on after its caller was
+/// cancelled (the SDK's rule), so one can ask for a connection after a load run shut its event loops down, which NIO
+/// traps on ("leaking promise"): the run closes the gate first, and a connect after that fails as the network would.
+public final class ConnectGate: Sendable {
+    private let open = Mutex(true)
+
+    /// An open gate.
+    public init() {}
+
+    /// No connection opens after this returns.
+    public func close() { open.withLock { $0 = false } }
+
+    /// Starts `connecting` while the gate is open (the start is under the gate's lock, so `close()` waits for it).
+    func connect(_ connecting: () -> EventLoopFuture<any Channel>) throws -> EventLoopFuture<any Channel> {
+        try open.withLock { open throws(LoadTransportError) in
+            guard open else { throw .connectFailed }
+            return connecting()
+        }
     }
 }
 

@@ -10,6 +10,7 @@ public final class SDKTransport: HTTPTransport {
     private let host: String
     private let port: Int
     private let group: any EventLoopGroup
+    private let gate: ConnectGate?
     private let idle = Mutex<[ConnectionBox]>([])
     private let counts = Mutex(Counts())
 
@@ -23,11 +24,12 @@ public final class SDKTransport: HTTPTransport {
         public var notModified = 0
     }
 
-    /// A transport to `host:port`.
-    public init(host: String, port: Int, group: any EventLoopGroup) {
+    /// A transport to `host:port`, whose connections open only while `gate` (if any) is open.
+    public init(host: String, port: Int, group: any EventLoopGroup, gate: ConnectGate? = nil) {
         self.host = host
         self.port = port
         self.group = group
+        self.gate = gate
     }
 
     /// What reached the server so far.
@@ -35,7 +37,7 @@ public final class SDKTransport: HTTPTransport {
 
     /// Sends the request on an idle connection of this app (a new one when none is idle) and returns the answer.
     public func send(_ request: TransportRequest) async throws -> TransportResponse {
-        let box = idle.withLock { $0.popLast() } ?? ConnectionBox(LoadConnection(host: host, port: port, group: group))
+        let box = idle.withLock { $0.popLast() } ?? ConnectionBox(LoadConnection(host: host, port: port, group: group, gate: gate))
         let method = HTTPMethod(rawValue: request.method)
         let load = LoadRequest(method, request.path, headers: request.headers.map { ($0.key, $0.value) }, body: request.body.map(Array.init))
         let milliseconds = Int64((request.timeout * 1000).rounded())
