@@ -87,7 +87,6 @@ public final class LoadConnection {
         if let channel, channel.isActive { return }
         let bootstrap = Self.bootstrap(group: group) { ResponseHandler() }
         do {
-            let (host, port) = (host, port)
             let connecting = try gate.map { try $0.connect { bootstrap.connect(host: host, port: port) } }
                 ?? bootstrap.connect(host: host, port: port)
             channel = try await connecting.get()

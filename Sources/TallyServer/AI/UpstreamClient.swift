@@ -72,24 +72,23 @@ struct UpstreamBody: AsyncSequence, Sendable {
 
     /// The parts, in order.
     let parts: [ByteBuffer]
+    /// The body's length in bytes.
+    let count: Int
 
     /// `parts`, joined into one buffer when they are small together.
     init(parts: [ByteBuffer]) {
-        let count = parts.reduce(0) { $0 + $1.readableBytes }
-        self.parts = count > Self.joinedBytes && parts.count > 1 ? parts : [Self.join(parts)]
+        count = parts.reduce(0) { $0 + $1.readableBytes }
+        self.parts = count > Self.joinedBytes && parts.count > 1 ? parts : [Self.join(parts, count: count)]
     }
 
     /// Bodies up to this size are sent as one buffer.
     static let joinedBytes = 64 * 1024
 
-    /// The body's length in bytes.
-    var count: Int { parts.reduce(0) { $0 + $1.readableBytes } }
-
     /// The whole body in one buffer (tests).
-    var joined: ByteBuffer { Self.join(parts) }
+    var joined: ByteBuffer { Self.join(parts, count: count) }
 
-    private static func join(_ parts: [ByteBuffer]) -> ByteBuffer {
-        var joined = ByteBufferAllocator().buffer(capacity: parts.reduce(0) { $0 + $1.readableBytes })
+    private static func join(_ parts: [ByteBuffer], count: Int) -> ByteBuffer {
+        var joined = ByteBufferAllocator().buffer(capacity: count)
         for var part in parts { joined.writeBuffer(&part) }
         return joined
     }
