@@ -197,6 +197,44 @@ struct AIGatewayTests {
         }
     }
 
+    @Test("An answer says in Server-Timing how long the gateway and the upstream took; a replay does not", arguments: [StoreKind.sqlite])
+    func serverTiming(_ kind: StoreKind) async throws {
+        try await Self.with(kind) { server, upstream in
+            let api = server.connection()
+            let user = try await api.newGuest(granted: 100)
+            func durations(_ response: APIResponse) -> [String: Double] {
+                let value = response.headers[HTTPField.Name("Server-Timing")!] ?? ""
+                return Dictionary(uniqueKeysWithValues: value.split(separator: ",").compactMap { metric -> (String, Double)? in
+                    let fields = metric.split(separator: ";").map { $0.trimmingCharacters(in: .whitespaces) }
+                    guard fields.count == 2, fields[1].hasPrefix("dur="), let ms = Double(fields[1].dropFirst(4)) else { return nil }
+                    return (fields[0], ms)
+                })
+            }
+            let clock = ContinuousClock()
+            var response: APIResponse?
+            let wall = try await clock.measure {
+                response = try await api.send(
+                    .post, "/v1/ai/chat/completions", token: user.accessToken, json: Self.chat("hello"), headers: [.idempotencyKey: "timed"])
+            }
+            let answered = try #require(response)
+            #expect(answered.status == .ok)
+            let times = durations(answered)
+            let gateway = try #require(times["gateway"]), upstreamTime = try #require(times["upstream"])
+            #expect(gateway >= 0 && upstreamTime > 0)
+            #expect(gateway + upstreamTime <= Double(wall.components.seconds) * 1000 + Double(wall.components.attoseconds) / 1e15 + 0.2)
+            let replay = try await api.send(
+                .post, "/v1/ai/chat/completions", token: user.accessToken, json: Self.chat("hello"), headers: [.idempotencyKey: "timed"])
+            #expect(replay.headers[.idempotentReplayed] == "true" && replay.headers[HTTPField.Name("Server-Timing")!] == nil)
+            let (stream, head) = try await EventStreamClient.open(
+                port: server.port, token: user.accessToken, path: "/v1/ai/chat/completions",
+                json: Array(try JSONEncoder().encode(Self.chat("hi", stream: true))))
+            let streamed = head.header("Server-Timing") ?? ""
+            #expect(head.status == 200 && streamed.hasPrefix("gateway;dur=") && streamed.contains(", upstream;dur="), "\(streamed)")
+            while case .event = try await stream.nextEvent() {}
+            await stream.close()
+        }
+    }
+
     @Test("A retried request with the same Idempotency-Key returns the same answer, one upstream call, one charge", arguments: StoreKind.allCases)
     func idempotentRetry(_ kind: StoreKind) async throws {
         try await Self.with(kind) { server, upstream in

@@ -45,10 +45,12 @@ struct ChatCompletionsController {
                 return try Self.replay(stored)
             }
             let call = try await hold(userId, chat)
+            var timing = GatewayTiming(bodyRead: chat.bodyRead, upstreamSent: .now)
             let response = try await callUpstream(call)
             let read: UpstreamAnswer
             do {
                 read = try await UpstreamAnswer.read(response.body)
+                timing.upstreamDone = .now
             } catch {
                 await settle(call, charge: nil, why: "upstream answer unreadable")
                 throw APIError(.upstreamFailed, "The model's answer could not be read; nothing was charged.")
@@ -82,14 +84,16 @@ struct ChatCompletionsController {
             }
             // Another process captured under the key first: its stored answer.
             if execution.isReplay { return try Self.replay(execution.response) }
-            return Self.answer(completion: completion, charge: chargeText.withLock { $0 }, replayed: false)
+            return Self.answer(completion: completion, charge: chargeText.withLock { $0 }, replayed: false, timing: timing)
         }
     }
 
-    /// A non-streamed answer: the completion, its charge in `Tally-Charge`.
-    static func answer(completion: [UInt8], charge: String, replayed: Bool) -> Response {
+    /// A non-streamed answer: the completion, its charge in `Tally-Charge`, and — answered now, not replayed — the
+    /// gateway's and the upstream's time in `Server-Timing`.
+    static func answer(completion: [UInt8], charge: String, replayed: Bool, timing: GatewayTiming? = nil) -> Response {
         var headers: HTTPFields = [.contentType: "application/json", .tallyCharge: charge]
         if replayed { headers[.idempotentReplayed] = "true" }
+        if let timing { headers[.serverTiming] = timing.value(at: .now) }
         return Response(status: .ok, headers: headers, body: ResponseBody(byteBuffer: ByteBuffer(bytes: completion)))
     }
 

@@ -28,6 +28,8 @@ struct ChatRequest: Sendable {
     /// The body's bytes in this process's ``RequestBodyBudget``: given back when the last copy of this request goes
     /// (the call's end), since until then its bytes live on here and in the upstream request.
     private(set) var reservation: RequestBodyBudget.Reservation?
+    /// When the body had been read whole: where the gateway's own time (``GatewayTiming``) starts.
+    private(set) var bodyRead = ContinuousClock.now
 
     /// A true upper bound on the prompt's tokens: the text's bound plus every image's tokens.
     var promptBound: Int { measure.tokens }
@@ -44,6 +46,7 @@ struct ChatRequest: Sendable {
         _ request: Request, reservation: RequestBodyBudget.Reservation, user: String, ai: AIGateway
     ) async throws -> ChatRequest {
         let buffer = try await RequestBody.collect(request, upTo: ai.bodies.maxBodyBytes)
+        let bodyRead = ContinuousClock.now
         reservation.keep(buffer.readableBytes)
         let configuration = ai.configuration
         @Sendable func parsed() throws(APIError) -> ChatRequest { try parse(buffer, user: user, configuration: configuration) }
@@ -51,6 +54,7 @@ struct ChatRequest: Sendable {
         // low-priority threads, so that the cooperative threads and the event loops keep answering everyone else.
         var chat = buffer.readableBytes > Self.offloadedBodyBytes ? try await ai.bulk.run { try parsed() } : try parsed()
         chat.reservation = reservation
+        chat.bodyRead = bodyRead
         return chat
     }
 

@@ -19,9 +19,12 @@ struct StreamRelay: Sendable {
     static func start(_ chat: ChatRequest, slot: CallSlot, controller: ChatCompletionsController) async throws -> Response {
         let call: HeldCall
         let response: HTTPClientResponse
+        var timing = GatewayTiming(bodyRead: chat.bodyRead)
         do {
             call = try await controller.hold(slot.userId, chat)
+            timing.upstreamSent = .now
             response = try await controller.callUpstream(call)
+            timing.upstreamDone = .now
         } catch {
             slot.end()
             throw error
@@ -29,7 +32,10 @@ struct StreamRelay: Sendable {
         let relay = StreamRelay(call: call, response: response, slot: slot, controller: controller)
         return Response(
             status: .ok,
-            headers: [.contentType: "text/event-stream", .cacheControl: "no-cache", .init("X-Accel-Buffering")!: "no"],
+            headers: [
+                .contentType: "text/event-stream", .cacheControl: "no-cache", .init("X-Accel-Buffering")!: "no",
+                .serverTiming: timing.value(at: .now),
+            ],
             body: ResponseBody { writer in try await relay.run(&writer) })
     }
 
