@@ -47,8 +47,7 @@ struct SyncResumeTests {
             #expect(client.syncStatus.pendingMutations == 4 && client.syncStatus.phase == .offline)
             #expect(pushes.count == 0)
             // The server comes back while the engine waits for its next check (not while one is under way).
-            let waiting = try await client.syncStatusChanges.firstValue { $0.phase == .offline && $0.retryAt.map { $0 > clock.now } == true }
-            await clock.waitForSleeper(until: try #require(waiting.retryAt), tolerance: 0.001)
+            _ = try await Self.nextCheck(client, clock)
             let requestsBefore = transport.requests.count
 
             try await proxy.restore()
@@ -175,10 +174,30 @@ struct SyncResumeTests {
 
     /// Waits until the engine waits for its next check (offline, due later), then moves the clock to it.
     static func advanceToNextCheck(_ client: Client, _ clock: TestClock) async throws {
-        let status = try await client.syncStatusChanges.firstValue { $0.phase == .offline && $0.retryAt.map { $0 > clock.now } == true }
-        let due = try #require(status.retryAt)
-        await clock.waitForSleeper(until: due, tolerance: 0.001)
+        let due = try await nextCheck(client, clock)
         clock.advance(by: due.timeIntervalSince(clock.now))
+    }
+
+    /// The check the offline engine now sleeps until. A status can announce a check the engine never sleeps for —
+    /// a write wakes it first, and it announces the next — so a status is taken only once the engine sleeps until
+    /// its check, and looked at again when it moves on instead (waiting for the announced sleep alone hung).
+    static func nextCheck(_ client: Client, _ clock: TestClock) async throws -> Date {
+        while true {
+            let status = try await client.syncStatusChanges.firstValue { $0.phase == .offline && $0.retryAt.map { $0 > clock.now } == true }
+            let due = try #require(status.retryAt)
+            if await sleeps(until: due, client, clock) { return due }
+            try Task.checkCancellation()
+        }
+    }
+
+    /// Waits until the engine sleeps until `due` (true), or its status no longer announces `due` (false).
+    static func sleeps(until due: Date, _ client: Client, _ clock: TestClock) async -> Bool {
+        while !Task.isCancelled {
+            if clock.hasSleeper(until: due, tolerance: 0.001) { return true }
+            if client.syncStatus.retryAt != due { return false }
+            await Task.yield()
+        }
+        return false
     }
 
     /// Runs `act`, then — unless `waiting` is false — moves the clock to each check the engine waits for, until the
@@ -192,8 +211,9 @@ struct SyncResumeTests {
         var statuses = client.syncStatusChanges.makeAsyncIterator()
         while let status = await statuses.next() {
             if status.pendingMutations == 0 { break }
-            guard waiting, status.phase == .offline, let due = status.retryAt, due > clock.now else { continue }
-            await clock.waitForSleeper(until: due, tolerance: 0.001)
+            guard waiting, status.phase == .offline, let due = status.retryAt, due > clock.now,
+                await sleeps(until: due, client, clock)
+            else { continue }
             clock.advance(by: due.timeIntervalSince(clock.now))
         }
         let real = ContinuousClock.now - started

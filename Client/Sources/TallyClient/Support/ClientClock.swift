@@ -68,9 +68,12 @@ public final class TestClock: ClientClock {
     /// seconds of `date`, or the waiting task is cancelled: unlike ``waitForSleepers(_:)``, another task's sleep
     /// (a retry, a refresh) does not count, so a test advances only once the sleep it means has begun.
     public func waitForSleeper(until date: Date, tolerance: TimeInterval = 1) async {
-        while !state.withLock({ $0.sleepers.contains { abs($0.deadline.timeIntervalSince(date)) <= tolerance } }), !Task.isCancelled {
-            await Task.yield()
-        }
+        while !hasSleeper(until: date, tolerance: tolerance), !Task.isCancelled { await Task.yield() }
+    }
+
+    /// Whether a task sleeps on this clock now with its deadline within `tolerance` seconds of `date`.
+    public func hasSleeper(until date: Date, tolerance: TimeInterval = 1) -> Bool {
+        state.withLock { $0.sleepers.contains { abs($0.deadline.timeIntervalSince(date)) <= tolerance } }
     }
 
     /// Suspends until the clock is advanced past `now + seconds`.
