@@ -1,4 +1,5 @@
 import HTTPTypes
+import TallyStore
 
 /// A call's `Server-Timing` header (W3C Server Timing): how long the gateway itself took and how long the
 /// upstream did, so an app, a browser's developer tools or a benchmark sees what Tally adds to a provider's time.
@@ -26,8 +27,7 @@ struct GatewayTiming: Sendable {
 
     /// `duration` in milliseconds with one decimal (`12.3`), never negative.
     static func milliseconds(_ duration: Duration) -> String {
-        let (seconds, attoseconds) = duration.components
-        let tenths = max(0, seconds.multipliedReportingOverflow(by: 10_000).partialValue + attoseconds / 100_000_000_000_000)
+        let tenths = max(0, Int64(saturating: duration / .microseconds(100), rounding: .down))
         return "\(tenths / 10).\(tenths % 10)"
     }
 }
