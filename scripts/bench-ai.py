@@ -92,7 +92,9 @@ def question(model, image_path, max_tokens, stream, detail="high"):
 
 def call(port, body, key, stream):
     """POSTs body to /v1/chat/completions (/v1/ai/chat/completions when key is a Tally user's) on a fresh connection;
-    returns (status, first_byte_ms, total_ms, reply bytes, headers). A connection error raises."""
+    returns (status, first_byte_ms, total_ms, reply bytes, headers). A stream's "first byte" is its first data line's:
+    Tally opens every stream with a 2 KiB comment (for URLSession's content sniffing), sent before the model's first
+    token, which would otherwise time the head. A connection error raises."""
     path = "/v1/ai/chat/completions" if key.startswith("tally:") else "/v1/chat/completions"
     token = key.removeprefix("tally:")
     conn = http.client.HTTPConnection("127.0.0.1", port, timeout=TIMEOUT)
@@ -101,7 +103,12 @@ def call(port, body, key, stream):
         conn.request("POST", path, body=body, headers={
             "Authorization": "Bearer " + token, "Content-Type": "application/json"})
         resp = conn.getresponse()
-        first = resp.read1(65536) if stream else b""
+        first = b""
+        while stream and resp.status == 200 and b"data:" not in first:
+            piece = resp.read1(65536)
+            if not piece:
+                break
+            first += piece
         first_byte = time.monotonic()
         rest = resp.read()
         ended = time.monotonic()

@@ -37,17 +37,41 @@ struct ServerSentEventsTests {
     func randomSplits() throws {
         let stream = Self.serverLike
         for seed in UInt64(1)...500 {
-            var random = SplitMix64(seed: seed)
-            var parser = EventStreamParser()
-            var events: [ServerSentEvent] = []
-            var start = 0
-            while start < stream.count {
-                let end = min(stream.count, start + 1 + Int(random.next() % 12))
-                events += try parser.feed(stream[start..<end])
-                start = end
-            }
+            let (events, parser) = try Self.feedInPieces(stream, seed: seed, longest: 12)
             #expect(events == Self.serverLikeEvents, "seed \(seed)")
             #expect(parser.lastEventId == "", "seed \(seed): a bare `id` field empties the last event id")
+            #expect(parser.reconnectionDelay == 2.5, "seed \(seed)")
+        }
+    }
+
+    /// `stream` fed to a new parser in random pieces of 1 to `longest` bytes; the events and the parser after them.
+    private static func feedInPieces(_ stream: [UInt8], seed: UInt64, longest: Int) throws -> ([ServerSentEvent], EventStreamParser) {
+        var random = SplitMix64(seed: seed)
+        var parser = EventStreamParser()
+        var events: [ServerSentEvent] = []
+        var start = 0
+        while start < stream.count {
+            let end = min(stream.count, start + 1 + Int(random.next() % UInt64(longest)))
+            events += try parser.feed(stream[start..<end])
+            start = end
+        }
+        return (events, parser)
+    }
+
+    /// What the server sends before everything on an event stream or an AI stream (its `ServerSentEvents.opening`,
+    /// compared byte for byte in the server's SyncEventsTests and AIGatewayTests): 2 KiB, a colon and spaces.
+    static let serverOpening = Array((":" + String(repeating: " ", count: 2045) + "\n\n").utf8)
+
+    @Test("The server's 2 KiB opening comment changes nothing: the same events and state, whole and in random pieces")
+    func openingComment() throws {
+        #expect(Self.serverOpening.count == 2048)
+        let padded = Self.serverOpening + Self.serverLike
+        var whole = EventStreamParser(limit: 4096)
+        #expect(try whole.feed(padded) == Self.serverLikeEvents)
+        #expect(whole.reconnectionDelay == 2.5 && whole.lastEventId == "")
+        for seed in UInt64(1)...200 {
+            let (events, parser) = try Self.feedInPieces(padded, seed: seed, longest: 700)
+            #expect(events == Self.serverLikeEvents, "seed \(seed)")
             #expect(parser.reconnectionDelay == 2.5, "seed \(seed)")
         }
     }

@@ -64,7 +64,8 @@ struct AIGatewayTests {
             let (stream, head) = try await EventStreamClient.open(
                 port: server.port, token: user.accessToken, path: "/v1/ai/chat/completions",
                 json: Array(try JSONEncoder().encode(Self.chat("Tell me about the stars", stream: true))))
-            #expect(head.status == 200)
+            #expect(head.status == 200 && head.header("X-Content-Type-Options") == "nosniff")
+            try await stream.expectOpening()
             // Three content chunks (after the role chunk) arrive while the model is paused: nothing is buffered.
             var data: [String] = []
             while data.count < 4 { if case .event(_, _, let text) = try await stream.nextEvent() { data.append(text) } }

@@ -4,6 +4,7 @@ import NIOHTTP1
 import NIOPosix
 import Synchronization
 import TallyAPI
+import Testing
 
 /// A Server-Sent Events client for `GET /v1/sync/events` (and AI streams): one HTTP/1.1 connection whose response
 /// body is parsed, as it arrives, into events, comments and `retry` fields by TallyAPI's `EventStreamParser`.
@@ -102,6 +103,17 @@ final class EventStreamClient: Sendable {
             defer { group.cancelAll() }
             return try await group.next()!
         }
+    }
+
+    /// Reads the stream's opening: a comment of 2 KiB, spaces only, which must be the first bytes of the body (what
+    /// keeps Apple's URLSession from holding back the stream's head and first events).
+    func expectOpening(sourceLocation: SourceLocation = #_sourceLocation) async throws {
+        let item = try await next()
+        guard case .comment(let text) = item, text.allSatisfy({ $0 == " " }) else {
+            throw HarnessError("the stream did not open with its comment: \(item)")
+        }
+        let opening = ":" + String(repeating: " ", count: 2045) + "\n\n"
+        #expect(body.hasPrefix(opening), "the body's first 2 KiB are not the opening comment", sourceLocation: sourceLocation)
     }
 
     /// The next event (skipping `retry` and heartbeat comments), within `limit` in all.

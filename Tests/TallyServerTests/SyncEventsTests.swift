@@ -24,6 +24,8 @@ struct SyncEventsTests {
             #expect(head.status == 200)
             #expect(head.header("Content-Type") == "text/event-stream")
             #expect(head.header("Cache-Control") == "no-store")
+            #expect(head.header("X-Content-Type-Options") == "nosniff")
+            try await stream.expectOpening()
             guard case .retry(let millis) = try await stream.next() else { Issue.record("no retry field first"); return }
             #expect((2_000...5_000).contains(millis))
             try await Self.expectWallet(stream, equalTo: api, phone, balance: 20)
@@ -126,6 +128,7 @@ struct SyncEventsTests {
 
             // Up to date: the wallet, then nothing until the heartbeat.
             let (current, _) = try await EventStreamClient.open(port: server.port, token: user.accessToken, headers: [("Last-Event-ID", cursor)])
+            try await current.expectOpening()
             guard case .retry = try await current.next() else { throw HarnessError("no retry field first") }
             _ = try await Self.walletEvent(current)
             try await Self.heartbeat(server)
@@ -375,6 +378,7 @@ struct SyncEventsTests {
     static func openStream(_ server: LiveServer, _ user: TestUser, sourceLocation: SourceLocation = #_sourceLocation) async throws -> EventStreamClient {
         let (stream, head) = try await EventStreamClient.open(port: server.port, token: user.accessToken)
         #expect(head.status == 200, "\(stream.body)", sourceLocation: sourceLocation)
+        try await stream.expectOpening(sourceLocation: sourceLocation)
         guard case .retry = try await stream.next() else { throw HarnessError("the stream did not start with retry") }
         return stream
     }

@@ -30,13 +30,9 @@ struct StreamRelay: Sendable {
             throw error
         }
         let relay = StreamRelay(call: call, response: response, slot: slot, controller: controller)
-        return Response(
-            status: .ok,
-            headers: [
-                .contentType: "text/event-stream", .cacheControl: "no-cache", .init("X-Accel-Buffering")!: "no",
-                .serverTiming: timing.value(at: .now),
-            ],
-            body: ResponseBody { writer in try await relay.run(&writer) })
+        var headers = ServerSentEvents.headerFields
+        headers[.serverTiming] = timing.value(at: .now)
+        return Response(status: .ok, headers: headers, body: ResponseBody { writer in try await relay.run(&writer) })
     }
 
     /// What the relay saw of the upstream's stream.
@@ -57,7 +53,14 @@ struct StreamRelay: Sendable {
         // client is gone or the stream failed, after reading to the end when it completed (the connection is reused).
         var upstream: HTTPClientResponse.Body.AsyncIterator? = response.body.makeAsyncIterator()
         do {
-            reading: while let piece = try await upstream?.next() {
+            // The head and the opening comment go out at once, before the model's first token: a device's URLSession
+            // then shows the stream from its first chunk on, however short (``ServerSentEvents/opening``).
+            do {
+                try await writer.write(ByteBuffer(bytes: ServerSentEvents.opening))
+            } catch {
+                tally.clientGone = true
+            }
+            reading: while !tally.clientGone, let piece = try await upstream?.next() {
                 // Re-framed events are at most the piece's bytes plus a space after each `data:`: one allocation.
                 var out = ByteBufferAllocator().buffer(capacity: piece.readableBytes + 64)
                 Self.relay(

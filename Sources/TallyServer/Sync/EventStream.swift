@@ -1,4 +1,5 @@
 import Foundation
+import HTTPTypes
 import Hummingbird
 import NIOCore
 import ServiceLifecycle
@@ -31,7 +32,7 @@ struct EventStream: Sendable {
         if let resumeFrom, let newer = await versionAfter(resumeFrom) {
             subscription.post { $0.version = max($0.version ?? newer, newer) }
         }
-        var output = ServerSentEvents.retry(millis: Int.random(in: 2_000...5_000))
+        var output = ServerSentEvents.opening + ServerSentEvents.retry(millis: Int.random(in: 2_000...5_000))
         try await withGracefulShutdownHandler {
             try await withThrowingTaskGroup(of: Void.self) { group in
                 group.addTask {
@@ -125,6 +126,21 @@ enum ServerSentEvents {
 
     /// A comment line: keeps proxies from closing a quiet connection, and is how the stream notices a client gone.
     static let heartbeat = Array(": heartbeat\n\n".utf8)
+
+    /// The first bytes of every event stream the server answers: a comment of 2 KiB, which clients ignore. Apple's
+    /// URLSession (CFNetwork) holds back a `text/*` response's head and first data until about 512 bytes came (content
+    /// sniffing; Apple Developer Forums thread 64875): without this, a stream's first short events, or a short AI
+    /// answer, could wait on a device for the next heartbeat or for more of the answer.
+    static let opening = Array((":" + String(repeating: " ", count: openingBytes - 3) + "\n\n").utf8)
+
+    /// The length of ``opening``.
+    static let openingBytes = 2048
+
+    /// The header fields of every event stream: its content type, not cached, not buffered by a proxy (nginx's
+    /// `X-Accel-Buffering`), not sniffed.
+    static let headerFields: HTTPFields = [
+        .contentType: "text/event-stream", .cacheControl: "no-store", .xAccelBuffering: "no", .xContentTypeOptions: "nosniff",
+    ]
 
     /// How long a client waits before reconnecting after the stream ends (spread, so that streams ended
     /// together do not come back together).

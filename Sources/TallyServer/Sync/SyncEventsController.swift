@@ -6,7 +6,7 @@ import TallyStore
 
 /// `GET /v1/sync/events`: Server-Sent Events for the signed-in user (docs/sync.md, "Events").
 ///
-/// On connect: a `retry:` hint, a `wallet` event (the account as it is now), and — when the client says
+/// On connect: a 2 KiB comment (``ServerSentEvents/opening``), a `retry:` hint, a `wallet` event (the account as it is now), and — when the client says
 /// where it is (`Last-Event-ID` or `?cursor=`, a pull cursor) and its documents changed since — a `changed`
 /// event. The stream subscribes before it reads, so nothing committed after the connect is missed. Then:
 /// `changed` (`id:` and data carry the cursor of the newest change) after a change to the user's documents,
@@ -36,7 +36,7 @@ struct SyncEventsController {
         let stream = EventStream(services: services, identity: identity, expiresAt: verified.expiresAt, resumeFrom: resumeFrom)
         return Response(
             status: .ok,
-            headers: [.contentType: "text/event-stream", .cacheControl: "no-store", .xAccelBuffering: "no"],
+            headers: ServerSentEvents.headerFields,
             body: ResponseBody { writer in try await stream.run(&writer) })
     }
 
@@ -58,4 +58,6 @@ extension HTTPField.Name {
     static let lastEventID = HTTPField.Name("Last-Event-ID")!
     /// Tells nginx not to buffer the stream.
     static let xAccelBuffering = HTTPField.Name("X-Accel-Buffering")!
+    /// `nosniff`: the content type is what it says (event streams, so that no client guesses at their first bytes).
+    static let xContentTypeOptions = HTTPField.Name("X-Content-Type-Options")!
 }

@@ -111,8 +111,18 @@ private final class EventStreamSessionDelegate: NSObject, URLSessionDataDelegate
         completionHandler(.allow)
     }
 
+    /// The body's first byte opens the stream too, when its head was not answered (a platform that hands data first):
+    /// the server starts every stream with a 2 KiB comment so that CFNetwork's content sniffing, which holds a `text/*`
+    /// response back until about 512 bytes came, never holds the head.
     func urlSession(_ session: URLSession, dataTask: URLSessionDataTask, didReceive data: Data) {
-        streams.withLock { $0[dataTask.taskIdentifier]?.body }?.yield(data)
+        let http = dataTask.response as? HTTPURLResponse
+        let (head, body) = streams.withLock { streams -> (URLTaskAttempt<HTTPURLResponse>?, AsyncThrowingStream<Data, any Error>.Continuation?) in
+            let stream = streams[dataTask.taskIdentifier]
+            if http != nil { streams[dataTask.taskIdentifier]?.head = nil }
+            return (stream?.head, stream?.body)
+        }
+        if let head, let http { head.answered(.success(http)) }
+        body?.yield(data)
     }
 
     func urlSession(_ session: URLSession, task: URLSessionTask, didCompleteWithError error: (any Error)?) {
