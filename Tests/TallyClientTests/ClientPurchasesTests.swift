@@ -66,7 +66,7 @@ struct ClientPurchasesTests {
         }
     }
 
-    @Test("Another account's consumable is refused for good (StoreKit's layer finishes it); a refused signature or no network is not",
+    @Test("Another account's consumable and a refused signature are refused for good (StoreKit's layer finishes them); no network is not",
         arguments: [StoreKind.sqlite])
     func refusals(kind: StoreKind) async throws {
         try await Self.with(kind) { server, appStore in
@@ -81,7 +81,7 @@ struct ClientPurchasesTests {
             #expect(claimed?.serverCode == .purchaseClaimed && PurchasesClient.finishes(after: claimed!))
             let tampered = try appStore.signedTransaction(bought.transaction.transactionId, defect: .tamperedPayload)
             let refused = await #expect(throws: ClientError.self) { try await bob.purchases.redeem(signedTransaction: tampered) }
-            #expect(refused?.serverCode == .invalidSignature && !PurchasesClient.finishes(after: refused!))
+            #expect(refused?.serverCode == .invalidSignature && PurchasesClient.finishes(after: refused!), "refused for good: finished")
             bobTransport.enqueue(Array(repeating: .offline, count: 20), forPathPrefix: "/v1/purchases/apple")
             let offline = await #expect(throws: ClientError.self) { try await bob.purchases.redeem(signedTransaction: bought.signedTransaction) }
             #expect(offline.map { !PurchasesClient.finishes(after: $0) } == true)

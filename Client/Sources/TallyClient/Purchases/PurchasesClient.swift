@@ -12,8 +12,9 @@ extension Client {
 /// The server verifies each signed transaction (Apple's signature and chain, the app's bundle id and environment)
 /// and credits it once, whatever arrives first — this call or Apple's notification — and however often. On Apple
 /// platforms, ``buy(_:)`` buys a StoreKit `Product` with the user's id as its `appAccountToken`, redeems it, and
-/// finishes the transaction only once the server has it; ``observeTransactions()`` redeems what an earlier launch
-/// left unfinished and what StoreKit delivers meanwhile (renewals, Ask to Buy, other devices).
+/// finishes the transaction only once the server has it; `observeTransactions(onRefused:)`, started at launch, redeems
+/// what an earlier launch left unfinished and what StoreKit delivers meanwhile (renewals, Ask to Buy, other devices);
+/// `restore()` is the "Restore Purchases" App Review asks for.
 ///
 /// ```swift
 /// // signedTransaction: StoreKit 2's Transaction.jwsRepresentation
