@@ -162,6 +162,39 @@ struct AppleSignInTests {
         }
     }
 
+    @Test("A guest that declines the merge signs in to the account with the same identity token; the guest stays as it was",
+        arguments: StoreKind.allCases)
+    func declineMerge(kind: StoreKind) async throws {
+        try await Self.with(kind) { _, appleID, api in
+            let account = try await Self.signIn(api, appleID, sub: "001234.apple.d").decode(SessionTokens.self)
+            let owner = TestUser(userId: account.userId, accessToken: account.accessToken, refreshToken: account.refreshToken)
+            try await api.grant(10, to: owner)
+            let device = "device-" + UUID().uuidString
+            let guest = try await api.newGuest(deviceId: device)
+            try await api.grant(30, to: guest)
+            // One sheet, one identity token: asked, then the answer sent with the same token.
+            let nonce = AppleNonce.make().raw
+            let minted = try await appleID.identityToken(sub: "001234.apple.d", email: "d@privaterelay.appleid.com", nonce: nonce)
+            func send(merge: Bool?) async throws -> APIResponse {
+                try await api.send(
+                    .post, "/v1/auth/apple", token: guest.accessToken,
+                    json: AppleSignInRequest(identityToken: minted.identityToken, nonce: nonce, merge: merge))
+            }
+            let asked = try await send(merge: nil)
+            #expect(asked.status == .conflict && asked.errorCode == "account_exists", "\(asked.text)")
+            let declined = try await send(merge: false)
+            let tokens = try declined.decode(SessionTokens.self)
+            #expect(declined.status == .ok && tokens.userId == account.userId && tokens.merged == nil, "\(declined.text)")
+            #expect(try await api.send(.get, "/v1/wallet", token: tokens.accessToken).decode(Wallet.self).balance == 10, "nothing moved")
+            #expect(try await api.wallet(guest).balance == 30, "the guest keeps its tokens and its session")
+            #expect(try await api.newGuest(deviceId: device).userId == guest.userId, "and its installation")
+            // The token signed in once: neither answer takes it again.
+            #expect(try await send(merge: false).errorCode == "token_used")
+            #expect(try await send(merge: true).errorCode == "token_used")
+            try await api.expectBooksBalance(guest)
+        }
+    }
+
     @Test("Email sign-in with merge: true from a guest carries the guest's tokens into the account", arguments: [StoreKind.sqlite])
     func emailSignInMerge(kind: StoreKind) async throws {
         try await Self.with(kind) { _, _, api in

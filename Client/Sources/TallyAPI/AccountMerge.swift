@@ -12,7 +12,9 @@ public struct AppleSignInRequest: Codable, Hashable, Sendable {
     /// `ASAuthorizationAppleIDCredential.authorizationCode`, as text: exchanged for the refresh token that account
     /// deletion revokes (App Store guideline 5.1.1(v)). Optional.
     public var authorizationCode: String?
-    /// Carry the calling guest's progress into the existing account it turns out to be.
+    /// What to do when the calling guest's Apple ID turns out to be an existing account: `true` carries the guest's
+    /// progress into it, `false` (the user declined) signs in to it and leaves the guest as it was; nil asks first
+    /// (409 `account_exists`, answered with the same identity token).
     public var merge: Bool?
 
     /// Creates the request.

@@ -12,8 +12,9 @@ import TallyStore
 /// - A new `sub` from a caller with an access token: that account gets the Apple identity in place (a guest keeps its
 ///   id, wallet and history, and leaves its installation, as when linking an email); without a token: a new account.
 /// - A known `sub`: sign in to its account (a revoked consent is given again). From a guest, with `merge: true` the
-///   guest is merged into it first (``GuestMerge``); without it the answer is 409 `account_exists` with what the guest
-///   would bring.
+///   guest is merged into it first (``GuestMerge``); with `merge: false` (the user declined) the account signs in and
+///   the guest stays as it was, its installation's; without `merge` the answer is 409 `account_exists` with what the
+///   guest would bring, so the app can ask and send the same identity token again with the answer.
 ///
 /// An identity token signs in once (``AppleTokenUse``, in the database: across processes): the `account_exists` answer
 /// does not use it, and the guest it merged may use it again with `merge: true` (a retry, answered with the merge's
@@ -105,8 +106,11 @@ struct AppleSignInController {
             // else just signs in to it.
             guard !caller.merged || body.merge == true else { throw GuestMerge.invalidToken }
             if let guest = try await store.user(id: caller.userId), guest.isGuest {
-                guard body.merge == true else { throw try await merging.accountExists(guestId: guest.id, accountId: account.id, now: door.now) }
-                mergingGuest = guest.id
+                switch body.merge {
+                case true?: mergingGuest = guest.id
+                case false?: break  // declined: the account signs in, the guest stays as it was on its installation
+                case nil: throw try await merging.accountExists(guestId: guest.id, accountId: account.id, now: door.now)
+                }
             }
         case (nil, let caller?):
             guard !caller.merged else { throw GuestMerge.invalidToken }

@@ -7,15 +7,14 @@ enum AppleSignInDocSamples {
     /// The app's question to the user (a sample stand-in).
     static func askToBringProgress(_ guest: GuestProgress?) -> Bool { guest != nil }
 
-    /// `Client.signInWithApple`: sign in, and merge the guest when the user agrees.
+    /// `Client.signInWithApple`: sign in, and merge the guest when the user agrees (or sign in without it).
     static func signIn(tally: Client, identityToken: String) async throws {
         let nonce = AppleSignInNonce()                  // request.nonce = nonce.hashed
         do {
             try await tally.signInWithApple(identityToken: identityToken, nonce: nonce)
         } catch let error as ClientError where error.code == .accountExists {
-            if askToBringProgress(error.guest) {         // "This account exists — bring your guest progress?"
-                try await tally.signInWithApple(identityToken: identityToken, nonce: nonce, merge: true)
-            }
+            // "This account exists — bring your guest progress?" Either answer goes with the same token.
+            try await tally.signInWithApple(identityToken: identityToken, nonce: nonce, merge: askToBringProgress(error.guest))
         }
     }
 

@@ -40,6 +40,19 @@ struct MergeSyncTests {
         #expect(state.lastMutationIds[try client.syncClientId] == 1, "applied once", sourceLocation: sourceLocation)
     }
 
+    /// A synced client in `directory` signed in as a new guest, with a note `g1` saying `text` that no push can deliver
+    /// (each refused as offline until the transport's faults are cleared).
+    static func guestWithUnpushedNote(
+        _ server: TallyTestServer, directory: URL, text: String
+    ) async throws -> (Client, FaultInjectingTransport, SessionUser) {
+        let (client, transport, _) = server.syncedClient(directory: directory)
+        let guest = try await client.signInAsGuest()
+        try await client.waitUntilSynced()
+        transport.enqueue(Array(repeating: .offline, count: 1_000), forPathPrefix: "/v1/sync/push")
+        try client.collection("notes", of: Note.self).put(id: "g1", Note(date: "2027-01-02", text: text))
+        return (client, transport, guest)
+    }
+
     @Test("A guest's unpushed change, merged into the account it signs in to, reaches the account once", arguments: StoreKind.allCases)
     func unpushedChangeFollowsTheMerge(kind: StoreKind) async throws {
         try await Self.with(kind) { server, appleID in
@@ -56,11 +69,7 @@ struct MergeSyncTests {
             // A reinstall: a guest whose note has not reached the server (every push refused as offline).
             let directory = SyncedClientFixture.directory()
             defer { try? FileManager.default.removeItem(at: directory) }
-            let (client, transport, _) = server.syncedClient(directory: directory)
-            let guest = try await client.signInAsGuest()
-            try await client.waitUntilSynced()
-            transport.enqueue(Array(repeating: .offline, count: 1_000), forPathPrefix: "/v1/sync/push")
-            try client.collection("notes", of: Note.self).put(id: "g1", Note(date: "2027-01-02", text: "the guest's, offline"))
+            let (client, transport, guest) = try await Self.guestWithUnpushedNote(server, directory: directory, text: "the guest's, offline")
             #expect(client.syncStatus.pendingMutations == 1)
 
             // Asked first, then merged.
@@ -81,6 +90,45 @@ struct MergeSyncTests {
             #expect(client.syncStatus.pendingMutations == 0)
             try await first.sync.now()
             #expect(try first.collection("notes", of: Note.self).documents().count == 2, "the first phone sees both")
+        }
+    }
+
+    @Test("A guest that declines signs in to the account with the same token; its unsynced change goes first; the guest stays the installation's",
+        arguments: [StoreKind.sqlite])
+    func declineKeepsTheGuest(kind: StoreKind) async throws {
+        try await Self.with(kind) { server, appleID in
+            let (first, _) = server.client()
+            var nonce = AppleSignInNonce()
+            let account = try await first.signInWithApple(
+                identityToken: try await appleID.identityToken(sub: "001234.decline", nonce: nonce.raw).identityToken, nonce: nonce)
+
+            let directory = SyncedClientFixture.directory()
+            defer { try? FileManager.default.removeItem(at: directory) }
+            let (client, transport, guest) = try await Self.guestWithUnpushedNote(server, directory: directory, text: "the guest's")
+
+            // One sheet, one token: asked, then declined with it.
+            nonce = AppleSignInNonce()
+            let token = try await appleID.identityToken(sub: "001234.decline", nonce: nonce.raw).identityToken
+            let asked = await #expect(throws: ClientError.self) { try await client.signInWithApple(identityToken: token, nonce: nonce) }
+            #expect(asked?.code == .accountExists)
+            // While the guest's change cannot reach the server, declining would lose it: refused, nothing sent.
+            let refused = await #expect(throws: ClientError.self) {
+                try await client.signInWithApple(identityToken: token, nonce: nonce, merge: false)
+            }
+            #expect(refused?.code == .pendingWrites && refused?.pendingWrites == 1, "\(String(describing: refused))")
+            #expect(await client.user?.userId == guest.userId, "still the guest")
+
+            transport.clearFaults()
+            let declined = try await client.signInWithApple(identityToken: token, nonce: nonce, merge: false)
+            #expect(declined.user.userId == account.user.userId && declined.merged == nil)
+            try await client.waitUntilSynced()
+            #expect(try client.collection("notes", of: Note.self).documents().isEmpty, "nothing of the guest in the account")
+
+            // The guest is still this installation's, with its change.
+            try await client.signOut()
+            #expect(try await client.signInAsGuest().userId == guest.userId)
+            try await client.waitUntilSynced()
+            #expect(try client.collection("notes", of: Note.self).documents().map(\.value.text) == ["the guest's"])
         }
     }
 

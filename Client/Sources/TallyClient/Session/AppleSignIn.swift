@@ -37,25 +37,38 @@ extension Client {
     /// (`ASAuthorizationAppleIDCredential`, as text), `nonce` the one whose ``AppleSignInNonce/hashed`` the request to
     /// Apple carried. Signed in as a guest, a new Apple ID becomes this guest's account in place (same wallet and
     /// history); an Apple ID that already has an account throws ``ClientError/Code/accountExists`` with
-    /// ``ClientError/guest`` — what the guest would bring — unless `merge` is true, which carries the guest's tokens,
-    /// documents and purchases into the account and signs in to it. The cached values of the previous user are
-    /// cleared, as at any change of user.
+    /// ``ClientError/guest`` — what the guest would bring — when `merge` is nil. Ask the user, then call again with the
+    /// same identity token (no second sheet): `merge: true` carries the guest's tokens, documents and purchases into the
+    /// account and signs in to it; `merge: false` signs in to the account and leaves the guest as it was, on the server
+    /// and on this installation (signing out and in as a guest later finds it again). The cached values of the previous
+    /// user are cleared, as at any change of user.
     ///
     /// ```swift
     /// let nonce = AppleSignInNonce()                  // request.nonce = nonce.hashed
     /// do {
     ///     try await tally.signInWithApple(identityToken: identityToken, nonce: nonce)
     /// } catch let error as ClientError where error.code == .accountExists {
-    ///     if askToBringProgress(error.guest) {         // "This account exists — bring your guest progress?"
-    ///         try await tally.signInWithApple(identityToken: identityToken, nonce: nonce, merge: true)
-    ///     }
+    ///     // "This account exists — bring your guest progress?" Either answer goes with the same token.
+    ///     try await tally.signInWithApple(identityToken: identityToken, nonce: nonce, merge: askToBringProgress(error.guest))
     /// }
     /// ```
+    ///
+    /// - Throws: ``ClientError/Code/pendingWrites`` with `merge: false` when the guest's synced changes could not be
+    ///   pushed first (they would be lost with its document file; nothing was sent, the token is still good).
     @discardableResult
     public func signInWithApple(
-        identityToken: String, nonce: AppleSignInNonce, authorizationCode: String? = nil, merge: Bool = false
+        identityToken: String, nonce: AppleSignInNonce, authorizationCode: String? = nil, merge: Bool? = nil
     ) async throws -> SignInResult {
-        let request = AppleSignInRequest(identityToken: identityToken, nonce: nonce.raw, authorizationCode: authorizationCode, merge: merge ? true : nil)
+        if merge == false, syncStatus.pendingMutations > 0 {
+            // Declined: the guest stays, but its document file goes with the switch; its changes go to the server first.
+            try? await sync.now()
+            let pending = syncStatus.pendingMutations
+            if pending > 0 {
+                throw ClientError(
+                    .pendingWrites, message: "\(pending) changes of the guest are not synced yet: sync first, then sign in", pendingWrites: pending)
+            }
+        }
+        let request = AppleSignInRequest(identityToken: identityToken, nonce: nonce.raw, authorizationCode: authorizationCode, merge: merge)
         return try await signInCarryingGuest { try await self.session.signInWithApple(request, beforeSwitch: $0) }
     }
 
