@@ -66,6 +66,20 @@ struct ClientPurchasesTests {
         }
     }
 
+    @Test("Deleting an account with a running subscription says until when (Apple keeps billing it); the subscription stays Apple's",
+        arguments: StoreKind.allCases)
+    func deletionSaysSubscription(kind: StoreKind) async throws {
+        try await Self.with(kind) { server, appStore in
+            let (client, _) = server.client()
+            let user = try await client.signInAsGuest()
+            let subscribed = try appStore.purchase(productId: TestProducts.premiumMonthly, appAccountToken: UUID(uuidString: user.userId), send: false)
+            try await client.purchases.redeem(signedTransaction: subscribed.signedTransaction)
+            let deletion = try await client.deleteAccount()
+            #expect(deletion.hadActiveSubscription && deletion.subscriptionActiveUntil == subscribed.transaction.expiresDate)
+            #expect(await client.user == nil)
+        }
+    }
+
     @Test("Another account's consumable and a refused signature are refused for good (StoreKit's layer finishes them); no network is not",
         arguments: [StoreKind.sqlite])
     func refusals(kind: StoreKind) async throws {

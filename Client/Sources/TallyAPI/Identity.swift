@@ -185,3 +185,32 @@ public struct UpdateMeRequest: Codable, Hashable, Sendable {
         self.language = language
     }
 }
+
+/// `DELETE /v1/me`'s answer: the account is gone. What Apple still bills is said here, since deleting an account does
+/// not cancel its App Store subscription: it renews at Apple until the user cancels it in the App Store's subscriptions
+/// page (App Store guideline 5.1.1(v) asks apps to tell the user how).
+public struct AccountDeletion: Codable, Hashable, Sendable {
+    /// When the App Store subscription the account had (redeemed through Tally) runs until, if one was running at the
+    /// deletion; nil: none.
+    public var subscriptionActiveUntil: Date?
+
+    /// Creates the answer.
+    public init(subscriptionActiveUntil: Date?) { self.subscriptionActiveUntil = subscriptionActiveUntil }
+
+    /// Whether a subscription was running: show the user how to cancel it at Apple.
+    public var hadActiveSubscription: Bool { subscriptionActiveUntil != nil }
+
+    private enum CodingKeys: String, CodingKey { case subscriptionActiveUntil }
+
+    /// Decodes the answer (an absent key is no subscription).
+    public init(from decoder: any Decoder) throws {
+        let container = try decoder.container(keyedBy: CodingKeys.self)
+        subscriptionActiveUntil = try container.decodeIfPresent(Date.self, forKey: .subscriptionActiveUntil)
+    }
+
+    /// Encodes the answer, `null` when no subscription was running (said, not left out).
+    public func encode(to encoder: any Encoder) throws {
+        var container = encoder.container(keyedBy: CodingKeys.self)
+        try container.encode(subscriptionActiveUntil, forKey: .subscriptionActiveUntil)
+    }
+}

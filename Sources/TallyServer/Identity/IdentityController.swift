@@ -202,13 +202,16 @@ struct IdentityController {
         ) { Me($0.state.user) }
     }
 
-    @Sendable func deleteMe(_ request: Request, context: AuthenticatedContext) async throws -> HTTPResponse.Status {
+    @Sendable func deleteMe(_ request: Request, context: AuthenticatedContext) async throws -> Response {
+        let now = services.clock.now
+        // Read before the deletion: a running App Store subscription keeps renewing at Apple, which the answer says.
+        let subscribedUntil = try await store.user(id: context.identity.userId)?.purchasedPremiumUntil.flatMap { $0 > now ? $0 : nil }
         await services.revokeAppleToken(of: context.identity.userId, logger: context.logger)
         _ = try await store.deleteUser(id: context.identity.userId)
         services.sessions.evict(userId: context.identity.userId)
         services.notifier.accountDeleted(userId: context.identity.userId)
         context.logger.info("account deleted", metadata: ["tally.user": .string(context.identity.userId)])
-        return .noContent
+        return JSONResponse.make(body: AccountDeletion(subscriptionActiveUntil: subscribedUntil))
     }
 
     private func makeDoor(_ route: String, _ logger: Logger) -> Door {

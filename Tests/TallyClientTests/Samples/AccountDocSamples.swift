@@ -24,4 +24,14 @@ enum AccountDocSamples {
             showCodeError()                                   // wrong, expired or used: ask for a new code
         }
     }
+
+    /// `Client.deleteAccount()`: the deletion, and a subscription Apple still bills.
+    static func delete(tally: Client) async throws -> String? {
+        var notice: String?
+        let deletion = try await tally.deleteAccount()
+        if deletion.hadActiveSubscription {
+            notice = "Your subscription renews until you cancel it in the App Store."
+        }
+        return notice
+    }
 }

@@ -40,8 +40,20 @@ extension Client {
     /// asks of an app that lets users create accounts. Needs the server: offline it throws and changes nothing.
     /// After it, ``signInAsGuest()`` starts a new guest.
     ///
+    /// Deleting the account does not cancel its App Store subscription: Apple keeps billing the user until they cancel
+    /// it there. The answer says whether one was running; if so, tell the user and offer the App Store's page
+    /// (`PurchasesClient.showManageSubscriptions(in:)` on iOS):
+    ///
+    /// ```swift
+    /// let deletion = try await tally.deleteAccount()
+    /// if deletion.hadActiveSubscription {
+    ///     notice = "Your subscription renews until you cancel it in the App Store."
+    /// }
+    /// ```
+    ///
     /// - Throws: a ``ClientError`` when the server could not be reached or refused; nothing was deleted then.
-    public func deleteAccount() async throws {
+    @discardableResult
+    public func deleteAccount() async throws -> AccountDeletion {
         try await session.deleteAccount()  // the document file is gone when this returns, as at sign-out
     }
 }

@@ -170,8 +170,10 @@ actor SessionManager: AccessTokenProvider {
     /// Deletes the account on the server (`DELETE /v1/me`, which ends every session of it), then forgets the
     /// session and the installation secret here and in the secure store, and clears the user's data: nothing of
     /// the account stays on the device. Throws, changing nothing here, when the server did not delete it.
-    func deleteAccount() async throws {
-        _ = try await executor.send(Endpoint(method: "DELETE", path: "/v1/me", operation: "DELETE /v1/me", kind: .write), auth: self)
+    func deleteAccount() async throws -> AccountDeletion {
+        let response = try await executor.send(Endpoint(method: "DELETE", path: "/v1/me", operation: "DELETE /v1/me", kind: .write), auth: self)
+        // A server before this answer said 204 and nothing: no subscription known.
+        let deletion = (try? decode(AccountDeletion.self, response)) ?? AccountDeletion(subscriptionActiveUntil: nil)
         refreshing?.task.cancel()
         do {
             try await exclusive {
@@ -184,6 +186,7 @@ actor SessionManager: AccessTokenProvider {
         }
         forgetInMemory()
         await notify()
+        return deletion
     }
 
     // MARK: Revocations
@@ -206,7 +209,7 @@ actor SessionManager: AccessTokenProvider {
                 guard await self.sendRevocations() > 0, !Task.isCancelled else { break }
                 guard (try? await reachability.wait(Self.revocationRetry, .unreachable, after: generation)) != nil else { break }
             }
-            await self.deliveryEnded()
+            self.deliveryEnded()
         }
     }
 
