@@ -96,7 +96,7 @@ extension Client {
         let tokens = try await send { tokens in
             if let guest, tokens.merged?.guestUserId == guest { self.syncHost.carryDocuments(from: guest, to: tokens.userId) }
         }
-        let user = try await signedIn(SessionUser(userId: tokens.userId, isGuest: tokens.isGuest))
+        let user = await signedIn(SessionUser(userId: tokens.userId, isGuest: tokens.isGuest))
         return SignInResult(user: user, merged: tokens.merged)
     }
 }
