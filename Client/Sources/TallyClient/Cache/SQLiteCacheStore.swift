@@ -7,8 +7,12 @@ import GRDB
 /// previous user stays in it. The file is readable by its owner only where the platform allows.
 public final class SQLiteCacheStore: CacheStore {
     private let queue: DatabaseQueue
+    /// Whether the file is in an App Group container: suspended while the app is in the background.
+    let isShared: Bool
 
-    /// Opens (creating if needed) the database at `path`, with its directory, and migrates it.
+    /// Opens (creating if needed) the database at `path`, with its directory, and migrates it. A path in an App Group
+    /// container (shared with the app's extensions) is suspended while the app is in the background
+    /// (``Client/appDidEnterBackground()``), so iOS never suspends the app holding a lock on it.
     public init(path: String) throws {
         do {
             try PrivateDatabaseFile.prepare(path: path)
@@ -17,6 +21,8 @@ public final class SQLiteCacheStore: CacheStore {
         }
         var configuration = Configuration()
         configuration.label = "TallyClient.cache"
+        PrivateDatabaseFile.suspensionObserved(&configuration, path: path)
+        isShared = PrivateDatabaseFile.isInSharedContainer(path)
         configuration.prepareDatabase { db in
             try db.execute(sql: "PRAGMA secure_delete = ON")
         }

@@ -1,4 +1,5 @@
 import Foundation
+import GRDB
 import TallyAPI
 
 extension Client {
@@ -124,6 +125,7 @@ extension Client {
     /// observers at once, without a network round trip, and then the outbox is pushed — at once, ending a wait after
     /// an outage — and the server's changes pulled.
     public func appDidBecomeActive() {
+        if sharesDatabases { NotificationCenter.default.post(name: Database.resumeNotification, object: nil) }
         refetch(cache.watchedKeys.filter { cache.snapshot($0).isStale })
         syncHost.becameActive()
     }
@@ -132,9 +134,14 @@ extension Client {
     /// `didEnterBackgroundNotification`): the event stream closes, so the server holds no connection for an app that
     /// iOS is about to suspend, and an unreachable server is checked for every minute at most instead of every
     /// 1.5 s. Until ``appDidBecomeActive()``, changes made elsewhere (a grant, another device's edit) are not live;
-    /// local writes are still pushed at once.
+    /// local writes are still pushed at once — except to a database in an App Group container (shared with a widget),
+    /// which is suspended until then (GRDB's `Database.suspendNotification`): iOS kills an app suspended while it holds
+    /// a lock on a file there, so a write to it in the background throws instead, and what was not pushed goes once active.
     public func appDidEnterBackground() {
         syncHost.enteredBackground()
+        // A database in an App Group container takes no lock until the app is active again: iOS kills an app suspended
+        // holding one (0xDEAD10CC). A write meanwhile throws (SQLITE_INTERRUPT); sync retries once active.
+        if sharesDatabases { NotificationCenter.default.post(name: Database.suspendNotification, object: nil) }
     }
 
     // MARK: Internals

@@ -28,6 +28,9 @@ public final class Client: Sendable {
     let syncHost: SyncHost
     /// The transport AI streams open (`client.ai.stream`): the configured one, else a URLSession one made on first use.
     let streams = LazyEventStreamTransport()
+    /// Whether a database of the SDK (the cache store, the synced documents) is in an App Group container: then the
+    /// app's going to the background suspends GRDB's databases (``appDidEnterBackground()``).
+    let sharesDatabases: Bool
     /// The AI streams in flight, by request and intent: the same request streamed again while it runs joins it.
     let aiStreams: AIStreamCalls
 
@@ -55,6 +58,8 @@ public final class Client: Sendable {
         let aiStreams = AIStreamCalls()
         self.aiStreams = aiStreams
         let documentsFile = Self.documentsFile(configuration)
+        sharesDatabases = (configuration.cacheStore as? SQLiteCacheStore)?.isShared == true
+            || documentsFile("user").map { PrivateDatabaseFile.isInSharedContainer($0.path) } == true
         session = SessionManager(
             secureStore: configuration.secureStore, clock: configuration.clock, executor: executor, reachability: reachability
         ) { previous, current in

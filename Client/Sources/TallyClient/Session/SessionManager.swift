@@ -66,10 +66,15 @@ actor SessionManager: AccessTokenProvider {
     /// by backoff inside a sign-out.
     private let revocations: RequestExecutor
 
+    /// Starts the activity a locked section runs as (``ExpiringActivity/begin(_:)``; tests expire it by hand).
+    private let activities: @Sendable (String) -> ExpiringActivity
+
     init(
         secureStore: any SecureStore, clock: any ClientClock, executor: RequestExecutor, reachability: Reachability,
-        userChanged: @escaping @Sendable (String?, String?) async -> Void
+        userChanged: @escaping @Sendable (String?, String?) async -> Void,
+        activities: @escaping @Sendable (String) -> ExpiringActivity = ExpiringActivity.begin
     ) {
+        self.activities = activities
         self.reachability = reachability
         self.secureStore = secureStore
         self.clock = clock
@@ -369,11 +374,17 @@ actor SessionManager: AccessTokenProvider {
 
     // MARK: State
 
-    /// Runs `body` holding the store's lock file, if it has one, so processes sharing the store take turns.
+    /// Runs `body` holding the store's lock file, if it has one, so processes sharing the store take turns. The lock
+    /// file lives in the App Group container, and iOS kills a process suspended while it holds a lock there
+    /// (`0xDEAD10CC`): the section runs as an ``ExpiringActivity``, and when the system expires it the lock is let go
+    /// at once; `body` goes on, and what it writes then is checked against the store as a sibling's write would be.
     private func exclusive<T>(_ body: () async throws -> T) async throws -> T {
-        var lock: FileLock?
-        if let file = secureStore.lockFile { lock = try await FileLock.acquire(file) }
-        defer { lock?.release() }
+        guard let file = secureStore.lockFile else { return try await body() }
+        let activity = activities("Tally session")
+        defer { activity.end() }
+        let lock = ReleasableLock(try await FileLock.acquire(file))
+        defer { lock.release() }
+        activity.onExpiry { lock.release() }
         return try await body()
     }
 

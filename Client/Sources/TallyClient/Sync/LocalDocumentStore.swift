@@ -34,6 +34,7 @@ final class LocalDocumentStore: Sendable {
         var configuration = Configuration()
         configuration.label = "TallyClient.documents"
         configuration.busyMode = .timeout(5)
+        PrivateDatabaseFile.suspensionObserved(&configuration, path: path)
         configuration.prepareDatabase { db in
             try db.execute(sql: "PRAGMA secure_delete = ON")
             // A killed process loses nothing committed in WAL mode with NORMAL; only an OS crash or power loss can
@@ -49,6 +50,7 @@ final class LocalDocumentStore: Sendable {
         var checkpointing = Configuration()
         checkpointing.label = "TallyClient.documents.checkpoint"
         checkpointing.busyMode = .timeout(5)
+        PrivateDatabaseFile.suspensionObserved(&checkpointing, path: path)
         checkpointer = try DatabaseQueue(path: path, configuration: checkpointing)
         self.pool = pool
         self.rangeKeys = rangeKeys
