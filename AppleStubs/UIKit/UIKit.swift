@@ -18,3 +18,15 @@ open class UIScene: UIResponder {
 @available(iOS 13.0, tvOS 13.0, *)
 @MainActor
 open class UIWindowScene: UIScene {}
+
+/// https://developer.apple.com/documentation/uikit/uiview
+@MainActor
+open class UIView: UIResponder {}
+
+/// https://developer.apple.com/documentation/uikit/uiwindow
+@MainActor
+open class UIWindow: UIView {
+    /// https://developer.apple.com/documentation/uikit/uiwindow/init(windowscene:) (iOS 13)
+    @available(iOS 13.0, tvOS 13.0, *)
+    public init(windowScene: UIWindowScene) { fatalError("stub") }
+}

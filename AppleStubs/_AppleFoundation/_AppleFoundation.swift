@@ -23,3 +23,13 @@ extension FileManager {
     /// `func containerURL(forSecurityApplicationGroupIdentifier groupIdentifier: String) -> URL?` (Apple platforms only).
     public func containerURL(forSecurityApplicationGroupIdentifier groupIdentifier: String) -> URL? { fatalError("stub") }
 }
+
+extension ProcessInfo {
+    /// https://developer.apple.com/documentation/foundation/processinfo/performexpiringactivity(withreason:using:)
+    /// `func performExpiringActivity(withReason reason: String, using block: @escaping @Sendable (Bool) -> Void)`
+    /// (iOS 8.2, tvOS 9, watchOS 2, visionOS 1; not macOS): the block runs on a queue of the system's, with false to
+    /// begin (the activity lasts while it runs) and again with true when the process is about to be suspended.
+    @available(iOS 8.2, tvOS 9.0, watchOS 2.0, visionOS 1.0, *)
+    @available(macOS, unavailable)
+    public func performExpiringActivity(withReason reason: String, using block: @escaping @Sendable (Bool) -> Void) {}
+}

@@ -31,6 +31,23 @@ struct AppleSignInSheetTests {
         #expect(!AppleSignInSheet.isCancellation(ClientError(.offline)))
     }
 
+    @Test("A closed sheet signs nobody in; a failure or another kind of credential is thrown; nothing is sent")
+    func finishWithoutCredential() async throws {
+        try await MergeSyncTests.with(.sqlite) { server, _ in
+            let (client, transport) = server.client()
+            let sheet = AppleSignInSheet()
+            let closed = NSError(domain: "com.apple.AuthenticationServices.AuthorizationError", code: 1001)
+            let none = try await sheet.finish(.failure(closed), client: client, merge: { _ in true })
+            #expect(none == nil)
+            let failed = NSError(domain: "com.apple.AuthenticationServices.AuthorizationError", code: 1004)
+            await #expect(throws: (any Error).self) { try await sheet.finish(.failure(failed), client: client, merge: { _ in true }) }
+            let other = await #expect(throws: ClientError.self) { try await sheet.finish(.otherCredential, client: client, merge: { _ in true }) }
+            #expect(other?.code == .invalidResponse)
+            #expect(transport.requests.isEmpty)
+            #expect(await client.user == nil)
+        }
+    }
+
     @Test("The request carries the SHA-256 of the nonce the server is sent; each sheet has its own")
     func requestNonce() {
         let nonce = AppleSignInNonce(raw: "abc")

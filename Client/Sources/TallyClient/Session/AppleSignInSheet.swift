@@ -44,6 +44,30 @@ public struct AppleSignInSheet: Sendable {
         }
     }
 
+    /// What the sheet answered, reduced to what signing in needs (Sendable: Apple's authorization object is not, and
+    /// the sheet answers on the main actor).
+    enum Outcome: Sendable {
+        /// An Apple ID credential's identity token and authorization code, as Apple hands them.
+        case credential(identityToken: Data?, authorizationCode: Data?)
+        /// Another kind of credential than an Apple ID's.
+        case otherCredential
+        /// The sheet failed, or was closed.
+        case failure(any Error)
+    }
+
+    /// Signs in with what the sheet answered; nil when the user closed it.
+    func finish(_ outcome: Outcome, client: Client, merge: @Sendable (GuestProgress?) async -> Bool) async throws -> SignInResult? {
+        switch outcome {
+        case .failure(let error):
+            if Self.isCancellation(error) { return nil }
+            throw error
+        case .otherCredential:
+            throw ClientError(.invalidResponse, message: "Sign in with Apple answered with another kind of credential")
+        case .credential(let identityToken, let authorizationCode):
+            return try await signIn(client, identityToken: identityToken, authorizationCode: authorizationCode, merge: merge)
+        }
+    }
+
     /// The credential's identity token and authorization code as text. Pure.
     static func credentialText(identityToken: Data?, authorizationCode: Data?) throws -> (token: String, code: String?) {
         guard let identityToken, !identityToken.isEmpty, let token = String(data: identityToken, encoding: .utf8) else {
@@ -81,20 +105,22 @@ extension AppleSignInSheet {
 
     /// Signs in with the sheet's `result` (SwiftUI's `SignInWithAppleButton` `onCompletion`); nil when the user
     /// closed the sheet. `merge` is asked as ``signIn(_:identityToken:authorizationCode:merge:)`` says.
+    @MainActor
     @discardableResult
     public func complete(
         _ result: Result<ASAuthorization, any Error>, client: Client, merge: @Sendable (GuestProgress?) async -> Bool
     ) async throws -> SignInResult? {
+        try await finish(Self.outcome(result), client: client, merge: merge)
+    }
+
+    /// The Sendable part of the sheet's `result`, read on the main actor.
+    @MainActor
+    static func outcome(_ result: Result<ASAuthorization, any Error>) -> Outcome {
         switch result {
-        case .failure(let error):
-            if Self.isCancellation(error) { return nil }
-            throw error
+        case .failure(let error): return .failure(error)
         case .success(let authorization):
-            guard let credential = authorization.credential as? ASAuthorizationAppleIDCredential else {
-                throw ClientError(.invalidResponse, message: "Sign in with Apple answered with another kind of credential")
-            }
-            return try await signIn(
-                client, identityToken: credential.identityToken, authorizationCode: credential.authorizationCode, merge: merge)
+            guard let credential = authorization.credential as? ASAuthorizationAppleIDCredential else { return .otherCredential }
+            return .credential(identityToken: credential.identityToken, authorizationCode: credential.authorizationCode)
         }
     }
 }
@@ -119,8 +145,8 @@ extension Client {
         let controller = ASAuthorizationController(authorizationRequests: [request])
         controller.delegate = answer
         controller.presentationContextProvider = answer
-        let result = await answer.wait { controller.performRequests() }
-        return try await sheet.complete(result, client: self, merge: merge)
+        let outcome = await answer.wait { controller.performRequests() }
+        return try await sheet.finish(outcome, client: self, merge: merge)
     }
 }
 
@@ -130,12 +156,12 @@ extension Client {
 @MainActor
 private final class AppleSignInSheetAnswer: NSObject {
     private let anchor: ASPresentationAnchor
-    private var continuation: CheckedContinuation<Result<ASAuthorization, any Error>, Never>?
+    private var continuation: CheckedContinuation<AppleSignInSheet.Outcome, Never>?
 
     init(anchor: ASPresentationAnchor) { self.anchor = anchor }
 
     /// Runs `start`, then waits for the sheet's answer.
-    func wait(_ start: () -> Void) async -> Result<ASAuthorization, any Error> {
+    func wait(_ start: () -> Void) async -> AppleSignInSheet.Outcome {
         await withCheckedContinuation { continuation in
             self.continuation = continuation
             start()
@@ -143,7 +169,7 @@ private final class AppleSignInSheetAnswer: NSObject {
     }
 
     fileprivate func answered(_ result: Result<ASAuthorization, any Error>) {
-        continuation?.resume(returning: result)
+        continuation?.resume(returning: AppleSignInSheet.outcome(result))
         continuation = nil
     }
 }

@@ -1,5 +1,8 @@
 import Dispatch
 import Foundation
+#if TALLY_APPLE_TYPECHECK
+import _AppleFoundation  // scripts/apple-typecheck's stand-in for Foundation's Apple-only members
+#endif
 
 /// Keeps the process running while a short task that must not be suspended halfway runs — the session's refresh,
 /// which holds a file lock in the App Group container (iOS kills a process suspended holding one: `0xDEAD10CC`) — and
