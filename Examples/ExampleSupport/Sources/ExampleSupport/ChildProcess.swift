@@ -20,7 +20,13 @@ public final class ChildProcess: @unchecked Sendable {
     /// errors to `output` + ".err").
     public init(_ executable: String, _ arguments: [String], environment: [String: String] = [:], output: URL) throws {
         self.output = output
+        // Darwin's posix_spawn_file_actions_t is an opaque pointer (nil until posix_spawn_file_actions_init allocates
+        // it), Glibc's a struct: the declaration TallyLoad's ChildProcess uses, so this compiles on macOS too.
+        #if canImport(Darwin)
+        var actions: posix_spawn_file_actions_t? = nil
+        #else
         var actions = posix_spawn_file_actions_t()
+        #endif
         posix_spawn_file_actions_init(&actions)
         defer { posix_spawn_file_actions_destroy(&actions) }
         posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0)

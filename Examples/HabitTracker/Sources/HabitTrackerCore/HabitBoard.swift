@@ -12,6 +12,15 @@ public final class HabitBoard {
     public private(set) var habits: [Habit] = []
     /// The badge: "saved", "syncing (n)" or "offline (n waiting)".
     public private(set) var badge = "saved"
+    /// What went wrong with the user's last change (``attempt(_:)``: the device's database refused it), as the screen's
+    /// alert says it; nil when nothing did. Set to nil when dismissed.
+    public var failure: String?
+
+    /// Whether the screen shows ``failure``: the alert's binding (setting false dismisses it).
+    public var isShowingFailure: Bool {
+        get { failure != nil }
+        set { if !newValue { failure = nil } }
+    }
 
     @ObservationIgnored public let client: Client
     @ObservationIgnored private let habitDocuments: SyncedCollection<Habit>
@@ -72,10 +81,22 @@ public final class HabitBoard {
         return try logs.documents(from: month + "-01", to: next + "-01").map(\.value).filter { $0.habitId == habitId && $0.done }.map(\.date)
     }
 
-    /// The app came to the foreground: shows what the widget wrote meanwhile, then syncs.
+    /// The app came to the foreground (SwiftUI's `scenePhase` becoming `.active`): shows what the widget wrote
+    /// meanwhile, then syncs; the server's event stream reopens.
     public func appDidBecomeActive() throws {
         client.appDidBecomeActive()
         try reload()
+    }
+
+    /// The app went to the background (`scenePhase` becoming `.background`): the server's event stream closes, so no
+    /// connection is held for an app iOS is about to suspend; a toggle made meanwhile (from a notification) still syncs.
+    public func appDidEnterBackground() {
+        client.appDidEnterBackground()
+    }
+
+    /// Runs one of the user's changes (a tap), showing in ``failure`` what goes wrong instead of dropping it.
+    public func attempt(_ change: () throws -> Void) {
+        do { try change() } catch { failure = "\(error)" }
     }
 
     /// The month after `yyyy-mm`.

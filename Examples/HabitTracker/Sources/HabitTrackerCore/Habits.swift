@@ -35,15 +35,47 @@ public struct HabitLog: Codable, Sendable, Hashable {
     public static func id(habitId: String, date: String) -> String { "\(habitId)_\(date)" }
 }
 
-/// How the app sets up its Tally client: the collections it syncs, where the session and documents live (an
-/// App Group container, so the widget shares both).
+/// How the app sets up its Tally client: the collections it syncs, where the session and documents live (shared with
+/// the widget).
 public enum HabitTrackerSetup {
-    /// The app's client for `server`, its session and documents under `home` (the App Group container on iOS).
+    /// The client for `server` with its session in plain files under `home` (`FileSecureStore`) and its documents
+    /// beside them: for the command line and the tests, where `home` plays the App Group container the app and its
+    /// widget process share. The app on an Apple platform uses ``client(server:appGroup:)``, which keeps the session in
+    /// the Keychain.
     public static func client(server: URL, home: URL) throws -> Client {
-        var configuration = ClientConfiguration(
-            baseURL: server, secureStore: try FileSecureStore(directory: home.appendingPathComponent("session")))
+        client(
+            server: server, secureStore: try FileSecureStore(directory: home.appendingPathComponent("session")),
+            documents: home.appendingPathComponent("documents"))
+    }
+
+    /// The client for `server` with the tracker's collections, its session in `secureStore` and its documents in
+    /// `documents`.
+    static func client(server: URL, secureStore: any SecureStore, documents: URL) -> Client {
+        var configuration = ClientConfiguration(baseURL: server, secureStore: secureStore)
         configuration.collections = [SyncedCollectionSpec("habits"), SyncedCollectionSpec("habit_logs", rangeKey: "date")]
-        configuration.documentsDirectory = home.appendingPathComponent("documents")
+        configuration.documentsDirectory = documents
         return Client(configuration: configuration)
     }
 }
+
+#if canImport(Security)
+extension HabitTrackerSetup {
+    /// The client for `server` on an Apple platform, the same in the app and in its widget: the session in the Keychain
+    /// shared through the App Group `appGroup` (`KeychainSecureStore(appGroup:)`: the group's keychain items and a lock
+    /// file in its container, so the app and the widget never both refresh the rotating refresh token), the documents
+    /// in the group's container, where the widget's logs reach the app.
+    ///
+    /// The session is never in a file: the Keychain items are this device's only (accessible after first unlock,
+    /// `ThisDeviceOnly`), so they are in no backup, and a backup restored onto another phone does not give two phones
+    /// one rotating refresh token (the first to refresh would sign the other out) or one device secret. Add the App
+    /// Groups capability with `appGroup` to the app and to the widget extension.
+    /// - Throws: `SecureStoreError` when `appGroup` is not in the target's entitlements.
+    public static func client(server: URL, appGroup: String) throws -> Client {
+        let secureStore = try KeychainSecureStore(appGroup: appGroup)
+        guard let container = FileManager.default.containerURL(forSecurityApplicationGroupIdentifier: appGroup) else {
+            throw SecureStoreError(name: appGroup, reason: "no container for this app group: add it to the App Groups entitlement")
+        }
+        return client(server: server, secureStore: secureStore, documents: container.appendingPathComponent("documents"))
+    }
+}
+#endif

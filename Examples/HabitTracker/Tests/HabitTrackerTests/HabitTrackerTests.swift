@@ -85,7 +85,7 @@ struct HabitTrackerTests {
         }
     }
 
-    @Test("The widget's process logs a habit into the shared container; the app shows it on activation, then pushes it once")
+    @Test("The widget's process logs a habit into the shared container while the app is in the background; back in front, the app shows it, then pushes it once")
     func widgetLog() async throws {
         try await Self.withHome { home in
             let server = try await TallyServer(config: Self.config, dataDirectory: home.appendingPathComponent("server"))
@@ -95,6 +95,7 @@ struct HabitTrackerTests {
             let board = HabitBoard(client: client)
             let habit = try board.addHabit("Read")
             await Self.synced(client)
+            board.appDidEnterBackground()  // the user leaves the app (scenePhase .background) and taps the widget
             let driver = URL(fileURLWithPath: CommandLine.arguments[0]).deletingLastPathComponent().appendingPathComponent("habit-tracker")
             let widget = try ChildProcess(
                 driver.path,
@@ -107,6 +108,21 @@ struct HabitTrackerTests {
             let logs = try await Self.serverLogs(server, home: home, session: app.appendingPathComponent("session"))
             #expect(logs.count == 1 && logs.values.first?.version == 2, "\(logs)")
             try await server.stop()
+        }
+    }
+
+    @Test("A change the device cannot save is shown (the screen's alert) until dismissed, not dropped")
+    func failureIsShown() async throws {
+        try await Self.withHome { home in
+            let client = try HabitTrackerSetup.client(server: URL(string: "http://127.0.0.1:9")!, home: home)
+            let board = HabitBoard(client: client)
+            #expect(!board.isShowingFailure)
+            board.attempt { try board.mark("a-habit", on: "2027-02-14", done: true) }  // nobody signed in: nowhere to save it
+            #expect(board.isShowingFailure && board.failure?.isEmpty == false, "\(board.failure ?? "")")
+            board.isShowingFailure = false  // the alert's OK
+            #expect(board.failure == nil)
+            board.attempt { throw ExampleError("the disk is full") }
+            #expect(board.failure == "the disk is full")
         }
     }
 }

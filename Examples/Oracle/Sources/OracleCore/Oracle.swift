@@ -37,15 +37,44 @@ public struct Reading: Codable, Sendable, Hashable {
 
 /// How the app sets up its Tally client.
 public enum OracleSetup {
-    /// The app's client for `server`, its session and documents under `home`.
+    /// The client for `server` with its session in plain files under `home` (`FileSecureStore`) and its documents
+    /// beside them: for the command line and the tests, which play several phones, each a temporary directory. The
+    /// app on an Apple platform uses ``client(server:service:)``, which keeps the session in the Keychain.
     public static func client(server: URL, home: URL) throws -> Client {
-        var configuration = ClientConfiguration(
-            baseURL: server, secureStore: try FileSecureStore(directory: home.appendingPathComponent("session")))
+        client(
+            server: server, secureStore: try FileSecureStore(directory: home.appendingPathComponent("session")),
+            documents: home.appendingPathComponent("documents"))
+    }
+
+    /// The client for `server` with the oracle's collections, its session in `secureStore` and its documents in
+    /// `documents` (nil: the SDK's default, Application Support/Tally).
+    static func client(server: URL, secureStore: any SecureStore, documents: URL?) -> Client {
+        var configuration = ClientConfiguration(baseURL: server, secureStore: secureStore)
         configuration.collections = [SyncedCollectionSpec("chat_messages", rangeKey: "sentAt"), SyncedCollectionSpec("readings", rangeKey: "drawnAt")]
-        configuration.documentsDirectory = home.appendingPathComponent("documents")
+        configuration.documentsDirectory = documents
         return Client(configuration: configuration)
     }
 }
+
+#if canImport(Security)
+extension OracleSetup {
+    /// The app's client for `server` on an Apple platform: the session — the refresh token, which the server rotates at
+    /// every refresh, and the installation secret that names this phone's guest — in the Keychain
+    /// (`KeychainSecureStore(service:)`), never in a file. Its items are this device's only (accessible after first
+    /// unlock, `ThisDeviceOnly`), so they are in no backup: a backup restored onto another phone does not give two
+    /// phones one rotating refresh token (the first to refresh would sign the other out) or one guest. The new phone
+    /// starts as a guest of its own, and Sign in with Apple brings the account back (``OracleSession``'s
+    /// `signInWithApple(identityToken:nonce:authorizationCode:)` merges what that guest did).
+    ///
+    /// The store is the app's alone (`KeychainSecureStore(service:)`): the oracle has no widget or other extension to
+    /// share the session with. An app that has one creates its store with `KeychainSecureStore(appGroup:)` in the app and
+    /// in each extension, as HabitTracker does for its widget (`HabitTrackerSetup.client(server:appGroup:)`). The
+    /// documents are in the SDK's default place, Application Support/Tally.
+    public static func client(server: URL, service: String = "com.example.oracle") -> Client {
+        client(server: server, secureStore: KeychainSecureStore(service: service), documents: nil)
+    }
+}
+#endif
 
 /// The oracle's screen state: the wallet, premium and today's free readings, the chat history (from the device),
 /// and a notice when the server refused something. Readings are metered actions; chat exchanges are synced
@@ -76,6 +105,15 @@ public final class OracleSession {
     public internal(set) var pictureCost: Int64?
     /// The oracle's last answer about a picture: a face reading, a picture's or a clip's.
     public internal(set) var pictureAnswer: String?
+    /// What went wrong with the user's last action (``attempt(_:)``: a purchase the App Store or the server refused, a
+    /// restore, no connection), as the screen's alert says it; nil when nothing did. Set to nil when dismissed.
+    public var failure: String?
+
+    /// Whether the screen shows ``failure``: the alert's binding (setting false dismisses it).
+    public var isShowingFailure: Bool {
+        get { failure != nil }
+        set { if !newValue { failure = nil } }
+    }
 
     /// Whether premium runs now: readings are free and unlimited.
     public var isPremium: Bool { premiumUntil.map { $0 > Date() } ?? false }
@@ -214,11 +252,73 @@ public final class OracleSession {
         guard let userId = await client.user?.userId else { throw ClientError(.unauthorized, message: "sign in before buying") }
         let signedTransaction = try await storefront.buy(productId: productId, appAccountToken: UUID(uuidString: userId))
         let answer = try await client.purchases.redeem(signedTransaction: signedTransaction)
+        show(answer)
+        return answer
+    }
+
+    /// Shows a purchase as the server answered it, at once: the wallet, premium, and the free readings premium makes
+    /// unlimited. Whichever store it came from (a ``Storefront`` here, StoreKit on iOS).
+    func show(_ answer: PurchaseResponse) {
         wallet = answer.wallet
         premiumUntil = answer.premiumUntil
         if isPremium { freeReadingsLeft = nil }
         notice = nil
-        return answer
+    }
+
+    /// Shows what "Restore Purchases" brought back (on iOS from `client.purchases.restore()`): premium as the server
+    /// has it after the restore, how many purchases it has for this account, and the entitlements it would not give
+    /// this account (their errors: `sign_in_required`, `purchase_claimed`, …), which the user is told about.
+    public func showRestored(premiumUntil: Date?, purchases: Int, refusals: [ClientError]) {
+        self.premiumUntil = premiumUntil
+        if isPremium { freeReadingsLeft = nil }
+        if let refusal = refusals.first {
+            failure = Self.message(for: refusal)
+        } else {
+            notice = purchases == 0 ? "Nothing to restore: this Apple Account has no subscription running." : nil
+        }
+    }
+
+    /// Shows a transaction the server refused for good (the observer's `onRefused`: its signature, app or environment),
+    /// which StoreKit has finished: the user was charged and nothing was credited, a case for the developer's support.
+    public func showRefused(productId: String, error: ClientError) {
+        failure = "Your purchase of \(productId) could not be credited (\(error.serverCode?.rawValue ?? error.code.description)): contact support."
+    }
+
+    /// Runs one of the user's actions (a button: a purchase, a restore, a reading), showing what goes wrong in
+    /// ``failure`` instead of dropping it; the task it runs in, which the caller may wait for.
+    @discardableResult
+    public func attempt(_ action: @escaping @MainActor () async throws -> Void) -> Task<Void, Never> {
+        Task {
+            do { try await action() } catch { report(error) }
+        }
+    }
+
+    /// Shows `error` in ``failure`` (nothing for a cancellation: the screen went away).
+    public func report(_ error: any Error) {
+        guard !(error is CancellationError) else { return }
+        failure = Self.message(for: error)
+    }
+
+    /// What the screen says about `error`: a sentence for the SDK's errors the user can act on, the store's own words
+    /// (StoreKit's errors are `LocalizedError`s), or the error's description.
+    public static func message(for error: any Error) -> String {
+        if let error = error as? ClientError {
+            switch error.code {
+            case .offline, .timedOut: return "The oracle cannot be reached: check your connection and try again."
+            case .unauthorized: return "You are signed out: sign in again."
+            case .insufficientTokens, .quotaExhausted: return "Not enough tokens: buy tokens first."
+            case .rateLimited: return "Too many requests at once: try again in a moment."
+            default: break
+            }
+            switch error.serverCode {
+            case .some(.purchaseClaimed): return "This purchase belongs to another account: sign in to that account to use it."
+            case .some(.signInRequired): return "This subscription belongs to an account: sign in to it, then restore purchases again."
+            case .some(.unknownProduct): return "This product is not on sale yet: try again later."
+            default: return error.message ?? error.description
+            }
+        }
+        if let error = error as? any LocalizedError, let description = error.errorDescription { return description }
+        return String(describing: error)
     }
 
     /// Signs in with Apple: `identityToken` and `authorizationCode` are the credential Apple gave for a request whose

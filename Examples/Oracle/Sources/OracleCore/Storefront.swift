@@ -10,14 +10,31 @@ public enum OracleProduct {
     public static let tokens100 = "com.example.oracle.tokens100"
     /// An auto-renewable subscription: premium, unlimited readings while it runs.
     public static let premium = "com.example.oracle.premium"
+    /// Everything the oracle sells, in the order the screen offers it.
+    public static let all = [tokens100, premium]
+
+    /// `products` — what the store answered for ``all`` (on iOS StoreKit's `Product.products(for:)`) — in the screen's
+    /// order, each once.
+    /// - Throws: a ``StorefrontError`` naming each product the store did not return: one App Store Connect (or the
+    ///   scheme's StoreKit configuration file) does not have, or not yet, or a Paid Apps agreement not signed. Shown,
+    ///   not hidden: a screen that silently offers nothing to buy is what App Review rejects.
+    public static func ordered<P>(_ products: [P], id: (P) -> String) throws -> [P] {
+        let byId = Dictionary(products.map { (id($0), $0) }, uniquingKeysWith: { first, _ in first })
+        let missing = all.filter { byId[$0] == nil }
+        guard missing.isEmpty else {
+            throw StorefrontError(message: "The App Store has no \(missing.joined(separator: " or ")) for this app yet: nothing can be bought.")
+        }
+        return all.compactMap { byId[$0] }
+    }
 }
 
 /// Where the app buys: the store that charges the user and hands back the signed transaction, which the session then
 /// redeems on the server (`client.purchases.redeem(signedTransaction:)`).
 ///
 /// On iOS the app buys through StoreKit 2 instead, with the SDK's `client.purchases.buy(product)` (compiled where
-/// `canImport(StoreKit)`): it buys with the user's id as the `appAccountToken`, redeems the transaction and finishes it
-/// only once the server has it, and `client.purchases.observeTransactions()` redeems what a crash left unfinished.
+/// `canImport(StoreKit)`: `OracleSession.buy(_:)` in OracleStoreKit.swift): it buys with the user's id as the
+/// `appAccountToken`, redeems the transaction and finishes it only once the server has it, and
+/// `client.purchases.observeTransactions()` redeems what a crash left unfinished.
 /// Builds without StoreKit (Linux, the tests, the command line) buy from `tally dev-appstore`
 /// (``DevAppStoreStorefront``), which signs exactly as the App Store does.
 public protocol Storefront: Sendable {
@@ -58,4 +75,7 @@ public struct StorefrontError: Error, CustomStringConvertible {
     /// What happened.
     public let message: String
     public var description: String { message }
+
+    /// The error saying `message` (a ``Storefront`` of the app's own throws it too).
+    public init(message: String) { self.message = message }
 }
