@@ -179,7 +179,7 @@ struct TransactionRedemptionTests {
             (server(400, .invalidSignature), .refuse), (server(400, .untrustedChain), .refuse), (server(400, .wrongBundle), .refuse),
             (server(400, .wrongEnvironment), .refuse), (server(400, .unsupportedAlgorithm), .refuse),
             (server(409, .signInRequired), .keep), (server(422, .unknownProduct), .keep), (server(403, .sandboxLimit), .keep),
-            (ClientError(.unauthorized), .keep),
+            (ClientError(.unauthorized), .retry),
         ]
         for (error, verdict) in table {
             #expect(RedemptionVerdict.after(error) == verdict, "\(error)")

@@ -101,12 +101,12 @@ struct UserSwitchStressTests {
                     try await call("signOut", index) { try await client.signOut(discardingPendingWrites: true) }
                     let guest = try await call("signInAsGuest", index) { try await client.signInAsGuest() }
                     expected = Expected(userId: guest.userId, balances: 0...0, owners: [guest.userId])
-                case 2:  // the guest signs in with Apple to A: asked first (every fifth time), then merged
+                case 2:  // the guest signs in with Apple to A: asked first (every fifth time: no `merge`), then merged
                     let guest = current
                     if index % 20 == 2 {
                         let refused = await #expect(throws: ClientError.self) {
                             try await call("signInWithApple declined", index) {
-                                try await Self.signInWithApple(client, appleID, sub: subA, merge: false)
+                                try await Self.signInWithApple(client, appleID, sub: subA, merge: nil)
                             }
                         }
                         #expect(refused?.code == .accountExists, "\(String(describing: refused))")
@@ -119,7 +119,7 @@ struct UserSwitchStressTests {
                     expected = Expected(userId: a, balances: 500_000...999_999, owners: mergedIntoA.union([a]))
                 case 3:  // sign-out, then Sign in with Apple to B with no guest signed in
                     try await call("signOut", index) { try await client.signOut(discardingPendingWrites: true) }
-                    _ = try await call("signInWithApple", index) { try await Self.signInWithApple(client, appleID, sub: subB, merge: false) }
+                    _ = try await call("signInWithApple", index) { try await Self.signInWithApple(client, appleID, sub: subB, merge: nil) }
                     expected = Expected(userId: b, balances: 2_000_000...2_999_999, owners: [b])
                 default:  // email sign-in over B, without signing out first
                     _ = try await call("signIn(email:)", index) { try await client.signIn(email: email.address, password: email.password) }
@@ -173,7 +173,7 @@ struct UserSwitchStressTests {
 
     /// Signs `client` in with Apple as `sub`, with a fresh nonce and token.
     @discardableResult
-    static func signInWithApple(_ client: Client, _ appleID: DevAppleID, sub: String, merge: Bool) async throws -> SignInResult {
+    static func signInWithApple(_ client: Client, _ appleID: DevAppleID, sub: String, merge: Bool?) async throws -> SignInResult {
         let nonce = AppleSignInNonce()
         let token = try await appleID.identityToken(sub: sub, nonce: nonce.raw).identityToken
         return try await client.signInWithApple(identityToken: token, nonce: nonce, merge: merge)
@@ -183,7 +183,7 @@ struct UserSwitchStressTests {
     static func appleAccount(_ server: TallyTestServer, _ appleID: DevAppleID, sub: String, grant: Int64) async throws -> String {
         let (client, _) = server.client()
         try await client.signInAsGuest()
-        let account = try await signInWithApple(client, appleID, sub: sub, merge: false).user.userId
+        let account = try await signInWithApple(client, appleID, sub: sub, merge: nil).user.userId
         try await server.grant(grant, to: account)
         try await client.signOut()
         return account

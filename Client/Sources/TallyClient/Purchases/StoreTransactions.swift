@@ -52,18 +52,19 @@ enum RedemptionVerdict: Sendable, Hashable {
     /// Finish it and report it: the server refused it for good (its signature, chain, bundle or environment). Kept
     /// unfinished, it would come back at every launch and be refused again.
     case refuse
-    /// Redeem it again at the next sign that the server is back: no answer came, or the server said "not now".
+    /// Redeem it again at the next sign that the server is back: no answer came, the server said "not now", or the
+    /// session ended meanwhile (then once someone is signed in).
     case retry
     /// Keep it unfinished for another user or the next launch: the server wants a sign-in (a guest holding an account's
-    /// subscription), does not sell the product yet, or no one is signed in.
+    /// subscription), or does not sell the product yet.
     case keep
 
     /// The verdict after `error`, the failure of a redemption.
     static func after(_ error: any Error) -> RedemptionVerdict {
         guard let error = error as? ClientError else { return .retry }
         switch error.code {
-        case .offline, .timedOut, .rateLimited: return .retry
-        case .unauthorized: return .keep
+        // Unauthorized: the session ended meanwhile; tried again once someone is signed in (the same user too).
+        case .offline, .timedOut, .rateLimited, .unauthorized: return .retry
         case .server:
             if let status = error.status, !SyncSchedule.isAnswer(status: status) { return .retry }
             switch error.serverCode {
