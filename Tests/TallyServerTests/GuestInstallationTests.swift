@@ -6,7 +6,7 @@ import Testing
 
 /// The device secret names an installation: one guest at a time, never a linked account, and the free
 /// quota counted per installation for guests, whatever signs out, links or deletes in between.
-@Suite("Guests and installations")
+@Suite("Guests and installations", .timeLimit(.minutes(5)))
 struct GuestInstallationTests {
     /// 2027-01-16T00:00:00Z: the first UTC midnight after the servers' start.
     static let utcMidnight = Date(timeIntervalSince1970: 1_800_000_000 + 16 * 3600)

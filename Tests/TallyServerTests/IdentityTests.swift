@@ -6,7 +6,7 @@ import TallyDevAppStore
 import TallyStore
 import Testing
 
-@Suite("Identity and sessions")
+@Suite("Identity and sessions", .timeLimit(.minutes(5)))
 struct IdentityTests {
     @Test("Guest upgrade in place, sign-in, refresh rotation and reuse detection", arguments: StoreKind.allCases)
     func sessionLifecycle(kind: StoreKind) async throws {
