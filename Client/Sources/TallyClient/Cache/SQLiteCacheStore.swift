@@ -21,8 +21,8 @@ public final class SQLiteCacheStore: CacheStore {
         }
         var configuration = Configuration()
         configuration.label = "TallyClient.cache"
-        PrivateDatabaseFile.suspensionObserved(&configuration, path: path)
         isShared = PrivateDatabaseFile.isInSharedContainer(path)
+        configuration.observesSuspensionNotifications = isShared
         configuration.prepareDatabase { db in
             try db.execute(sql: "PRAGMA secure_delete = ON")
         }

@@ -59,7 +59,8 @@ public final class Client: Sendable {
         self.aiStreams = aiStreams
         let documentsFile = Self.documentsFile(configuration)
         sharesDatabases = (configuration.cacheStore as? SQLiteCacheStore)?.isShared == true
-            || documentsFile("user").map { PrivateDatabaseFile.isInSharedContainer($0.path) } == true
+            || (!configuration.collections.isEmpty
+                && (try? Self.documentsDirectory(configuration)).map { PrivateDatabaseFile.isInSharedContainer($0.path) } == true)
         session = SessionManager(
             secureStore: configuration.secureStore, clock: configuration.clock, executor: executor, reachability: reachability
         ) { previous, current in

@@ -96,19 +96,6 @@ extension PurchasesClient {
         @unknown default: return nil
         }
     }
-
-    /// Redeems one transaction (the server verifies its signature itself: StoreKit's verdict is not trusted with
-    /// money) and finishes it when the server has it, or will never credit it (``finishes(after:)``).
-    private func redeem(_ transaction: StoreKitTransaction) async throws -> PurchaseResponse {
-        do {
-            let answer = try await redeem(signedTransaction: transaction.signedTransaction)
-            await transaction.finish()
-            return answer
-        } catch {
-            if Self.finishes(after: error) { await transaction.finish() }
-            throw error
-        }
-    }
 }
 
 /// A StoreKit 2 transaction as restore and the observer see it.

@@ -15,20 +15,32 @@ extension PurchasesClient {
         for await transaction in source.currentEntitlements() where transaction.kind != .consumable {
             guard seen.insert(transaction.transactionId).inserted else { continue }
             do {
-                let answer = try await redeem(signedTransaction: transaction.signedTransaction)
-                await transaction.finish()
+                let answer = try await redeem(transaction)
                 restored.purchases.append(answer.purchase)
                 restored.premiumUntil = answer.premiumUntil
                 answered = true
             } catch {
-                let verdict = RedemptionVerdict.after(error)
-                if verdict == .retry { throw error }
-                if verdict == .finish || verdict == .refuse { await transaction.finish() }
+                if RedemptionVerdict.after(error) == .retry { throw error }
                 restored.refused.append(RefusedTransaction(transaction, ClientError.reported(error)))
             }
         }
         if !answered { restored.premiumUntil = try await client.premiumStatus().until }
         return restored
+    }
+
+    /// Redeems `transaction` (the server verifies its signature itself: StoreKit's verdict is not trusted with money)
+    /// and finishes it when the server has it, or will never credit it to this user (``finishes(after:)``); a failure
+    /// is rethrown either way. What a purchase, restore and the observer each do with one transaction.
+    @discardableResult
+    func redeem(_ transaction: any StoreTransaction) async throws -> PurchaseResponse {
+        do {
+            let answer = try await redeem(signedTransaction: transaction.signedTransaction)
+            await transaction.finish()
+            return answer
+        } catch {
+            if Self.finishes(after: error) { await transaction.finish() }
+            throw error
+        }
     }
 
     /// Redeems the transactions `source` delivers, unfinished ones and updates side by side, until the calling task is
@@ -104,25 +116,22 @@ actor PendingTransactions {
         guard var entry = waiting[id], !entry.busy, let user = await purchases.client.user?.userId, entry.keptFor != user else { return }
         entry.busy = true
         waiting[id] = entry
-        let verdict: RedemptionVerdict?
-        var failure: (any Error)?
         do {
-            try await purchases.redeem(signedTransaction: entry.transaction.signedTransaction)
-            verdict = nil
-        } catch {
-            verdict = RedemptionVerdict.after(error)
-            failure = error
-        }
-        switch verdict {
-        case nil, .finish?, .refuse?:
+            try await purchases.redeem(entry.transaction)
             waiting[id] = nil
-            await entry.transaction.finish()
-            if verdict == .refuse, let failure { onRefused(RefusedTransaction(entry.transaction, ClientError.reported(failure))) }
-        case .retry?:
-            waiting[id]?.busy = false
-        case .keep?:
-            waiting[id]?.busy = false
-            waiting[id]?.keptFor = user
+        } catch {
+            switch RedemptionVerdict.after(error) {
+            case .finish:
+                waiting[id] = nil
+            case .refuse:
+                waiting[id] = nil
+                onRefused(RefusedTransaction(entry.transaction, ClientError.reported(error)))
+            case .retry:
+                waiting[id]?.busy = false
+            case .keep:
+                waiting[id]?.busy = false
+                waiting[id]?.keptFor = user
+            }
         }
     }
 }
