@@ -69,7 +69,10 @@ struct SyncEventsTests {
                     .status == .created)
             let stream = try await Self.openStream(server, user)
             #expect(try await Self.walletEvent(stream).wallet.held == 10)
-            // Past the hold's expiry and the sweep's interval: the sweep releases it (nobody asked for the wallet).
+            // Past the hold's expiry and the sweep's interval: the sweep releases it (nobody asked for the wallet). Moved
+            // once the sweep and the stream's heartbeat sleep: a sweep not yet asleep would sleep past the move, and
+            // nothing would come (seen once in a loaded run).
+            try await server.clock.waitForSleepers(2)
             server.clock.advance(by: 3_600)
             let released = try await Self.walletEvent(stream)
             #expect(released.wallet.held == 0 && released.wallet.balance == 10)
