@@ -40,9 +40,10 @@ struct OracleTests {
         try await model.stop()
     }
 
-    /// Waits (polling every 10 ms, at most 5 s: the change comes from another process) until `condition` holds.
+    /// Waits (polling every 10 ms, at most 20 s: the change comes from another process, and a stream that had to
+    /// reconnect waits the server's `retry:` of 2–5 s first) until `condition` holds.
     static func eventually(_ condition: @MainActor () -> Bool) async throws {
-        for _ in 0..<500 where !condition() { try await Task.sleep(for: .milliseconds(10)) }
+        for _ in 0..<2_000 where !condition() { try await Task.sleep(for: .milliseconds(10)) }
     }
 
     static func synced(_ client: Client) async {

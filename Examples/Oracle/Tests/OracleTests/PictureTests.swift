@@ -67,7 +67,11 @@ struct PictureTests {
     static func grant(_ amount: Int, _ server: TallyServer, _ session: OracleSession, available: Int64) async throws {
         try await server.grant(amount, to: try await OracleTests.userId(session))
         try await OracleTests.eventually { session.wallet?.available == available }
-        #expect(session.wallet?.available == available)
+        guard session.wallet?.available != available else { return }
+        // Where a wallet that did not arrive stopped: in the client's cache, on the screen, or on the server (read last,
+        // as reading it refreshes the cache).
+        let (cached, shown) = (session.client.value(session.client.walletQuery), session.wallet)
+        Issue.record("the grant did not reach the screen: cache \(String(describing: cached)), screen \(String(describing: shown)), server \(try await serverWallet(session))")
     }
 
     /// ``OracleTests/withModel(_:)`` with the screen following the server (a `.task`) and `tokens` granted and shown.
