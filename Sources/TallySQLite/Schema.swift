@@ -58,6 +58,9 @@ enum Schema {
         migrator.registerMigration("v15") { db in
             try db.execute(sql: v15)
         }
+        migrator.registerMigration("v16") { db in
+            try db.execute(sql: consumptionRequests)
+        }
         return migrator
     }
 
