@@ -43,6 +43,8 @@ public final class DevAppStore: Sendable {
         public var firstTransactionId: UInt64?
         /// The most one delivery attempt may take.
         public var attemptTimeout: TimeAmount = .seconds(10)
+        /// The In-App Purchase key App Store Server API requests must be signed with; nil: a new one.
+        public var serverAPIKey: DevServerAPIKey?
 
         /// The defaults: `com.example.oracle`, Sandbox, no webhook, an hour of Apple's schedule per second.
         public init() {}
@@ -99,6 +101,10 @@ public final class DevAppStore: Sendable {
     public let configuration: Configuration
     /// The certificate authority that signs.
     public let authority: DevCertificateAuthority
+    /// The In-App Purchase key the App Store Server API authenticates requests with (``DevServerAPIKey``).
+    public let serverAPIKey: DevServerAPIKey
+    /// What the App Store Server API received and is told to do (consumption answers, 401s, faults).
+    public let serverAPIRecords = DevServerAPIRecords()
     private let clock: any DevAppStoreClock
     private let logger: Logger
     private let state: Mutex<State>
@@ -129,6 +135,7 @@ public final class DevAppStore: Sendable {
         var transactions: [String: JWSTransactionDecodedPayload] = [:]
         var subscriptions: [String: Subscription] = [:]
         var notifications: [String: Notification] = [:]
+        var notificationOrder: [String] = []
         var deliveries: [DevDelivery] = []
         var waiters: [Waiter] = []
         var nextWaiter: UInt64 = 0
@@ -141,6 +148,7 @@ public final class DevAppStore: Sendable {
     ) {
         self.configuration = configuration
         self.authority = authority
+        self.serverAPIKey = configuration.serverAPIKey ?? DevServerAPIKey.generate()
         self.clock = clock
         self.logger = logger
         let first = configuration.firstTransactionId ?? UInt64.random(in: 2_000_000_000_000_000...2_000_900_000_000_000)
@@ -319,6 +327,20 @@ public final class DevAppStore: Sendable {
         }
     }
 
+    /// The customer asked Apple to refund `transactionId`: `CONSUMPTION_REQUEST`, with `consumptionRequestReason`
+    /// `reason` (`UNINTENDED_PURCHASE`, `FULFILLMENT_ISSUE`, `UNSATISFIED_WITH_PURCHASE`, `LEGAL`, `OTHER`) when given.
+    /// The server answers with Send Consumption Information (``serverAPIRecords``).
+    public func requestConsumption(_ transactionId: String, reason: String? = nil, defect: DevSigningDefect? = nil, send: Bool = true) throws
+        -> Notification
+    {
+        try transactionNotice(transactionId, .consumptionRequest, reason: reason, defect, send)
+    }
+
+    /// Apple declined the refund the customer asked for: `REFUND_DECLINED` (the transaction unchanged).
+    public func declineRefund(_ transactionId: String, defect: DevSigningDefect? = nil, send: Bool = true) throws -> Notification {
+        try transactionNotice(transactionId, .refundDeclined, reason: nil, defect, send)
+    }
+
     /// A `TEST` notification (no transaction), as App Store Connect's "Request a Test Notification" sends.
     public func test(defect: DevSigningDefect? = nil, send: Bool = true) throws -> Notification {
         let notification = try state.withLock { state in
@@ -335,6 +357,16 @@ public final class DevAppStore: Sendable {
         state.withLock { $0.transactions[transactionId] }
     }
 
+    /// Every transaction, in the order minted.
+    public var transactions: [JWSTransactionDecodedPayload] {
+        state.withLock { $0.transactions.values.sorted { (UInt64($0.transactionId) ?? 0) < (UInt64($1.transactionId) ?? 0) } }
+    }
+
+    /// Every notification signed, in the order signed.
+    public var notifications: [Notification] {
+        state.withLock { state in state.notificationOrder.compactMap { state.notifications[$0] } }
+    }
+
     /// The notification `notificationUUID`, signed earlier.
     public func notification(_ notificationUUID: String) -> Notification? {
         state.withLock { $0.notifications[notificationUUID] }
@@ -345,6 +377,9 @@ public final class DevAppStore: Sendable {
         guard let transaction = transaction(transactionId) else { throw Failure.unknownTransaction(transactionId) }
         return try sign(transaction, defect)
     }
+
+    /// The stand-in's clock's now.
+    var now: Date { clock.now }
 
     // MARK: Delivery
 
@@ -545,6 +580,26 @@ public final class DevAppStore: Sendable {
         return notification
     }
 
+    /// A notification about one transaction that changes nothing (with the subscription's renewal information and
+    /// status, for a subscription's).
+    private func transactionNotice(
+        _ transactionId: String, _ type: AppStoreNotificationType, reason: String?, _ defect: DevSigningDefect?, _ send: Bool
+    ) throws -> Notification {
+        let notification = try state.withLock { state throws -> Notification in
+            guard let transaction = state.transactions[transactionId] else { throw Failure.unknownTransaction(transactionId) }
+            let now = Self.millis(clock.now)
+            guard transaction.type == .autoRenewableSubscription, let subscription = state.subscriptions[transaction.originalTransactionId] else {
+                return try makeNotification(
+                    type, nil, transaction: transaction, renewal: nil, status: nil, now: now, defect: defect, reason: reason, into: &state)
+            }
+            return try makeNotification(
+                type, nil, transaction: transaction, renewal: renewalInfo(subscription, transaction: transaction, now: now),
+                status: status(subscription), now: now, defect: defect, reason: reason, into: &state)
+        }
+        if send { deliver(notification) }
+        return notification
+    }
+
     /// A notification about a subscription's latest transaction, with its renewal information.
     private func subscriptionEvent(
         _ type: AppStoreNotificationType, _ subtype: AppStoreNotificationSubtype?, originalTransactionId: String, now: Date,
@@ -583,19 +638,22 @@ public final class DevAppStore: Sendable {
 
     private func makeNotification(
         _ type: AppStoreNotificationType, _ subtype: AppStoreNotificationSubtype?, transaction: JWSTransactionDecodedPayload?,
-        renewal: JWSRenewalInfoDecodedPayload?, status: Int?, now: Date, defect: DevSigningDefect?, into state: inout State
+        renewal: JWSRenewalInfoDecodedPayload?, status: Int?, now: Date, defect: DevSigningDefect?, reason: String? = nil,
+        into state: inout State
     ) throws -> Notification {
         var signedTransaction = transaction
         signedTransaction?.signedDate = now
-        let data = AppStoreNotificationData(
+        var data = AppStoreNotificationData(
             appAppleId: configuration.appAppleId, bundleId: configuration.bundleId, bundleVersion: "1.0",
             environment: configuration.environment.rawValue, signedTransactionInfo: try signedTransaction.map { try sign($0, defect) },
             signedRenewalInfo: try renewal.map { try sign($0, defect) }, status: status)
+        data.consumptionRequestReason = reason
         let payload = ResponseBodyV2DecodedPayload(
             notificationType: type, subtype: subtype, notificationUUID: UUID().uuidString.lowercased(), signedDate: now, data: data)
         let notification = Notification(
             payload: payload, transaction: signedTransaction, renewalInfo: renewal, signedPayload: try sign(payload, defect))
         state.notifications[notification.notificationUUID] = notification
+        state.notificationOrder.append(notification.notificationUUID)
         return notification
     }
 

@@ -7,16 +7,43 @@ import TallyAppStore
 /// `tally dev-appstore`'s HTTP API over a ``DevAppStore`` (JSON in and out; errors `{"error":{"code","message"}}`):
 ///
 /// - `POST /purchase {productId, appAccountToken?, quantity?, type?, send?}` → `{transactionId, originalTransactionId,
-///   signedTransaction, signedRenewalInfo?, notification}`; the notification is `ONE_TIME_CHARGE` for a consumable,
-///   `SUBSCRIBED` for a subscription, sent to the webhook unless `send` is false.
+///   orderId, signedTransaction, signedRenewalInfo?, notification}`; the notification is `ONE_TIME_CHARGE` for a
+///   consumable, `SUBSCRIBED` for a subscription, sent to the webhook unless `send` is false. `orderId` (`MQ…`) is
+///   what Look Up Order ID takes.
 /// - `POST /transactions/{transactionId}/renew` (`DID_RENEW`, answered like a purchase), `…/auto-renew {enabled}`
 ///   (`DID_CHANGE_RENEWAL_STATUS`), `…/billing-failure {gracePeriodSeconds?, noGracePeriod?}` (`DID_FAIL_TO_RENEW`),
 ///   `…/grace-period-expired`, `…/expire`, `…/refund {revocationPercentage?}` (milliunits), `…/refund-reversed`,
-///   `…/revoke` → `{notification}`; `POST /test` (`TEST`). Each takes `send` too.
+///   `…/revoke`, `…/consumption-request {reason?}` (`CONSUMPTION_REQUEST`, `data.consumptionRequestReason` one of
+///   `UNINTENDED_PURCHASE`, `FULFILLMENT_ISSUE`, `UNSATISFIED_WITH_PURCHASE`, `LEGAL`, `OTHER`), `…/refund-declined`
+///   (`REFUND_DECLINED`) → `{notification}`; `POST /test` (`TEST`). Each takes `send` too.
 /// - `POST /notifications/{notificationUUID}/send`: deliver a notification (again): a duplicate, or one held back.
 /// - `GET /deliveries`: every delivery and each attempt's outcome. `GET /root.der`: the root a server must trust.
 ///
 /// The notification object is `{notificationUUID, notificationType, subtype?, signedPayload, delivery?}`.
+///
+/// The App Store Server API, as Apple serves it (``DevServerAPI``), each `/inApps/` route requiring `Authorization:
+/// Bearer <JWT>` signed with the store's In-App Purchase key (else 401 `Unauthenticated`, the reason in the
+/// `X-Dev-AppStore-Reason` header; Apple's errors otherwise are `{errorCode, errorMessage}`):
+///
+/// - `PUT /inApps/v2/transactions/consumption/{transactionId} {customerConsented, deliveryStatus, sampleContentProvided,
+///   consumptionPercentage?, refundPreference?}` → 202, empty (400 for a wrong member, 404 for an unknown transaction).
+/// - `GET /inApps/v2/history/{transactionId}?revision&sort&productType&productId&revoked&…` → `{revision, hasMore,
+///   bundleId, appAppleId?, environment, signedTransactions}`: the customer's (same `appAccountToken`) transactions,
+///   20 a page.
+/// - `GET /inApps/v2/refund/lookup/{transactionId}?revision` → `{signedTransactions, revision, hasMore}`: the customer's
+///   refunded transactions.
+/// - `GET /inApps/v1/lookup/{orderId}` → `{status: 0|1, signedTransactions}`.
+/// - `POST /inApps/v1/notifications/history?paginationToken {startDate, endDate, notificationType?, notificationSubtype?,
+///   onlyFailures?, transactionId?}` → `{notificationHistory: [{signedPayload, sendAttempts: [{attemptDate,
+///   sendAttemptResult}]}], hasMore, paginationToken?}`; a notification never sent counts as a failure.
+///
+/// And its controls: `GET /server-api-key` → `{keyId, issuerId, privateKeyPEM}` (a development stand-in hands its
+/// private key out so a server under test can be configured with it); `GET /server-api-rejections` → `{count,
+/// rejections: [{at, method, path, reason}]}` (every 401); `GET /consumption-answers` → `{answers: [{transactionId,
+/// receivedAt, body}]}`; `POST /faults {path, status, count?, retryAfter?, errorCode?}` → `{faults}`: the next `count`
+/// (1) requests whose path starts with `path` are answered `status` (with `Retry-After`, and Apple's error body:
+/// 4290000 for 429, 5000000 for 5xx by default) before being served normally; `GET /faults` lists those remaining,
+/// `DELETE /faults` drops them.
 ///
 /// With `appleID`, Sign in with Apple is served too, under `/auth/` (``DevAppleIDAPI``).
 public func buildDevAppStoreApplication(
@@ -24,6 +51,8 @@ public func buildDevAppStoreApplication(
     onServerRunning: @escaping @Sendable (_ port: Int) async -> Void = { _ in }
 ) -> some ApplicationProtocol {
     let router = Router()
+    // First: a fault answers before any route (or the authentication) sees the request.
+    router.add(middleware: DevFaultMiddleware(records: store.serverAPIRecords))
     let api = DevAppStoreAPI(store: store)
     router.get("health") { _, _ in HTTPResponse.Status.ok }
     router.get("root.der") { _, _ in
@@ -48,6 +77,7 @@ public func buildDevAppStoreApplication(
         return DevAppStoreAPI.json(DevAppStoreAPI.NotificationOnly(notification: .init(notification: notification, delivery: delivery)))
     }
     router.get("deliveries") { _, _ in DevAppStoreAPI.json(["deliveries": store.deliveries]) }
+    DevServerAPI(store: store, api: api).add(to: router)
     if let appleID { DevAppleIDAPI(appleID: appleID, api: api).add(to: router) }
     return Application(
         router: router, configuration: .init(address: .hostname(host, port: port), serverName: "tally-dev-appstore"),
@@ -76,6 +106,7 @@ struct DevAppStoreAPI: Sendable {
         var gracePeriodSeconds: Double?
         var noGracePeriod: Bool?
         var revocationPercentage: Int?
+        var reason: String?
     }
 
     struct NotificationAnswer: Encodable {
@@ -102,6 +133,7 @@ struct DevAppStoreAPI: Sendable {
     struct PurchaseAnswer: Encodable {
         var transactionId: String
         var originalTransactionId: String
+        var orderId: String
         var signedTransaction: String
         var signedRenewalInfo: String?
         var notification: NotificationAnswer
@@ -154,6 +186,14 @@ struct DevAppStoreAPI: Sendable {
                 notification = try store.reverseRefund(id, send: send)
             case "revoke":
                 notification = try store.revoke(id, send: send)
+            case "consumption-request":
+                let reasons = ["UNINTENDED_PURCHASE", "FULFILLMENT_ISSUE", "UNSATISFIED_WITH_PURCHASE", "LEGAL", "OTHER"]
+                if let reason = body.reason, !reasons.contains(reason) {
+                    throw DevAppStore.Failure(code: "bad_request", message: "reason is one of \(reasons.joined(separator: ", "))", status: 400)
+                }
+                notification = try store.requestConsumption(id, reason: body.reason, send: send)
+            case "refund-declined":
+                notification = try store.declineRefund(id, send: send)
             default:
                 throw DevAppStore.Failure(code: "not_found", message: "no event \(event)", status: 404)
             }
@@ -164,6 +204,7 @@ struct DevAppStoreAPI: Sendable {
     func purchaseAnswer(_ purchase: DevAppStore.Purchase) -> PurchaseAnswer {
         PurchaseAnswer(
             transactionId: purchase.transaction.transactionId, originalTransactionId: purchase.transaction.originalTransactionId,
+            orderId: DevAppStore.orderId(ofTransaction: purchase.transaction.transactionId),
             signedTransaction: purchase.signedTransaction, signedRenewalInfo: purchase.signedRenewalInfo,
             notification: NotificationAnswer(notification: purchase.notification, store: store))
     }

@@ -44,6 +44,10 @@ struct DevAppStoreCommand: AsyncParsableCommand {
     @Option(
         name: .customLong("apple-id-webhook"), help: "Where Sign in with Apple account notifications are posted (the server's POST /v1/webhooks/apple-id).")
     var appleIDWebhook: String?
+    @Option(
+        name: .customLong("server-api-key-file"),
+        help: "App Store Server API: PEM file (PKCS#8 .p8) of the P-256 In-App Purchase key requests must be signed with (default: a new key each start; GET /server-api-key answers it).")
+    var serverAPIKeyFile: String?
 
     func validate() throws {
         guard AppStoreEnvironment(rawValue: environment) != nil else { throw ValidationError("--environment is Sandbox or Production") }
@@ -64,6 +68,7 @@ struct DevAppStoreCommand: AsyncParsableCommand {
         configuration.hour = hourSeconds
         configuration.subscriptionPeriod = subscriptionPeriod
         for product in subscriptions { configuration.productTypes[product] = .autoRenewableSubscription }
+        if let serverAPIKeyFile { configuration.serverAPIKey = try DevServerAPIKey.load(file: serverAPIKeyFile) }
         let directory = URL(fileURLWithPath: certs, isDirectory: true).standardizedFileURL
         let authority = try DevCertificateAuthority.loadOrGenerate(directory: directory, now: Date())
         var logger = Logger(label: "tally.dev-appstore")
@@ -80,6 +85,7 @@ struct DevAppStoreCommand: AsyncParsableCommand {
                     root certificate: \(rootPath) (the server's appStore.rootCertificates)
                     bundle id: \(store.configuration.bundleId), environment: \(store.configuration.environment.rawValue)
                     webhook: \(store.configuration.webhook ?? "none (notifications are signed, not sent)")
+                    App Store Server API: /inApps/, key id \(store.serverAPIKey.keyId), issuer id \(store.serverAPIKey.issuerId) (GET /server-api-key)
                     Sign in with Apple: client id \(appleID.configuration.clientId), keys \(appleID.configuration.keysDirectory?.path ?? "-")/\(DevAppleIDKeys.File.keys) (GET /auth/keys), client secrets \(appleID.configuration.clientPublicKey == nil ? "unverified (no --apple-client-key)" : "verified"), account notifications to \(appleID.webhook ?? "none")
 
                     """.utf8))

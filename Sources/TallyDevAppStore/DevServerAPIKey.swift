@@ -1,0 +1,132 @@
+import Crypto
+import Foundation
+
+/// An In-App Purchase key as App Store Connect issues one for the App Store Server API: an ES256 (P-256) private key,
+/// its 10-character key id and the team's issuer id (a UUID). A server signs each request's bearer token with it
+/// (``DevServerAPIKey/refusal(of:bundleId:now:)`` checks one as Apple does).
+///
+/// The stand-in hands the private key out (`GET /server-api-key`): it is a development stand-in, and whoever
+/// configures the server under test needs it. Never use a key it generated, or gave to it, anywhere else.
+public struct DevServerAPIKey: Sendable {
+    /// `aud` of every token Apple accepts.
+    public static let audience = "appstoreconnect-v1"
+    /// The longest a token may live (`exp - iat`): 60 minutes.
+    public static let maximumLifetime: TimeInterval = 3600
+
+    /// The key id: the token header's `kid`.
+    public let keyId: String
+    /// The issuer id: the token's `iss`.
+    public let issuerId: String
+    /// The private key.
+    public let privateKey: P256.Signing.PrivateKey
+
+    /// The private key as App Store Connect's `.p8` download holds it (PEM, PKCS#8).
+    public var privateKeyPEM: String { privateKey.pemRepresentation }
+
+    /// A key with the given ids.
+    public init(keyId: String, issuerId: String, privateKey: P256.Signing.PrivateKey) {
+        self.keyId = keyId
+        self.issuerId = issuerId
+        self.privateKey = privateKey
+    }
+
+    /// A new key with a random key id and issuer id.
+    public static func generate() -> DevServerAPIKey {
+        let alphabet = Array("ABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789")
+        let keyId = String((0..<10).map { _ in alphabet.randomElement() ?? "A" })
+        return DevServerAPIKey(keyId: keyId, issuerId: UUID().uuidString.lowercased(), privateKey: P256.Signing.PrivateKey())
+    }
+
+    /// The key in the PEM (PKCS#8 `.p8`, or SEC1) file at `path`. The key id is taken from an App Store Connect file
+    /// name (`AuthKey_<KEYID>.p8`), else derived from the public key; the issuer id is derived from the public key:
+    /// the same file gives the same ids at every start.
+    public static func load(file path: String) throws -> DevServerAPIKey {
+        let pem = try String(contentsOfFile: path, encoding: .utf8)
+        guard let privateKey = try? P256.Signing.PrivateKey(pemRepresentation: pem) else {
+            throw DevAppStore.Failure(code: "bad_server_api_key", message: "\(path) is not a P-256 private key in PEM", status: 400)
+        }
+        let name = URL(fileURLWithPath: path).deletingPathExtension().lastPathComponent
+        let named = name.hasPrefix("AuthKey_") ? String(name.dropFirst("AuthKey_".count)) : nil
+        let digest = Array(SHA256.hash(data: privateKey.publicKey.derRepresentation))
+        let alphabet = Array("ABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789")
+        let derived = String(digest.prefix(10).map { alphabet[Int($0) % alphabet.count] })
+        let keyId = named.flatMap { $0.count == 10 && $0.allSatisfy(alphabet.contains) ? $0 : nil } ?? derived
+        var uuid = Array(digest.suffix(16))
+        uuid[6] = (uuid[6] & 0x0F) | 0x40
+        uuid[8] = (uuid[8] & 0x3F) | 0x80
+        let issuerId = UUID(
+            uuid: (
+                uuid[0], uuid[1], uuid[2], uuid[3], uuid[4], uuid[5], uuid[6], uuid[7], uuid[8], uuid[9], uuid[10], uuid[11], uuid[12],
+                uuid[13], uuid[14], uuid[15]
+            ))
+        return DevServerAPIKey(keyId: keyId, issuerId: issuerId.uuidString.lowercased(), privateKey: privateKey)
+    }
+
+    /// The token's header fields Apple checks.
+    private struct Header: Decodable {
+        var alg: String?
+        var kid: String?
+        var typ: String?
+    }
+
+    /// `aud`: a string, or an array of one.
+    private struct Audience: Decodable {
+        var values: [String]
+
+        init(from decoder: any Decoder) throws {
+            let container = try decoder.singleValueContainer()
+            if let value = try? container.decode(String.self) {
+                values = [value]
+            } else {
+                values = try container.decode([String].self)
+            }
+        }
+    }
+
+    /// The token's claims Apple checks.
+    private struct Claims: Decodable {
+        var iss: String?
+        var iat: Double?
+        var exp: Double?
+        var aud: Audience?
+        var bid: String?
+    }
+
+    /// Why the `Authorization` header `authorization` does not authenticate a request for `bundleId` at `now`, or nil
+    /// when it does: `Bearer <JWT>` with header `alg: ES256`, `kid` this key's id, `typ: JWT`; claims `iss` the issuer
+    /// id, `aud` `appstoreconnect-v1`, `bid` the bundle id, `iat` not in the future (a minute's skew allowed), `exp`
+    /// after now and at most 60 minutes after `iat`; an ES256 signature by this key.
+    public func refusal(of authorization: String?, bundleId: String, now: Date) -> String? {
+        guard let authorization else { return "no Authorization header" }
+        guard authorization.hasPrefix("Bearer ") else { return "the Authorization header is not a Bearer token" }
+        let token = authorization.dropFirst("Bearer ".count).trimmingCharacters(in: .whitespaces)
+        let parts = token.split(separator: ".", omittingEmptySubsequences: false)
+        guard parts.count == 3, let headerJSON = Self.base64URLDecode(parts[0]), let claimsJSON = Self.base64URLDecode(parts[1]),
+            let signature = Self.base64URLDecode(parts[2])
+        else { return "the token is not a compact JWS" }
+        guard let header = try? JSONDecoder().decode(Header.self, from: headerJSON) else { return "the token's header is not JSON" }
+        guard header.alg == "ES256" else { return "the token's alg is not ES256" }
+        guard header.typ == "JWT" else { return "the token's typ is not JWT" }
+        guard header.kid == keyId else { return "the token's kid is not the key id \(keyId)" }
+        guard let claims = try? JSONDecoder().decode(Claims.self, from: claimsJSON) else { return "the token's claims are not the JSON Apple takes" }
+        guard claims.iss == issuerId else { return "the token's iss is not the issuer id \(issuerId)" }
+        guard claims.aud?.values == [Self.audience] else { return "the token's aud is not \(Self.audience)" }
+        guard claims.bid == bundleId else { return "the token's bid is not the bundle id \(bundleId)" }
+        guard let iat = claims.iat, let exp = claims.exp else { return "the token lacks iat or exp" }
+        let seconds = now.timeIntervalSince1970
+        guard iat <= seconds + 60 else { return "the token's iat is in the future" }
+        guard exp > seconds else { return "the token has expired" }
+        guard exp - iat <= Self.maximumLifetime else { return "the token lives longer than 60 minutes (exp - iat > 3600)" }
+        guard let ecdsa = try? P256.Signing.ECDSASignature(rawRepresentation: signature),
+            privateKey.publicKey.isValidSignature(ecdsa, for: Data("\(parts[0]).\(parts[1])".utf8))
+        else { return "the token's signature does not verify with the key \(keyId)" }
+        return nil
+    }
+
+    /// base64url (padding optional) decoded; nil when it is not.
+    static func base64URLDecode(_ text: Substring) -> Data? {
+        var base64 = text.replacingOccurrences(of: "-", with: "+").replacingOccurrences(of: "_", with: "/")
+        while base64.utf8.count % 4 != 0 { base64 += "=" }
+        return Data(base64Encoded: base64)
+    }
+}
