@@ -1,0 +1,89 @@
+import Crypto
+import Foundation
+
+/// The bearer token of the App Store Server API: a JWT the app's team signs with an In-App Purchase key (the `.p8`
+/// file from App Store Connect, P-256) — header `{"alg":"ES256","kid":keyId,"typ":"JWT"}`, claims `iss` the issuer
+/// id, `iat`, `exp` (Apple accepts at most 60 minutes after `iat`), `aud` `appstoreconnect-v1`, `bid` the bundle id
+/// ("Generating JSON Web Tokens for API requests"). The key is never logged or kept in a message.
+public struct AppStoreServerAPIToken: Sendable {
+    /// The audience Apple expects.
+    public static let audience = "appstoreconnect-v1"
+    /// The longest lifetime Apple accepts: 60 minutes.
+    public static let maximumLifetime: TimeInterval = 3_600
+
+    /// Who signs: the key's id, the issuer (the team's id in App Store Connect's Keys page) and the app.
+    public struct Credentials: Sendable, Hashable, CustomStringConvertible {
+        /// The In-App Purchase key's id (the token's `kid`).
+        public var keyId: String
+        /// The issuer id (the token's `iss`).
+        public var issuerId: String
+        /// The app's bundle id (the token's `bid`).
+        public var bundleId: String
+
+        /// Credentials of key `keyId` issued by `issuerId`, for `bundleId`.
+        public init(keyId: String, issuerId: String, bundleId: String) {
+            self.keyId = keyId
+            self.issuerId = issuerId
+            self.bundleId = bundleId
+        }
+
+        /// The ids, which are not secret.
+        public var description: String { "keyId \(keyId), issuerId \(issuerId), bundleId \(bundleId)" }
+    }
+
+    /// The credentials.
+    public let credentials: Credentials
+    private let key: P256.Signing.PrivateKey
+
+    /// A signer with the `.p8` key in `privateKeyPEM` (PKCS#8 or SEC1 PEM). Throws ``AppStoreConfigurationError`` for a
+    /// key that is not P-256 PEM or an empty id.
+    public init(credentials: Credentials, privateKeyPEM: String) throws(AppStoreConfigurationError) {
+        guard !credentials.keyId.isEmpty, !credentials.issuerId.isEmpty, !credentials.bundleId.isEmpty else {
+            throw AppStoreConfigurationError("the In-App Purchase key's id, the issuer id and the bundle id must all be set")
+        }
+        do {
+            key = try P256.Signing.PrivateKey(pemRepresentation: privateKeyPEM)
+        } catch {
+            throw AppStoreConfigurationError("the In-App Purchase key is not a P-256 private key in PEM (the .p8 file)")
+        }
+        self.credentials = credentials
+    }
+
+    private struct Header: Encodable {
+        var alg = "ES256"
+        var kid: String
+        var typ = "JWT"
+    }
+
+    private struct Claims: Encodable {
+        var iss: String
+        var iat: Int64
+        var exp: Int64
+        var aud: String
+        var bid: String
+    }
+
+    /// A token valid from `now` for `lifetime` (at most 60 minutes).
+    public func token(now: Date, lifetime: TimeInterval) throws(AppStoreConfigurationError) -> String {
+        guard lifetime > 0, lifetime <= Self.maximumLifetime, let seconds = Int64(exactly: lifetime.rounded(.down)),
+            let issuedAt = Int64(exactly: now.timeIntervalSince1970.rounded(.down))
+        else { throw AppStoreConfigurationError("a token lives more than 0 s and at most 60 minutes, from a time it can carry") }
+        let encoder = JSONEncoder()
+        encoder.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
+        do {
+            let header = try encoder.encode(Header(kid: credentials.keyId))
+            let claims = try encoder.encode(
+                Claims(iss: credentials.issuerId, iat: issuedAt, exp: issuedAt + seconds, aud: Self.audience, bid: credentials.bundleId))
+            let signingInput = Self.base64URL(header) + "." + Self.base64URL(claims)
+            let signature = try key.signature(for: Data(signingInput.utf8))
+            return signingInput + "." + Self.base64URL(signature.rawRepresentation)
+        } catch {
+            throw AppStoreConfigurationError("the App Store Server API token could not be signed")
+        }
+    }
+
+    static func base64URL(_ data: Data) -> String {
+        data.base64EncodedString().replacingOccurrences(of: "+", with: "-").replacingOccurrences(of: "/", with: "_")
+            .replacingOccurrences(of: "=", with: "")
+    }
+}
