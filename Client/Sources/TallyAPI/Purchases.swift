@@ -133,3 +133,18 @@ public struct PurchaseResponse: Codable, Hashable, Sendable {
         self.premiumUntil = premiumUntil
     }
 }
+
+/// `POST /v1/purchases/consumption-consent`: whether the user lets the server tell Apple how much of a purchase they
+/// used when they ask Apple for a refund (Apple accepts that information only with the customer's consent).
+public struct ConsumptionConsent: Codable, Hashable, Sendable {
+    /// Whether the user consents.
+    public var consented: Bool
+    /// When the server recorded it (in the answer; ignored in a request).
+    public var changedAt: Date?
+
+    /// A consent, or its withdrawal.
+    public init(consented: Bool, changedAt: Date? = nil) {
+        self.consented = consented
+        self.changedAt = changedAt
+    }
+}

@@ -66,9 +66,11 @@ public func buildApplication(
             logger.warning("servers sharing this PostgreSQL on other machines need the same key: set TALLY_SIGNING_KEY on every one")
         }
     }
+    let ready = StartupGate()
     let tally = TallyServices(
         store: store, clock: clock, configuration: configuration, metrics: metrics, events: events, sessions: sessions, relay: relay,
-        logger: logger)
+        logger: logger, ready: ready)
+    if let answers = tally.consumptionAnswers { services.append(answers) }
     if let ai = tally.ai { services += [ai.upstream, ai.settlements, ai.bulk] }
     if let mail = tally.mail {
         services.append(mail)
@@ -77,7 +79,6 @@ public func buildApplication(
     }
     let router = buildRouter(services: tally)
     configureRouter(router, tally)
-    let ready = StartupGate()
     let listenersReady = StartupGate()
     services.append(
         Housekeeping(

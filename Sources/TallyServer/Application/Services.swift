@@ -2,6 +2,7 @@ import Foundation
 import Logging
 import Metrics
 import Synchronization
+import TallyAppStore
 import TallyStore
 
 /// What the route handlers share: built once by
@@ -44,6 +45,9 @@ public struct TallyServices: Sendable {
     let mail: AccountMail?
     /// The audit rows of grants and premium changes, appended in groups.
     let audit: AuditLog
+    /// Answers Apple's consumption requests, when the configuration has the App Store Server API (a service of the
+    /// application).
+    let consumptionAnswers: ConsumptionAnswers?
 
     /// `events` and `relay` make up the notifier (``EventNotifier``): with several processes on one database,
     /// `relay` carries each event to the others, and they hand what they hear to `events` (and the sessions
@@ -51,7 +55,7 @@ public struct TallyServices: Sendable {
     init(
         store: any TallyStorage, clock: any WallClock, configuration: TallyConfiguration, metrics: any MetricsFactory,
         events: EventHub? = nil, sessions: SessionCache? = nil, relay: (@Sendable (ChangeEvent) -> Void)? = nil,
-        logger: Logger = Logger(label: "tally")
+        logger: Logger = Logger(label: "tally"), ready: StartupGate = StartupGate()
     ) {
         self.store = store
         self.clock = clock
@@ -81,6 +85,20 @@ public struct TallyServices: Sendable {
         self.audit = AuditLog(store: store as? any ConsoleStore)
         self.mail = configuration.mail.map {
             AccountMail(configuration: $0, store: store, clock: clock, secrets: secrets, logger: logger)
+        }
+        self.consumptionAnswers = configuration.appStore.flatMap { appStore in
+            appStore.serverAPI.map { api in
+                var policy = appStore.consumption
+                // Without a word from the configuration: a sample was provided when anything is given for free.
+                policy.sampleContentProvided =
+                    appStore.sampleContentProvided ?? (configuration.metering.catalog.signupGrant > 0 || !configuration.metering.catalog.quotas.isEmpty)
+                // One attempt per pass: the queue's own backoff retries, up to Apple's deadline.
+                var settings = api
+                settings.configuration.maxAttempts = 1
+                return ConsumptionAnswers(
+                    store: store, api: settings.client(clock: clock, logger: logger), policy: policy, clock: clock, logger: logger,
+                    ready: ready)
+            }
         }
     }
 

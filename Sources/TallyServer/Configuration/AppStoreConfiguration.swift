@@ -37,6 +37,12 @@ public struct AppStoreConfiguration: Sendable {
     public var onlineChecks: Bool
     /// Verifies signed payloads for this app, environments and roots (made once: the roots are parsed here).
     public let verifier: AppStoreVerifier
+    /// The App Store Server API (`serverAPI:`): consumption answers, reconciliation; nil when not configured.
+    public var serverAPI: AppStoreServerAPISettings?
+    /// How consumption requests are answered (`consumption:`).
+    public var consumption = ConsumptionPolicy()
+    /// `consumption.sampleContentProvided` as written: nil decides it from what the configuration gives for free.
+    public var sampleContentProvided: Bool?
 
     /// The default of ``sandboxTokensPerAccount``: enough for App Review and a tester to buy each pack a few times.
     public static let defaultSandboxTokensPerAccount: Int64 = 1_000
@@ -77,6 +83,8 @@ public struct AppStoreConfiguration: Sendable {
         var rootCertificates: [String]?
         var products: [Product]
         var onlineChecks: Bool?
+        var serverAPI: AppStoreServerAPISettings.File?
+        var consumption: ConsumptionPolicyFile?
 
         /// `{productId: com.example.tokens.100, tokens: 100}` or `{productId: com.example.premium.monthly, premium: true}`.
         struct Product: Codable, Equatable {
@@ -104,10 +112,14 @@ public struct AppStoreConfiguration: Sendable {
                 }
             }
             onlineChecks = configuration.onlineChecks
+            serverAPI = configuration.serverAPI.map(AppStoreServerAPISettings.File.init(effective:))
+            consumption =
+                configuration.consumption == ConsumptionPolicy() && configuration.sampleContentProvided == nil
+                ? nil : ConsumptionPolicyFile(effective: configuration.consumption, sampleContentProvided: configuration.sampleContentProvided)
         }
 
         /// The configuration, its root files read relative to `directory` (the configuration file's).
-        func configuration(directory: URL?) throws -> AppStoreConfiguration {
+        func configuration(directory: URL?, environment: [String: String]) throws -> AppStoreConfiguration {
             guard Self.isBundleId(bundleId) else {
                 throw ConfigurationError("appStore.bundleId must be a bundle id such as com.example.app, found \"\(bundleId)\"")
             }
@@ -161,10 +173,14 @@ public struct AppStoreConfiguration: Sendable {
                     throw ConfigurationError("\(place) needs either tokens: N (a consumable) or premium: true (a subscription)")
                 }
             }
-            return try AppStoreConfiguration(
+            var configuration = try AppStoreConfiguration(
                 bundleId: bundleId, appAppleId: appAppleId, environments: accepted, sandboxTokensPerAccount: sandboxTokens,
                 rootCertificates: roots,
                 rootCertificateFiles: rootCertificates ?? [], products: products, onlineChecks: onlineChecks ?? false)
+            configuration.serverAPI = try serverAPI?.settings(bundleId: bundleId, environment: environment)
+            configuration.consumption = try consumption?.policy() ?? ConsumptionPolicy()
+            configuration.sampleContentProvided = consumption?.sampleContentProvided
+            return configuration
         }
 
         /// Reverse-DNS: letters, digits, `-` and `.`, with at least one dot.

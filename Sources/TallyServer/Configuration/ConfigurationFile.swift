@@ -90,7 +90,7 @@ struct ConfigurationFile: Codable, Equatable {
             maxClientIdsPerUser: maxClientIdsPerUser, catalog: configuration.metering.catalog)
         configuration.ai = try ai?.configuration(catalog: configuration.metering.catalog, environment: environment)
         configuration.mail = try mail?.configuration(environment: environment)
-        configuration.appStore = try appStore?.configuration(directory: directory)
+        configuration.appStore = try appStore?.configuration(directory: directory, environment: environment)
         configuration.signInWithApple = try signInWithApple?.configuration(environment: environment)
     }
 

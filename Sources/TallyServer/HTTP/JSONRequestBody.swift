@@ -123,3 +123,7 @@ extension GrantRequest: JSONRequestBody {
 extension PremiumRequest: JSONRequestBody {
     static let integerFields: Set<String> = []
 }
+
+extension ConsumptionConsent: JSONRequestBody {
+    static let integerFields: Set<String> = []
+}

@@ -36,6 +36,26 @@ enum AppStorePayloads {
             subtype: payload.subtype?.rawValue, signedDate: payload.signedDate, transaction: transaction, renewal: renewal)
     }
 
+    /// The consumption request a `CONSUMPTION_REQUEST` notification makes, to queue; nil for any other notification
+    /// (or one without its transaction).
+    static func consumptionRequest(_ notification: AppStoreNotification) -> NewConsumptionRequest? {
+        guard notification.payload.notificationType == .consumptionRequest, let transaction = notification.transaction else { return nil }
+        return NewConsumptionRequest(
+            notificationUUID: notification.payload.notificationUUID, transactionId: transaction.transactionId,
+            environment: transaction.environment, reason: notification.payload.data?.consumptionRequestReason,
+            requestedAt: notification.payload.signedDate)
+    }
+
+    /// Apple's decision on a refund request a notification carries: `REFUND` or `REFUND_DECLINED` of a transaction.
+    static func refundDecision(_ notification: AppStoreNotification) -> (transactionId: String, RefundDecision)? {
+        guard let transaction = notification.transaction else { return nil }
+        switch notification.payload.notificationType {
+        case .refund: return (transaction.transactionId, .refund)
+        case .refundDeclined: return (transaction.transactionId, .refundDeclined)
+        default: return nil
+        }
+    }
+
     /// What the configuration sells under the payload's product id, if the App Store's type agrees: a consumable
     /// gives tokens, an auto-renewable subscription premium.
     static func product(of payload: JWSTransactionDecodedPayload, in configuration: AppStoreConfiguration) -> PurchaseProduct? {

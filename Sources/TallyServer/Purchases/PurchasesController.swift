@@ -34,6 +34,15 @@ struct PurchasesController {
     func addRoutes(to group: RouterGroup<AuthenticatedContext>) {
         group.post("purchases/apple", use: redeem)
         group.get("purchases", use: list)
+        group.post("purchases/consumption-consent", use: consent)
+    }
+
+    /// Records whether the caller consents to Tally answering Apple's consumption requests about their purchases.
+    @Sendable func consent(_ request: Request, context: AuthenticatedContext) async throws -> Response {
+        let body = try await JSONBody<ConsumptionConsent>.read(request, context: context).value
+        let now = services.clock.now
+        try await store.setConsumptionConsent(userId: context.identity.userId, consented: body.consented, now: now)
+        return JSONResponse.make(body: ConsumptionConsent(consented: body.consented, changedAt: now))
     }
 
     /// Verifies and redeems a transaction for the caller; answers the purchase with the caller's wallet and premium.
@@ -69,8 +78,17 @@ struct PurchasesController {
         try throttles.notificationsPerAddress.acquire(address, door)
         let notification = try await verified { try await appStore.verifier.verifyNotification(try Self.bounded(body.signedPayload)) }
         let verifiedNotification = AppStorePayloads.notification(notification, products: appStore)
+        // A consumption request is queued before the notification is recorded as seen: a crash in between leaves it
+        // queued, and Apple's retry finds it so (one row per notification).
+        let consumptionRequest = AppStorePayloads.consumptionRequest(notification)
+        if let consumptionRequest, try await store.queueConsumptionRequest(consumptionRequest) {
+            services.consumptionAnswers?.poke()
+        }
         let outcome = try await store.apply(verifiedNotification, now: services.clock.now)
         for changed in outcome.changedUsers { services.notifier.walletChanged(userId: changed) }
+        if let (transactionId, decision) = AppStorePayloads.refundDecision(notification) {
+            try await store.recordRefundDecision(transactionId: transactionId, decision, at: notification.payload.signedDate)
+        }
         context.logger.info(
             "app store notification",
             metadata: [

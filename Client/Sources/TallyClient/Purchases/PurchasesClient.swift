@@ -60,6 +60,18 @@ public struct PurchasesClient: Sendable {
                 }))
     }
 
+    /// Records whether the signed-in user lets the server tell Apple how much of a purchase they used, should they
+    /// ask Apple for a refund (`POST /v1/purchases/consumption-consent`). Apple takes that information only with the
+    /// customer's consent; ask in your own words (a settings switch, or a line in your terms) and pass the answer.
+    /// Calling it again replaces the answer (false withdraws it). Returns what the server recorded, with its time.
+    @discardableResult
+    public func setConsumptionConsent(_ consented: Bool) async throws -> ConsumptionConsent {
+        let body = try TallyJSON.encoder().encode(ConsumptionConsent(consented: consented))
+        let response = try await client.executor.send(
+            .post("/v1/purchases/consumption-consent", operation: "POST /v1/purchases/consumption-consent"), body: body, auth: client.session)
+        return try decodeAnswer(ConsumptionConsent.self, response.body)
+    }
+
     /// The user's purchases, newest first (`GET /v1/purchases`): a page; pass its `nextCursor` to ``list(after:)``.
     public func list(after cursor: String? = nil, limit: Int = 50) async throws -> Page<Purchase> {
         var path = "/v1/purchases?limit=\(max(1, min(limit, 100)))"

@@ -1,0 +1,138 @@
+import Foundation
+import Logging
+import TallyAppStore
+import TallyStore
+
+/// `appStore.serverAPI`: the App Store Server API, called with an In-App Purchase key (docs/purchases.md, "Refund
+/// defense"):
+/// ```yaml
+/// appStore:
+///   serverAPI:
+///     issuerId: 57246542-96fe-1a63-e053-0824d011072a
+///     keyId: 2X9R4HXF34
+///     privateKeyEnv: TALLY_APPSTORE_KEY      # the .p8 file's PEM, from the environment; never logged
+///     # productionURL / sandboxURL: Apple's unless set (tally dev-appstore's in tests)
+///   consumption:
+///     consentedByTerms: false                 # true when the app's terms cover sharing consumption with Apple
+///     sampleContentProvided: true             # default: whether the configuration gives anything free
+///     refundPreferences:                      # first match wins
+///       - {when: {consumedAtLeast: 50000}, prefer: DECLINE}
+///       - {when: {firstPurchase: true, consumedAtMost: 5000}, prefer: GRANT_FULL}
+///       - {prefer: none}
+/// ```
+public struct AppStoreServerAPISettings: Sendable {
+    /// Signs the requests with the key (parsed once, never kept as text).
+    public let signer: AppStoreServerAPIToken
+    /// Apple's URLs (or a stand-in's) and the client's patience.
+    public var configuration: AppStoreServerAPIClient.Configuration
+    /// The variable the key was read from (for the effective configuration).
+    public var privateKeyEnv: String
+
+    /// A client on `clock` (its waits between retries too).
+    public func client(clock: any WallClock, logger: Logger) -> AppStoreServerAPIClient {
+        AppStoreServerAPIClient(
+            signer: signer, configuration: configuration, now: { clock.now }, sleep: { try await clock.sleep(for: $0) }, logger: logger)
+    }
+
+    /// `serverAPI:` as written.
+    struct File: Codable, Equatable {
+        var issuerId: String
+        var keyId: String
+        var privateKeyEnv: String
+        var productionURL: String?
+        var sandboxURL: String?
+
+        init(effective settings: AppStoreServerAPISettings) {
+            let credentials = settings.signer.credentials
+            (issuerId, keyId, privateKeyEnv) = (credentials.issuerId, credentials.keyId, settings.privateKeyEnv)
+            (productionURL, sandboxURL) = (settings.configuration.productionURL, settings.configuration.sandboxURL)
+        }
+
+        /// The settings for `bundleId`, the key read from `environment`.
+        func settings(bundleId: String, environment: [String: String]) throws -> AppStoreServerAPISettings {
+            for (name, url) in [("productionURL", productionURL), ("sandboxURL", sandboxURL)] {
+                guard let url else { continue }
+                guard let parsed = URL(string: url), parsed.scheme == "https" || (parsed.scheme == "http" && Self.isLoopback(parsed.host)) else {
+                    throw ConfigurationError("appStore.serverAPI.\(name) must be an https URL (or http to loopback), found \"\(url)\"")
+                }
+            }
+            guard let pem = environment[privateKeyEnv], !pem.isEmpty else {
+                throw ConfigurationError("appStore.serverAPI.privateKeyEnv names \(privateKeyEnv), which is not set in the environment")
+            }
+            let signer: AppStoreServerAPIToken
+            do {
+                signer = try AppStoreServerAPIToken(
+                    credentials: .init(keyId: keyId, issuerId: issuerId, bundleId: bundleId), privateKeyPEM: pem)
+            } catch {
+                throw ConfigurationError("appStore.serverAPI: \(error.message)")
+            }
+            var configuration = AppStoreServerAPIClient.Configuration()
+            if let productionURL { configuration.productionURL = productionURL }
+            if let sandboxURL { configuration.sandboxURL = sandboxURL }
+            return AppStoreServerAPISettings(signer: signer, configuration: configuration, privateKeyEnv: privateKeyEnv)
+        }
+
+        static func isLoopback(_ host: String?) -> Bool { ["127.0.0.1", "localhost", "::1", "[::1]"].contains(host ?? "") }
+    }
+}
+
+/// `appStore.consumption` as written (see ``AppStoreServerAPISettings``).
+struct ConsumptionPolicyFile: Codable, Equatable {
+    var consentedByTerms: Bool?
+    var sampleContentProvided: Bool?
+    var refundPreferences: [Rule]?
+
+    /// `{when: {...}, prefer: DECLINE | GRANT_FULL | GRANT_PRORATED | none}`.
+    struct Rule: Codable, Equatable {
+        var when: Condition?
+        var prefer: String
+    }
+
+    /// `{consumedAtLeast, consumedAtMost, firstPurchase, reasons}` (milliunits, 0–100000).
+    struct Condition: Codable, Equatable {
+        var consumedAtLeast: Int?
+        var consumedAtMost: Int?
+        var firstPurchase: Bool?
+        var reasons: [String]?
+    }
+
+    static let preferences = ["DECLINE", "GRANT_FULL", "GRANT_PRORATED", "none"]
+
+    init(effective policy: ConsumptionPolicy, sampleContentProvided: Bool?) {
+        consentedByTerms = policy.consentedByTerms
+        self.sampleContentProvided = sampleContentProvided
+        refundPreferences = policy.rules.map { rule in
+            let when = rule.when
+            return Rule(
+                when: when == ConsumptionPolicy.Condition()
+                    ? nil
+                    : Condition(
+                        consumedAtLeast: when.consumedAtLeast, consumedAtMost: when.consumedAtMost, firstPurchase: when.firstPurchase,
+                        reasons: when.reasons),
+                prefer: rule.prefer ?? "none")
+        }
+    }
+
+    /// The policy; `sampleContentProvided` stays as written (nil: decided from the configuration when the server starts).
+    func policy() throws -> ConsumptionPolicy {
+        let rules = try (refundPreferences ?? []).enumerated().map { index, rule -> ConsumptionPolicy.Rule in
+            let place = "appStore.consumption.refundPreferences[\(index)]"
+            guard Self.preferences.contains(rule.prefer) else {
+                throw ConfigurationError("\(place).prefer must be DECLINE, GRANT_FULL, GRANT_PRORATED or none, found \"\(rule.prefer)\"")
+            }
+            let when = rule.when ?? Condition()
+            for (name, value) in [("consumedAtLeast", when.consumedAtLeast), ("consumedAtMost", when.consumedAtMost)] {
+                if let value, !(0...100_000).contains(value) {
+                    throw ConfigurationError("\(place).when.\(name) is in milliunits: 0 to 100000 (50000 is half)")
+                }
+            }
+            return ConsumptionPolicy.Rule(
+                when: ConsumptionPolicy.Condition(
+                    consumedAtLeast: when.consumedAtLeast, consumedAtMost: when.consumedAtMost, firstPurchase: when.firstPurchase,
+                    reasons: when.reasons),
+                prefer: rule.prefer == "none" ? nil : rule.prefer)
+        }
+        return ConsumptionPolicy(
+            consentedByTerms: consentedByTerms ?? false, sampleContentProvided: sampleContentProvided ?? false, rules: rules)
+    }
+}
