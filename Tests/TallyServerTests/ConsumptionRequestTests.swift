@@ -89,7 +89,7 @@ struct ConsumptionRequestTests {
 
     static func consent(_ api: APIConnection, _ user: TestUser, _ consented: Bool = true) async throws {
         let answer = try await api.send(
-            .post, "/v1/purchases/consumption-consent", token: user.accessToken, json: ConsumptionConsent(consented: consented))
+            .post, "/v1/purchases/consumption-consent", token: user.accessToken, json: ConsumptionConsentRequest(consented: consented))
         #expect(answer.status == .ok, "\(answer.text)")
         #expect(try answer.decode(ConsumptionConsent.self).consented == consented)
     }

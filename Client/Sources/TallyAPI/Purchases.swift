@@ -136,14 +136,23 @@ public struct PurchaseResponse: Codable, Hashable, Sendable {
 
 /// `POST /v1/purchases/consumption-consent`: whether the user lets the server tell Apple how much of a purchase they
 /// used when they ask Apple for a refund (Apple accepts that information only with the customer's consent).
+public struct ConsumptionConsentRequest: Codable, Hashable, Sendable {
+    /// Whether the user consents (false withdraws an earlier consent).
+    public var consented: Bool
+
+    /// A consent, or its withdrawal.
+    public init(consented: Bool) { self.consented = consented }
+}
+
+/// The answer of `POST /v1/purchases/consumption-consent`: what the server recorded, and when.
 public struct ConsumptionConsent: Codable, Hashable, Sendable {
     /// Whether the user consents.
     public var consented: Bool
-    /// When the server recorded it (in the answer; ignored in a request).
-    public var changedAt: Date?
+    /// When the server recorded it.
+    public var changedAt: Date
 
-    /// A consent, or its withdrawal.
-    public init(consented: Bool, changedAt: Date? = nil) {
+    /// Creates the answer.
+    public init(consented: Bool, changedAt: Date) {
         self.consented = consented
         self.changedAt = changedAt
     }

@@ -124,6 +124,6 @@ extension PremiumRequest: JSONRequestBody {
     static let integerFields: Set<String> = []
 }
 
-extension ConsumptionConsent: JSONRequestBody {
+extension ConsumptionConsentRequest: JSONRequestBody {
     static let integerFields: Set<String> = []
 }

@@ -39,7 +39,7 @@ struct PurchasesController {
 
     /// Records whether the caller consents to Tally answering Apple's consumption requests about their purchases.
     @Sendable func consent(_ request: Request, context: AuthenticatedContext) async throws -> Response {
-        let body = try await JSONBody<ConsumptionConsent>.read(request, context: context).value
+        let body = try await JSONBody<ConsumptionConsentRequest>.read(request, context: context).value
         let now = services.clock.now
         try await store.setConsumptionConsent(userId: context.identity.userId, consented: body.consented, now: now)
         return JSONResponse.make(body: ConsumptionConsent(consented: body.consented, changedAt: now))

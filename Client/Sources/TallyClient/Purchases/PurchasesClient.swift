@@ -66,7 +66,7 @@ public struct PurchasesClient: Sendable {
     /// Calling it again replaces the answer (false withdraws it). Returns what the server recorded, with its time.
     @discardableResult
     public func setConsumptionConsent(_ consented: Bool) async throws -> ConsumptionConsent {
-        let body = try TallyJSON.encoder().encode(ConsumptionConsent(consented: consented))
+        let body = try TallyJSON.encoder().encode(ConsumptionConsentRequest(consented: consented))
         let response = try await client.executor.send(
             .post("/v1/purchases/consumption-consent", operation: "POST /v1/purchases/consumption-consent"), body: body, auth: client.session)
         return try decodeAnswer(ConsumptionConsent.self, response.body)
