@@ -10,7 +10,8 @@ import FoundationNetworking
 /// `tally admin`: call a running server's admin API (grants, premium, account view).
 struct Admin: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
-        abstract: "Administer a running server through its admin API.", subcommands: [Grant.self, Premium.self, Show.self])
+        abstract: "Administer a running server through its admin API.",
+        subcommands: [Grant.self, Premium.self, Show.self, AppStore.self])
 
     /// Where the server's admin listener is and which key to use.
     struct Connection: ParsableArguments {
@@ -76,6 +77,45 @@ struct Admin: AsyncParsableCommand {
 
         func run() async throws {
             try await connection.send("GET", "/admin/v1/users/\(user)")
+        }
+    }
+
+    /// `tally admin appstore …`: Apple's records against the server's (needs `appStore.serverAPI`).
+    struct AppStore: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(
+            commandName: "appstore", abstract: "Reconcile purchases with Apple's App Store Server API.",
+            subcommands: [Reconcile.self, ReplayNotifications.self])
+
+        struct Reconcile: AsyncParsableCommand {
+            static let configuration = CommandConfiguration(
+                abstract: "Credit what Apple's transaction history shows for a user and the server missed (once).")
+            @Option(help: "The user id.") var user: String
+            @Option(help: "The order id on the customer's receipt email, when the server knows no transaction of the user.")
+            var orderId: String?
+            @OptionGroup var connection: Connection
+
+            func run() async throws {
+                try await connection.send("POST", "/admin/v1/users/\(user)/purchases/reconcile", body: ReconcileRequest(orderId: orderId))
+            }
+        }
+
+        struct ReplayNotifications: AsyncParsableCommand {
+            static let configuration = CommandConfiguration(
+                abstract: "Apply Apple's notification history since a date (after downtime); each notification once.")
+            @Option(help: "The earliest sending time, ISO 8601 (e.g. 2026-11-01T00:00:00Z); Apple keeps 180 days.") var since: String
+            @Option(help: "The latest sending time, ISO 8601 (default: now).") var until: String?
+            @Flag(help: "Every notification, not only those Apple could not deliver.") var all = false
+            @OptionGroup var connection: Connection
+
+            func run() async throws {
+                let parse = { (text: String, name: String) throws -> Date in
+                    guard let date = ISO8601DateFormatter().date(from: text) else { throw ValidationError("--\(name) must be ISO 8601") }
+                    return date
+                }
+                let request = ReplayNotificationsRequest(
+                    since: try parse(since, "since"), until: try until.map { try parse($0, "until") }, onlyFailures: !all)
+                try await connection.send("POST", "/admin/v1/appstore/replay-notifications", body: request)
+            }
         }
     }
 }

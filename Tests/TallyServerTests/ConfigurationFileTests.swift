@@ -24,6 +24,14 @@ struct ConfigurationFileTests {
             Aa1Oqv0ZgMoyuUXj2AanFiWR4Fs4lkEVfLifcbzfO3bBx8XR1v6qwLRL
             -----END PRIVATE KEY-----
             """,
+        // The same test key stands for the In-App Purchase key (appStore.serverAPI).
+        "TALLY_APPSTORE_KEY": """
+            -----BEGIN PRIVATE KEY-----
+            MIGHAgEAMBMGByqGSM49AgEGCCqGSM49AwEHBG0wawIBAQQgOx8VrEVgKzZAarDE
+            DbZzdrXvrVv/jBw1djWhEWluGeWhRANCAATkO+Fa1fnLq1sG7Mr0TELJA6QOJJCM
+            Aa1Oqv0ZgMoyuUXj2AanFiWR4Fs4lkEVfLifcbzfO3bBx8XR1v6qwLRL
+            -----END PRIVATE KEY-----
+            """,
     ]
 
     static func example() throws -> String { try String(contentsOf: exampleURL, encoding: .utf8) }

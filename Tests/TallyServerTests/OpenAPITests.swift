@@ -4,6 +4,8 @@ import Prometheus
 @testable import TallyServer
 import TallySQLite
 import TallyStore
+import TallyAppStore
+import TallyDevAppStore
 import Testing
 import Yams
 
@@ -151,6 +153,13 @@ struct OpenAPITests {
             upstream: AIUpstream(baseURL: "http://127.0.0.1:1/v1", apiKey: nil), models: [AIGatewayTests.model])
         configuration.appStore = try AppStoreConfiguration(
             bundleId: "com.example.oracle", environments: [.sandbox], products: [AppStoreProduct(productId: "com.example.tokens.100", grant: .tokens(100))])
+        var serverAPI = AppStoreServerAPIClient.Configuration()
+        (serverAPI.productionURL, serverAPI.sandboxURL) = ("http://127.0.0.1:1", "http://127.0.0.1:1")
+        configuration.appStore?.serverAPI = AppStoreServerAPISettings(
+            signer: try AppStoreServerAPIToken(
+                credentials: .init(keyId: "2X9R4HXF34", issuerId: UUID().uuidString, bundleId: "com.example.oracle"),
+                privateKeyPEM: DevServerAPIKey.generate().privateKeyPEM),
+            configuration: serverAPI, privateKeyEnv: "TALLY_APPSTORE_KEY")
         configuration.signInWithApple = try SignInWithAppleConfiguration(audiences: ["com.example.oracle"], keysURL: "http://127.0.0.1:1/auth/keys")
         let registry = PrometheusCollectorRegistry()
         let services = TallyServices(

@@ -157,3 +157,66 @@ public struct ConsumptionConsent: Codable, Hashable, Sendable {
         self.changedAt = changedAt
     }
 }
+
+/// `POST /admin/v1/users/{id}/purchases/reconcile`: credit what Apple's transaction history shows and the server missed.
+public struct ReconcileRequest: Codable, Hashable, Sendable {
+    /// An order id from the customer's receipt email (`MQ…`), for a user the server knows no transaction of.
+    public var orderId: String?
+
+    /// A request, with the customer's order id if known.
+    public init(orderId: String? = nil) { self.orderId = orderId }
+}
+
+/// What a reconciliation found in Apple's records.
+public struct ReconcileReport: Codable, Hashable, Sendable {
+    /// The transactions credited (or whose premium was applied) now.
+    public var credited: [String]
+    /// The user's transactions the server already had.
+    public var alreadyApplied: Int
+    /// Transactions of the same customer whose `appAccountToken` names another account or none: left alone.
+    public var otherAccounts: Int
+    /// Transactions of products the configuration does not sell, or that were refused (their codes).
+    public var refused: [String]
+
+    /// Creates a report.
+    public init(credited: [String], alreadyApplied: Int, otherAccounts: Int, refused: [String]) {
+        self.credited = credited
+        self.alreadyApplied = alreadyApplied
+        self.otherAccounts = otherAccounts
+        self.refused = refused
+    }
+}
+
+/// `POST /admin/v1/appstore/replay-notifications`: apply what Apple's notification history holds (after an outage).
+public struct ReplayNotificationsRequest: Codable, Hashable, Sendable {
+    /// The earliest sending time (Apple keeps 180 days).
+    public var since: Date
+    /// The latest (default: now).
+    public var until: Date?
+    /// Only those Apple could not deliver (default true).
+    public var onlyFailures: Bool?
+
+    /// A request for the notifications sent from `since`.
+    public init(since: Date, until: Date? = nil, onlyFailures: Bool? = nil) {
+        self.since = since
+        self.until = until
+        self.onlyFailures = onlyFailures
+    }
+}
+
+/// What a replay of Apple's notification history did.
+public struct ReplayReport: Codable, Hashable, Sendable {
+    /// Notifications read from Apple, per environment.
+    public var read: Int
+    /// Taken as each disposition (`applied`, `duplicate`, `stale`, `ignored`), counted.
+    public var dispositions: [String: Int]
+    /// Notifications that did not verify (their codes).
+    public var refused: [String]
+
+    /// Creates a report.
+    public init(read: Int, dispositions: [String: Int], refused: [String]) {
+        self.read = read
+        self.dispositions = dispositions
+        self.refused = refused
+    }
+}

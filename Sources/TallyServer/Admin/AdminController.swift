@@ -25,6 +25,7 @@ struct AdminController {
         group.put("users/:userId/premium", use: premium)
         group.get("users/:userId/purchases", use: purchases)
         group.get("purchases/unclaimed", use: unclaimedPurchases)
+        AppStoreAdminController(services: services)?.addRoutes(to: group)
     }
 
     /// A user's App Store purchases, newest first (as `GET /v1/purchases` shows them to the user).

@@ -127,3 +127,11 @@ extension PremiumRequest: JSONRequestBody {
 extension ConsumptionConsentRequest: JSONRequestBody {
     static let integerFields: Set<String> = []
 }
+
+extension ReconcileRequest: JSONRequestBody {
+    static let integerFields: Set<String> = []
+}
+
+extension ReplayNotificationsRequest: JSONRequestBody {
+    static let integerFields: Set<String> = []
+}

@@ -77,24 +77,7 @@ struct PurchasesController {
         let door = Door(route: "POST /v1/webhooks/appstore", now: services.clock.now, logger: context.logger, services: services)
         try throttles.notificationsPerAddress.acquire(address, door)
         let notification = try await verified { try await appStore.verifier.verifyNotification(try Self.bounded(body.signedPayload)) }
-        let verifiedNotification = AppStorePayloads.notification(notification, products: appStore)
-        // A consumption request is queued before the notification is recorded as seen: a crash in between leaves it
-        // queued, and Apple's retry finds it so (one row per notification).
-        let consumptionRequest = AppStorePayloads.consumptionRequest(notification)
-        if let consumptionRequest, try await store.queueConsumptionRequest(consumptionRequest) {
-            services.consumptionAnswers?.poke()
-        }
-        let outcome = try await store.apply(verifiedNotification, now: services.clock.now)
-        for changed in outcome.changedUsers { services.notifier.walletChanged(userId: changed) }
-        if let (transactionId, decision) = AppStorePayloads.refundDecision(notification) {
-            try await store.recordRefundDecision(transactionId: transactionId, decision, at: notification.payload.signedDate)
-        }
-        context.logger.info(
-            "app store notification",
-            metadata: [
-                "tally.notification": .string(verifiedNotification.type.rawValue),
-                "tally.disposition": .string(outcome.disposition.rawValue),
-            ])
+        let outcome = try await AppStoreNotificationIntake(services: services, appStore: appStore).take(notification, logger: context.logger)
         return JSONResponse.make(body: NotificationReceipt(disposition: outcome.disposition.rawValue))
     }
 

@@ -1,0 +1,38 @@
+import Foundation
+import Hummingbird
+import Logging
+import TallyAPI
+import TallyAppStore
+import TallyStore
+
+/// The admin API's App Store routes, present when the configuration has `appStore.serverAPI`:
+/// `POST /admin/v1/users/{id}/purchases/reconcile` and `POST /admin/v1/appstore/replay-notifications`
+/// (``AppStoreReconciliation``).
+struct AppStoreAdminController {
+    let services: TallyServices
+    let reconciliation: AppStoreReconciliation
+
+    init?(services: TallyServices) {
+        guard let appStore = services.configuration.appStore, let settings = appStore.serverAPI else { return nil }
+        self.services = services
+        reconciliation = AppStoreReconciliation(
+            services: services, appStore: appStore, api: settings.client(clock: services.clock, logger: Logger(label: "tally.appstore-api")))
+    }
+
+    /// Adds the routes to the admin group (behind its key check).
+    func addRoutes(to group: RouterGroup<TallyRequestContext>) {
+        group.post("users/:userId/purchases/reconcile", use: reconcile)
+        group.post("appstore/replay-notifications", use: replay)
+    }
+
+    @Sendable func reconcile(_ request: Request, context: TallyRequestContext) async throws -> Response {
+        let userId = try AdminController.userId(context)
+        let body = try await JSONBody<ReconcileRequest>.read(request, context: context).value
+        return JSONResponse.make(body: try await reconciliation.reconcile(userId: userId, orderId: body.orderId, logger: context.logger))
+    }
+
+    @Sendable func replay(_ request: Request, context: TallyRequestContext) async throws -> Response {
+        let body = try await JSONBody<ReplayNotificationsRequest>.read(request, context: context).value
+        return JSONResponse.make(body: try await reconciliation.replay(body, logger: context.logger))
+    }
+}
