@@ -50,6 +50,12 @@ public struct Product: Identifiable, Equatable, Hashable, Sendable {
         public static func appAccountToken(_ token: UUID) -> Product.PurchaseOption { fatalError("stub") }
         /// https://developer.apple.com/documentation/storekit/product/purchaseoption/quantity(_:)
         public static func quantity(_ quantity: Int) -> Product.PurchaseOption { fatalError("stub") }
+        /// https://developer.apple.com/documentation/storekit/product/purchaseoption/promotionaloffer(_:compactjws:)
+        /// (back-deployed to iOS 15 from iOS 18.4).
+        public static func promotionalOffer(_ offerID: String, compactJWS: String) -> Product.PurchaseOption { fatalError("stub") }
+        /// https://developer.apple.com/documentation/storekit/product/purchaseoption/introductoryoffereligibility(compactjws:)
+        /// (back-deployed to iOS 15 from iOS 18.4).
+        public static func introductoryOfferEligibility(compactJWS: String) -> Product.PurchaseOption { fatalError("stub") }
     }
 
     /// https://developer.apple.com/documentation/storekit/product/purchaseresult

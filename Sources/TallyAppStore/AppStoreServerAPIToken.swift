@@ -87,3 +87,72 @@ public struct AppStoreServerAPIToken: Sendable {
             .replacingOccurrences(of: "=", with: "")
     }
 }
+
+extension AppStoreServerAPIToken {
+    /// A compact JWS of `claims` signed with the In-App Purchase key, as Apple's "Generating JWS to sign App Store
+    /// requests" specifies: header `{"alg":"ES256","kid":keyId,"typ":"JWT"}`, and the claims as given (which carry
+    /// `iss`, `iat`, `aud`, `bid` and `nonce` themselves: see ``AppStoreOfferClaims``).
+    public func compactJWS(_ claims: some Encodable) throws(AppStoreConfigurationError) -> String {
+        let encoder = JSONEncoder()
+        encoder.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
+        do {
+            let header = try encoder.encode(Header(kid: credentials.keyId))
+            let signingInput = Self.base64URL(header) + "." + Self.base64URL(try encoder.encode(claims))
+            let signature = try key.signature(for: Data(signingInput.utf8))
+            return signingInput + "." + Self.base64URL(signature.rawRepresentation)
+        } catch {
+            throw AppStoreConfigurationError("the offer signature could not be made")
+        }
+    }
+}
+
+/// The claims of an offer signature (StoreKit's `Product.PurchaseOption.promotionalOffer(_:compactJWS:)` and
+/// `.introductoryOfferEligibility(compactJWS:)`): no `exp`; a one-time `nonce` (a lowercase UUID); `aud`
+/// `promotional-offer` with `offerIdentifier`, or `introductory-offer-eligibility` with `allowIntroductoryOffer`.
+public struct AppStoreOfferClaims: Codable, Sendable, Hashable {
+    /// `promotional-offer`.
+    public static let promotionalAudience = "promotional-offer"
+    /// `introductory-offer-eligibility`.
+    public static let introductoryAudience = "introductory-offer-eligibility"
+
+    /// The issuer id.
+    public var iss: String
+    /// When signed, in seconds since 1970.
+    public var iat: Int64
+    /// Which request this signs.
+    public var aud: String
+    /// The app's bundle id.
+    public var bid: String
+    /// A one-time UUID, lowercase.
+    public var nonce: String
+    /// The product.
+    public var productId: String
+    /// The promotional offer's id (promotional offers).
+    public var offerIdentifier: String?
+    /// Whether the customer may have the introductory offer (introductory offer eligibility).
+    public var allowIntroductoryOffer: Bool?
+    /// A transaction of the customer (required for eligibility, optional for a promotional offer).
+    public var transactionId: String?
+
+    /// Claims of a promotional offer for `productId`.
+    public static func promotional(
+        productId: String, offerIdentifier: String, transactionId: String?, credentials: AppStoreServerAPIToken.Credentials, now: Date,
+        nonce: UUID = UUID()
+    ) -> AppStoreOfferClaims {
+        AppStoreOfferClaims(
+            iss: credentials.issuerId, iat: Int64(now.timeIntervalSince1970.rounded(.down)), aud: promotionalAudience,
+            bid: credentials.bundleId, nonce: nonce.uuidString.lowercased(), productId: productId, offerIdentifier: offerIdentifier,
+            transactionId: transactionId)
+    }
+
+    /// Claims saying whether the customer of `transactionId` may have `productId`'s introductory offer.
+    public static func introductoryEligibility(
+        productId: String, allow: Bool, transactionId: String, credentials: AppStoreServerAPIToken.Credentials, now: Date,
+        nonce: UUID = UUID()
+    ) -> AppStoreOfferClaims {
+        AppStoreOfferClaims(
+            iss: credentials.issuerId, iat: Int64(now.timeIntervalSince1970.rounded(.down)), aud: introductoryAudience,
+            bid: credentials.bundleId, nonce: nonce.uuidString.lowercased(), productId: productId, allowIntroductoryOffer: allow,
+            transactionId: transactionId)
+    }
+}

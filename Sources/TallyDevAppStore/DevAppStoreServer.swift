@@ -98,6 +98,15 @@ struct DevAppStoreAPI: Sendable {
         var quantity: Int?
         var type: String?
         var send: Bool?
+        /// StoreKit's `.promotionalOffer(offerIdentifier, compactJWS:)`: the server-signed offer, verified.
+        var promotionalOffer: PromotionalOffer?
+        /// StoreKit's `.introductoryOfferEligibility(compactJWS:)`, verified.
+        var introductoryOfferEligibility: String?
+    }
+
+    struct PromotionalOffer: Decodable {
+        var offerIdentifier: String
+        var compactJWS: String
     }
 
     struct EventBody: Decodable {
@@ -148,10 +157,28 @@ struct DevAppStoreAPI: Sendable {
             guard !body.productId.isEmpty, (body.quantity ?? 1) >= 1 else {
                 throw DevAppStore.Failure(code: "bad_request", message: "productId must be set and quantity at least 1", status: 400)
             }
+            try acceptOffers(body)
             let purchase = try store.purchase(
                 productId: body.productId, appAccountToken: body.appAccountToken, quantity: body.quantity ?? 1,
                 type: body.type.map(AppStoreProductType.init(rawValue:)), send: body.send ?? true)
             return purchaseAnswer(purchase)
+        }
+    }
+
+    /// Verifies the offer signatures a purchase presents, as the App Store does: by the In-App Purchase key, for this
+    /// product, each nonce once. A refused offer refuses the purchase (400 `invalid_offer`).
+    private func acceptOffers(_ body: PurchaseBody) throws {
+        var offers: [(String, String, String?)] = []
+        if let offer = body.promotionalOffer { offers.append((offer.compactJWS, "promotional-offer", offer.offerIdentifier)) }
+        if let jws = body.introductoryOfferEligibility { offers.append((jws, "introductory-offer-eligibility", nil)) }
+        for (jws, audience, offerIdentifier) in offers {
+            let verified = try store.serverAPIKey.verifyOffer(
+                jws, audience: audience, productId: body.productId, offerIdentifier: offerIdentifier, bundleId: store.configuration.bundleId,
+                now: store.now
+            ).get()
+            guard store.serverAPIRecords.takeOfferNonce(verified.nonce) else {
+                throw DevAppStore.Failure(code: "invalid_offer", message: "the offer signature's nonce was used before", status: 400)
+            }
         }
     }
 

@@ -130,3 +130,67 @@ public struct DevServerAPIKey: Sendable {
         return Data(base64Encoded: base64)
     }
 }
+
+extension DevServerAPIKey {
+    /// An offer signature's claims, as Apple's "Generating JWS to sign App Store requests" lists them.
+    private struct OfferClaims: Decodable {
+        var iss: String?
+        var iat: Double?
+        var exp: Double?
+        var aud: String?
+        var bid: String?
+        var nonce: String?
+        var productId: String?
+        var offerIdentifier: String?
+        var allowIntroductoryOffer: Bool?
+        var transactionId: String?
+    }
+
+    /// What an offer signature presented with a purchase says, once verified.
+    public struct VerifiedOffer: Sendable, Hashable {
+        /// The nonce (single use).
+        public var nonce: String
+        /// Whether the introductory offer is allowed (eligibility signatures).
+        public var allowIntroductoryOffer: Bool?
+    }
+
+    /// Why `compactJWS` is not a signature of `audience` (`promotional-offer` with `offerIdentifier`, or
+    /// `introductory-offer-eligibility`) for `productId` of `bundleId` by this key, or the offer when it is: header
+    /// `alg` ES256, `typ` JWT, `kid` this key; claims `iss`, `bid`, `aud`, `productId` (and `offerIdentifier`) as
+    /// expected, a UUID `nonce`, `iat` within the last 24 hours (and not ahead by more than a minute), no `exp`; an
+    /// ES256 signature by this key. Nonces are not checked here (the store keeps those it saw).
+    public func verifyOffer(
+        _ compactJWS: String, audience: String, productId: String, offerIdentifier: String?, bundleId: String, now: Date
+    ) -> Result<VerifiedOffer, DevAppStore.Failure> {
+        func refused(_ why: String) -> Result<VerifiedOffer, DevAppStore.Failure> {
+            .failure(DevAppStore.Failure(code: "invalid_offer", message: "the offer signature is refused: \(why)", status: 400))
+        }
+        let parts = compactJWS.split(separator: ".", omittingEmptySubsequences: false)
+        guard parts.count == 3, let headerJSON = Self.base64URLDecode(parts[0]), let claimsJSON = Self.base64URLDecode(parts[1]),
+            let signature = Self.base64URLDecode(parts[2])
+        else { return refused("not a compact JWS") }
+        guard let header = try? JSONDecoder().decode([String: String].self, from: headerJSON),
+            header["alg"] == "ES256", header["typ"] == "JWT", header["kid"] == keyId
+        else { return refused("the header is not {alg: ES256, typ: JWT, kid: \(keyId)}") }
+        guard let claims = try? JSONDecoder().decode(OfferClaims.self, from: claimsJSON) else { return refused("the claims are not JSON") }
+        guard claims.iss == issuerId else { return refused("iss is not the issuer id") }
+        guard claims.bid == bundleId else { return refused("bid is not the bundle id") }
+        guard claims.aud == audience else { return refused("aud is not \(audience)") }
+        guard claims.productId == productId else { return refused("productId is not \(productId)") }
+        if audience == "promotional-offer", claims.offerIdentifier != offerIdentifier { return refused("offerIdentifier does not match") }
+        if audience == "introductory-offer-eligibility", claims.allowIntroductoryOffer == nil || claims.transactionId == nil {
+            return refused("allowIntroductoryOffer and transactionId are required")
+        }
+        guard claims.exp == nil else { return refused("an offer signature has no exp") }
+        guard let nonce = claims.nonce, UUID(uuidString: nonce) != nil, nonce == nonce.lowercased() else {
+            return refused("nonce is not a lowercase UUID")
+        }
+        guard let iat = claims.iat, iat <= now.timeIntervalSince1970 + 60, iat > now.timeIntervalSince1970 - 86_400 else {
+            return refused("iat is not within the last 24 hours")
+        }
+        guard let ecdsa = try? P256.Signing.ECDSASignature(rawRepresentation: signature),
+            privateKey.publicKey.isValidSignature(ecdsa, for: Data("\(parts[0]).\(parts[1])".utf8))
+        else { return refused("the signature does not verify with the key \(keyId)") }
+        return .success(VerifiedOffer(nonce: nonce, allowIntroductoryOffer: claims.allowIntroductoryOffer))
+    }
+}

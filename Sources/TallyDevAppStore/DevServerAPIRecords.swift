@@ -75,6 +75,8 @@ public final class DevServerAPIRecords: Sendable {
         var answers: [DevConsumptionAnswer] = []
         var rejections: [DevServerAPIRejection] = []
         var faults: [DevFault] = []
+        var offerNonces: Set<String> = []
+        var offersAccepted = 0
     }
 
     /// The records, locked.
@@ -114,4 +116,16 @@ public final class DevServerAPIRecords: Sendable {
             return fault
         }
     }
+
+    /// Takes an offer signature's nonce: false when it was used before (Apple accepts each once).
+    public func takeOfferNonce(_ nonce: String) -> Bool {
+        state.withLock { state in
+            guard state.offerNonces.insert(nonce).inserted else { return false }
+            state.offersAccepted += 1
+            return true
+        }
+    }
+
+    /// How many offer signatures purchases presented and the store accepted.
+    public var offersAccepted: Int { state.withLock { $0.offersAccepted } }
 }

@@ -24,7 +24,7 @@ struct ConsumptionRequestTests {
     /// `signingKey` replaces the key the stand-in issued (a wrong key).
     static func with<T: Sendable>(
         _ kind: StoreKind, policy: ConsumptionPolicy = ConsumptionPolicy(), signingKey: DevServerAPIKey? = nil,
-        _ body: @Sendable (LiveServer, DevAppStore, APIConnection) async throws -> T
+        offers: [AppStoreOffer] = [], _ body: @Sendable (LiveServer, DevAppStore, APIConnection) async throws -> T
     ) async throws -> T {
         var logger = Logger(label: "consumption-tests")
         logger.logLevel = .critical
@@ -47,7 +47,11 @@ struct ConsumptionRequestTests {
             var configuration = try AppStoreConfiguration(
                 bundleId: TestProducts.bundleId, appAppleId: 1_234_567_890, environments: [.sandbox],
                 rootCertificates: [Data(appStore.authority.rootDER)],
-                products: [AppStoreProduct(productId: TestProducts.tokens100, grant: .tokens(100))])
+                products: [
+                    AppStoreProduct(productId: TestProducts.tokens100, grant: .tokens(100)),
+                    AppStoreProduct(productId: TestProducts.premiumMonthly, grant: .premium),
+                ])
+            configuration.offers = offers
             configuration.serverAPI = AppStoreServerAPISettings(signer: signer, configuration: apiConfiguration, privateKeyEnv: "TEST_KEY")
             configuration.consumption = policy
             let appStoreConfiguration = configuration

@@ -266,6 +266,7 @@ extension IdentityTests {
                 "POST /admin/v1/users/{userId}/purchases/reconcile": ReconcileRequest(),
                 "POST /admin/v1/appstore/replay-notifications": ReplayNotificationsRequest(since: Date(timeIntervalSince1970: 1_799_000_000)),
                 "POST /v1/purchases/consumption-consent": ConsumptionConsentRequest(consented: true),
+                "POST /v1/purchases/apple/offers": OfferSignatureRequest(productId: "com.example.premium.monthly", offerIdentifier: "comeback50"),
                 "PUT /admin/v1/users/{userId}/premium": PremiumRequest(until: Date(timeIntervalSince1970: 1_900_000_000)),
                 "PUT /v1/collections/{collection}/docs/{docId}": PutDocumentRequest(data: .object(["note": .string("bob's")])),
                 "PATCH /v1/collections/{collection}/docs/{docId}": JSONValue.object(["note": .string("bob's")]),

@@ -220,3 +220,48 @@ public struct ReplayReport: Codable, Hashable, Sendable {
         self.refused = refused
     }
 }
+
+/// `POST /v1/purchases/apple/offers`: a server-signed offer for StoreKit (the app cannot hold the key that signs it).
+public struct OfferSignatureRequest: Codable, Hashable, Sendable {
+    /// The subscription.
+    public var productId: String
+    /// The promotional offer's id in App Store Connect (a promotional offer only).
+    public var offerIdentifier: String?
+    /// `promotional` (the default) or `introductoryEligibility`.
+    public var kind: String?
+    /// StoreKit's `AppTransaction.appTransactionID`: the customer's transaction for a user who never bought anything
+    /// (introductory eligibility needs one; the server otherwise uses the user's latest).
+    public var appTransactionId: String?
+
+    /// A request for `productId`'s promotional offer `offerIdentifier`, or its introductory offer eligibility.
+    public init(productId: String, offerIdentifier: String? = nil, kind: String? = nil, appTransactionId: String? = nil) {
+        self.productId = productId
+        self.offerIdentifier = offerIdentifier
+        self.kind = kind
+        self.appTransactionId = appTransactionId
+    }
+}
+
+/// A signed offer: pass `compactJWS` to StoreKit (`.promotionalOffer(offerIdentifier, compactJWS:)` or
+/// `.introductoryOfferEligibility(compactJWS:)`); it is good for one purchase.
+public struct OfferSignature: Codable, Hashable, Sendable {
+    /// `promotional` or `introductoryEligibility`.
+    public var kind: String
+    /// The subscription.
+    public var productId: String
+    /// The promotional offer's id.
+    public var offerIdentifier: String?
+    /// Whether the user may have the introductory offer (introductory eligibility only).
+    public var allowIntroductoryOffer: Bool?
+    /// The signature StoreKit takes.
+    public var compactJWS: String
+
+    /// Creates a signed offer.
+    public init(kind: String, productId: String, offerIdentifier: String?, allowIntroductoryOffer: Bool?, compactJWS: String) {
+        self.kind = kind
+        self.productId = productId
+        self.offerIdentifier = offerIdentifier
+        self.allowIntroductoryOffer = allowIntroductoryOffer
+        self.compactJWS = compactJWS
+    }
+}

@@ -43,6 +43,8 @@ public struct AppStoreConfiguration: Sendable {
     public var consumption = ConsumptionPolicy()
     /// `consumption.sampleContentProvided` as written: nil decides it from what the configuration gives for free.
     public var sampleContentProvided: Bool?
+    /// The offers the server signs (`offers:`; needs `serverAPI`, whose key signs them).
+    public var offers: [AppStoreOffer] = []
 
     /// The default of ``sandboxTokensPerAccount``: enough for App Review and a tester to buy each pack a few times.
     public static let defaultSandboxTokensPerAccount: Int64 = 1_000
@@ -85,6 +87,7 @@ public struct AppStoreConfiguration: Sendable {
         var onlineChecks: Bool?
         var serverAPI: AppStoreServerAPISettings.File?
         var consumption: ConsumptionPolicyFile?
+        var offers: [AppStoreOffer.File]?
 
         /// `{productId: com.example.tokens.100, tokens: 100}` or `{productId: com.example.premium.monthly, premium: true}`.
         struct Product: Codable, Equatable {
@@ -116,6 +119,7 @@ public struct AppStoreConfiguration: Sendable {
             consumption =
                 configuration.consumption == ConsumptionPolicy() && configuration.sampleContentProvided == nil
                 ? nil : ConsumptionPolicyFile(effective: configuration.consumption, sampleContentProvided: configuration.sampleContentProvided)
+            offers = configuration.offers.isEmpty ? nil : configuration.offers.map(AppStoreOffer.File.init(effective:))
         }
 
         /// The configuration, its root files read relative to `directory` (the configuration file's).
@@ -180,6 +184,10 @@ public struct AppStoreConfiguration: Sendable {
             configuration.serverAPI = try serverAPI?.settings(bundleId: bundleId, environment: environment)
             configuration.consumption = try consumption?.policy() ?? ConsumptionPolicy()
             configuration.sampleContentProvided = consumption?.sampleContentProvided
+            configuration.offers = try (offers ?? []).enumerated().map { try $1.offer(index: $0, products: products) }
+            if !configuration.offers.isEmpty, configuration.serverAPI == nil {
+                throw ConfigurationError("appStore.offers need appStore.serverAPI: its In-App Purchase key signs them")
+            }
             return configuration
         }
 

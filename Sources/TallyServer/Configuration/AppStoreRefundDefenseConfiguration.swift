@@ -28,6 +28,14 @@ public struct AppStoreServerAPISettings: Sendable {
     /// The variable the key was read from (for the effective configuration).
     public var privateKeyEnv: String
 
+    /// Settings signing with `signer`, calling Apple (or a stand-in) as `configuration` says; `privateKeyEnv` names the
+    /// variable the key came from, for the effective configuration.
+    public init(signer: AppStoreServerAPIToken, configuration: AppStoreServerAPIClient.Configuration, privateKeyEnv: String) {
+        self.signer = signer
+        self.configuration = configuration
+        self.privateKeyEnv = privateKeyEnv
+    }
+
     /// A client on `clock` (its waits between retries too).
     public func client(clock: any WallClock, logger: Logger) -> AppStoreServerAPIClient {
         AppStoreServerAPIClient(
@@ -134,5 +142,90 @@ struct ConsumptionPolicyFile: Codable, Equatable {
         }
         return ConsumptionPolicy(
             consentedByTerms: consentedByTerms ?? false, sampleContentProvided: sampleContentProvided ?? false, rules: rules)
+    }
+}
+
+/// An offer the server signs (`appStore.offers[]`): a promotional offer of a subscription, or its introductory offer
+/// eligibility, for the users `eligible` describes.
+/// ```yaml
+/// offers:
+///   - {productId: com.example.premium.monthly, offerIdentifier: comeback50, eligible: {expiredSubscriber: true}}
+///   - {productId: com.example.premium.monthly, kind: introductoryEligibility, eligible: {neverSubscribed: true}}
+/// ```
+public struct AppStoreOffer: Sendable, Hashable {
+    /// Which signature.
+    public enum Kind: String, Sendable, Hashable, Codable {
+        /// A promotional offer (`aud: promotional-offer`).
+        case promotional
+        /// Introductory offer eligibility (`aud: introductory-offer-eligibility`).
+        case introductoryEligibility
+    }
+
+    /// Who may have it; every condition given must hold, none given: everyone.
+    public struct Eligibility: Sendable, Hashable, Codable {
+        /// The user's subscriptions have all ended (and there was one).
+        public var expiredSubscriber: Bool?
+        /// The user never had a subscription.
+        public var neverSubscribed: Bool?
+
+        /// A rule: every condition given must hold.
+        public init(expiredSubscriber: Bool? = nil, neverSubscribed: Bool? = nil) {
+            self.expiredSubscriber = expiredSubscriber
+            self.neverSubscribed = neverSubscribed
+        }
+
+        /// Whether a user whose subscriptions are `statuses` qualifies.
+        func holds(subscriptions statuses: [PurchaseStatus]) -> Bool {
+            let active = statuses.contains(.active)
+            if let expiredSubscriber, expiredSubscriber != (!statuses.isEmpty && !active) { return false }
+            if let neverSubscribed, neverSubscribed != statuses.isEmpty { return false }
+            return true
+        }
+    }
+
+    /// The subscription.
+    public var productId: String
+    /// The promotional offer's id (promotional offers only).
+    public var offerIdentifier: String?
+    /// Which signature.
+    public var kind: Kind
+    /// Who may have it.
+    public var eligible: Eligibility
+
+    /// An offer of `productId` (`offerIdentifier` for a promotional one) for the users `eligible` describes.
+    public init(productId: String, offerIdentifier: String?, kind: Kind, eligible: Eligibility = Eligibility()) {
+        self.productId = productId
+        self.offerIdentifier = offerIdentifier
+        self.kind = kind
+        self.eligible = eligible
+    }
+
+    /// `offers[]` as written.
+    struct File: Codable, Equatable {
+        var productId: String
+        var offerIdentifier: String?
+        var kind: String?
+        var eligible: Eligibility?
+
+        init(effective offer: AppStoreOffer) {
+            (productId, offerIdentifier, kind, eligible) = (offer.productId, offer.offerIdentifier, offer.kind.rawValue, offer.eligible)
+        }
+
+        func offer(index: Int, products: [AppStoreProduct]) throws -> AppStoreOffer {
+            let place = "appStore.offers[\(index)]"
+            guard products.contains(where: { $0.productId == productId && $0.grant == .premium }) else {
+                throw ConfigurationError("\(place).productId must be one of appStore.products' subscriptions (premium: true)")
+            }
+            guard let kind = Kind(rawValue: kind ?? Kind.promotional.rawValue) else {
+                throw ConfigurationError("\(place).kind is promotional or introductoryEligibility")
+            }
+            switch (kind, offerIdentifier) {
+            case (.promotional, let id?) where !id.isEmpty && id.utf8.count <= 255: break
+            case (.promotional, _): throw ConfigurationError("\(place).offerIdentifier is required for a promotional offer (App Store Connect's offer id)")
+            case (.introductoryEligibility, nil): break
+            case (.introductoryEligibility, _?): throw ConfigurationError("\(place): an introductoryEligibility offer has no offerIdentifier")
+            }
+            return AppStoreOffer(productId: productId, offerIdentifier: offerIdentifier, kind: kind, eligible: eligible ?? Eligibility())
+        }
     }
 }

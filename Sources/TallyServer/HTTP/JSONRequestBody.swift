@@ -135,3 +135,7 @@ extension ReconcileRequest: JSONRequestBody {
 extension ReplayNotificationsRequest: JSONRequestBody {
     static let integerFields: Set<String> = []
 }
+
+extension OfferSignatureRequest: JSONRequestBody {
+    static let integerFields: Set<String> = []
+}

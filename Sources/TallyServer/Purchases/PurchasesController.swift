@@ -35,6 +35,53 @@ struct PurchasesController {
         group.post("purchases/apple", use: redeem)
         group.get("purchases", use: list)
         group.post("purchases/consumption-consent", use: consent)
+        group.post("purchases/apple/offers", use: offer)
+    }
+
+    /// Signs an offer the configuration allows the caller (`appStore.offers`) with the In-App Purchase key.
+    @Sendable func offer(_ request: Request, context: AuthenticatedContext) async throws -> Response {
+        let body = try await JSONBody<OfferSignatureRequest>.read(request, context: context).value
+        let userId = context.identity.userId
+        let door = Door(route: "POST /v1/purchases/apple/offers", now: services.clock.now, logger: context.logger, services: services)
+        try throttles.redeemsPerUser.acquire(userId, door)
+        guard let kind = AppStoreOffer.Kind(rawValue: body.kind ?? "promotional") else {
+            throw APIError(.invalidField, "'kind' is promotional or introductoryEligibility.")
+        }
+        if let id = body.appTransactionId, id.isEmpty || id.utf8.count > 64 || !id.allSatisfy(\.isNumber) {
+            throw APIError(.invalidField, "'appTransactionId' is StoreKit's AppTransaction.appTransactionID: digits.")
+        }
+        guard let settings = appStore.serverAPI,
+            let offer = appStore.offers.first(where: {
+                $0.productId == body.productId && $0.kind == kind && (kind == .introductoryEligibility || $0.offerIdentifier == body.offerIdentifier)
+            })
+        else { throw APIError(.notFound, "The server signs no such offer (appStore.offers).") }
+        let now = services.clock.now
+        let purchases = try await store.purchases(userId: userId, after: nil, limit: 100, now: now)
+        let eligible = offer.eligible.holds(subscriptions: purchases.filter { $0.kind == .subscription }.map(\.status))
+        let transactionId = purchases.first?.transactionId ?? body.appTransactionId
+        let credentials = settings.signer.credentials
+        let claims: AppStoreOfferClaims
+        switch kind {
+        case .promotional:
+            guard eligible else { throw APIError(.forbidden, "This user is not eligible for this offer.") }
+            claims = .promotional(
+                productId: offer.productId, offerIdentifier: offer.offerIdentifier ?? "", transactionId: transactionId, credentials: credentials, now: now)
+        case .introductoryEligibility:
+            guard let transactionId else {
+                throw APIError(.invalidField, "Introductory offer eligibility needs a transaction of the customer: pass 'appTransactionId'.")
+            }
+            claims = .introductoryEligibility(productId: offer.productId, allow: eligible, transactionId: transactionId, credentials: credentials, now: now)
+        }
+        let jws: String
+        do {
+            jws = try settings.signer.compactJWS(claims)
+        } catch {
+            throw APIError(.internalError, "Internal error.")
+        }
+        return JSONResponse.make(
+            body: OfferSignature(
+                kind: kind.rawValue, productId: offer.productId, offerIdentifier: claims.offerIdentifier,
+                allowIntroductoryOffer: claims.allowIntroductoryOffer, compactJWS: jws))
     }
 
     /// Records whether the caller consents to Tally answering Apple's consumption requests about their purchases.

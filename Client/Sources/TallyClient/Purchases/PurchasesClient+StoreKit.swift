@@ -37,6 +37,17 @@ extension PurchasesClient {
         return try await redeemed(try await product.purchase(options: [.appAccountToken(token)]))
     }
 
+    /// Buys `product` with its promotional offer `offerIdentifier`, signed by the server for the signed-in user
+    /// (``promotionalOffer(productId:offerIdentifier:)``; the server decides who is eligible), then as ``buy(_:)``.
+    /// Throws `forbidden` for a user the offer is not for.
+    @available(visionOS, unavailable, message: "use buy(_:confirmIn:): visionOS needs the scene that confirms the purchase")
+    public func buy(_ product: Product, offer offerIdentifier: String) async throws -> PurchaseResponse? {
+        let token = try await appAccountToken()
+        let signed = try await promotionalOffer(productId: product.id, offerIdentifier: offerIdentifier)
+        return try await redeemed(
+            try await product.purchase(options: [.appAccountToken(token), .promotionalOffer(offerIdentifier, compactJWS: signed.compactJWS)]))
+    }
+
     #if canImport(UIKit) && !os(watchOS)
     /// Buys `product` as ``buy(_:)`` does, confirmed in `scene` (`Product.purchase(confirmIn:options:)`): the call
     /// visionOS needs, and iOS 17 apps with several scenes.

@@ -72,6 +72,28 @@ public struct PurchasesClient: Sendable {
         return try decodeAnswer(ConsumptionConsent.self, response.body)
     }
 
+    /// The server's signature of `productId`'s promotional offer `offerIdentifier` for the signed-in user
+    /// (`POST /v1/purchases/apple/offers`): StoreKit takes its `compactJWS` (``buy(_:offer:)`` on Apple platforms does
+    /// all of it). Throws `forbidden` when the user is not eligible, `not_found` when the server signs no such offer.
+    public func promotionalOffer(productId: String, offerIdentifier: String) async throws -> OfferSignature {
+        try await offerSignature(OfferSignatureRequest(productId: productId, offerIdentifier: offerIdentifier, kind: "promotional"))
+    }
+
+    /// Whether the signed-in user may have `productId`'s introductory offer, signed by the server for StoreKit
+    /// (`.introductoryOfferEligibility(compactJWS:)`). `appTransactionId` (StoreKit's `AppTransaction.appTransactionID`)
+    /// stands for the customer when the user never bought anything.
+    public func introductoryOfferEligibility(productId: String, appTransactionId: String? = nil) async throws -> OfferSignature {
+        try await offerSignature(
+            OfferSignatureRequest(productId: productId, kind: "introductoryEligibility", appTransactionId: appTransactionId))
+    }
+
+    private func offerSignature(_ request: OfferSignatureRequest) async throws -> OfferSignature {
+        let body = try TallyJSON.encoder().encode(request)
+        let response = try await client.executor.send(
+            .post("/v1/purchases/apple/offers", operation: "POST /v1/purchases/apple/offers"), body: body, auth: client.session)
+        return try decodeAnswer(OfferSignature.self, response.body)
+    }
+
     /// The user's purchases, newest first (`GET /v1/purchases`): a page; pass its `nextCursor` to ``list(after:)``.
     public func list(after cursor: String? = nil, limit: Int = 50) async throws -> Page<Purchase> {
         var path = "/v1/purchases?limit=\(max(1, min(limit, 100)))"
