@@ -173,6 +173,11 @@ enum RouteFuzz {
         "POST /v1/ai/chat/completions":
             #"{"model":"chat","messages":[{"role":"user","content":"hello"}],"max_tokens":8,"temperature":0.5,"top_p":1,"n":1,"seed":7,"presence_penalty":0,"frequency_penalty":0,"top_logprobs":0,"stream":false}"#,
         "POST /admin/v1/users/{userId}/grants": #"{"amount":5,"reason":"fuzz"}"#,
+        "POST /admin/v1/users/{userId}/purchases/reconcile": #"{"orderId":"MQ12345678"}"#,
+        "POST /admin/v1/appstore/replay-notifications": #"{"since":"2027-01-14T00:00:00Z","until":"2027-01-15T00:00:00Z","onlyFailures":true}"#,
+        "POST /v1/purchases/consumption-consent": #"{"consented":true}"#,
+        "POST /v1/purchases/apple/offers":
+            #"{"productId":"com.example.premium.monthly","offerIdentifier":"comeback50","kind":"promotional","appTransactionId":"2000000000000042"}"#,
         "PUT /admin/v1/users/{userId}/premium": #"{"until":"2030-01-01T00:00:00Z"}"#,
     ]
 

@@ -101,6 +101,32 @@ struct ReconciliationTests {
 
     @Test("Across two PostgreSQL processes: reconcile and replay on both at once credit the lost purchase once")
     func acrossProcesses() async throws {
+        try await Self.withPair { pair, appStore, clock in
+            let setup = pair.connection(0)
+            let user = try await setup.newGuest()
+            let bought = try appStore.purchase(productId: TestProducts.tokens100, appAccountToken: UUID(uuidString: user.userId), send: false)
+            let redeemed = try await setup.send(
+                .post, "/v1/purchases/apple", token: user.accessToken, json: RedeemPurchaseRequest(signedTransaction: bought.signedTransaction))
+            #expect(redeemed.status == .ok, "\(redeemed.text)")
+            clock.advance(by: 1)
+            _ = try Self.lostPurchase(appStore, user)
+            let since = Date().addingTimeInterval(-3600)
+            let answers = try await concurrently(8, connect: { pair.connection($0 % 2) }) { index, connection in
+                index % 4 < 2 ? try await Self.reconcile(connection, user) : try await Self.replay(connection, since: since, all: true)
+            }
+            #expect(answers.allSatisfy { $0.status == .ok }, "\(answers.map(\.text))")
+            #expect(try await pair.connection(1).wallet(user).balance == 200)
+            #expect(try await pair.connection(1).allEntries(user).filter { $0.kind == "purchase" }.count == 2)
+            try await pair.connection(1).expectBooksBalance(user)
+            await setup.close()
+        }
+    }
+
+    /// Two `tally serve` processes on one PostgreSQL whose App Store Server API is `appStore`'s (served in this process),
+    /// answering consumption requests as `consumption` (YAML) says.
+    static func withPair(
+        consumption: String = "", _ body: @Sendable (ServerPair, DevAppStore, ManualClock) async throws -> Void
+    ) async throws {
         var logger = Logger(label: "reconciliation-tests")
         logger.logLevel = .critical
         let clock = ManualClock(Date())
@@ -117,35 +143,50 @@ struct ReconciliationTests {
                 let config = """
                     guestSignupsPerIPPerHour: 100000
                     quotas: []
-                    actions: [{name: ai.query, tokens: 3}]
+                    actions: [{name: ai.query, tokens: 3}, {name: question, tokens: 1}]
                     \(appStoreYAML)
                       serverAPI: {issuerId: \(key.issuerId), keyId: \(key.keyId), privateKeyEnv: TEST_APPSTORE_KEY, productionURL: "http://127.0.0.1:\(port)", sandboxURL: "http://127.0.0.1:\(port)"}
+                    \(consumption)
                     """
                 try await ScratchDatabase.with(baseURL: try postgresURL()) { url in
                     try await ServerPair.with(url: url, config: config, extraEnvironment: ["TEST_APPSTORE_KEY": key.privateKeyPEM]) { pair in
-                        let setup = pair.connection(0)
-                        let user = try await setup.newGuest()
-                        let bought = try appStore.purchase(
-                            productId: TestProducts.tokens100, appAccountToken: UUID(uuidString: user.userId), send: false)
-                        let redeemed = try await setup.send(
-                            .post, "/v1/purchases/apple", token: user.accessToken,
-                            json: RedeemPurchaseRequest(signedTransaction: bought.signedTransaction))
-                        #expect(redeemed.status == .ok, "\(redeemed.text)")
-                        clock.advance(by: 1)
-                        _ = try Self.lostPurchase(appStore, user)
-                        let since = Date().addingTimeInterval(-3600)
-                        let answers = try await concurrently(8, connect: { pair.connection($0 % 2) }) { index, connection in
-                            index % 4 < 2 ? try await Self.reconcile(connection, user) : try await Self.replay(connection, since: since, all: true)
-                        }
-                        #expect(answers.allSatisfy { $0.status == .ok }, "\(answers.map(\.text))")
-                        #expect(try await pair.connection(1).wallet(user).balance == 200)
-                        #expect(try await pair.connection(1).allEntries(user).filter { $0.kind == "purchase" }.count == 2)
-                        try await pair.connection(1).expectBooksBalance(user)
-                        await setup.close()
+                        try await body(pair, appStore, clock)
                         #expect(pair.stop() == [.exited(0), .exited(0)])
                     }
                 }
             }
+        }
+    }
+
+    @Test("Across two PostgreSQL processes: Apple's consumption request posted to both at once, twice, is answered once, 60 % spent")
+    func consumptionAcrossProcesses() async throws {
+        try await Self.withPair(consumption: "  consumption: {consentedByTerms: true}") { pair, appStore, _ in
+            let api = pair.connection(0)
+            let user = try await api.newGuest()
+            let bought = try appStore.purchase(productId: TestProducts.tokens100, appAccountToken: UUID(uuidString: user.userId), send: false)
+            let redeemed = try await api.send(
+                .post, "/v1/purchases/apple", token: user.accessToken, json: RedeemPurchaseRequest(signedTransaction: bought.signedTransaction))
+            #expect(redeemed.status == .ok, "\(redeemed.text)")
+            for _ in 0..<60 {
+                let spent = try await api.send(.post, "/v1/actions/question", token: user.accessToken, headers: [.idempotencyKey: UUID().uuidString])
+                #expect(spent.status == .ok, "\(spent.text)")
+            }
+            let request = try appStore.requestConsumption(bought.transaction.transactionId, reason: "OTHER", send: false)
+            let posted = try await concurrently(4, connect: { pair.connection($0 % 2) }) { _, connection in
+                try await connection.send(.post, "/v1/webhooks/appstore", raw: String(decoding: request.body, as: UTF8.self))
+            }
+            #expect(posted.allSatisfy { $0.status == .ok }, "\(posted.map(\.text))")
+            var answers: [DevConsumptionAnswer] = []
+            for _ in 0..<1_000 {
+                answers = appStore.serverAPIRecords.consumptionAnswers
+                if !answers.isEmpty { break }
+                try await Task.sleep(for: .milliseconds(10))
+            }
+            // Both processes keep passing over the queue: give a second answer every chance to show.
+            try await Task.sleep(for: .milliseconds(300))
+            answers = appStore.serverAPIRecords.consumptionAnswers
+            #expect(answers.count == 1 && answers.first?.body.consumptionPercentage == 60_000, "\(answers)")
+            await api.close()
         }
     }
 }

@@ -5,18 +5,29 @@ import TallyAPI
 import TallyAppStore
 import TallyStore
 
-/// The admin API's App Store routes, present when the configuration has `appStore.serverAPI`:
+/// The admin API's App Store routes, present with an `appStore:` section (they need `appStore.serverAPI`):
 /// `POST /admin/v1/users/{id}/purchases/reconcile` and `POST /admin/v1/appstore/replay-notifications`
 /// (``AppStoreReconciliation``).
 struct AppStoreAdminController {
     let services: TallyServices
-    let reconciliation: AppStoreReconciliation
+    /// Nil without `appStore.serverAPI`: the routes then answer 404, naming what to configure.
+    let reconciliation: AppStoreReconciliation?
 
+    /// The routes of a configuration with an `appStore:` section (nil without one).
     init?(services: TallyServices) {
-        guard let appStore = services.configuration.appStore, let settings = appStore.serverAPI else { return nil }
+        guard let appStore = services.configuration.appStore else { return nil }
         self.services = services
-        reconciliation = AppStoreReconciliation(
-            services: services, appStore: appStore, api: settings.client(clock: services.clock, logger: Logger(label: "tally.appstore-api")))
+        reconciliation = appStore.serverAPI.map { settings in
+            AppStoreReconciliation(
+                services: services, appStore: appStore, api: settings.client(clock: services.clock, logger: Logger(label: "tally.appstore-api")))
+        }
+    }
+
+    private func configured() throws -> AppStoreReconciliation {
+        guard let reconciliation else {
+            throw APIError(.notFound, "Reconciliation needs the App Store Server API: configure appStore.serverAPI.")
+        }
+        return reconciliation
     }
 
     /// Adds the routes to the admin group (behind its key check).
@@ -28,11 +39,11 @@ struct AppStoreAdminController {
     @Sendable func reconcile(_ request: Request, context: TallyRequestContext) async throws -> Response {
         let userId = try AdminController.userId(context)
         let body = try await JSONBody<ReconcileRequest>.read(request, context: context).value
-        return JSONResponse.make(body: try await reconciliation.reconcile(userId: userId, orderId: body.orderId, logger: context.logger))
+        return JSONResponse.make(body: try await configured().reconcile(userId: userId, orderId: body.orderId, logger: context.logger))
     }
 
     @Sendable func replay(_ request: Request, context: TallyRequestContext) async throws -> Response {
         let body = try await JSONBody<ReplayNotificationsRequest>.read(request, context: context).value
-        return JSONResponse.make(body: try await reconciliation.replay(body, logger: context.logger))
+        return JSONResponse.make(body: try await configured().replay(body, logger: context.logger))
     }
 }
