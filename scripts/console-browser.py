@@ -121,6 +121,13 @@ def seed():
     status, body = http("POST", f"{API}/v1/purchases/apple", {"signedTransaction": bought["signedTransaction"]}, token=buyer["accessToken"])
     check(status in (200, 201), f"redeem: {status} {body}")
     buyer["transactionId"] = bought["transactionId"]
+    buyer["orderId"] = bought["orderId"]
+    # The customer asks Apple for a refund: Apple's consumption request, answered by the server from the ledger.
+    status, asked = http("POST", f"{APPSTORE}/transactions/{bought['transactionId']}/consumption-request",
+                         {"reason": "UNINTENDED_PURCHASE", "send": False})
+    check(status == 200, f"dev-appstore consumption request: {status} {asked}")
+    status, body = http("POST", f"{API}/v1/webhooks/appstore", {"signedPayload": asked["notification"]["signedPayload"]})
+    check(status == 200, f"the webhook took the consumption request: {status} {body}")
     people["buyer"] = buyer
     people["doomed"] = guest()
     spender = guest()
@@ -204,6 +211,25 @@ def main():
         page.wait_for_url(re.compile(r".*/console/users/" + buyer["userId"]))
         check(buyer["transactionId"] in page.content(), "found by transaction id: the purchase is listed")
         check(page.locator("#balance").inner_text() == "100", "the purchase's 100 tokens")
+
+        # Find by the order id of the customer's receipt (asked of Apple's API), then the purchase's timeline.
+        page.goto(f"{ADMIN}/console/users")
+        page.fill("#q", buyer["orderId"])
+        page.click("form.find button")
+        page.wait_for_url(re.compile(r".*/console/users/" + buyer["userId"]))
+        page.click(f"a[href='/console/purchases/{buyer['transactionId']}']")
+        page.wait_for_url(re.compile(r".*/console/purchases/" + buyer["transactionId"]))
+        check(page.locator("#spent").inner_text().startswith("0 of 100 tokens"), f"nothing spent: {page.locator('#spent').inner_text()}")
+        for _ in range(100):  # the answer is sent by the server's own service, at once
+            statuses = page.locator("#consumption-requests .request-status").all_inner_texts()
+            if statuses and statuses[0].startswith("sent"):
+                break
+            time.sleep(0.1)
+            page.reload()
+        check(statuses and statuses[0].startswith("sent"), f"the refund request was answered: {statuses}")
+        check('"consumptionPercentage":0' in page.content(), "what was sent: 0 % consumed")
+        check("UNINTENDED_PURCHASE" in page.content(), "Apple's reason")
+        shot("purchase")
 
         # The ledger, 250 entries in pages, newest first, each id once.
         page.goto(f"{ADMIN}/console/users/{ledger['userId']}")

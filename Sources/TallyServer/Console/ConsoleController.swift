@@ -52,6 +52,7 @@ struct ConsoleController: Sendable {
         group.post("console/users/:userId/revoke-sessions", use: revokeSessions)
         group.post("console/users/:userId/delete", use: delete)
         group.get("console/audit", use: auditPage)
+        group.get("console/purchases/:transactionId", use: purchasePage)
     }
 
     // MARK: Sign-in

@@ -105,9 +105,12 @@ extension ConsoleController {
         if found == nil, !query.isEmpty, query.count <= 200 {
             found = try await store.user(transactionId: query)
         }
+        if found == nil, ConsolePurchases.isOrderId(query) {
+            found = try await ConsolePurchases(services: services, store: store).user(orderId: query)
+        }
         guard let found else {
             return render("message", title: "Not found", session: session, status: .notFound,
-                ["heading": "No user found", "text": "Nothing matches that id, email, transaction id or device hash.", "back": "/console/users"])
+                ["heading": "No user found", "text": "Nothing matches that id, email, transaction id, order id or device hash.", "back": "/console/users"])
         }
         return Self.redirect("/console/users/\(found.id)")
     }
@@ -194,6 +197,16 @@ extension ConsoleController {
             if ledger.count > Self.ledgerPage, let last = shown.last { data["ledgerNext"] = last.id }
             return render(
                 "user", title: user.email ?? "Guest", session: session, notice: Self.notice(request), zone: true, data)
+        }
+    }
+
+    /// One purchase's timeline (``ConsolePurchases/timeline(_:)``).
+    @Sendable func purchasePage(_ request: Request, context: TallyRequestContext) async throws -> Response {
+        try await page(request) { session in
+            guard let id = context.parameters.get("transactionId"), !id.isEmpty, id.count <= 64,
+                let data = try await ConsolePurchases(services: services, store: store).timeline(id)
+            else { throw APIError(.notFound, "No account holds that purchase.") }
+            return render("purchase", title: "Purchase", session: session, data)
         }
     }
 

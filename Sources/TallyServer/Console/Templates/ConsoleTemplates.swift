@@ -16,7 +16,7 @@ enum ConsoleTemplates {
 
     static let pages: [(String, String)] = [
         ("layout", layout), ("sign-in", signIn), ("overview", overview), ("users", users), ("user", user), ("audit", audit),
-        ("message", message), ("confirm", confirm),
+        ("message", message), ("confirm", confirm), ("purchase", purchase),
     ]
 
     static let layout = """
@@ -181,8 +181,28 @@ enum ConsoleTemplates {
         <section class="card">
         <h2>Purchases</h2>{{^purchases}}<p class="muted">None.</p>{{/purchases}}
         {{#hasPurchases}}<div class="scroll"><table><thead><tr><th>transaction</th><th>product</th><th>environment</th><th>bought</th><th>status</th><th>premium until</th><th class="num">tokens</th></tr></thead>
-        <tbody>{{#purchases}}<tr{{#sandbox}} class="sandbox"{{/sandbox}}><td><code>{{transactionId}}</code></td><td>{{productId}}</td><td>{{environment}}</td><td>{{bought}}</td><td>{{status}}</td><td>{{until}}</td><td class="num">{{tokens}}</td></tr>{{/purchases}}</tbody></table></div>{{/hasPurchases}}
+        <tbody>{{#purchases}}<tr{{#sandbox}} class="sandbox"{{/sandbox}}><td><a href="/console/purchases/{{transactionId}}"><code>{{transactionId}}</code></a></td><td>{{productId}}</td><td>{{environment}}</td><td>{{bought}}</td><td>{{status}}</td><td>{{until}}</td><td class="num">{{tokens}}</td></tr>{{/purchases}}</tbody></table></div>{{/hasPurchases}}
         <p class="muted">Sandbox rows (App Review's and testers' purchases, which cost nothing) are shown apart, in italics.</p>
+        </section>
+        """
+
+    static let purchase = """
+        <h1>Purchase <code>{{transactionId}}</code></h1>
+        <section class="card">
+        <dl><dt>Account</dt><dd><a href="/console/users/{{userId}}">{{user}}</a></dd><dt>Product</dt><dd>{{product}}</dd>
+        <dt>Environment</dt><dd>{{environment}}</dd><dt>Bought</dt><dd>{{bought}}</dd><dt>Status</dt><dd id="status">{{status}}</dd>
+        <dt>Spent</dt><dd id="spent">{{spent}}{{^spent}}–{{/spent}}</dd><dt>Refunded unspent</dt><dd>{{refunded}}{{^refunded}}–{{/refunded}}</dd></dl>
+        <p class="muted">Spent is counted first bought, first spent, after grants: what Tally tells Apple when the customer asks for a refund.</p>
+        </section>
+        <section class="card">
+        <h2>Ledger</h2>
+        <div class="scroll"><table id="purchase-ledger"><thead><tr><th>when</th><th>kind</th><th class="num">amount</th><th>reason</th></tr></thead>
+        <tbody>{{#entries}}<tr><td>{{when}}</td><td>{{kind}}</td><td class="num">{{amount}}</td><td>{{reason}}</td></tr>{{/entries}}</tbody></table></div>
+        </section>
+        <section class="card">
+        <h2>Refund requests</h2>{{^hasRequests}}<p class="muted">Apple has asked nothing about this purchase.</p>{{/hasRequests}}
+        {{#hasRequests}}<div class="scroll"><table id="consumption-requests"><thead><tr><th>asked</th><th>reason</th><th>answer</th><th class="num">attempts</th><th>sent</th><th>what was sent</th><th>Apple decided</th></tr></thead>
+        <tbody>{{#requests}}<tr><td>{{requested}}</td><td>{{reason}}</td><td class="request-status">{{status}}{{#error}}<br><span class="muted">{{error}}</span>{{/error}}</td><td class="num">{{attempts}}</td><td>{{answered}}</td><td><code>{{answer}}</code></td><td>{{decision}}</td></tr>{{/requests}}</tbody></table></div>{{/hasRequests}}
         </section>
         """
 
