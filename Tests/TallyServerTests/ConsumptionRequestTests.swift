@@ -24,12 +24,14 @@ struct ConsumptionRequestTests {
     /// `signingKey` replaces the key the stand-in issued (a wrong key).
     static func with<T: Sendable>(
         _ kind: StoreKind, policy: ConsumptionPolicy = ConsumptionPolicy(), signingKey: DevServerAPIKey? = nil,
-        offers: [AppStoreOffer] = [], _ body: @Sendable (LiveServer, DevAppStore, APIConnection) async throws -> T
+        offers: [AppStoreOffer] = [], clock given: ManualClock? = nil, appStore givenStore: DevAppStore? = nil,
+        server configureServer: @escaping @Sendable (inout TallyConfiguration) -> Void = { _ in },
+        _ body: @Sendable (LiveServer, DevAppStore, APIConnection) async throws -> T
     ) async throws -> T {
         var logger = Logger(label: "consumption-tests")
         logger.logLevel = .critical
-        let clock = ManualClock(Date(timeIntervalSince1970: 1_800_000_000))
-        let appStore = try TestProducts.appStore(clock: clock)
+        let clock = given ?? ManualClock(Date(timeIntervalSince1970: 1_800_000_000))
+        let appStore = try givenStore ?? TestProducts.appStore(clock: clock)
         let (ports, continuation) = AsyncStream.makeStream(of: Int.self)
         let standIn = buildDevAppStoreApplication(store: appStore, port: 0, logger: logger) { continuation.yield($0) }
         return try await withThrowingTaskGroup(of: Void.self) { group in
@@ -56,7 +58,11 @@ struct ConsumptionRequestTests {
             configuration.consumption = policy
             let appStoreConfiguration = configuration
             return try await LiveServer.with(
-                kind, catalog: catalog, accessTokenTTL: 365 * 86_400, clock: clock, configure: { $0.appStore = appStoreConfiguration }
+                kind, catalog: catalog, accessTokenTTL: 365 * 86_400, clock: clock,
+                configure: {
+                    $0.appStore = appStoreConfiguration
+                    configureServer(&$0)
+                }
             ) { server in
                 let api = server.connection()
                 defer { Task { await api.close() } }
@@ -268,6 +274,41 @@ struct ConsumptionRequestTests {
             let expired = try await Self.record(server, transactionId) { $0.status != .pending }
             #expect(expired.status == .expired && expired.lastError?.contains("unauthorized") == true, "\(expired)")
             #expect(Self.answers(appStore, transactionId).isEmpty)
+        }
+    }
+
+    @Test("A request whose answer failed is answered by the server started next on the same database, once", arguments: StoreKind.allCases)
+    func afterRestart(kind: StoreKind) async throws {
+        let clock = ManualClock(Date(timeIntervalSince1970: 1_800_000_000))
+        let appStore = try TestProducts.appStore(clock: clock)
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("tally-restart-\(UUID().uuidString)").path
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        let policy = ConsumptionPolicy(consentedByTerms: true)
+        func twoRuns(_ databaseURL: String?) async throws {
+            let sameStore: @Sendable (inout TallyConfiguration) -> Void = { configuration in
+                configuration.dataDirectory = directory
+                if let databaseURL { configuration.databaseURL = databaseURL }
+            }
+            appStore.serverAPIRecords.add(DevFault(path: "/inApps/v2/transactions/consumption/", status: 503, count: 1))
+            let transactionId = try await Self.with(kind, policy: policy, clock: clock, appStore: appStore, server: sameStore) { server, appStore, api in
+                let (_, transactionId) = try await Self.buyer(api, appStore, spent: 25)
+                try await Self.request(api, appStore, transactionId)
+                let failed = try await Self.record(server, transactionId) { $0.attempts == 1 }
+                #expect(failed.status == .pending && Self.answers(appStore, transactionId).isEmpty, "\(failed)")
+                return transactionId
+            }
+            clock.advance(by: 30)
+            try await Self.with(kind, policy: policy, clock: clock, appStore: appStore, server: sameStore) { server, appStore, _ in
+                // The new process's first pass, at its start, finds the request due.
+                let answered = try await Self.record(server, transactionId) { $0.status == .sent }
+                #expect(answered.attempts == 2)
+                #expect(Self.answers(appStore, transactionId).map(\.consumptionPercentage) == [25_000])
+            }
+        }
+        if kind == .postgres {
+            try await ScratchDatabase.with(baseURL: try postgresURL()) { url in try await twoRuns(url) }
+        } else {
+            try await twoRuns(nil)
         }
     }
 }
