@@ -101,8 +101,8 @@ public struct NotificationHistoryQuery: Encodable, Sendable, Hashable {
 
     /// A query of the notifications sent between `start` and `end`.
     public init(start: Date, end: Date, onlyFailures: Bool? = nil, notificationType: String? = nil, transactionId: String? = nil) {
-        startDate = Int64((start.timeIntervalSince1970 * 1000).rounded(.down))
-        endDate = Int64((end.timeIntervalSince1970 * 1000).rounded(.down))
+        startDate = Int64(exactly: (start.timeIntervalSince1970 * 1000).rounded(.down)) ?? 0
+        endDate = Int64(exactly: (end.timeIntervalSince1970 * 1000).rounded(.down)) ?? 0
         self.onlyFailures = onlyFailures
         self.notificationType = notificationType
         self.transactionId = transactionId

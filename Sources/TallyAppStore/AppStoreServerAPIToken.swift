@@ -140,7 +140,7 @@ public struct AppStoreOfferClaims: Codable, Sendable, Hashable {
         nonce: UUID = UUID()
     ) -> AppStoreOfferClaims {
         AppStoreOfferClaims(
-            iss: credentials.issuerId, iat: Int64(now.timeIntervalSince1970.rounded(.down)), aud: promotionalAudience,
+            iss: credentials.issuerId, iat: Int64(exactly: now.timeIntervalSince1970.rounded(.down)) ?? 0, aud: promotionalAudience,
             bid: credentials.bundleId, nonce: nonce.uuidString.lowercased(), productId: productId, offerIdentifier: offerIdentifier,
             transactionId: transactionId)
     }
@@ -151,7 +151,7 @@ public struct AppStoreOfferClaims: Codable, Sendable, Hashable {
         nonce: UUID = UUID()
     ) -> AppStoreOfferClaims {
         AppStoreOfferClaims(
-            iss: credentials.issuerId, iat: Int64(now.timeIntervalSince1970.rounded(.down)), aud: introductoryAudience,
+            iss: credentials.issuerId, iat: Int64(exactly: now.timeIntervalSince1970.rounded(.down)) ?? 0, aud: introductoryAudience,
             bid: credentials.bundleId, nonce: nonce.uuidString.lowercased(), productId: productId, allowIntroductoryOffer: allow,
             transactionId: transactionId)
     }
