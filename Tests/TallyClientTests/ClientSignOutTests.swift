@@ -90,12 +90,12 @@ struct ClientSignOutTests {
                 #expect(try notes.get(id: "n1") == Note(date: "2027-01-01", text: "unsynced"))
 
                 // With the engine retrying its pushes and the event stream open, it waits for no request and no backoff:
-                // only for the user's work to stop, and their file to go (local work, tens of milliseconds on a loaded
-                // machine; a request's timeout is 8 s and more).
+                // only for the user's work to stop, and their file to go (local work: tens of milliseconds idle, 2.6 s
+                // once on the CI's two loaded cores). What it must never wait for is a request's timeout, 8 s and more.
                 let started = DispatchTime.now().uptimeNanoseconds
                 try await client.signOut(discardingPendingWrites: true)
                 let took = Double(DispatchTime.now().uptimeNanoseconds - started) / 1e6
-                #expect(took <= 500, "sign-out took \(took) ms")
+                #expect(took < 6_000, "sign-out took \(took) ms: as long as a request's timeout")
                 #expect(await client.user == nil)
                 #expect(SyncedClientFixture.documentFiles(directory) == [], "the file is gone when sign-out returns")
             }
