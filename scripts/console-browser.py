@@ -227,7 +227,8 @@ def main():
             time.sleep(0.1)
             page.reload()
         check(statuses and statuses[0].startswith("sent"), f"the refund request was answered: {statuses}")
-        check('"consumptionPercentage":0' in page.content(), "what was sent: 0 % consumed")
+        sent = page.locator("#consumption-requests .answer").all_inner_texts()
+        check(sent == ["0.0 % consumed, DELIVERED, sample: yes, no preference"], f"what was sent, field by field: {sent}")
         check("UNINTENDED_PURCHASE" in page.content(), "Apple's reason")
         shot("purchase")
 

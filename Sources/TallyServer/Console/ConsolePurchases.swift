@@ -33,6 +33,17 @@ struct ConsolePurchases {
         return nil
     }
 
+    /// What was sent, field by field (`60.0 % consumed, DELIVERED, sample: yes, prefers DECLINE`), or why nothing was.
+    static func readable(_ record: ConsumptionRequestRecord) -> String {
+        guard record.status == .sent, let answer = record.answer,
+            let sent = try? JSONDecoder().decode(ConsumptionInformation.self, from: Data(answer.utf8))
+        else { return record.answer ?? "–" }
+        var parts = ["\(Double(sent.consumptionPercentage ?? 0) / 1_000) % consumed", sent.deliveryStatus.rawValue]
+        parts.append("sample: \(sent.sampleContentProvided ? "yes" : "no")")
+        parts.append(sent.refundPreference.map { "prefers \($0.rawValue)" } ?? "no preference")
+        return parts.joined(separator: ", ")
+    }
+
     /// The timeline of `transactionId` as the purchase page shows it; nil when no account holds it.
     func timeline(_ transactionId: String) async throws -> [String: Any]? {
         guard let holder = try await store.user(transactionId: transactionId) else { return nil }
@@ -59,7 +70,7 @@ struct ConsolePurchases {
                 [
                     "requested": ConsoleController.format(record.request.requestedAt, zone: nil), "reason": record.request.reason ?? "–",
                     "status": record.status.rawValue, "attempts": record.attempts,
-                    "answer": record.answer ?? "–", "error": record.lastError ?? "",
+                    "answer": Self.readable(record), "error": record.lastError ?? "",
                     "answered": record.answeredAt.map { ConsoleController.format($0, zone: nil) } ?? "–",
                     "decision": record.decision?.rawValue ?? "none yet",
                 ]

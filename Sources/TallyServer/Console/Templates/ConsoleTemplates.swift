@@ -202,7 +202,7 @@ enum ConsoleTemplates {
         <section class="card">
         <h2>Refund requests</h2>{{^hasRequests}}<p class="muted">Apple has asked nothing about this purchase.</p>{{/hasRequests}}
         {{#hasRequests}}<div class="scroll"><table id="consumption-requests"><thead><tr><th>asked</th><th>reason</th><th>answer</th><th class="num">attempts</th><th>sent</th><th>what was sent</th><th>Apple decided</th></tr></thead>
-        <tbody>{{#requests}}<tr><td>{{requested}}</td><td>{{reason}}</td><td class="request-status">{{status}}{{#error}}<br><span class="muted">{{error}}</span>{{/error}}</td><td class="num">{{attempts}}</td><td>{{answered}}</td><td><code>{{answer}}</code></td><td>{{decision}}</td></tr>{{/requests}}</tbody></table></div>{{/hasRequests}}
+        <tbody>{{#requests}}<tr><td>{{requested}}</td><td>{{reason}}</td><td class="request-status">{{status}}{{#error}}<br><span class="muted">{{error}}</span>{{/error}}</td><td class="num">{{attempts}}</td><td>{{answered}}</td><td class="answer">{{answer}}</td><td>{{decision}}</td></tr>{{/requests}}</tbody></table></div>{{/hasRequests}}
         </section>
         """
 
