@@ -98,6 +98,9 @@ let package = Package(
             ],
             swiftSettings: swiftSettings
         ),
+        // App Attest and DeviceCheck (issue 47): Apple's attestation and assertion objects read — CBOR and WebAuthn
+        // authenticator data, bounded and total — so free uses can belong to real devices. No Tally module.
+        .target(name: "TallyAppAttest", swiftSettings: swiftSettings),
         // Sign in with Apple: identity tokens and account notifications verified (RS256 with Apple's keys, fetched and
         // cached), the client secret, and Apple's token and revoke endpoints. No Tally module: it speaks Apple's protocol.
         .target(
@@ -250,6 +253,7 @@ let package = Package(
             ],
             swiftSettings: testSwiftSettings
         ),
+        .testTarget(name: "TallyAppAttestTests", dependencies: ["TallyAppAttest"], swiftSettings: testSwiftSettings),
         .testTarget(
             name: "TallyAppleIDTests",
             dependencies: [
