@@ -68,18 +68,8 @@ public struct AppStoreServerAPIToken: Sendable {
         guard lifetime > 0, lifetime <= Self.maximumLifetime, let seconds = Int64(exactly: lifetime.rounded(.down)),
             let issuedAt = Int64(exactly: now.timeIntervalSince1970.rounded(.down))
         else { throw AppStoreConfigurationError("a token lives more than 0 s and at most 60 minutes, from a time it can carry") }
-        let encoder = JSONEncoder()
-        encoder.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
-        do {
-            let header = try encoder.encode(Header(kid: credentials.keyId))
-            let claims = try encoder.encode(
-                Claims(iss: credentials.issuerId, iat: issuedAt, exp: issuedAt + seconds, aud: Self.audience, bid: credentials.bundleId))
-            let signingInput = Self.base64URL(header) + "." + Self.base64URL(claims)
-            let signature = try key.signature(for: Data(signingInput.utf8))
-            return signingInput + "." + Self.base64URL(signature.rawRepresentation)
-        } catch {
-            throw AppStoreConfigurationError("the App Store Server API token could not be signed")
-        }
+        return try compactJWS(
+            Claims(iss: credentials.issuerId, iat: issuedAt, exp: issuedAt + seconds, aud: Self.audience, bid: credentials.bundleId))
     }
 
     static func base64URL(_ data: Data) -> String {
@@ -101,7 +91,7 @@ extension AppStoreServerAPIToken {
             let signature = try key.signature(for: Data(signingInput.utf8))
             return signingInput + "." + Self.base64URL(signature.rawRepresentation)
         } catch {
-            throw AppStoreConfigurationError("the offer signature could not be made")
+            throw AppStoreConfigurationError("the In-App Purchase key could not sign")
         }
     }
 }

@@ -28,17 +28,9 @@ struct ConsumptionRequestTests {
         server configureServer: @escaping @Sendable (inout TallyConfiguration) -> Void = { _ in },
         _ body: @Sendable (LiveServer, DevAppStore, APIConnection) async throws -> T
     ) async throws -> T {
-        var logger = Logger(label: "consumption-tests")
-        logger.logLevel = .critical
         let clock = given ?? ManualClock(Date(timeIntervalSince1970: 1_800_000_000))
         let appStore = try givenStore ?? TestProducts.appStore(clock: clock)
-        let (ports, continuation) = AsyncStream.makeStream(of: Int.self)
-        let standIn = buildDevAppStoreApplication(store: appStore, port: 0, logger: logger) { continuation.yield($0) }
-        return try await withThrowingTaskGroup(of: Void.self) { group in
-            group.addTask { try await standIn.runService(gracefulShutdownSignals: []) }
-            defer { group.cancelAll() }
-            var iterator = ports.makeAsyncIterator()
-            guard let port = await iterator.next() else { throw CancellationError() }
+        return try await TestProducts.serving(appStore) { port in
             let issued = appStore.serverAPIKey
             let key = signingKey ?? issued
             var apiConfiguration = AppStoreServerAPIClient.Configuration()

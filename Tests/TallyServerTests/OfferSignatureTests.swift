@@ -120,15 +120,7 @@ enum DevAppStorePurchase {
 
     /// `POST /purchase` with `body`, to `appStore` served on a free port for this call.
     static func post(_ appStore: DevAppStore, _ body: String) async throws -> (status: Int, text: String) {
-        var logger = Logger(label: "offer-tests")
-        logger.logLevel = .critical
-        let (ports, continuation) = AsyncStream.makeStream(of: Int.self)
-        let app = buildDevAppStoreApplication(store: appStore, port: 0, logger: logger) { continuation.yield($0) }
-        return try await withThrowingTaskGroup(of: Void.self) { group in
-            group.addTask { try await app.runService(gracefulShutdownSignals: []) }
-            defer { group.cancelAll() }
-            var iterator = ports.makeAsyncIterator()
-            guard let port = await iterator.next() else { throw CancellationError() }
+        try await TestProducts.serving(appStore) { port in
             var request = HTTPClientRequest(url: "http://127.0.0.1:\(port)/purchase")
             request.method = .POST
             request.headers.add(name: "Content-Type", value: "application/json")

@@ -11,7 +11,7 @@ import Yams
 
 /// Keeps `openapi.yaml` (at the repository root) in step with the real router: every route is
 /// documented, every documented operation exists, and the document is internally consistent.
-@Suite("openapi.yaml documents the router")
+@Suite("openapi.yaml documents the router", .timeLimit(.minutes(2)))
 struct OpenAPITests {
     /// The HTTP methods an OpenAPI path item can hold.
     static let operationKeys = ["get", "put", "post", "delete", "options", "head", "patch", "trace"]

@@ -127,17 +127,9 @@ struct ReconciliationTests {
     static func withPair(
         consumption: String = "", _ body: @Sendable (ServerPair, DevAppStore, ManualClock) async throws -> Void
     ) async throws {
-        var logger = Logger(label: "reconciliation-tests")
-        logger.logLevel = .critical
         let clock = ManualClock(Date())
         let appStore = try TestProducts.appStore(clock: clock)
-        let (ports, continuation) = AsyncStream.makeStream(of: Int.self)
-        let standIn = buildDevAppStoreApplication(store: appStore, port: 0, logger: logger) { continuation.yield($0) }
-        try await withThrowingTaskGroup(of: Void.self) { group in
-            group.addTask { try await standIn.runService(gracefulShutdownSignals: []) }
-            defer { group.cancelAll() }
-            var iterator = ports.makeAsyncIterator()
-            guard let port = await iterator.next() else { throw CancellationError() }
+        try await TestProducts.serving(appStore) { port in
             let key = appStore.serverAPIKey
             try await TestProducts.withRootFile(appStore) { appStoreYAML in
                 let config = """

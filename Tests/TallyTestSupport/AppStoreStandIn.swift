@@ -1,4 +1,6 @@
 import Foundation
+import Hummingbird
+import Logging
 import TallyDevAppStore
 import TallyStore
 
@@ -49,5 +51,21 @@ public enum TestProducts {
               products:
             """ + products.map { "\n    - \($0)" }.joined()
         return try await body(yaml)
+    }
+
+    /// Runs `body` with `appStore`'s HTTP API (`tally dev-appstore`'s routes, its App Store Server API included) served on
+    /// a free loopback port, the port handed to `body`; stops serving when `body` returns.
+    public static func serving<T: Sendable>(_ appStore: DevAppStore, _ body: (_ port: Int) async throws -> T) async throws -> T {
+        var logger = Logger(label: "dev-appstore-in-test")
+        logger.logLevel = .critical  // a cancelled Hummingbird server logs its channels' cancellation as errors
+        let (ports, continuation) = AsyncStream.makeStream(of: Int.self)
+        let app = buildDevAppStoreApplication(store: appStore, port: 0, logger: logger) { continuation.yield($0) }
+        return try await withThrowingTaskGroup(of: Void.self) { group in
+            group.addTask { try await app.runService(gracefulShutdownSignals: []) }
+            defer { group.cancelAll() }
+            var iterator = ports.makeAsyncIterator()
+            guard let port = await iterator.next() else { throw CancellationError() }
+            return try await body(port)
+        }
     }
 }

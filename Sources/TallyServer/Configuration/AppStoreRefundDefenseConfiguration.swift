@@ -60,7 +60,7 @@ public struct AppStoreServerAPISettings: Sendable {
         func settings(bundleId: String, environment: [String: String]) throws -> AppStoreServerAPISettings {
             for (name, url) in [("productionURL", productionURL), ("sandboxURL", sandboxURL)] {
                 guard let url else { continue }
-                guard let parsed = URL(string: url), parsed.scheme == "https" || (parsed.scheme == "http" && Self.isLoopback(parsed.host)) else {
+                guard let parsed = URL(string: url), parsed.scheme == "https" || (parsed.scheme == "http" && SignInWithAppleConfiguration.File.isLoopback(parsed.host)) else {
                     throw ConfigurationError("appStore.serverAPI.\(name) must be an https URL (or http to loopback), found \"\(url)\"")
                 }
             }
@@ -79,8 +79,6 @@ public struct AppStoreServerAPISettings: Sendable {
             if let sandboxURL { configuration.sandboxURL = sandboxURL }
             return AppStoreServerAPISettings(signer: signer, configuration: configuration, privateKeyEnv: privateKeyEnv)
         }
-
-        static func isLoopback(_ host: String?) -> Bool { ["127.0.0.1", "localhost", "::1", "[::1]"].contains(host ?? "") }
     }
 }
 
