@@ -98,9 +98,22 @@ let package = Package(
             ],
             swiftSettings: swiftSettings
         ),
-        // App Attest and DeviceCheck (issue 47): Apple's attestation and assertion objects read — CBOR and WebAuthn
-        // authenticator data, bounded and total — so free uses can belong to real devices. No Tally module.
-        .target(name: "TallyAppAttest", swiftSettings: swiftSettings),
+        // App Attest and DeviceCheck: Apple's attestation and assertion objects verified (CBOR and WebAuthn
+        // authenticator data read bounded and total; the x5c chain to the App Attestation root) and DeviceCheck's two
+        // bits, so free uses can belong to real devices. No Tally module: it speaks Apple's protocols.
+        .target(
+            name: "TallyAppAttest",
+            dependencies: [
+                .product(name: "Crypto", package: "swift-crypto"),
+                .product(name: "X509", package: "swift-certificates"),
+                .product(name: "SwiftASN1", package: "swift-asn1"),
+                .product(name: "AsyncHTTPClient", package: "async-http-client"),
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOHTTP1", package: "swift-nio"),
+                .product(name: "Logging", package: "swift-log"),
+            ],
+            swiftSettings: swiftSettings
+        ),
         // Sign in with Apple: identity tokens and account notifications verified (RS256 with Apple's keys, fetched and
         // cached), the client secret, and Apple's token and revoke endpoints. No Tally module: it speaks Apple's protocol.
         .target(
@@ -121,7 +134,7 @@ let package = Package(
         .target(
             name: "TallyDevAppStore",
             dependencies: [
-                "TallyAppStore", "TallyAppleID",
+                "TallyAppStore", "TallyAppleID", "TallyAppAttest",
                 .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "JWTKit", package: "jwt-kit"),
                 .product(name: "X509", package: "swift-certificates"),
@@ -138,7 +151,7 @@ let package = Package(
         .target(
             name: "TallyServer",
             dependencies: [
-                tallyAPI, "TallyStore", "TallySQLite", "TallyPostgres", "TallyAppStore", "TallyAppleID",
+                tallyAPI, "TallyStore", "TallySQLite", "TallyPostgres", "TallyAppStore", "TallyAppleID", "TallyAppAttest",
                 .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "HummingbirdBcrypt", package: "hummingbird-auth"),
                 .product(name: "JWTKit", package: "jwt-kit"),
@@ -253,7 +266,20 @@ let package = Package(
             ],
             swiftSettings: testSwiftSettings
         ),
-        .testTarget(name: "TallyAppAttestTests", dependencies: ["TallyAppAttest"], swiftSettings: testSwiftSettings),
+        .testTarget(
+            name: "TallyAppAttestTests",
+            dependencies: [
+                // Apple's published attestations, and the stand-in's (its App Attestation CA and DeviceCheck, over
+                // loopback HTTP).
+                "TallyAppAttest", "TallyDevAppStore",
+                .product(name: "Hummingbird", package: "hummingbird"),
+                .product(name: "AsyncHTTPClient", package: "async-http-client"),
+                .product(name: "Crypto", package: "swift-crypto"),
+                .product(name: "X509", package: "swift-certificates"),
+                .product(name: "SwiftASN1", package: "swift-asn1"),
+            ],
+            swiftSettings: testSwiftSettings
+        ),
         .testTarget(
             name: "TallyAppleIDTests",
             dependencies: [
@@ -276,7 +302,7 @@ let package = Package(
             dependencies: [
                 "TallyServer", "TallyStore", "TallySQLite", "TallyPostgres", "TallyLoad", "TallyTestSupport", "TallyDevLLM",
                 // Purchases are tested against the local App Store stand-in, in process.
-                "TallyAppStore", "TallyDevAppStore", "TallyAppleID",
+                "TallyAppStore", "TallyDevAppStore", "TallyAppleID", "TallyAppAttest",
                 .product(name: "HummingbirdTesting", package: "hummingbird"),
                 .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "PostgresNIO", package: "postgres-nio"),

@@ -50,6 +50,19 @@ public struct AuthenticatorData: Sendable, Hashable {
     }
 }
 
+extension AuthenticatorData {
+    /// Parses an assertion's authenticator data: exactly 37 bytes — rpIdHash, flags, counter — whatever the flags say
+    /// (Apple's assertions keep the attested-credential flag 0x40 but carry no credential).
+    public init(assertion bytes: [UInt8]) throws(AuthenticatorDataError) {
+        guard bytes.count >= 37 else { throw .truncated }
+        guard bytes.count == 37 else { throw .trailingBytes }
+        rpIdHash = Array(bytes[0..<32])
+        flags = bytes[32]
+        counter = bytes[33..<37].reduce(0) { $0 << 8 | UInt32($1) }
+        attestedCredential = nil
+    }
+}
+
 /// Why bytes are not authenticator data App Attest writes.
 public enum AuthenticatorDataError: Error, Sendable, Hashable {
     /// Shorter than its parts say.

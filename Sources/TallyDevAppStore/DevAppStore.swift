@@ -105,6 +105,10 @@ public final class DevAppStore: Sendable {
     public let serverAPIKey: DevServerAPIKey
     /// What the App Store Server API received and is told to do (consumption answers, 401s, faults).
     public let serverAPIRecords = DevServerAPIRecords()
+    /// DeviceCheck's per-device bits and its key (``DevDeviceCheck``), on this stand-in's clock.
+    public let deviceCheck: DevDeviceCheck
+    /// The App Attest stand-in (its own App Attestation CA and device keys), on the same clock.
+    public let appAttest: DevAppAttest
     private let clock: any DevAppStoreClock
     private let logger: Logger
     private let state: Mutex<State>
@@ -149,8 +153,10 @@ public final class DevAppStore: Sendable {
         self.configuration = configuration
         self.authority = authority
         self.serverAPIKey = configuration.serverAPIKey ?? DevServerAPIKey.generate()
+        self.deviceCheck = DevDeviceCheck(clock: clock)
         self.clock = clock
         self.logger = logger
+        self.appAttest = DevAppAttest(clock: clock)
         let first = configuration.firstTransactionId ?? UInt64.random(in: 2_000_000_000_000_000...2_000_900_000_000_000)
         state = Mutex(State(nextTransactionId: first, nextWebOrderLineItemId: first / 1000, webhook: configuration.webhook))
         (queue, queued) = AsyncStream.makeStream(of: Int.self)

@@ -78,7 +78,9 @@ public func buildDevAppStoreApplication(
     }
     router.get("deliveries") { _, _ in DevAppStoreAPI.json(["deliveries": store.deliveries]) }
     DevServerAPI(store: store, api: api).add(to: router)
+    DevDeviceCheckRoutes(deviceCheck: store.deviceCheck).add(to: router)
     if let appleID { DevAppleIDAPI(appleID: appleID, api: api).add(to: router) }
+    DevAppAttestAPI(appAttest: store.appAttest, api: api).add(to: router)
     return Application(
         router: router, configuration: .init(address: .hostname(host, port: port), serverName: "tally-dev-appstore"),
         onServerRunning: { channel in await onServerRunning(channel.localAddress?.port ?? port) }, logger: logger)
