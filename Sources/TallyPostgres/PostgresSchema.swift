@@ -27,7 +27,7 @@ enum PostgresSchema {
         Migration(version: 10, statements: v10), Migration(version: 11, statements: v11), Migration(version: 12, statements: v12),
         Migration(version: 13, statements: v13), Migration(version: 14, statements: v14),
         Migration(version: 15, statements: v15), Migration(version: 16, statements: v16),
-        Migration(version: 17, statements: consumptionRequests),
+        Migration(version: 17, statements: consumptionRequests), Migration(version: 18, statements: attestation),
     ]
 
     /// Holds of 0 tokens (a premium user's AI call on a `premium: free` or quota model), as SQLite's "v14".

@@ -61,6 +61,9 @@ enum Schema {
         migrator.registerMigration("v16") { db in
             try db.execute(sql: consumptionRequests)
         }
+        migrator.registerMigration("v17") { db in
+            try db.execute(sql: attestation)
+        }
         return migrator
     }
 

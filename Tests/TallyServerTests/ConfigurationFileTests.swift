@@ -32,6 +32,14 @@ struct ConfigurationFileTests {
             Aa1Oqv0ZgMoyuUXj2AanFiWR4Fs4lkEVfLifcbzfO3bBx8XR1v6qwLRL
             -----END PRIVATE KEY-----
             """,
+        // And for the DeviceCheck key (deviceCheck.privateKeyEnv).
+        "TALLY_DEVICECHECK_KEY": """
+            -----BEGIN PRIVATE KEY-----
+            MIGHAgEAMBMGByqGSM49AgEGCCqGSM49AwEHBG0wawIBAQQgOx8VrEVgKzZAarDE
+            DbZzdrXvrVv/jBw1djWhEWluGeWhRANCAATkO+Fa1fnLq1sG7Mr0TELJA6QOJJCM
+            Aa1Oqv0ZgMoyuUXj2AanFiWR4Fs4lkEVfLifcbzfO3bBx8XR1v6qwLRL
+            -----END PRIVATE KEY-----
+            """,
     ]
 
     static func example() throws -> String { try String(contentsOf: exampleURL, encoding: .utf8) }
@@ -47,6 +55,7 @@ struct ConfigurationFileTests {
     static func writeExampleFiles(to directory: URL) throws {
         try FileManager.default.createDirectory(at: directory.appendingPathComponent("certs"), withIntermediateDirectories: true)
         try Data(exampleRoot).write(to: directory.appendingPathComponent("certs/root.der"))
+        try Data(exampleRoot).write(to: directory.appendingPathComponent("certs/appattest-root.pem"))
     }
 
     /// The example's root certificate file: the local App Store's root (verification is tested with real chains elsewhere).

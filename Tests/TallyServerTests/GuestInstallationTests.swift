@@ -81,39 +81,4 @@ struct GuestInstallationTests {
             await api.close()
         }
     }
-
-    /// Accepts only the attestation it was made with: a stand-in for a real App Attest check, to prove the seam.
-    struct ExpectedAttestation: InstallationVerifier {
-        let attestation: String
-        func verify(_ claim: InstallationClaim) async -> InstallationVerdict {
-            claim.attestation == attestation && claim.installation.count == 64 ? .accept : .reject
-        }
-    }
-
-    @Test("An installation verifier sees each guest sign-in first and may reject it; by default the attestation is ignored")
-    func installationVerifierSeam() async throws {
-        try await LiveServer.with(.sqlite, configure: { $0.installationVerifier = ExpectedAttestation(attestation: "genuine-device") }) {
-            server in
-            let api = server.connection()
-            let device = "device-" + UUID().uuidString
-            for attestation in [nil, "forged"] {
-                let refused = try await api.send(.post, "/v1/auth/guest", json: GuestSignInRequest(deviceId: device, attestation: attestation))
-                #expect(refused.status == .forbidden && refused.errorCode == "installation_rejected", "\(refused.text)")
-            }
-            let tooLong = try await api.send(
-                .post, "/v1/auth/guest", json: GuestSignInRequest(deviceId: device, attestation: String(repeating: "a", count: 16_385)))
-            #expect(tooLong.status == .badRequest && tooLong.errorCode == "invalid_field")
-            // Nothing was created by the refusals: the accepted sign-in creates the guest.
-            let accepted = try await api.send(.post, "/v1/auth/guest", json: GuestSignInRequest(deviceId: device, attestation: "genuine-device"))
-            #expect(accepted.status == .created)
-            await api.close()
-        }
-        try await LiveServer.with(.sqlite) { server in
-            let api = server.connection()
-            let ignored = try await api.send(
-                .post, "/v1/auth/guest", json: GuestSignInRequest(deviceId: "device-" + UUID().uuidString, attestation: "anything"))
-            #expect(ignored.status == .created)
-            await api.close()
-        }
-    }
 }

@@ -247,6 +247,7 @@ extension IdentityTests {
             let bob = try await api.newGuest(granted: 20)
             let bodies: [String: any Encodable & Sendable] = [
                 "POST /v1/auth/guest": GuestSignInRequest(deviceId: "device-" + UUID().uuidString),
+                "POST /v1/auth/attestation": AppAttestation(keyId: Data(count: 32).base64EncodedString(), attestation: "AAAA", challenge: "c"),
                 "POST /v1/auth/refresh": RefreshRequest(refreshToken: bob.refreshToken),
                 "POST /v1/auth/revoke": RefreshRequest(refreshToken: bob.refreshToken),
                 // Alice's transaction: 409 purchase_claimed, nothing of hers moved or shown.

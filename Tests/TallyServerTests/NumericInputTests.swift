@@ -151,6 +151,7 @@ enum RouteFuzz {
     /// A valid body of each operation that takes one (a test of its own when a route is added: ``cases(_:)`` fails).
     static let bodies: [String: String] = [
         "POST /v1/auth/guest": #"{"deviceId":"fuzz-device-0123456789abcdef"}"#,
+        "POST /v1/auth/attestation": #"{"keyId":"AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA=","attestation":"AAAA","challenge":"c"}"#,
         "POST /v1/auth/refresh": #"{"refreshToken":"\#(refreshToken)"}"#,
         "POST /v1/auth/revoke": #"{"refreshToken":"\#(refreshToken)"}"#,
         "POST /v1/purchases/apple": #"{"signedTransaction":"\#(signedTransaction)"}"#,
@@ -210,7 +211,7 @@ enum RouteFuzz {
             if key == "GET /v1/sync/events" { bodyTemplate = nil }
             let caller: FuzzCase.Caller =
                 template.hasPrefix("/admin/") || template == "/metrics" ? .admin
-                : ["/health", "/ready", "/v1/auth/guest", "/v1/auth/refresh", "/v1/auth/revoke", "/v1/webhooks/appstore", "/v1/webhooks/apple-id",
+                : ["/health", "/ready", "/v1/auth/guest", "/v1/auth/attestation/challenge", "/v1/auth/refresh", "/v1/auth/revoke", "/v1/webhooks/appstore", "/v1/webhooks/apple-id",
                    "/v1/auth/sign-in", "/v1/auth/apple", "/v1/auth/password/forgot", "/v1/auth/password/reset"].contains(template) ? .nobody : .user
             var needs = Set<FuzzCase.Need>()
             if template.contains("{holdId}") { needs.insert(.hold) }

@@ -38,9 +38,11 @@ extension ErrorCode {
     public static let unauthorized = ErrorCode(rawValue: "unauthorized")
     /// The admin key is missing or wrong.
     public static let forbidden = ErrorCode(rawValue: "forbidden")
-    /// The server's installation verifier refused a guest sign-in (for example a missing or invalid App
-    /// Attest attestation). Never returned by a server that verifies nothing, the default.
+    /// An App Attest attestation or assertion was refused (the message names the rule it broke); nothing was stored.
     public static let installationRejected = ErrorCode(rawValue: "installation_rejected")
+    /// The server enforces App Attest and this request spends something free (a free use, a sign-up grant, a guest
+    /// merge) without an `X-Tally-Assertion` from an attested key: paid actions and purchases still work.
+    public static let attestationRequired = ErrorCode(rawValue: "attestation_required")
     /// Email and password do not match an account.
     public static let invalidCredentials = ErrorCode(rawValue: "invalid_credentials")
     /// The refresh token is unknown, expired or revoked.

@@ -4,13 +4,17 @@ import Foundation
 public struct GuestSignInRequest: Codable, Hashable, Sendable {
     /// A random secret the app generated once and keeps in secure storage (16–128 characters).
     public var deviceId: String
-    /// Proof that the installation runs on a real device (an App Attest attestation or a DeviceCheck token,
-    /// base64), for servers configured to verify one; others ignore it.
-    public var attestation: String?
+    /// An App Attest attestation of the installation's key, for servers that verify App Attest (others ignore it):
+    /// an invalid one is refused with `403 installation_rejected`, and nothing is stored.
+    public var attestation: AppAttestation?
+    /// A DeviceCheck token (`DCDevice.generateToken()`, standard base64), for servers with a DeviceCheck key: the
+    /// device's two bits say whether it already had its sign-up grant, across reinstalls.
+    public var deviceCheckToken: String?
     /// Creates the request.
-    public init(deviceId: String, attestation: String? = nil) {
+    public init(deviceId: String, attestation: AppAttestation? = nil, deviceCheckToken: String? = nil) {
         self.deviceId = deviceId
         self.attestation = attestation
+        self.deviceCheckToken = deviceCheckToken
     }
 }
 

@@ -30,7 +30,7 @@ struct DailyGenerationsController {
 
     @Sendable func generation(_ request: Request, context: AuthenticatedContext) async throws -> Response {
         let name = context.parameters.get("name") ?? ""
-        guard let spec = ai.configuration.dailyGenerations.first(where: { $0.name == name }) else {
+        guard var spec = ai.configuration.dailyGenerations.first(where: { $0.name == name }) else {
             throw APIError(.notFound, "No daily generation named '\(name.prefix(64))'.")
         }
         let userId = context.identity.userId
@@ -47,11 +47,33 @@ struct DailyGenerationsController {
         guard let user = try await services.store.user(id: userId) else {
             throw APIError(.unauthorized, "A valid access token is required.")
         }
-        let generation = try await ai.daily.run(userId + "\u{0}" + series.prefix) {
-            try await produce(spec, user: user, series: series)
+        // A free generation needs an assertion where App Attest is enforced: without one, the day's is paid or refused.
+        var freeWithheld = false
+        if spec.quotaLimit != nil {
+            freeWithheld = try await !DeviceIntegrity(services: services).allowsFreeValue(
+                request, userId: userId, body: nil, logger: context.logger)
+        }
+        if freeWithheld { spec.quotaLimit = nil }
+        let generation: Stored
+        do {
+            generation = try await ai.daily.run(userId + "\u{0}" + series.prefix) { [spec] in
+                try await produce(spec, user: user, series: series)
+            }
+        } catch where freeWithheld {
+            throw await Self.attestationRequired(error, quota: spec.action.quota, services: services, userId: userId)
         }
         ai.generations.put(userId: userId, series: series.prefix, bytes: generation.bytes, until: generation.expiresAt)
         return Self.response(generation.bytes)
+    }
+
+    /// `403 attestation_required` in place of a refusal for want of tokens, when the quota had free uses the request
+    /// could not take unattested.
+    static func attestationRequired(_ error: any Error, quota: String?, services: TallyServices, userId: String) async -> any Error {
+        guard let error = error as? StoreError, error.code == .insufficientTokens || error.code == .quotaExhausted, let quota,
+            let state = try? await services.store.accountState(userId: userId, now: services.clock.now),
+            (services.views.quotas(for: state).first { $0.name == quota }?.remaining ?? 0) > 0
+        else { return error }
+        return APIError(.attestationRequired, "Free uses need an attested device (an X-Tally-Assertion header); this one can still pay.")
     }
 
     /// A stored generation: its bytes, and the end of its window.

@@ -159,7 +159,9 @@ func buildRouter(services: TallyServices) -> Router<TallyRequestContext> {
     let v1 = router.group("v1")
     let recovery = AccountRecoveryController(services: services)
     let purchases = services.configuration.appStore.map { PurchasesController(services: services, appStore: $0) }
+    let attestation = AttestationController(services: services, throttles: identity.throttles)
     identity.addPublicRoutes(to: v1)
+    attestation.addPublicRoutes(to: v1)
     recovery.addPublicRoutes(to: v1)
     metering.addPublicRoutes(to: v1)
     purchases?.addPublicRoutes(to: v1)
@@ -171,6 +173,7 @@ func buildRouter(services: TallyServices) -> Router<TallyRequestContext> {
         .add(middleware: AuthMiddleware(services: services))
         .group(context: AuthenticatedContext.self)
     identity.addRoutes(to: user)
+    attestation.addRoutes(to: user)
     recovery.addRoutes(to: user)
     WalletController(services: services).addRoutes(to: user)
     metering.addRoutes(to: user)

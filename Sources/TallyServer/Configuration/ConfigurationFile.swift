@@ -54,6 +54,8 @@ struct ConfigurationFile: Codable, Equatable {
     var mail: MailConfiguration.File?
     var appStore: AppStoreConfiguration.File?
     var signInWithApple: SignInWithAppleConfiguration.File?
+    var appAttest: AppAttestConfiguration.File?
+    var deviceCheck: DeviceCheckConfiguration.File?
 
     /// `{name: readings, daily: 3}`.
     struct Quota: Codable, Equatable {
@@ -92,6 +94,8 @@ struct ConfigurationFile: Codable, Equatable {
         configuration.mail = try mail?.configuration(environment: environment)
         configuration.appStore = try appStore?.configuration(directory: directory, environment: environment)
         configuration.signInWithApple = try signInWithApple?.configuration(environment: environment)
+        configuration.appAttest = try appAttest?.configuration(directory: directory)
+        configuration.deviceCheck = try deviceCheck?.configuration(environment: environment, now: { Date() })
     }
 
     /// The file that gives exactly `configuration`'s settings.
@@ -111,5 +115,7 @@ struct ConfigurationFile: Codable, Equatable {
         mail = configuration.mail.map(MailConfiguration.File.init(effective:))
         appStore = configuration.appStore.map(AppStoreConfiguration.File.init(effective:))
         signInWithApple = configuration.signInWithApple.map(SignInWithAppleConfiguration.File.init(effective:))
+        appAttest = configuration.appAttest.map(AppAttestConfiguration.File.init(effective:))
+        deviceCheck = configuration.deviceCheck.map(DeviceCheckConfiguration.File.init(effective:))
     }
 }

@@ -46,6 +46,9 @@ public struct LimitsConfiguration: Sendable {
     public var appStoreNotificationsPerAddress = RateLimit(1_200, per: 60)
     /// Sign in with Apple account notifications per client address (`POST /v1/webhooks/apple-id`): as the App Store's.
     public var appleIDNotificationsPerAddress = RateLimit(1_200, per: 60)
+    /// App Attest attestations and challenges per client address (`POST /v1/auth/attestation/challenge`, each
+    /// attestation verified): each verification costs a chain build and two signature checks.
+    public var attestationsPerAddress = RateLimit(60, per: 3600)
 
     /// The production defaults.
     public init() {}
@@ -78,6 +81,7 @@ public struct LimitsConfiguration: Sendable {
         var purchasesPerUser: Rate?
         var appStoreNotificationsPerAddress: Rate?
         var appleIDNotificationsPerAddress: Rate?
+        var attestationsPerAddress: Rate?
 
         /// The limits the section gives, the defaults for the keys it does not.
         func configuration() throws -> LimitsConfiguration {
@@ -106,6 +110,7 @@ public struct LimitsConfiguration: Sendable {
             purchasesPerUser = Rate(limits.purchasesPerUser)
             appStoreNotificationsPerAddress = Rate(limits.appStoreNotificationsPerAddress)
             appleIDNotificationsPerAddress = Rate(limits.appleIDNotificationsPerAddress)
+            attestationsPerAddress = Rate(limits.attestationsPerAddress)
         }
 
         private func apply(to limits: inout LimitsConfiguration) throws {
@@ -131,6 +136,7 @@ public struct LimitsConfiguration: Sendable {
                 ("purchasesPerUser", purchasesPerUser, \.purchasesPerUser),
                 ("appStoreNotificationsPerAddress", appStoreNotificationsPerAddress, \.appStoreNotificationsPerAddress),
                 ("appleIDNotificationsPerAddress", appleIDNotificationsPerAddress, \.appleIDNotificationsPerAddress),
+                ("attestationsPerAddress", attestationsPerAddress, \.attestationsPerAddress),
             ]
             for (name, rate, path) in rates {
                 guard let rate else { continue }

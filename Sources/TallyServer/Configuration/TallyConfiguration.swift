@@ -52,9 +52,10 @@ public struct TallyConfiguration: Sendable {
     public var appStore: AppStoreConfiguration?
     /// Sign in with Apple (the file's `signInWithApple:` section); `nil`: no `POST /v1/auth/apple`.
     public var signInWithApple: SignInWithAppleConfiguration?
-    /// Verifies a guest sign-in's installation (App Attest, DeviceCheck) when an embedding app sets one;
-    /// by default every installation is accepted.
-    public var installationVerifier: any InstallationVerifier = AcceptEveryInstallation()
+    /// App Attest (the file's `appAttest:` section); `nil`: no attestation routes, nothing checked.
+    public var appAttest: AppAttestConfiguration?
+    /// DeviceCheck (the file's `deviceCheck:` section); `nil`: device tokens are ignored.
+    public var deviceCheck: DeviceCheckConfiguration?
     /// Lifetime of access tokens.
     public var accessTokenTTL: TimeInterval = 15 * 60
     /// Lifetime of refresh tokens.

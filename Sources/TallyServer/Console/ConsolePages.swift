@@ -132,6 +132,8 @@ extension ConsoleController {
             async let collections = store.collectionStats(userId: userId)
             async let purchases = services.store.purchases(userId: userId, after: nil, limit: 20, now: now)
             async let installation = store.installation(userId: userId)
+            async let attested = services.store.hasAttestedKey(userId: userId)
+            async let unattested = services.store.unattestedSpends(userId: userId)
             let user = state.user
             let zone = TimeZone(identifier: user.timezone)
             let (ledger, open, sessionList, stats, bought, device) =
@@ -149,6 +151,12 @@ extension ConsoleController {
                 "timezone": user.timezone, "created": Self.format(user.createdAt, zone: zone), "premium": premium,
             ]
             if let device { profile["installation"] = device }
+            if services.configuration.appAttest != nil {
+                profile["appAttest"] = try await attested ? "attested key" : "no attested key"
+            }
+            if let flag = try await unattested {
+                profile["unattested"] = "\(flag.count), the last \(Self.format(flag.lastAt, zone: zone)) (\(flag.lastReason))"
+            }
             if let merged = user.mergedInto { profile["mergedInto"] = merged }
             var data: [String: Any] = [
                 "profile": profile,

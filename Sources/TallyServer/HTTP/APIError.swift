@@ -33,7 +33,7 @@ public struct APIError: Error, HTTPResponseError, CustomStringConvertible {
     static func status(for code: ErrorCode) -> HTTPResponse.Status {
         switch code {
         case .unauthorized, .invalidCredentials, .invalidRefreshToken, .refreshTokenReused: return .unauthorized
-        case .forbidden, .installationRejected, .sandboxLimit: return .forbidden
+        case .forbidden, .installationRejected, .attestationRequired, .sandboxLimit: return .forbidden
         case .notFound, .unknownCollection, .unknownModel: return .notFound
         case .upstreamFailed: return .badGateway
         case .clientIdInUse: return .forbidden

@@ -124,11 +124,10 @@ enum Validate {
         return value
     }
 
-    /// Whatever a client puts beside its device secret to prove its installation (an App Attest attestation
-    /// or a DeviceCheck token, base64): at most 16 KiB of printable ASCII, handed to ``InstallationVerifier``.
-    static func attestation(_ value: String) throws -> String {
-        guard (1...16_384).contains(value.utf8.count), value.utf8.allSatisfy({ $0 >= 0x21 && $0 <= 0x7E }) else {
-            throw APIError(.invalidField, "'attestation' must be 1 to 16384 printable ASCII characters.")
+    /// A DeviceCheck token (`DCDevice.generateToken()`, standard base64): at most 16 KiB of base64.
+    static func deviceCheckToken(_ value: String) throws -> String {
+        guard (1...16_384).contains(value.utf8.count), Data(base64Encoded: value) != nil else {
+            throw APIError(.invalidField, "'deviceCheckToken' must be a base64 DeviceCheck token of at most 16384 characters.")
         }
         return value
     }

@@ -88,7 +88,8 @@ struct AppleSignInController {
     }
 
     @Sendable func signIn(_ request: Request, context: TallyRequestContext) async throws -> Response {
-        let body = try await JSONBody<AppleSignInRequest>.read(request, context: context).value
+        let read = try await JSONBody<AppleSignInRequest>.read(request, context: context)
+        let body = read.value
         try Self.validate(body)
         let door = Door(route: "POST /v1/auth/apple", now: services.clock.now, logger: context.logger, services: services)
         try throttles.signInPerAddress.acquire(services.clientAddress(request, peer: context.peer), door)
@@ -116,6 +117,7 @@ struct AppleSignInController {
             guard !caller.merged else { throw GuestMerge.invalidToken }
         default: break
         }
+        if let mergingGuest { try await merging.checkAttested(request, guestId: mergingGuest, body: read.raw, logger: context.logger) }
         let refreshToken = try await exchange(body.authorizationCode, for: identity, now: door.now, logger: context.logger)
         // Remembered while the verifier would still accept the token: until `exp`, or its maximum age if that is sooner.
         let refusedAfter = min(identity.expiresAt, identity.issuedAt.addingTimeInterval(apple.verifier.maximumTokenAge))

@@ -48,6 +48,16 @@ struct GuestMerge {
         return error
     }
 
+    /// Where App Attest is enforced, merging a guest that has an attested key needs an assertion by that key over the
+    /// sign-in (`403 attestation_required`): its free value goes with it only from its own device.
+    func checkAttested(_ request: Request, guestId: String, body: ByteBuffer, logger: Logger) async throws {
+        let integrity = DeviceIntegrity(services: services)
+        guard integrity.checksAssertions, try await store.hasAttestedKey(userId: guestId) else { return }
+        guard try await integrity.allowsFreeValue(request, userId: guestId, body: body, logger: logger) else {
+            throw APIError(.attestationRequired, "Merging this guest needs an X-Tally-Assertion from its attested device.")
+        }
+    }
+
     /// Merges the guest into the account (idempotent: a retry answers the same summary), ends the guest's sessions on
     /// every process and tells the account's streams that its wallet and documents changed.
     func merge(guestId: String, into accountId: String, now: Date, logger: Logger) async throws -> MergeSummary {

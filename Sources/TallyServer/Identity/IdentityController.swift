@@ -5,6 +5,7 @@ import Logging
 import NIOPosix
 import Synchronization
 import TallyAPI
+import TallyAppAttest
 import TallyAppleID
 import TallyStore
 
@@ -42,21 +43,26 @@ struct IdentityController {
     @Sendable func guest(_ request: Request, context: TallyRequestContext) async throws -> Response {
         let body = try await JSONBody<GuestSignInRequest>.read(request, context: context).value
         let deviceHash = Secrets.sha256(try Validate.deviceId(body.deviceId))
-        let attestation = try body.attestation.map(Validate.attestation)
+        let deviceToken = try body.deviceCheckToken.map(Validate.deviceCheckToken)
         let door = makeDoor("POST /v1/auth/guest", context.logger)
         try throttles.guestSignInsPerDevice.acquire(deviceHash, door)
-        let claim = InstallationClaim(installation: deviceHash, attestation: attestation)
-        guard await services.configuration.installationVerifier.verify(claim) == .accept else {
-            throw APIError(.installationRejected, "This installation could not be verified.")
-        }
         let address = services.clientAddress(request, peer: context.peer)
+        // An attestation is verified before anything is stored: a refused one is 403 and changes nothing.
+        let integrity = DeviceIntegrity(services: services)
+        var attested: AttestedKey?
+        if let attestation = body.attestation, integrity.checksAssertions {
+            try throttles.attestationsPerAddress.acquire(address, door)
+            attested = try await integrity.verify(attestation, logger: context.logger)
+        }
+        let (signupGrant, markDevice) = await integrity.signupGrant(
+            attested: attested != nil, deviceToken: deviceToken, logger: context.logger)
         let ipHash = services.keyedHash(address)
         let (refreshToken, record) = services.tokens.refreshToken()
         let grant: SessionGrant
         do {
             grant = try await store.signInGuest(
                 deviceHash: deviceHash, ipHash: ipHash, signupsPerHour: services.configuration.metering.guestSignupsPerIPPerHour,
-                signupGrant: services.catalog.signupGrant, sessionId: UUID().uuidString.lowercased(), refresh: record,
+                signupGrant: signupGrant, sessionId: UUID().uuidString.lowercased(), refresh: record,
                 sessionsPerUser: limits.sessionsPerUser, now: door.now)
         } catch let error as StoreError where error.code == .rateLimited {
             if throttles.signupLog.acquire(ipHash, now: door.now) == .allowed {
@@ -64,7 +70,11 @@ struct IdentityController {
             }
             throw error
         }
-        if grant.created { context.logger.info("guest created", metadata: ["tally.user": .string(grant.user.id)]) }
+        if let attested { _ = try await integrity.save(attested, userId: grant.user.id, installation: deviceHash) }
+        if grant.created {
+            context.logger.info("guest created", metadata: ["tally.user": .string(grant.user.id)])
+            if let markDevice { await integrity.markSignupGrant(deviceToken: markDevice, logger: context.logger) }
+        }
         return try await tokensResponse(grant, refreshToken: refreshToken, status: grant.created ? .created : .ok)
     }
 
@@ -90,7 +100,8 @@ struct IdentityController {
     }
 
     @Sendable func signIn(_ request: Request, context: TallyRequestContext) async throws -> Response {
-        let body = try await JSONBody<CredentialsRequest>.read(request, context: context).value
+        let read = try await JSONBody<CredentialsRequest>.read(request, context: context)
+        let body = read.value
         let email = try Validate.accountEmail(body.email)
         let password = try Validate.password(body.password)
         let guest = try await guestToMerge(request, merge: body.merge)
@@ -120,6 +131,7 @@ struct IdentityController {
         try await store.signInSucceeded(account: accountKey, address: addressKey)
         var merged: MergeSummary?
         if let guest {
+            try await GuestMerge(services: services).checkAttested(request, guestId: guest, body: read.raw, logger: context.logger)
             merged = try await GuestMerge(services: services).merge(guestId: guest, into: account.userId, now: door.now, logger: context.logger)
         }
         let (refreshToken, record) = services.tokens.refreshToken()

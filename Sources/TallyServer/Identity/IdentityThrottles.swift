@@ -20,6 +20,8 @@ struct IdentityThrottles: Sendable {
     let verificationMailsPerUser: Throttle
     /// Apple's account notifications, per address (``AppleSignInController``).
     let appleNotificationsPerAddress: Throttle
+    /// App Attest challenges and attestations, per address (``DeviceIntegrity``).
+    let attestationsPerAddress: Throttle
     /// One log line per (email, address) and lockout window for refusals by the lockout.
     let lockoutLog: RateLimiter
     /// One log line per address and hour for refused guest sign-ups.
@@ -37,6 +39,7 @@ struct IdentityThrottles: Sendable {
         codeAttemptsPerAddress = Throttle("account codes per address", limits.codeAttemptsPerAddress)
         verificationMailsPerUser = Throttle("verification mails per user", limits.verificationMailsPerUser)
         appleNotificationsPerAddress = Throttle("apple id notifications per address", limits.appleIDNotificationsPerAddress)
+        attestationsPerAddress = Throttle("attestations per address", limits.attestationsPerAddress)
         lockoutLog = RateLimiter(RateLimit(1, per: limits.signInLockout.window))
         signupLog = RateLimiter(RateLimit(1, per: 3600))
     }

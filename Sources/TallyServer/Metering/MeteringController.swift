@@ -33,10 +33,25 @@ struct MeteringController {
         guard let name = context.parameters.get("name"), let action = services.catalog.action(named: name) else {
             throw APIError(.notFound, "No such action.")
         }
-        let limit = action.quota.flatMap { services.catalog.quota(named: $0)?.daily }
+        var limit = action.quota.flatMap { services.catalog.quota(named: $0)?.daily }
         let userId = context.identity.userId
         let views = services.views
-        return try await services.runner.run(
+        // A free use needs an assertion where App Attest is enforced: without one the action is paid (or refused).
+        var freeWithheld = false
+        if limit != nil {
+            freeWithheld = try await !DeviceIntegrity(services: services).allowsFreeValue(
+                request, userId: userId, body: nil, logger: context.logger)
+        }
+        if freeWithheld { limit = nil }
+        do {
+            return try await run(action, limit: limit, request: request, userId: userId, views: views)
+        } catch where freeWithheld {
+            throw await DailyGenerationsController.attestationRequired(error, quota: action.quota, services: services, userId: userId)
+        }
+    }
+
+    private func run(_ action: ActionSpec, limit: Int?, request: Request, userId: String, views: QuotaViews) async throws -> Response {
+        try await services.runner.run(
             .performAction(userId: userId, action: action, quotaLimit: limit), request: request, scope: userId,
             requestFingerprint: CommandRunner.fingerprint(request, body: String?.none), keyPolicy: .required
         ) { outcome in

@@ -68,6 +68,8 @@ struct Housekeeping: Service {
             let purged = try await store.purgeAppleRecords(now: now, limit: 500)
             if purged == 0 { break }
         }
+        // App Attest's challenges past their five minutes (few: they are rate limited per address).
+        _ = try await store.purgeAttestationChallenges(now: now)
         return released
     }
 

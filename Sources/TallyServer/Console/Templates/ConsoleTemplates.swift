@@ -122,6 +122,8 @@ enum ConsoleTemplates {
         <dt>time zone</dt><dd>{{profile.timezone}}</dd>
         <dt>created</dt><dd>{{profile.created}}</dd>
         {{#profile.installation}}<dt>installation</dt><dd><code>{{profile.installation}}</code></dd>{{/profile.installation}}
+        {{#profile.appAttest}}<dt>App Attest</dt><dd>{{profile.appAttest}}</dd>{{/profile.appAttest}}
+        {{#profile.unattested}}<dt>unattested spends</dt><dd class="flag">{{profile.unattested}}</dd>{{/profile.unattested}}
         {{#profile.mergedInto}}<dt>merged into</dt><dd><a href="/console/users/{{profile.mergedInto}}">{{profile.mergedInto}}</a></dd>{{/profile.mergedInto}}
         <dt>premium until</dt><dd id="premium">{{profile.premium}}</dd>
         </dl></div>
