@@ -33,6 +33,8 @@ public final class Client: Sendable {
     let sharesDatabases: Bool
     /// The AI streams in flight, by request and intent: the same request streamed again while it runs joins it.
     let aiStreams: AIStreamCalls
+    /// App Attest and DeviceCheck (``ClientConfiguration/attestation``), when configured: it signs the executor's requests.
+    let attestor: Attestor?
 
     /// Creates a client; nothing is read or sent until ``restore()`` or a sign-in.
     public init(configuration: ClientConfiguration) {
@@ -41,9 +43,11 @@ public final class Client: Sendable {
         let transport = configuration.transport ?? URLSessionTransport(baseURL: configuration.baseURL)
         // Every answer of the server is a sign that it is reachable: it ends sync's wait after an outage.
         let reachability = Reachability(clock: configuration.clock)
+        let attestor = Attestor.make(configuration, transport: transport)
+        self.attestor = attestor
         executor = RequestExecutor(
             transport: transport, clock: configuration.clock, retry: configuration.retry, timeouts: configuration.timeouts,
-            metrics: configuration.metrics, random: configuration.random,
+            metrics: configuration.metrics, random: configuration.random, signer: attestor,
             onResponse: { status in if SyncSchedule.isAnswer(status: status) { reachability.signal(.answered) } })
         let cache = QueryCache(
             countLimit: configuration.cacheCountLimit, costLimit: configuration.cacheByteLimit, clock: configuration.clock)
@@ -62,7 +66,8 @@ public final class Client: Sendable {
             || (!configuration.collections.isEmpty
                 && (try? Self.documentsDirectory(configuration)).map { PrivateDatabaseFile.isInSharedContainer($0.path) } == true)
         session = SessionManager(
-            secureStore: configuration.secureStore, clock: configuration.clock, executor: executor, reachability: reachability
+            secureStore: configuration.secureStore, clock: configuration.clock, executor: executor, reachability: reachability,
+            attestor: attestor
         ) { previous, current in
             // A different user. First everything working for the one who left ends, and is waited for: their background
             // reads, AI streams, event stream and sync engine (its observations end with it) — each request of theirs
@@ -112,7 +117,9 @@ public final class Client: Sendable {
     public func restore() async throws -> SessionUser? {
         preparePriceList()
         await session.scheduleRevocations()  // sessions signed out offline, before this launch
-        return try await session.restore()
+        let user = try await session.restore()
+        if user != nil { await attestor?.attestInBackground(auth: userTokens()) }  // an installation not attested yet
+        return user
     }
 
     /// Signs this installation in as its guest account (created on first use, with the sign-up grant). The
@@ -135,6 +142,7 @@ public final class Client: Sendable {
     func signedIn(_ user: SessionUser) async -> SessionUser {
         preparePriceList()
         await session.scheduleRevocations()  // the server answered: sessions signed out offline can be revoked now
+        await attestor?.attestInBackground(auth: userTokens())  // unless the installation is attested
         await adoptDeviceTimeZone()
         return user
     }

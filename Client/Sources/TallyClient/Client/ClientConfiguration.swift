@@ -42,6 +42,10 @@ public struct ClientConfiguration: Sendable {
     /// How the server's event stream (live wallet, quotas, premium and document changes; open while a user is signed
     /// in and the app is active) is opened; nil uses URLSession.
     public var eventStreamTransport: (any EventStreamTransport)?
+    /// App Attest and DeviceCheck (``AttestationConfiguration``): on Apple platforms Apple's services, used where the
+    /// device supports them; nil, nothing attested, on Linux. Set a service of your own in tests, and nil in an app
+    /// extension that shares the app's secure store: App Attest keys are the app's (its App ID), not the extension's.
+    public var attestation: AttestationConfiguration?
 
     /// Creates a configuration with the defaults described on each property.
     public init(baseURL: URL, secureStore: any SecureStore, cacheStore: (any CacheStore)? = nil) {
@@ -61,5 +65,6 @@ public struct ClientConfiguration: Sendable {
         collections = []
         documentsDirectory = nil
         eventStreamTransport = nil
+        attestation = .platformDefault
     }
 }

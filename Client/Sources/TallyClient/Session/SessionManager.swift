@@ -68,13 +68,16 @@ actor SessionManager: AccessTokenProvider {
 
     /// Starts the activity a locked section runs as (``ExpiringActivity/begin(_:)``; tests expire it by hand).
     private let activities: @Sendable (String) -> ExpiringActivity
+    /// Attests the installation at its guest sign-in (App Attest, DeviceCheck), when the client is configured to.
+    private let attestor: Attestor?
 
     init(
         secureStore: any SecureStore, clock: any ClientClock, executor: RequestExecutor, reachability: Reachability,
-        userChanged: @escaping @Sendable (String?, String?) async -> Void,
+        attestor: Attestor? = nil, userChanged: @escaping @Sendable (String?, String?) async -> Void,
         activities: @escaping @Sendable (String) -> ExpiringActivity = ExpiringActivity.begin
     ) {
         self.activities = activities
+        self.attestor = attestor
         self.reachability = reachability
         self.secureStore = secureStore
         self.clock = clock
@@ -189,6 +192,7 @@ actor SessionManager: AccessTokenProvider {
             try? secureStore.delete(Self.sessionItem)
             try? secureStore.delete(Self.installationItem)
         }
+        await attestor?.forgetInstallation()  // the next guest is another installation: a new App Attest key
         forgetInMemory()
         await notify()
         return deletion
@@ -390,9 +394,14 @@ actor SessionManager: AccessTokenProvider {
 
     /// The guest sign-in answer for this installation (the caller holds the lock).
     private func guestTokens() async throws -> SessionTokens {
-        let body = try TallyJSON.encoder().encode(GuestSignInRequest(deviceId: try installationSecret()))
-        let response = try await executor.send(.post("/v1/auth/guest", authenticated: false), body: body, auth: nil)
-        return try decode(SessionTokens.self, response)
+        let (deviceId, executor) = (try installationSecret(), executor)
+        let send: @Sendable (GuestSignInRequest) async throws -> SessionTokens = { request in
+            let body = try TallyJSON.encoder().encode(request)
+            let response = try await executor.send(.post("/v1/auth/guest", authenticated: false), body: body, auth: nil)
+            return try decodeAnswer(SessionTokens.self, response.body)
+        }
+        guard let attestor else { return try await send(GuestSignInRequest(deviceId: deviceId)) }
+        return try await attestor.signInAsGuest(deviceId: deviceId, send: send)  // with an attestation until one is accepted
     }
 
     /// Stores `tokens` and uses them (the caller holds the lock).

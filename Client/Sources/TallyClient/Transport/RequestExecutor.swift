@@ -13,11 +13,15 @@ final class RequestExecutor: Sendable {
     let metrics: ClientMetrics
     let random: @Sendable () -> Double
     let onResponse: @Sendable (_ status: Int) -> Void
+    /// Adds App Attest's assertion to each attempt of a request that spends free value (``Attestor``); nil for none.
+    let signer: (any RequestSigner)?
 
     init(
         transport: any HTTPTransport, clock: any ClientClock, retry: RetryPolicy, timeouts: Timeouts, metrics: ClientMetrics,
-        random: @escaping @Sendable () -> Double, onResponse: @escaping @Sendable (_ status: Int) -> Void = { _ in }
+        random: @escaping @Sendable () -> Double, signer: (any RequestSigner)? = nil,
+        onResponse: @escaping @Sendable (_ status: Int) -> Void = { _ in }
     ) {
+        self.signer = signer
         self.transport = transport
         self.clock = clock
         self.retry = retry
@@ -50,6 +54,7 @@ final class RequestExecutor: Sendable {
                 token = try await auth.accessToken()
                 request.headers["Authorization"] = "Bearer \(token!)"
             }
+            if let signer { request = try await signer.sign(request) }
             let started = DispatchTime.now().uptimeNanoseconds
             let failure: AttemptFailure
             let mapped: ClientError
