@@ -239,7 +239,7 @@ let package = Package(
             dependencies: [
                 tallyClient, tallyAPI, "TallyServer", "TallyStore", "TallyLoad", "TallyTestSupport",
                 // The AI client's tests script the local model (`DevStats`); the purchase tests buy from the local App Store.
-                "TallyDevLLM", "TallyDevAppStore",
+                "TallyDevLLM", "TallyDevAppStore", "TallyAppAttest",
                 .product(name: "GRDB", package: "GRDB.swift"),
                 // The push crash tests' proxy (CrashingProxy).
                 .product(name: "NIOCore", package: "swift-nio"),

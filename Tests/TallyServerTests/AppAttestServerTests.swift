@@ -3,6 +3,7 @@ import Foundation
 import HTTPTypes
 import TallyAPI
 import TallyAppAttest
+import TallyAppStore
 import TallyDevAppStore
 @testable import TallyServer
 import TallyStore
@@ -39,11 +40,16 @@ struct AppAttestServerTests {
                 deviceCheckConfiguration = DeviceCheckConfiguration(
                     client: DeviceCheckClient(configuration: settings, now: { clock.now }), mode: deviceCheck, privateKeyEnv: "TALLY_DEVICECHECK_KEY")
             }
+            let purchases = try AppStoreConfiguration(
+                bundleId: TestProducts.bundleId, appAppleId: 1_234_567_890, environments: [.sandbox],
+                rootCertificates: [Data(appStore.authority.rootDER)],
+                products: [AppStoreProduct(productId: TestProducts.tokens100, grant: .tokens(100))])
             try await LiveServer.with(
                 kind, catalog: catalog, clock: clock,
                 configure: { [deviceCheckConfiguration] in
                     $0.appAttest = appAttest
                     $0.deviceCheck = deviceCheckConfiguration
+                    $0.appStore = purchases
                 }
             ) { server in
                 let api = server.connection()
@@ -161,11 +167,13 @@ struct AppAttestServerTests {
             #expect(try await api.wallet(unattested).balance == 0)
             let refused = try await plain.reading(api, unattested, asserted: false)
             #expect(refused.status == .forbidden && refused.errorCode == "attestation_required", "\(refused.text)")
-            // It buys tokens (the purchase route needs no assertion: here the grant an App Store purchase makes), and
-            // its reading is paid with them.
-            try await api.grant(20, to: unattested)
+            // It buys tokens at the App Store (no assertion needed), and its reading is paid with them.
+            let purchase = try appStore.purchase(productId: TestProducts.tokens100, appAccountToken: UUID(uuidString: unattested.userId), send: false)
+            let bought = try await api.send(
+                .post, "/v1/purchases/apple", token: unattested.accessToken, json: RedeemPurchaseRequest(signedTransaction: purchase.signedTransaction))
+            #expect(bought.status == .ok, "\(bought.text)")
             let paid = try await plain.reading(api, unattested, asserted: false).decode(ActionResult.self)
-            #expect(paid.paidWith == .tokens && paid.tokensCharged == 5 && paid.wallet.balance == 15)
+            #expect(paid.paidWith == .tokens && paid.tokensCharged == 5 && paid.wallet.balance == 95)
 
             // Attested: the grant, and free readings with assertions.
             let device = Device(appStore)
