@@ -4,7 +4,7 @@ import TallyStore
 
 /// The operator's console: lookups and pages, each one statement through an index (`v13`'s among them); the audit log
 /// appended in the action's own statement or transaction where the action is the console's.
-extension PostgresStore: ConsoleStore {
+extension PostgresStore {
     /// One `INSERT … RETURNING`.
     @discardableResult
     public func appendAudit(_ entry: NewAuditEntry) async throws -> AuditEntry {

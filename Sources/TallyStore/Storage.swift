@@ -188,4 +188,4 @@ public protocol PurchaseStore: Sendable {
 /// Everything the server needs from a database.
 public typealias TallyStorage =
     IdentityStore & AccountCodeStore & LedgerStore & DocumentStore & MaintenanceStore & LeaseStore & PurchaseStore
-    & AppleIdentityStore & MergeStore & ConsumptionStore & AttestationStore
+    & AppleIdentityStore & MergeStore & ConsumptionStore & AttestationStore & ConsoleStore

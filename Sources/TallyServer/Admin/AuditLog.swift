@@ -17,17 +17,16 @@ final class AuditLog: Sendable {
         var writing = false
     }
 
-    private let store: (any ConsoleStore)?
+    private let store: any ConsoleStore
     private let waiting = Mutex(Waiting())
 
-    /// Rows go to `store`; with none (a store without an audit log) ``append(_:)`` does nothing.
-    init(store: (any ConsoleStore)?) {
+    /// Rows go to `store`.
+    init(store: any ConsoleStore) {
         self.store = store
     }
 
     /// Appends `entry`; returns once it is committed.
     func append(_ entry: NewAuditEntry) async throws {
-        guard let store else { return }
         try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<Void, any Error>) in
             let lead = waiting.withLock { waiting in
                 waiting.rows.append((entry, continuation))

@@ -195,8 +195,8 @@ func buildAdminRouter(
     OperationsController(services: services).addMetricsRoute(to: router, registry: registry)
     let keyCheck = AdminKeyMiddleware(adminKey: services.configuration.adminKey ?? "", services: services)
     AdminController(services: services, keyCheck: keyCheck).addRoutes(to: router.group("admin/v1"))
-    if console, let store = services.store as? any ConsoleStore {
-        ConsoleController(services: services, store: store, keyCheck: keyCheck, samples: ProcessSamples(registry: registry))
+    if console {
+        ConsoleController(services: services, store: services.store, keyCheck: keyCheck, samples: ProcessSamples(registry: registry))
             .addRoutes(to: router)
     }
     return router

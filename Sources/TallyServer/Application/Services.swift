@@ -82,7 +82,7 @@ public struct TallyServices: Sendable {
         self.ai = configuration.ai.map {
             AIGateway(configuration: $0, settlements: PendingSettlements(store: store, clock: clock, notifier: notifier))
         }
-        self.audit = AuditLog(store: store as? any ConsoleStore)
+        self.audit = AuditLog(store: store)
         self.mail = configuration.mail.map {
             AccountMail(configuration: $0, store: store, clock: clock, secrets: secrets, logger: logger)
         }
