@@ -7,7 +7,7 @@ import Testing
 import X509
 
 /// The chain rules as values, the built-in Apple root, configured roots, and the payloads' decoding.
-@Suite("App Store chain rules and payloads")
+@Suite("App Store chain rules and payloads", .timeLimit(.minutes(1)))
 struct AppStoreChainRulesTests {
     @Test("The rules name the first broken one: leaf extension, intermediate extension, validity — nothing for a good chain")
     func firstBrokenRule() throws {

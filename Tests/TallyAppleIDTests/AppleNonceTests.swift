@@ -2,7 +2,7 @@ import Foundation
 import TallyAppleID
 import Testing
 
-@Suite("Sign in with Apple nonces")
+@Suite("Sign in with Apple nonces", .timeLimit(.minutes(1)))
 struct AppleNonceTests {
     @Test("A nonce's hash is the lowercase hex SHA-256 of its raw string, and raw nonces are 32 random bytes")
     func hash() {

@@ -2,7 +2,7 @@ import Foundation
 import Testing
 @testable import TallyClient
 
-@Suite struct CacheStoreTests {
+@Suite(.timeLimit(.minutes(1))) struct CacheStoreTests {
     enum Kind: String, CaseIterable, CustomTestStringConvertible {
         case memory, sqlite
         var testDescription: String { rawValue }

@@ -2,7 +2,7 @@ import Foundation
 import TallyClient
 import Testing
 
-@Suite struct ClientMetricsTests {
+@Suite(.timeLimit(.minutes(1))) struct ClientMetricsTests {
     /// `value` is within 3% of `exact`.
     private func close(_ value: Double, _ exact: Double) -> Bool { abs(value - exact) <= 0.03 * exact }
 

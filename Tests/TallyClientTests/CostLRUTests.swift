@@ -2,7 +2,7 @@ import TallyTestSupport
 import Testing
 @testable import TallyClient
 
-@Suite struct CostLRUTests {
+@Suite(.timeLimit(.minutes(1))) struct CostLRUTests {
     @Test func evictsLeastRecentlyUsedByCount() {
         var lru = CostLRU<String, Int>(countLimit: 3, costLimit: 1_000)
         lru.insert(1, forKey: "a", cost: 1)

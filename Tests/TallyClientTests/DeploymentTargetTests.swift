@@ -5,7 +5,7 @@ import Testing
 /// availability. This suite does what it can instead: it reads the SDK's sources (TallyClient and the wire
 /// types in TallyAPI) and fails on API that those OS versions lack, outside files that are themselves
 /// annotated for later versions.
-@Suite("The SDK uses no API above iOS 15 / macOS 12")
+@Suite("The SDK uses no API above iOS 15 / macOS 12", .timeLimit(.minutes(1)))
 struct DeploymentTargetTests {
     /// API newer than iOS 15 / macOS 12, and what to use instead.
     static let newerAPI: [(pattern: String, instead: String)] = [

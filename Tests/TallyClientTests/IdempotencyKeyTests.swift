@@ -4,7 +4,7 @@ import TallyAPI
 import Testing
 
 /// The SDK's own SHA-256 against published and `sha256sum` digests, and the keys derived with it.
-@Suite("Idempotency keys")
+@Suite("Idempotency keys", .timeLimit(.minutes(1)))
 struct IdempotencyKeyTests {
     @Test(
         "SHA-256 matches known digests across the padding boundaries",

@@ -3,7 +3,7 @@ import TallyAPI
 import TallyTestSupport
 import Testing
 
-@Suite("JSONValue: strict parsing, canonical bytes, merge patches")
+@Suite("JSONValue: strict parsing, canonical bytes, merge patches", .timeLimit(.minutes(1)))
 struct JSONValueTests {
     @Test("Canonical bytes: compact, keys sorted by UTF-8, numbers kept as written, only required escapes")
     func canonical() throws {

@@ -5,7 +5,7 @@ import Testing
 @testable import TallyClient
 
 /// Which confirmed value may replace the shown one, without I/O.
-@Suite struct QueryOrderingTests {
+@Suite(.timeLimit(.minutes(1))) struct QueryOrderingTests {
     static let midnight = Date(timeIntervalSince1970: 1_800_000_000)
 
     static func quotas(_ used: [String: Int], resetsAt: Date = midnight) -> QuotaList {

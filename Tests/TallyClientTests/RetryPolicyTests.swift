@@ -3,7 +3,7 @@ import TallyClient
 import TallyTestSupport
 import Testing
 
-@Suite struct RetryPolicyTests {
+@Suite(.timeLimit(.minutes(1))) struct RetryPolicyTests {
     let policy = RetryPolicy()
 
     /// The delay after attempt 1 with unitRandom 0.5 (jittered part 0.5 s), or nil.

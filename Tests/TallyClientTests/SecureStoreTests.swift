@@ -2,7 +2,7 @@ import Foundation
 import Testing
 @testable import TallyClient
 
-@Suite struct SecureStoreTests {
+@Suite(.timeLimit(.minutes(1))) struct SecureStoreTests {
     private static func temporaryDirectory() -> URL {
         FileManager.default.temporaryDirectory.appendingPathComponent("SecureStoreTests-\(UUID().uuidString)")
     }

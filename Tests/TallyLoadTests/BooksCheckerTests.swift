@@ -4,7 +4,7 @@ import TallyLoad
 import Testing
 
 /// The checker on hand-made books: balanced ones pass, and each rule catches its own kind of breakage.
-@Suite struct BooksCheckerTests {
+@Suite(.timeLimit(.minutes(1))) struct BooksCheckerTests {
     let prices = PriceList(tokens: ["reading": 5, "ai.query": 3], quota: ["reading": "readings"], dailyLimit: ["readings": 3])
     let window = Date(timeIntervalSince1970: 1_800_000_000)
     var id: Int64 = 0

@@ -3,7 +3,7 @@ import TallyLoad
 import Testing
 
 /// The pure parts of the load tool: the open-loop schedule, the mix, `/proc` parsing.
-@Suite struct ScheduleTests {
+@Suite(.timeLimit(.minutes(1))) struct ScheduleTests {
     @Test func theOpenLoopScheduleIsFixedInAdvance() {
         let schedule = ArrivalSchedule(perSecond: 2_000)
         #expect(schedule.start(of: 0) == .zero)

@@ -5,7 +5,7 @@ import Testing
 
 /// The sync books checker on hand-made books: balanced ones pass, and each way of losing or doubling a
 /// mutation is caught with its own message.
-@Suite("Sync books checker")
+@Suite("Sync books checker", .timeLimit(.minutes(1)))
 struct SyncBooksCheckerTests {
     static let day1: JSONValue = .object(["date": .string("2027-01-01"), "done": .bool(true), "note": .string("m1")])
 

@@ -5,7 +5,7 @@ import Testing
 @testable import TallyServer
 
 /// Client addresses: parsing, IPv6 /64 buckets, CIDRs, and `X-Forwarded-For` through trusted proxies only.
-@Suite("Client address")
+@Suite("Client address", .timeLimit(.minutes(1)))
 struct ClientAddressTests {
     let proxies = ["10.0.0.0/8", "fd00::/8"].compactMap { IPNetwork(cidr: $0) }
 

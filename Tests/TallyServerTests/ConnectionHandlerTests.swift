@@ -14,7 +14,7 @@ import Testing
 
 /// The connection guards on an `EmbeddedChannel` with the server's real HTTP/1 decoding between them;
 /// the channel's virtual clock (`advanceTime(by:)`) makes every timeout exact.
-@Suite struct ConnectionHandlerTests {
+@Suite(.timeLimit(.minutes(1))) struct ConnectionHandlerTests {
     static let header = TimeAmount.milliseconds(500)
     static let body = TimeAmount.seconds(2)
 

@@ -6,7 +6,7 @@ import Testing
 
 /// A one-field body read without `JSONDecoder` (``singleStringField(_:in:)``) must read exactly what `JSONDecoder`
 /// reads, and leave every other form to it.
-@Suite("Bodies read directly")
+@Suite("Bodies read directly", .timeLimit(.minutes(1)))
 struct DirectBodyTests {
     static func direct(_ body: String) -> RedeemPurchaseRequest? {
         Array(body.utf8).withUnsafeBytes { RedeemPurchaseRequest.decodeDirectly($0) }

@@ -7,7 +7,7 @@ import Testing
 
 /// The in-process fan-out of change events to event streams: coalescing, bounded pending state, the cap
 /// on streams per user, and forgetting streams that ended.
-@Suite("Event hub")
+@Suite("Event hub", .timeLimit(.minutes(1)))
 struct EventHubTests {
     @Test("Events arriving while a stream is busy fold into one: the newest version, one wallet read")
     func coalesces() async {

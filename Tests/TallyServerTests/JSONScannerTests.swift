@@ -5,7 +5,7 @@ import Testing
 @testable import TallyServer
 
 /// The pass over request bodies that refuses what `JSONDecoder` would let through.
-@Suite("JSON body scanner")
+@Suite("JSON body scanner", .timeLimit(.minutes(1)))
 struct JSONScannerTests {
     static func problem(_ text: String, integers: Set<String> = []) -> JSONScanner.Problem? {
         Array(text.utf8).withUnsafeBytes { JSONScanner.firstProblem(in: $0, integerFields: integers) }

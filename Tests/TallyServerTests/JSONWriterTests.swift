@@ -6,7 +6,7 @@ import Testing
 
 /// The hand-written JSON of the hottest replies must be byte for byte what the API's `JSONEncoder` writes:
 /// stored replies are replayed as stored, and clients decode either.
-@Suite("Hand-written JSON")
+@Suite("Hand-written JSON", .timeLimit(.minutes(1)))
 struct JSONWriterTests {
     static let encoder = TallyJSON.encoder()
 

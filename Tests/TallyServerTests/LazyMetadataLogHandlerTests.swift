@@ -8,7 +8,7 @@ import Testing
 
 /// The server's log handler writes the same lines as swift-log's stream handler, rendering metadata
 /// late, and its sink batches lines below `notice`.
-@Suite struct LazyMetadataLogHandlerTests {
+@Suite(.timeLimit(.minutes(1))) struct LazyMetadataLogHandlerTests {
     /// Collects what the stream handler writes.
     final class Lines: TextOutputStream, Sendable {
         let text = Mutex("")

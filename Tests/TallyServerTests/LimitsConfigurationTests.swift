@@ -4,7 +4,7 @@ import TallyStore
 import Testing
 
 /// The `limits:` section of the configuration file.
-@Suite("Limits configuration")
+@Suite("Limits configuration", .timeLimit(.minutes(1)))
 struct LimitsConfigurationTests {
     @Test("Missing section or keys keep the defaults; given keys apply")
     func parses() throws {

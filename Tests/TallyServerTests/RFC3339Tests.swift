@@ -4,7 +4,7 @@ import Testing
 @testable import TallyServer
 
 /// The date parser of request bodies, on a table of RFC 3339 forms and of what RFC 3339 refuses.
-@Suite("RFC 3339 dates")
+@Suite("RFC 3339 dates", .timeLimit(.minutes(1)))
 struct RFC3339Tests {
     /// 2027-01-15T08:00:00Z.
     static let base: TimeInterval = 1_800_000_000

@@ -5,7 +5,7 @@ import Testing
 @testable import TallyServer
 
 /// The GCRA limiter on a manual clock: bursts, the sustained rate, recovery, logging once, bounded memory.
-@Suite("Rate limiter")
+@Suite("Rate limiter", .timeLimit(.minutes(1)))
 struct RateLimiterTests {
     let clock = ManualClock()
 

@@ -6,7 +6,7 @@ import Testing
 
 /// The access tokens a process trusts for a few seconds (``SessionCache``): an eviction (a sign-out or a deletion,
 /// here or announced by another process) wins over a lookup that raced it.
-@Suite("Session cache")
+@Suite("Session cache", .timeLimit(.minutes(1)))
 struct SessionCacheTests {
     private static let alice = Identity(userId: "alice", sessionId: "phone")
     private static let bob = Identity(userId: "bob", sessionId: "laptop")

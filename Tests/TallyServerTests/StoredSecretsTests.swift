@@ -4,7 +4,7 @@ import Testing
 @testable import TallyServer
 
 /// Secrets kept for third parties are sealed with keys derived from the signing keys (``StoredSecrets``).
-@Suite("Stored secrets")
+@Suite("Stored secrets", .timeLimit(.minutes(1)))
 struct StoredSecretsTests {
     static let purpose = StoredSecrets.appleRefreshToken
 

@@ -4,7 +4,7 @@ import TallyStore
 import Testing
 
 /// The `collections:` and `tombstoneRetentionDays:` keys of the configuration file.
-@Suite("Sync configuration")
+@Suite("Sync configuration", .timeLimit(.minutes(1)))
 struct SyncConfigurationTests {
     static let catalog = try! Catalog(
         signupGrant: 0, quotas: [QuotaSpec(name: "messages", daily: 20)],

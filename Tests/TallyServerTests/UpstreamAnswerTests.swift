@@ -6,7 +6,7 @@ import Testing
 
 /// The gateway's pure readers of what a provider sends: the `usage` of an answer too long to keep (`UsageScan`) and
 /// the keys taken out of a provider's messages (`KeyRedaction`).
-@Suite("AI gateway: reading the upstream's answers")
+@Suite("AI gateway: reading the upstream's answers", .timeLimit(.minutes(1)))
 struct UpstreamAnswerTests {
     /// A random JSON value of depth at most `depth`, whose strings and keys often say "usage" (and escape quotes).
     static func value(_ random: inout SplitMix64, depth: Int) -> JSONValue {

@@ -3,7 +3,7 @@ import TallyStore
 import Testing
 
 /// The gateway's pure price rules: what a call costs in wallet tokens, and the prompt bound it holds for.
-@Suite("AI pricing")
+@Suite("AI pricing", .timeLimit(.minutes(1)))
 struct AIPricingTests {
     static let model = AIModelSpec(name: "chat", promptTokensPerCredit: 1_000, completionTokensPerCredit: 250, maxCompletionTokens: 1_024)
 

@@ -2,7 +2,7 @@ import Foundation
 import TallyStore
 import Testing
 
-@Suite("Backoff")
+@Suite("Backoff", .timeLimit(.minutes(1)))
 struct BackoffTests {
     @Test("Reconnect delays: the first within 50 ms, never shrinking, reaching but never passing the maximum, jittered")
     func reconnectDelays() {

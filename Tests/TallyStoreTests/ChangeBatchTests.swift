@@ -4,7 +4,7 @@ import Testing
 
 /// The NOTIFY payloads that carry change events between server processes: coalescing, packing under
 /// PostgreSQL's payload limit, and decoding.
-@Suite("Change batches")
+@Suite("Change batches", .timeLimit(.minutes(1)))
 struct ChangeBatchTests {
     static let limit = 7_999
 

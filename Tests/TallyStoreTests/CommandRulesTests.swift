@@ -58,7 +58,7 @@ private func plans(_ command: Command) -> [LedgerPlan] {
 /// ``LedgerSnapshot/init(for:state:hold:)``, ``LedgerPlanner/plan(_:state:hold:now:)``,
 /// ``CommandOutcome/init(plan:state:hold:entryId:now:)``, ``IdempotencyKey/replay(_:storedFingerprint:)``),
 /// checked against the planner rather than restated.
-@Suite("CommandRules")
+@Suite("CommandRules", .timeLimit(.minutes(1)))
 struct CommandRulesTests {
     /// A store takes an entry id in passing exactly for the commands the planner can make append one.
     @Test(arguments: everyCommand)

@@ -3,7 +3,7 @@ import TallyAPI
 import TallyStore
 import Testing
 
-@Suite("DocumentPlanner: the write rules both stores apply")
+@Suite("DocumentPlanner: the write rules both stores apply", .timeLimit(.minutes(1)))
 struct DocumentPlannerTests {
     let logs = CollectionSpec(name: "habit_logs", rangeKey: "date", maxDocumentBytes: 64, maxDocuments: 2)
 

@@ -5,7 +5,7 @@ import Testing
 
 /// The steps both stores' document writers take per mutation (``DocumentTaking``) and the rule of a pull page
 /// (``ChangePaging``), checked without a store: the conformance suites check the stores that call them.
-@Suite("Document taking and change paging")
+@Suite("Document taking and change paging", .timeLimit(.minutes(1)))
 struct DocumentTakingTests {
     private static let action = ActionSpec(name: "log.create", tokens: 2)
     private static let logs = CollectionSpec(name: "logs", maxDocuments: 2, action: action, quotaLimit: 3)

@@ -4,7 +4,7 @@ import Testing
 
 /// The sign-up rules both stores apply (``GuestSignup``); the conformance suite checks each store counts
 /// the address's sign-ups with them.
-@Suite("GuestSignup")
+@Suite("GuestSignup", .timeLimit(.minutes(1)))
 struct GuestSignupTests {
     private let now = Date(millis: 1_800_000_000_123)
 

@@ -3,7 +3,7 @@ import TallyStore
 import Testing
 
 /// The rule a starting server's keys must meet beside the servers running on the same database.
-@Suite("Key agreement")
+@Suite("Key agreement", .timeLimit(.minutes(1)))
 struct KeyAgreementTests {
     static func instance(_ host: String, signing: [String], admin: String = "a1a1a1a1a1a1") -> ServerInstance {
         ServerInstance(

@@ -3,7 +3,7 @@ import Testing
 
 /// The shared ledger invariants (TallyTestSupport's ``LedgerInvariants``, run after every conformance case and by the
 /// server tests' `expectBooksBalance`) on hand-made books: balanced ones pass, and each rule catches its own breakage.
-@Suite("Ledger invariants")
+@Suite("Ledger invariants", .timeLimit(.minutes(1)))
 struct LedgerInvariantsTests {
     /// 20 granted, 5 held, 3 captured of the 5: balance 17, nothing held, four entries.
     static let balanced: [LedgerLine] = [

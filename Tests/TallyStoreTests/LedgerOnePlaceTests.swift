@@ -4,7 +4,7 @@ import Testing
 /// The ledger is written in one place per store (ARCHITECTURE.md, "balance = Σ entry amounts"): a grep of the
 /// stores' sources finds each ledger, wallet and idempotency-key write once, where the table says it is, so a
 /// new command composes that place instead of writing its own copy.
-@Suite("The ledger is written in one place")
+@Suite("The ledger is written in one place", .timeLimit(.minutes(1)))
 struct LedgerOnePlaceTests {
     /// `Sources/` of this package.
     private static let sources = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()

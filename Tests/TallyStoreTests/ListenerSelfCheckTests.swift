@@ -5,7 +5,7 @@ import Testing
 
 /// The listener's self-check as a pure state machine (``ListenerSelfCheck``), and what a poll of the fallback
 /// announces (``PolledChanges``).
-@Suite("Listener self-check")
+@Suite("Listener self-check", .timeLimit(.minutes(1)))
 struct ListenerSelfCheckTests {
     @Test("Polling until the first probe is heard; a probe heard switches to listening without a report")
     func startsPolling() {

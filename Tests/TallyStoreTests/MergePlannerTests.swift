@@ -4,7 +4,7 @@ import Testing
 
 /// The rules of a merge as a pure function (``MergePlanner``), on hand-made snapshots: who may merge into whom, what
 /// the ledgers get, a debt, today's quotas, documents and their conflicts, premium, and a replay.
-@Suite("Merge planner")
+@Suite("Merge planner", .timeLimit(.minutes(1)))
 struct MergePlannerTests {
     static let now = defaultStart
     static let guestId = "6f1c2a3b-0000-4000-8000-000000000001"

@@ -5,7 +5,7 @@ import Testing
 
 /// Milliseconds, the unit every instant is stored in, and the cursors that carry them (issue 43, finding 1): the
 /// conversion is total and exact, and a cursor names only an instant the server can have issued.
-@Suite("Milliseconds and the cursors that carry them")
+@Suite("Milliseconds and the cursors that carry them", .timeLimit(.minutes(1)))
 struct MillisecondsTests {
     @Test("Date(millis: m).millis == m for every m the server writes (a plain floor gave m - 1 for one in about 170)")
     func roundTrip() {

@@ -35,7 +35,7 @@ private func refusal(_ command: Command, _ snapshot: LedgerSnapshot, now: Date =
     }
 }
 
-@Suite("LedgerPlanner")
+@Suite("LedgerPlanner", .timeLimit(.minutes(1)))
 struct PlannerTests {
     @Test func grantAppendsOneEntry() throws {
         let plan = try LedgerPlanner.plan(.grant(userId: "u1", amount: 25, reason: "promo"), snapshot: snapshot(balance: 10), now: t0)
@@ -333,7 +333,7 @@ struct DecisionCase: Sendable, CustomTestStringConvertible {
     ]
 }
 
-@Suite("ActionDecision")
+@Suite("ActionDecision", .timeLimit(.minutes(1)))
 struct ActionDecisionTests {
     @Test(arguments: DecisionCase.all)
     func decide(_ row: DecisionCase) {

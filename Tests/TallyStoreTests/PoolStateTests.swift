@@ -4,7 +4,7 @@ import Testing
 @testable import TallyPostgres
 
 /// The PostgreSQL pool's bookkeeping (pure): leases, hand-overs, outages, deadlines.
-@Suite("PostgreSQL pool state")
+@Suite("PostgreSQL pool state", .timeLimit(.minutes(1)))
 struct PoolStateTests {
     typealias State = PoolState<String, Int>
     let t0 = Date(timeIntervalSince1970: 1_800_000_000)

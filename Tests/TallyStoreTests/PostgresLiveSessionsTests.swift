@@ -5,7 +5,7 @@ import Testing
 @testable import TallyPostgres
 
 /// ``LiveSessions`` without a database: a manual monotonic clock decides freshness.
-@Suite("PostgreSQL: live sessions cache")
+@Suite("PostgreSQL: live sessions cache", .timeLimit(.minutes(1)))
 struct PostgresLiveSessionsTests {
     /// A monotonic instant that only moves when told.
     final class Ticker: Sendable {

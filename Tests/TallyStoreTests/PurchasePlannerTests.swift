@@ -4,7 +4,7 @@ import Testing
 
 /// The pure parts of the purchase rules, without a store: what a prorated refund takes, where a subscription's premium
 /// ends, which entries a wallet admits, and the names and cursors the API carries.
-@Suite("Purchase planner")
+@Suite("Purchase planner", .timeLimit(.minutes(1)))
 struct PurchasePlannerTests {
     @Test("A prorated refund takes tokens × percentage / 100000 rounded down, all of them without a percentage, never more than credited")
     func prorating() {

@@ -4,7 +4,7 @@ import Testing
 
 /// The push rules both stores run (``PushTaking``, ``TakenMutation``): each mutation taken at most once and in
 /// order, whatever it answers.
-@Suite("Push taking")
+@Suite("Push taking", .timeLimit(.minutes(1)))
 struct PushTakingTests {
     private static let logs = CollectionSpec(name: "logs")
     private static func mutation(_ id: Int64) -> ClientMutation {

@@ -30,7 +30,7 @@ private func windowEnds(from start: Date, count: Int, in timeZone: TimeZone) -> 
     return ends
 }
 
-@Suite("QuotaWindow")
+@Suite("QuotaWindow", .timeLimit(.minutes(1)))
 struct QuotaWindowTests {
     @Test func windowEndsAtNextLocalMidnightInNewYork() throws {
         let newYork = try zone("America/New_York")

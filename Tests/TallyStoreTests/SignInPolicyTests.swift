@@ -3,7 +3,7 @@ import TallyStore
 import Testing
 
 /// The sign-in lockout rule, on its own: stored failures in, a decision out.
-@Suite("Sign-in lockout policy")
+@Suite("Sign-in lockout policy", .timeLimit(.minutes(1)))
 struct SignInPolicyTests {
     let policy = SignInPolicy()
     let start = defaultStart

@@ -8,7 +8,7 @@ import Testing
 /// requires none: a conversion of a floating-point number is `init(exactly:)` (it refuses: `nil`) or
 /// `init(saturating:rounding:)` (TallyStore's, clamped), both total. Integer-to-integer conversions and parses of text
 /// (`Int("12")`, optional) are not what it looks for; a site it cannot tell from one is listed in ``audited`` with why.
-@Suite("Every conversion of a floating-point number is total")
+@Suite("Every conversion of a floating-point number is total", .timeLimit(.minutes(1)))
 struct TotalConversionsTests {
     /// The repository root.
     private static let root = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()

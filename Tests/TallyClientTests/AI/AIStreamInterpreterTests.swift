@@ -5,7 +5,7 @@ import Testing
 @testable import TallyClient
 
 /// What the gateway's events of a streamed call mean, without a network: every way a stream ends.
-@Suite("AI stream events")
+@Suite("AI stream events", .timeLimit(.minutes(1)))
 struct AIStreamInterpreterTests {
     static let wallet = Wallet(balance: 93, held: 0, version: 4)
     static let charge = AICharge(charged: 7, held: 20, promptTokens: 12, completionTokens: 5, wallet: wallet)

@@ -7,7 +7,7 @@ import Testing
 /// (`Tests/TallyServerTests/EmbeddingTests.swift`). A sample edited in the docs but not here, or here but
 /// not in the docs, fails.
 /// The app manifest sample (a block starting `// Package.swift`) is built for real by `scripts/app-package`.
-@Suite("Docs samples compile")
+@Suite("Docs samples compile", .timeLimit(.minutes(1)))
 struct SamplesAreCompiledTests {
     static let samplesDirectory = URL(fileURLWithPath: #filePath).deletingLastPathComponent()
 
