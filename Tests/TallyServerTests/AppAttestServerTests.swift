@@ -5,6 +5,7 @@ import TallyAPI
 import TallyAppAttest
 import TallyAppStore
 import TallyDevAppStore
+import TallyDevLLM
 @testable import TallyServer
 import TallyStore
 import TallyTestSupport
@@ -267,6 +268,52 @@ struct AppAttestServerTests {
             #expect(try await api.wallet(other).balance == 100)
             let tokenless = try Self.user(try await Device(appStore).signIn(api, attestation: nil))
             #expect(try await api.wallet(tokenless).balance == 0)
+        }
+    }
+
+    @Test("enforce: a free daily generation needs an assertion over a challenge; without one it is paid or refused", arguments: StoreKind.allCases)
+    func dailyGeneration(kind: StoreKind) async throws {
+        let catalog = try Catalog(
+            signupGrant: 0, quotas: [QuotaSpec(name: "predictions", daily: 1)],
+            actions: [ActionSpec(name: "ai.daily", quota: "predictions", tokens: 5)])
+        let spec = DailyGenerationSpec(
+            name: "todays_prediction", model: AIGatewayTests.model,
+            prompt: try PromptTemplate("A prediction for {{date}}.", params: [], hasProfile: false, place: "test"),
+            action: catalog.action(named: "ai.daily")!, quotaLimit: 1, params: [], profileDocument: nil)
+        let clock = ManualClock(Date(timeIntervalSince1970: 1_800_000_000))
+        let appStore = try TestProducts.appStore(clock: clock)
+        let appAttest = try AppAttestConfiguration(
+            teamId: Self.teamId, bundleId: Self.bundleId, environment: .development, mode: .enforce,
+            rootCertificates: [Data(appStore.appAttest.rootCertificateDER)])
+        try await DevLLMTests.with { upstream in
+            try await LiveServer.with(kind, catalog: catalog, clock: clock, configure: { configuration in
+                configuration.appAttest = appAttest
+                configuration.ai = AIConfiguration(
+                    upstream: AIUpstream(baseURL: "http://127.0.0.1:\(upstream.port)/v1", apiKey: DevLLMTests.key),
+                    models: [AIGatewayTests.model], dailyGenerations: [spec])
+            }) { server in
+                let api = server.connection()
+                let path = "/v1/ai/daily/todays_prediction"
+                // Unattested, no tokens: refused before the model is called.
+                let plain = try await api.newGuest()
+                let refused = try await api.send(.get, path, token: plain.accessToken)
+                #expect(refused.status == .forbidden && refused.errorCode == "attestation_required", "\(refused.text)")
+                #expect(try await upstream.stats().completions == 0)
+                // Attested, with an assertion over a fresh challenge: the free generation.
+                let device = Device(appStore)
+                let guest = try Self.user(try await device.signIn(api, attestation: try await device.attestation(api)))
+                let challenge = try await api.send(.post, "/v1/auth/attestation/challenge").decode(AttestationChallenge.self).challenge
+                let header = try device.assertion("GET", path, nonce: challenge, challenge: challenge)
+                let made = try await api.send(.get, path, token: guest.accessToken, headers: [.tallyAssertion: header])
+                #expect(made.status == .ok, "\(made.text)")
+                let quotas: QuotaList = try await api.send(.get, "/v1/quotas", token: guest.accessToken).decode()
+                #expect(quotas.items.first { $0.name == "predictions" }?.used == 1)
+                #expect(try await api.wallet(guest).balance == 0, "free: nothing charged")
+                // The challenge is used: the same header again is no assertion (but the day's generation is served).
+                let again = try await api.send(.get, path, token: guest.accessToken, headers: [.tallyAssertion: header])
+                #expect(again.status == .ok && again.text == made.text)
+                await api.close()
+            }
         }
     }
 }

@@ -178,7 +178,9 @@ struct DailyGenerationsController {
         guard let state = try await services.store.accountState(userId: userId, now: now) else {
             throw APIError(.unauthorized, "A valid access token is required.")
         }
-        let remaining = spec.action.quota.flatMap { quota in services.views.quotas(for: state).first { $0.name == quota }?.remaining }
+        // A spec without a quota limit takes no free use (none configured, or withheld from an unattested call).
+        let remaining = spec.quotaLimit == nil
+            ? nil : spec.action.quota.flatMap { quota in services.views.quotas(for: state).first { $0.name == quota }?.remaining }
         switch ActionDecision.decide(
             action: spec.action, isPremium: state.user.isPremium(at: now), quotaRemaining: remaining, available: state.wallet.available)
         {
