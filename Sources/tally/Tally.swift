@@ -6,5 +6,5 @@ struct Tally: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "tally",
         abstract: "Tally: metering backend for mobile apps (guest identity, token wallets, daily quotas).",
-        subcommands: [Serve.self, Migrate.self, Admin.self, Demo.self, SDKBenchmark.self, EventsBenchmark.self, LoadTest.self, SessionProbe.self, SyncProbe.self, DevLLM.self, DevAppStoreCommand.self, AIBenchmark.self, PurchasesBenchmark.self])
+        subcommands: [Serve.self, Migrate.self, Admin.self, Demo.self, SDKBenchmark.self, EventsBenchmark.self, LoadTest.self, SessionProbe.self, SyncProbe.self, DevLLM.self, DevAppStoreCommand.self, AIBenchmark.self, PurchasesBenchmark.self, AppAttestBenchmark.self])
 }
