@@ -213,6 +213,119 @@ struct AttestationFlowTests {
         #expect(server.requests(.post, "/v1/auth/attestation/challenge").count == 3)
     }
 
+    // MARK: One asserted request at a time
+
+    @Test("Asserted requests go one at a time: the next is signed once the previous was answered, counters in order")
+    func assertedRequestsInCounterOrder() async throws {
+        let (store, server, log) = (MemorySecureStore(), AttestStubServer(), AttestEventLog())
+        let attest = FakeAppAttest(log: log)
+        let transport = HoldingTransport(server, log: log)
+        let client = Self.client(store, server, attest, transport: transport)
+        try await client.signInAsGuest()
+        let attestor = try #require(client.attestor)
+        let reading = "/v1/actions/reading"
+
+        // Two actions tapped quickly: the first is in flight (held by the network), the second waits, unsigned.
+        transport.hold(reading)
+        let first = Task { try await client.perform("reading", intent: "first") }
+        await transport.waitUntilHeld(reading)
+        let second = Task { try await client.perform("reading", intent: "second") }
+        await Self.queued(1, attestor, orAsserted: 2, log)
+        #expect(attest.assertCalls.count == 1)
+
+        // A request that asserts nothing is not held behind them.
+        let list = try await client.executor.send(.get("/v1/actions"), auth: client.userTokens())
+        #expect(list.status == 200 && transport.heldCount == 1 && attest.assertCalls.count == 1)
+
+        transport.release(reading)
+        _ = try await Self.value(first)
+        _ = try await Self.value(second)
+        // The second assertion was made after the first answer, and the counters reached the transport rising.
+        #expect(log.events.filter { $0.counter != nil } == [
+            .asserted(1), .sent(reading, 1), .answered(reading, 1), .asserted(2), .sent(reading, 2), .answered(reading, 2),
+        ])
+        #expect(server.requests(.post, reading).map(HoldingTransport.counter) == [1, 2])
+    }
+
+    @Test("A cancelled waiter leaves the queue without signing; a cancelled request in flight lets the next go")
+    func cancelledAssertionsDoNotBlock() async throws {
+        let (store, server, log) = (MemorySecureStore(), AttestStubServer(), AttestEventLog())
+        let attest = FakeAppAttest(log: log)
+        let transport = HoldingTransport(server, log: log)
+        let client = Self.client(store, server, attest, transport: transport)
+        try await client.signInAsGuest()
+        let attestor = try #require(client.attestor)
+        let reading = "/v1/actions/reading"
+
+        // An action in flight; behind it another action, then a daily generation (over a challenge).
+        transport.hold(reading)
+        let first = Task { try await client.perform("reading", intent: "one") }
+        await transport.waitUntilHeld(reading)
+        let cancelled = Task { try await client.perform("reading", intent: "two") }
+        await Self.queued(1, attestor, orAsserted: 2, log)
+        let daily = Task { try await client.ai.daily("today") }
+        await Self.queued(2, attestor, orAsserted: 3, log)
+        cancelled.cancel()
+        await #expect(throws: (any Error).self) { try await Self.value(cancelled) }
+        #expect(transport.heldCount == 1 && attest.assertCalls.count == 1)
+
+        transport.release(reading)
+        _ = try await Self.value(first)
+        _ = try await Self.value(daily)
+        // The cancelled action never signed nor went out: the daily generation has the next counter.
+        #expect(attest.assertCalls.count == 2)
+        #expect(server.requests(.post, reading).map(HoldingTransport.counter) == [1])
+        #expect(HoldingTransport.counter(server.requests(.get, "/v1/ai/daily/today").last) == 2)
+
+        // An asserted request cancelled while in flight hands over too.
+        transport.hold(reading)
+        let abandoned = Task { try await client.perform("reading", intent: "three") }
+        await transport.waitUntilHeld(reading)
+        let next = Task { try await client.perform("reading", intent: "four") }
+        await Self.queued(1, attestor, orAsserted: 4, log)
+        abandoned.cancel()
+        await #expect(throws: (any Error).self) { try await Self.value(abandoned) }
+        _ = try await Self.value(next)
+        #expect(server.requests(.post, reading).map(HoldingTransport.counter) == [1, 4])
+    }
+
+    @Test("The assertion gate: first come first served; a cancelled waiter leaves the queue at once and never holds it")
+    func gateOrderAndCancellation() async throws {
+        let gate = AssertionGate()
+        let entered = Locked<[String]>([])
+        try await gate.enter()
+        func waiter(_ name: String) -> Task<Void, any Error> {
+            Task {
+                try await gate.enter()
+                entered.withLock { $0.append(name) }
+                gate.leave()
+            }
+        }
+        let a = waiter("a")
+        await gate.waitForWaiters(1)
+        let b = waiter("b")
+        await gate.waitForWaiters(2)
+        let c = waiter("c")
+        await gate.waitForWaiters(3)
+        b.cancel()
+        // Thrown while the gate is still held: b left the queue, it was not handed the gate.
+        await #expect(throws: CancellationError.self) { try await Self.value(b) }
+        #expect(entered.withLock { $0 }.isEmpty)
+        gate.leave()
+        try await Self.value(a)
+        try await Self.value(c)
+        #expect(entered.withLock { $0 } == ["a", "c"])
+
+        // Cancelled before asking: it neither waits nor takes the gate, which stays free.
+        let early = Task {
+            withUnsafeCurrentTask { $0?.cancel() }
+            try await gate.enter()
+        }
+        await #expect(throws: CancellationError.self) { try await Self.value(early) }
+        try await gate.enter()
+        gate.leave()
+    }
+
     // MARK: Later attestation
 
     @Test("Apple's service down at sign-in: the guest signs in unattested, and the attestation is retried with backoff on the clock")
@@ -261,16 +374,33 @@ struct AttestationFlowTests {
 
     private static func client(
         _ store: MemorySecureStore, _ server: AttestStubServer, _ attest: FakeAppAttest?, devices: FakeDeviceTokens? = nil,
-        clock: TestClock = TestClock()
+        clock: TestClock = TestClock(), transport: (any HTTPTransport)? = nil
     ) -> Client {
         var configuration = ClientConfiguration(baseURL: URL(string: "http://127.0.0.1:9")!, secureStore: store)
-        configuration.transport = server
+        configuration.transport = transport ?? server
         configuration.clock = clock
         configuration.retry = .none
         configuration.metrics = ClientMetrics(exportLabel: nil)
         configuration.timeZone = nil
         configuration.attestation = attest.map { AttestationConfiguration(appAttest: $0, deviceCheck: devices) }
         return Client(configuration: configuration)
+    }
+
+    /// `task`'s value, or `CancellationError` once the test is cancelled (its time limit): a task that a regression leaves
+    /// waiting for ever fails the test instead of hanging the run.
+    private static func value<T: Sendable>(_ task: Task<T, any Error>) async throws -> T {
+        try await valueUnlessCancelled(of: task)
+    }
+
+    /// Returns once `next` of the asserted requests waits its turn, or, should it not wait (the defect this guards
+    /// against), once it was signed: a test then fails on what it sees instead of hanging.
+    private static func queued(_ next: Int, _ attestor: Attestor, orAsserted counter: Int, _ log: AttestEventLog) async {
+        await withTaskGroup(of: Void.self) { group in
+            group.addTask { await attestor.waitForQueuedAssertions(next) }
+            group.addTask { await log.waitFor(.asserted(counter)) }
+            await group.next()
+            group.cancelAll()
+        }
     }
 
     private static func storedKey(_ store: MemorySecureStore) throws -> AttestationFlow.Key? {
@@ -295,8 +425,13 @@ final class FakeAppAttest: AppAttestService {
 
     private let state = Mutex(State())
     let isSupported: Bool
+    /// Where each assertion is logged, with its counter.
+    private let log: AttestEventLog?
 
-    init(supported: Bool = true) { isSupported = supported }
+    init(supported: Bool = true, log: AttestEventLog? = nil) {
+        isSupported = supported
+        self.log = log
+    }
 
     var keysMade: Int { state.withLock { $0.keysMade } }
     var attestCalls: [(keyId: String, hash: Data)] { state.withLock { $0.attestCalls } }
@@ -325,8 +460,11 @@ final class FakeAppAttest: AppAttestService {
     func generateAssertion(_ keyId: String, clientDataHash: Data) async throws -> Data {
         try state.withLock { state in
             if !state.assertFailures.isEmpty { throw state.assertFailures.removeFirst() }
-            let assertion = Data("assertion \(state.assertCalls.count + 1) by \(keyId)".utf8)
+            // The counter the device keeps per key, raised by each assertion (here: the number of assertions made).
+            let counter = state.assertCalls.count + 1
+            let assertion = Data("assertion \(counter) by \(keyId)".utf8)
             state.assertCalls.append((keyId, clientDataHash, assertion))
+            log?.append(.asserted(counter))
             return assertion
         }
     }
@@ -428,5 +566,170 @@ final class AttestStubServer: HTTPTransport {
         let body = ErrorResponse(error: ErrorDetail(code: code, message: "stub \(status)"))
         let data = (try? TallyJSON.encoder().encode(body)) ?? Data()
         return TransportResponse(status: status, headers: ["Content-Type": "application/json"], body: data)
+    }
+}
+
+/// What happened, in order, around asserted requests: assertions made, requests sent and answers received, each with
+/// its assertion's counter (nil for a request without one).
+enum AttestEvent: Hashable, Sendable {
+    case asserted(Int)
+    case sent(String, Int?)
+    case answered(String, Int?)
+
+    var counter: Int? {
+        switch self {
+        case .asserted(let counter): counter
+        case .sent(_, let counter), .answered(_, let counter): counter
+        }
+    }
+}
+
+final class AttestEventLog: Sendable {
+    private struct State {
+        var events: [AttestEvent] = []
+        var watchers: [(id: Int, event: AttestEvent, continuation: CheckedContinuation<Void, Never>)] = []
+        var lastId = 0
+    }
+
+    private let state = Mutex(State())
+
+    var events: [AttestEvent] { state.withLock { $0.events } }
+
+    func append(_ event: AttestEvent) {
+        let ready = state.withLock { state -> [CheckedContinuation<Void, Never>] in
+            state.events.append(event)
+            let ready = state.watchers.filter { $0.event == event }.map(\.continuation)
+            state.watchers.removeAll { $0.event == event }
+            return ready
+        }
+        for watcher in ready { watcher.resume() }
+    }
+
+    /// Returns once `event` happened, or the calling task is cancelled.
+    func waitFor(_ event: AttestEvent) async {
+        let id = state.withLock { state -> Int in
+            state.lastId += 1
+            return state.lastId
+        }
+        await withTaskCancellationHandler {
+            await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
+                let ready = state.withLock { state -> Bool in
+                    if state.events.contains(event) || Task.isCancelled { return true }
+                    state.watchers.append((id, event, continuation))
+                    return false
+                }
+                if ready { continuation.resume() }
+            }
+        } onCancel: {
+            let watcher = state.withLock { state -> CheckedContinuation<Void, Never>? in
+                guard let index = state.watchers.firstIndex(where: { $0.id == id }) else { return nil }
+                return state.watchers.remove(at: index).continuation
+            }
+            watcher?.resume()
+        }
+    }
+}
+
+/// The stub server behind a network that holds the requests the test names in flight until it releases them (a
+/// cancelled one fails as a lost connection), logging each request sent and each answer with its assertion's counter.
+final class HoldingTransport: HTTPTransport {
+    private struct State {
+        /// How many of the next requests to each path are held.
+        var holds: [String: Int] = [:]
+        var held: [(path: String, id: Int, continuation: CheckedContinuation<Void, any Error>)] = []
+        var watchers: [(path: String, id: Int, continuation: CheckedContinuation<Void, Never>)] = []
+        var lastId = 0
+    }
+
+    private let server: AttestStubServer
+    private let log: AttestEventLog
+    private let state = Mutex(State())
+
+    init(_ server: AttestStubServer, log: AttestEventLog) {
+        self.server = server
+        self.log = log
+    }
+
+    /// The next request to `path` (its query aside) is held until ``release(_:)``.
+    func hold(_ path: String) { state.withLock { $0.holds[path, default: 0] += 1 } }
+
+    /// How many requests are held now.
+    var heldCount: Int { state.withLock { $0.held.count } }
+
+    /// Returns once a request to `path` is held, or the calling task is cancelled.
+    func waitUntilHeld(_ path: String) async {
+        let id = state.withLock { state -> Int in
+            state.lastId += 1
+            return state.lastId
+        }
+        await withTaskCancellationHandler {
+            await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
+                let held = state.withLock { state -> Bool in
+                    if state.held.contains(where: { $0.path == path }) || Task.isCancelled { return true }
+                    state.watchers.append((path, id, continuation))
+                    return false
+                }
+                if held { continuation.resume() }
+            }
+        } onCancel: {
+            let watcher = state.withLock { state -> CheckedContinuation<Void, Never>? in
+                guard let index = state.watchers.firstIndex(where: { $0.id == id }) else { return nil }
+                return state.watchers.remove(at: index).continuation
+            }
+            watcher?.resume()
+        }
+    }
+
+    /// Lets the first held request to `path` go on to the server.
+    func release(_ path: String) {
+        let held = state.withLock { state -> CheckedContinuation<Void, any Error>? in
+            guard let index = state.held.firstIndex(where: { $0.path == path }) else { return nil }
+            return state.held.remove(at: index).continuation
+        }
+        held?.resume()
+    }
+
+    func send(_ request: TransportRequest) async throws -> TransportResponse {
+        let path = AttestationFlow.path(of: request)
+        let counter = Self.counter(request)
+        log.append(.sent(path, counter))
+        let id = state.withLock { state -> Int? in
+            guard state.holds[path, default: 0] > 0 else { return nil }
+            state.holds[path]! -= 1
+            state.lastId += 1
+            return state.lastId
+        }
+        if let id {
+            try await withTaskCancellationHandler {
+                try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<Void, any Error>) in
+                    let (cancelled, watchers) = state.withLock { state -> (Bool, [CheckedContinuation<Void, Never>]) in
+                        if Task.isCancelled { return (true, []) }
+                        state.held.append((path, id, continuation))
+                        let watchers = state.watchers.filter { $0.path == path }.map(\.continuation)
+                        state.watchers.removeAll { $0.path == path }
+                        return (false, watchers)
+                    }
+                    for watcher in watchers { watcher.resume() }
+                    if cancelled { continuation.resume(throwing: TransportError.connectionLost) }
+                }
+            } onCancel: {
+                let held = state.withLock { state -> CheckedContinuation<Void, any Error>? in
+                    guard let index = state.held.firstIndex(where: { $0.id == id }) else { return nil }
+                    return state.held.remove(at: index).continuation
+                }
+                held?.resume(throwing: TransportError.connectionLost)
+            }
+        }
+        let response = try await server.send(request)
+        log.append(.answered(path, counter))
+        return response
+    }
+
+    /// The counter of `request`'s assertion, as ``FakeAppAttest`` wrote it ("assertion N by key"); nil without one.
+    static func counter(_ request: TransportRequest?) -> Int? {
+        guard let value = request?.headers[AssertionHeader.name], let header = AssertionHeader(value: value),
+            let assertion = Data(base64Encoded: header.assertion)
+        else { return nil }
+        return String(decoding: assertion, as: UTF8.self).split(separator: " ").dropFirst().first.flatMap { Int($0) }
     }
 }

@@ -1,11 +1,12 @@
 import Foundation
 import TallyAPI
 
-/// Signs each attempt of a request before it is sent (``RequestExecutor``): App Attest's assertion, on the requests
-/// that spend free value.
+/// Signs each attempt of a request as it is sent (``RequestExecutor``): App Attest's assertion, on the requests that
+/// spend free value.
 protocol RequestSigner: Sendable {
-    /// `request`, with the headers that prove where it comes from added, or as it is.
-    func sign(_ request: TransportRequest) async throws -> TransportRequest
+    /// Sends one attempt with `send`: `request` with the headers that prove where it comes from added, or as it is. The
+    /// signer may make the attempt wait its turn, and holds it until `send` returns or throws (the server's answer).
+    func withSigned<T>(_ request: TransportRequest, _ send: (TransportRequest) async throws -> T) async throws -> T
 }
 
 /// Does App Attest and DeviceCheck for one client, by ``AttestationFlow``'s rules: keeps the installation's key, attests
@@ -34,6 +35,8 @@ actor Attestor: RequestSigner {
     private var retryAuth: (any AccessTokenProvider)?
     /// The key being made, which concurrent callers share.
     private var keyCreation: Task<String, any Error>?
+    /// Held over each asserted attempt until its answer: the counters reach the server in order (``withSigned(_:_:)``).
+    private let assertionGate = AssertionGate()
 
     init(configuration: AttestationConfiguration, secureStore: any SecureStore, clock: any ClientClock, executor: RequestExecutor) {
         service = configuration.appAttest
@@ -150,13 +153,31 @@ actor Attestor: RequestSigner {
 
     // MARK: Assertions
 
-    /// `request` with `X-Tally-Assertion` when it spends free value (``AttestationFlow/nonce(for:)``) and the key is
-    /// attested; as it is otherwise, or when the device fails to sign (the server then decides). A challenge the server
-    /// could not give fails the request. Other requests pass without waiting for the actor.
-    nonisolated func sign(_ request: TransportRequest) async throws -> TransportRequest {
-        guard let nonce = AttestationFlow.nonce(for: request) else { return request }
-        return try await asserted(request, over: nonce)
+    /// Sends `request` with `send`, with `X-Tally-Assertion` when it spends free value (``AttestationFlow/nonce(for:)``)
+    /// and the key is attested; as it is otherwise, or when the device fails to sign (the server then decides). A
+    /// challenge the server could not give fails the request. Other requests pass at once, without the actor.
+    ///
+    /// Asserted attempts go one at a time, first come first served: each waits for the previous one's answer (or its
+    /// failure, or cancellation) before its assertion is made. The server accepts an assertion only if its counter is
+    /// above the last one it accepted, and every assertion raises the device's counter: two in flight at once could
+    /// arrive in the other order, and the later-signed one, accepted first, would get the other refused
+    /// (`counter_not_increased`), losing its free use. A task cancelled while it waits leaves the queue at once.
+    nonisolated func withSigned<T>(_ request: TransportRequest, _ send: (TransportRequest) async throws -> T) async throws -> T {
+        guard let nonce = AttestationFlow.nonce(for: request), isSupported else { return try await send(request) }
+        try await assertionGate.enter()
+        var holding = true
+        defer { if holding { assertionGate.leave() } }
+        let signed = try await asserted(request, over: nonce)
+        if signed.headers[AssertionHeader.name] == nil {
+            // Going unasserted (no attested key yet, a device that failed to sign): no counter to keep in order.
+            holding = false
+            assertionGate.leave()
+        }
+        return try await send(signed)
     }
+
+    /// Returns once `count` asserted attempts wait for the one in flight, or the caller is cancelled (tests).
+    nonisolated func waitForQueuedAssertions(_ count: Int) async { await assertionGate.waitForWaiters(count) }
 
     private func asserted(_ request: TransportRequest, over nonce: AttestationFlow.Nonce) async throws -> TransportRequest {
         guard let service, service.isSupported, !stopped, let key = try? storedKey(), key.attested else { return request }

@@ -54,12 +54,14 @@ final class RequestExecutor: Sendable {
                 token = try await auth.accessToken()
                 request.headers["Authorization"] = "Bearer \(token!)"
             }
-            if let signer { request = try await signer.sign(request) }
-            let started = DispatchTime.now().uptimeNanoseconds
+            var started = DispatchTime.now().uptimeNanoseconds
             let failure: AttemptFailure
             let mapped: ClientError
             do {
-                let response = try await transport.send(request)
+                let response = try await signed(request) { request in
+                    started = DispatchTime.now().uptimeNanoseconds
+                    return try await transport.send(request)
+                }
                 metrics.recordRequest(operation: endpoint.operation, status: response.status, duration: Self.seconds(since: started))
                 onResponse(response.status)
                 if (200..<300).contains(response.status) || response.status == 304 { return response }
@@ -86,6 +88,13 @@ final class RequestExecutor: Sendable {
             metrics.recordRetry(operation: endpoint.operation)
             try await clock.sleep(for: delay)
         }
+    }
+
+    /// `send(request)`, through the signer when there is one: it adds App Attest's assertion, and makes an asserted
+    /// attempt wait until the previous one got its answer (``Attestor/withSigned(_:_:)``).
+    private func signed<T>(_ request: TransportRequest, _ send: (TransportRequest) async throws -> T) async throws -> T {
+        guard let signer else { return try await send(request) }
+        return try await signer.withSigned(request, send)
     }
 
     /// Seconds of monotonic time since `start` (`DispatchTime` nanoseconds: `ContinuousClock` needs iOS 16).
