@@ -66,9 +66,9 @@ struct AppAttestServerTests {
         let keyId: String
         let deviceId = "device-" + UUID().uuidString
 
-        init(_ appStore: DevAppStore) {
+        init(_ appStore: DevAppStore, keyId: String? = nil) {
             self.appStore = appStore
-            keyId = appStore.appAttest.generateKey()
+            self.keyId = keyId ?? appStore.appAttest.generateKey()
         }
 
         /// An attestation of the key for a challenge the server issued (or `challenge`), made as the stand-in's
@@ -153,9 +153,13 @@ struct AppAttestServerTests {
             // The accepted key was stored with its guest, counter 0, in the development environment.
             let stored = try #require(try await server.services.store.attestedKey(keyId: first.keyId))
             #expect(stored.counter == 0 && stored.environment == "development" && stored.publicKey.count == 65)
-            // A key is attested once.
+            // A key is attested once: its second attestation is refused, from another installation too, creating nothing.
             let again = try await first.signIn(api, attestation: try await first.attestation(api))
             #expect(again.status == .forbidden && again.errorCode == "installation_rejected", "\(again.text)")
+            let elsewhere = AppAttestServerTests.Device(appStore, keyId: first.keyId)
+            let reused = try await elsewhere.signIn(api, attestation: try await elsewhere.attestation(api))
+            #expect(reused.status == .forbidden && reused.errorCode == "installation_rejected", "\(reused.text)")
+            #expect(try await elsewhere.signIn(api, attestation: nil).status == .created, "the refusal created no guest")
         }
     }
 

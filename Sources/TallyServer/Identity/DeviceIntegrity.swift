@@ -54,16 +54,25 @@ struct DeviceIntegrity: Sendable {
             record("refused", reason: "challenge", logger: logger)
             throw APIError(.installationRejected, "The attestation's challenge is unknown, used or expired: ask for a new one.")
         }
+        let key: AttestedKey
         do throws(AppAttestError) {
-            let key = try await appAttest.verifier.verifyAttestation(
+            key = try await appAttest.verifier.verifyAttestation(
                 Array(object), keyId: Array(keyId), challenge: Array(attestation.challenge.utf8), at: now)
-            record("attested", reason: "ok", logger: nil)
-            return key
         } catch {
             record("refused", reason: error.code.rawValue, logger: logger)
             throw APIError(.installationRejected, "The attestation was refused: \(error.description).")
         }
+        // Refused before a guest sign-in stores anything (``save(_:userId:installation:)`` refuses it again, atomically).
+        guard try await services.store.attestedKey(keyId: attestation.keyId) == nil else {
+            record("refused", reason: "key_reused", logger: logger)
+            throw Self.keyReused
+        }
+        record("attested", reason: "ok", logger: nil)
+        return key
     }
+
+    /// The answer to a key attested before.
+    static var keyReused: APIError { APIError(.installationRejected, "This key was attested before: generate a new key.") }
 
     /// Stores `key` for `userId`; a key attested before is refused (`403 installation_rejected`).
     func save(_ key: AttestedKey, userId: String, installation: String?) async throws -> AttestationStatus {
@@ -71,9 +80,7 @@ struct DeviceIntegrity: Sendable {
         let record = AttestedKeyRecord(
             keyId: keyId, userId: userId, installation: installation, publicKey: key.publicKey, environment: key.environment.rawValue,
             receipt: key.receipt, attestedAt: services.clock.now)
-        guard try await services.store.saveAttestedKey(record) else {
-            throw APIError(.installationRejected, "This key was attested before: generate a new key.")
-        }
+        guard try await services.store.saveAttestedKey(record) else { throw Self.keyReused }
         return AttestationStatus(keyId: keyId, environment: key.environment.rawValue)
     }
 
