@@ -136,7 +136,8 @@ struct TransactionRedemptionTests {
             #expect(bought.finishCount == 0, "kept: the server never saw it")
 
             transport.clearFaults()  // the network is back, and any answer says so
-            #expect(try await client.fetch(client.walletQuery, forceRefresh: true).balance == 0)
+            // The sign: any answer. (Its balance is not checked: the redemption it wakes may land before it is read.)
+            _ = try await client.fetch(client.walletQuery, forceRefresh: true)
             try await waitFor { bought.finishCount == 1 }
             #expect(try await client.fetch(client.walletQuery, forceRefresh: true).balance == 100)
             #expect(await pending.idle.isEmpty)
