@@ -20,6 +20,8 @@ enum JSONMemberRange {
         scan.skipWhitespace()
         guard scan.take(UInt8(ascii: "{")) else { return nil }
         let wanted = Array(name.utf8)
+        // A key written with escapes is never the one wanted: its text is not the key (`"\""` is `"`, not `\"`).
+        guard !wanted.contains(0x5C) else { return nil }
         while true {
             scan.skipWhitespace()
             guard scan.index < bytes.count, bytes[scan.index] == UInt8(ascii: "\"") else { return nil }
