@@ -1,6 +1,6 @@
 import Foundation
 
-/// App Attest's server-side state (README, "Real devices: App Attest and DeviceCheck"): one-time challenges, each
+/// App Attest's server-side state (docs/device-integrity.md): one-time challenges, each
 /// installation's attested keys with the counter of their last accepted assertion, and each user's unattested spends
 /// (what `monitor` mode flags). The verification itself is TallyAppAttest's; the store keeps what must hold across
 /// processes: a challenge is used once, a key is attested once, and a counter is accepted once (compare-and-set).

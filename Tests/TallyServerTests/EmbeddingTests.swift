@@ -6,7 +6,7 @@ import TallyAPI
 import TallyServer
 import Testing
 
-/// An app that embeds the server adds routes of its own on Tally's identity, as README.md ("Embedding") shows:
+/// An app that embeds the server adds routes of its own on Tally's identity, as docs/embedding.md shows:
 /// the sample there is the block marked below, compiled here and run over real HTTP on loopback.
 @Suite("Embedding", .timeLimit(.minutes(3)))
 struct EmbeddingTests {
@@ -20,7 +20,7 @@ struct EmbeddingTests {
         configuration.bcryptCost = 4
         configuration.dataDirectory = directory
 
-        // README.md, "Embedding": from here …
+        // docs/embedding.md: from here …
         let app = try buildApplication(configuration: configuration, configureRouter: { router, services in
             router.group("app")
                 .add(middleware: AuthMiddleware(services: services))   // a verified access token, or 401

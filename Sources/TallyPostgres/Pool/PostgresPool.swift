@@ -40,7 +40,7 @@ public final class PostgresPool: Service, Sendable {
         /// The default maximum of connections per process (``size``). The 10,000-user load at 3,000 ops/s on two
         /// processes kept 1–5 server sessions active at once of the 44 they held (issue 36): 8 leaves a process
         /// room for all of those and a burst, and two processes with their listeners (2 × (8 + 1) = 18) fit
-        /// PgBouncer's default `default_pool_size` of 20 in session mode (README, "Running in production").
+        /// PgBouncer's default `default_pool_size` of 20 in session mode (docs/production.md).
         public static let defaultSize = 8
         /// The default ``acquireTimeout``.
         public static let defaultAcquireTimeout: Duration = .seconds(5)

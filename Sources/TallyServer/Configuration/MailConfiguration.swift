@@ -8,8 +8,8 @@ import Foundation
 /// ```
 ///
 /// Each mail is `POST <webhookURL>` with the JSON body `{"to", "template", "code", "expiresAt"}` and the header
-/// `X-Tally-Signature: t=<unix seconds>,v1=<hex HMAC-SHA-256 of "<t>.<body>" under the secret>` (README, "Account
-/// recovery", says how to check it). Without the section the server sends no mail: `POST /v1/auth/password/forgot`
+/// `X-Tally-Signature: t=<unix seconds>,v1=<hex HMAC-SHA-256 of "<t>.<body>" under the secret>` (docs/identity.md,
+/// "Account recovery", says how to check it). Without the section the server sends no mail: `POST /v1/auth/password/forgot`
 /// still answers 202 and `POST /v1/auth/email/verify/send` answers 503 `mail_unavailable`.
 public struct MailConfiguration: Sendable, CustomStringConvertible {
     /// The hook's URL (`https://…`; `http://` only to a loopback address, for a stand-in on the same machine).

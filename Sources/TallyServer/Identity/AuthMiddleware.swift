@@ -11,7 +11,7 @@ import TallyStore
 /// out, account not deleted); anything else is answered `401` with a JSON error before the handler runs.
 /// The user id comes only from the token, never from the request. Behind it,
 /// `.group(context: AuthenticatedContext.self)` hands handlers an ``AuthenticatedContext``, whose
-/// `identity` is not optional (README.md, "Embedding", has an app's route).
+/// `identity` is not optional (docs/embedding.md, has an app's route).
 public struct AuthMiddleware: RouterMiddleware {
     /// The context of Tally's public router, whose ``TallyRequestContext/identity`` this sets.
     public typealias Context = TallyRequestContext

@@ -8,7 +8,7 @@ import TallyAPI
 import TallyAppAttest
 import TallyStore
 
-/// App Attest and DeviceCheck on the server's side (README, "Real devices: App Attest and DeviceCheck"): challenges,
+/// App Attest and DeviceCheck on the server's side (docs/device-integrity.md): challenges,
 /// attestations, assertions on the calls that spend free value, and the sign-up grant a device may have.
 ///
 /// Verification is TallyAppAttest's; what must hold across processes is the store's (a challenge is used once, a key

@@ -1,7 +1,7 @@
 import Foundation
 import Testing
 
-/// Every Swift sample a developer reads — in README.md and in the SDK's doc comments — is compiled: its
+/// Every Swift sample a developer reads — in README.md, the guides in docs/ and the SDK's doc comments — is compiled: its
 /// lines appear, in order, in a file of this folder that the test target builds (``ReadmeSamples``,
 /// ``DocCommentSamples``), or, for the server's samples, in the server test that runs them
 /// (`Tests/TallyServerTests/EmbeddingTests.swift`). A sample edited in the docs but not here, or here but
@@ -63,15 +63,26 @@ struct SamplesAreCompiledTests {
         return (0...(lines.count - block.count)).contains { start in Array(lines[start..<(start + block.count)]) == block }
     }
 
-    @Test func readmeSamplesAreCompiled() throws {
-        let readme = try String(contentsOf: SDKSources.root.appendingPathComponent("README.md"), encoding: .utf8)
-        let blocks = Self.markdownBlocks(readme).filter { !$0.trimmingCharacters(in: .whitespacesAndNewlines).hasPrefix("// Package.swift") }
-        try #require(!blocks.isEmpty, "README.md has no Swift samples")
+    /// README.md and the guides in docs/.
+    static func guides() throws -> [URL] {
+        let docs = SDKSources.root.appendingPathComponent("docs")
+        let guides = try FileManager.default.contentsOfDirectory(at: docs, includingPropertiesForKeys: nil).filter { $0.pathExtension == "md" }
+        return [SDKSources.root.appendingPathComponent("README.md")] + guides.sorted { $0.path < $1.path }
+    }
+
+    @Test func readmeAndGuideSamplesAreCompiled() throws {
+        var count = 0
         let compiled = try Self.compiledLines()
-        for block in blocks {
-            let found = Self.contains(compiled, Self.normalized(block))
-            #expect(found, "README sample not compiled in Tests/TallyClientTests/Samples or \(Self.serverSamples.lastPathComponent):\n\(block)")
+        for file in try Self.guides() {
+            let text = try String(contentsOf: file, encoding: .utf8)
+            let blocks = Self.markdownBlocks(text).filter { !$0.trimmingCharacters(in: .whitespacesAndNewlines).hasPrefix("// Package.swift") }
+            count += blocks.count
+            for block in blocks {
+                let found = Self.contains(compiled, Self.normalized(block))
+                #expect(found, "\(file.lastPathComponent) sample not compiled in Tests/TallyClientTests/Samples or \(Self.serverSamples.lastPathComponent):\n\(block)")
+            }
         }
+        #expect(count > 10, "README.md and docs/ have Swift samples: \(count) found")
     }
 
     @Test func docCommentSamplesAreCompiled() throws {

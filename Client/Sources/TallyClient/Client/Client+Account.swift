@@ -3,7 +3,7 @@ import TallyAPI
 
 /// The account's password and email: change, reset by a mailed code, verification. Each call is one request, sent
 /// once (none of them is retried by itself: a code must not be spent twice); the server mails its codes through the
-/// mail hook its operator configured (README, "Account recovery").
+/// mail hook its operator configured (docs/identity.md, "Account recovery").
 ///
 /// A code that does not work — wrong, expired (codes live 15 minutes), already used, replaced by a newer one, or spent
 /// by five wrong tries — is one error: ``ClientError/Code/server`` with ``ClientError/serverCode`` `.invalidCode`. Ask
