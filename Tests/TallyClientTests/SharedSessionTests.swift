@@ -6,7 +6,7 @@ import Testing
 
 /// One session store shared by two clients (an app and its widget or extension), against the real server:
 /// a refresh never presents a token the sibling already rotated, and a refusal never ends the sibling's session.
-@Suite("Sessions shared between processes", .timeLimit(.minutes(3)))
+@Suite("Sessions shared between processes", .timeLimit(.minutes(10)))
 struct SharedSessionTests {
     @Test("Two processes sharing one session store stay signed in through 100 concurrent refresh rounds",
         .timeLimit(.minutes(3)))

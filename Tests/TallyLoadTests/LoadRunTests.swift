@@ -5,7 +5,7 @@ import Testing
 
 /// Small versions of the load scenario against real `tally serve` processes: the books must balance,
 /// also when a server is killed with SIGKILL mid-run and restarted.
-@Suite(.serialized, .timeLimit(.minutes(5))) struct LoadRunTests {
+@Suite(.serialized, .timeLimit(.minutes(10))) struct LoadRunTests {
     @Test func aSmallRunOnSQLiteBalances() async throws {
         let report = try await Self.run(users: 200, sdkUsers: 20, rate: 300, seconds: 4)
         #expect(report.passed, "\(report.books.violations)")

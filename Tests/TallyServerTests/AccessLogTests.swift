@@ -5,7 +5,7 @@ import Testing
 
 /// The access log through the server's real log handler: one line per request, with the route template,
 /// status, duration and user id, and never a token, a key, an id from the path or a query string.
-@Suite(.timeLimit(.minutes(3))) struct AccessLogTests {
+@Suite(.timeLimit(.minutes(10))) struct AccessLogTests {
     @Test func oneLinePerRequestWithTemplateStatusDurationAndUserButNoSecrets() async throws {
         let lines = CapturedLines()
         let (user, holdId, adminKey) = try await LiveServer.with(.sqlite, logger: lines.logger(level: .info)) { server in

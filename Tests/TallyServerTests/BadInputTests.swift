@@ -3,7 +3,7 @@ import HTTPTypes
 import TallyAPI
 import Testing
 
-@Suite("Bad input gets a clear 4xx and changes nothing", .timeLimit(.minutes(3)))
+@Suite("Bad input gets a clear 4xx and changes nothing", .timeLimit(.minutes(10)))
 struct BadInputTests {
     struct Case: Sendable, CustomTestStringConvertible {
         let method: HTTPRequest.Method

@@ -7,7 +7,7 @@ import Testing
 
 /// The console overview's hourly bookkeeping: which hours are settled and read once, and numbers that always equal the
 /// ledger's own totals over today (UTC) and the last 168 hours, on a real SQLite store over 9 days of injected time.
-@Suite("Console overview", .timeLimit(.minutes(2)))
+@Suite("Console overview", .timeLimit(.minutes(10)))
 struct ConsoleOverviewTests {
     @Test("hours: the current one, 167 before it, UTC midnight, settled two minutes after their end")
     func hours() {

@@ -9,7 +9,7 @@ import Testing
 /// The operator's console over real HTTP on both stores: served on the admin listener only, signed in with the key
 /// (wrong keys refused, then rate limited with the admin API's limiter), every form guarded by its CSRF token, actions
 /// audited; and `GET /admin/v1/audit`.
-@Suite("Console", .timeLimit(.minutes(3)))
+@Suite("Console", .timeLimit(.minutes(10)))
 struct ConsoleTests {
     /// A signed-in console: its cookie and the CSRF token its pages carry.
     struct Operator {

@@ -10,7 +10,7 @@ import Testing
 /// `pg_ctl stop` of a whole cluster runs in `scripts/fault-run`): requests fail fast with 503 and
 /// `Retry-After` while it lasts, `/ready` says not ready, and everything recovers by itself — with no
 /// key left claimed and no account left gated — when the database returns.
-@Suite("PostgreSQL outages", .timeLimit(.minutes(5)))
+@Suite("PostgreSQL outages", .timeLimit(.minutes(10)))
 struct DatabaseOutageTests {
     /// Outages are real time: a connection refused is a connection refused. Kept short.
     static let outage: Duration = .seconds(2)

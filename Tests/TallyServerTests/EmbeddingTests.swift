@@ -8,7 +8,7 @@ import Testing
 
 /// An app that embeds the server adds routes of its own on Tally's identity, as docs/embedding.md shows:
 /// the sample there is the block marked below, compiled here and run over real HTTP on loopback.
-@Suite("Embedding", .timeLimit(.minutes(3)))
+@Suite("Embedding", .timeLimit(.minutes(10)))
 struct EmbeddingTests {
     @Test("An embedding app's own route takes a verified token and gets the user from it; without one, 401 JSON")
     func appRouteOnTallysIdentity() async throws {

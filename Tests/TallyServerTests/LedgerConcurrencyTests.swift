@@ -5,7 +5,7 @@ import TallyStore
 import Testing
 
 /// The money invariants under real concurrency, over real HTTP, on every store.
-@Suite("Ledger under concurrency", .timeLimit(.minutes(3)))
+@Suite("Ledger under concurrency", .timeLimit(.minutes(10)))
 struct LedgerConcurrencyTests {
     static let catalog = try! Catalog(signupGrant: 0, quotas: [], actions: [ActionSpec(name: "debit1", tokens: 1)])
 

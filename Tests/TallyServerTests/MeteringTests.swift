@@ -3,7 +3,7 @@ import TallyAPI
 import TallyStore
 import Testing
 
-@Suite("Quotas, actions and holds", .timeLimit(.minutes(3)))
+@Suite("Quotas, actions and holds", .timeLimit(.minutes(10)))
 struct MeteringTests {
     static let catalog = try! Catalog(
         signupGrant: 0, quotas: [QuotaSpec(name: "readings", daily: 3)],

@@ -5,7 +5,7 @@ import Testing
 
 /// Two `tally serve` processes on one PostgreSQL: tokens, idempotency keys and the ledger are shared,
 /// and every invariant holds under debits racing across both.
-@Suite("Several server processes, one PostgreSQL", .timeLimit(.minutes(5)))
+@Suite("Several server processes, one PostgreSQL", .timeLimit(.minutes(10)))
 struct MultiProcessTests {
     @Test("Two processes started at once migrate safely and keep every invariant under concurrent debits")
     func twoProcesses() async throws {
@@ -67,7 +67,7 @@ struct MultiProcessTests {
 /// streams: the same notification drops the session from the other process's caches, so the token is refused
 /// there as soon as the notification is handled (before, it was accepted for 1.1–1.9 s, until the session
 /// cache's trust ran out and the revocation poller caught up).
-@Suite("Sign-out across server processes", .timeLimit(.minutes(5)))
+@Suite("Sign-out across server processes", .timeLimit(.minutes(10)))
 struct SignOutAcrossProcessesTests {
     @Test("A token signed out on one process is refused by the other once that one has heard the notification")
     func signedOutTokenRefusedOnTheOtherProcess() async throws {
@@ -106,7 +106,7 @@ struct SignOutAcrossProcessesTests {
 
 /// The sign-in lockout counts in the database: an attacker spreading guesses over several processes gets
 /// no more than against one, and a restart forgets nothing.
-@Suite("Lockout across server processes", .timeLimit(.minutes(5)))
+@Suite("Lockout across server processes", .timeLimit(.minutes(10)))
 struct LockoutAcrossProcessesTests {
     @Test("Failures on two processes add up; the lock holds on both and after a restart")
     func lockoutAcrossProcesses() async throws {

@@ -7,7 +7,7 @@ import Testing
 /// What a settlement retried after an outage does to each state the database can hold when it returns, on both
 /// stores: the hold open, captured by an attempt whose answer was lost, expired and swept, expired and not yet swept,
 /// or the wallet spent meanwhile. (The outage itself, through a cut proxy: `DatabaseOutageTests`.)
-@Suite("AI settlements retried after an outage", .timeLimit(.minutes(3)))
+@Suite("AI settlements retried after an outage", .timeLimit(.minutes(10)))
 struct PendingSettlementsTests {
     /// A capture of `amount` on `holdId`, as the gateway would have settled it.
     static func capture(_ user: TestUser, _ holdId: String, _ amount: Int64) throws -> Settlement {

@@ -8,7 +8,7 @@ import Testing
 /// default settings: it refuses start-up parameters it does not know), with `TALLY_POSTGRES_STATEMENTS=unnamed`
 /// and the event listener and migrations on PostgreSQL itself (`TALLY_LISTEN_DATABASE_URL`) — and without it, where
 /// the listener's self-check reports that it hears nothing and the processes poll instead.
-@Suite("Through a transaction pooler (PgBouncer)", .timeLimit(.minutes(5)))
+@Suite("Through a transaction pooler (PgBouncer)", .timeLimit(.minutes(10)))
 struct PoolerTests {
     /// What the self-check logs when its probe is not heard (`PostgresNotifications`).
     static let deafListener = "the event listener did not hear its own notification"

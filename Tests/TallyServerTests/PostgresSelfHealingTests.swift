@@ -12,7 +12,7 @@ import Testing
 /// A pooled connection whose server session ended, or whose prepared statements no longer match its session
 /// (as behind a transaction pooler), is replaced, never reused: the next calls succeed on a fresh connection.
 /// Each store has a pool of one connection, so "the connection" is the one every call uses.
-@Suite("PostgreSQL connections that break are replaced", .timeLimit(.minutes(5)))
+@Suite("PostgreSQL connections that break are replaced", .timeLimit(.minutes(10)))
 struct PostgresSelfHealingTests {
     @Test("A pooled connection whose backend is terminated is replaced, and the next calls succeed")
     func terminatedBackend() async throws {

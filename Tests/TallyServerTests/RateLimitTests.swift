@@ -8,7 +8,7 @@ import Testing
 /// Every door's rate limit over the real HTTP stack: its 429 with `Retry-After`, and recovery once the
 /// (manual) clock passes the window. Tests that need several client addresses trust the loopback proxy
 /// and send `X-Forwarded-For`.
-@Suite("Rate limits", .timeLimit(.minutes(3)))
+@Suite("Rate limits", .timeLimit(.minutes(10)))
 struct RateLimitTests {
     /// Limits with the loopback trusted as a proxy, so requests can come "from" any address.
     static func behindProxy(_ change: (inout LimitsConfiguration) -> Void = { _ in }) -> LimitsConfiguration {

@@ -10,7 +10,7 @@ import Yams
 
 /// A store's refusal becomes an answer in one place (the error middleware): a 402 always carries the caller's
 /// wallet and quotas, whichever route it came from and whether or not the route knew about it.
-@Suite("Refusals carry the account state", .timeLimit(.minutes(3)))
+@Suite("Refusals carry the account state", .timeLimit(.minutes(10)))
 struct RefusalTests {
     @Test("A route that lets a store refusal through, with no helper (an embedding app's), answers 402 with the wallet and quotas")
     func routeWithoutHelper() async throws {

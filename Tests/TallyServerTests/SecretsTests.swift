@@ -11,7 +11,7 @@ import Testing
 
 /// Secrets stay secret: not in any log line at any level, not readable by other local users, the token key
 /// not in the database, and only tokens of exactly the shape Tally signs are accepted.
-@Suite("Secrets", .timeLimit(.minutes(3)))
+@Suite("Secrets", .timeLimit(.minutes(10)))
 struct SecretsTests {
     static let signingKey = Data((0..<32).map { UInt8($0 * 7 + 3) }).base64EncodedString()
 

@@ -5,7 +5,7 @@ import Testing
 @testable import TallyServer
 
 /// Pull cursors are sealed with the token signing keys (``CursorKeys``): a rotation keeps them.
-@Suite("Sync cursors across a key rotation", .timeLimit(.minutes(3)))
+@Suite("Sync cursors across a key rotation", .timeLimit(.minutes(10)))
 struct SyncCursorRotationTests {
     @Test("After a key rotation the cursors issued before it still open; without the old key they do not")
     func cursorsAcrossKeyRotation() async throws {

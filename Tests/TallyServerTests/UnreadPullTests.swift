@@ -9,7 +9,7 @@ import Testing
 ///
 /// Before the fix each answer was a page of 1,000 documents (16 MB) kept in memory for as long as the client
 /// liked: 100 such connections took a SQLite server from 78 to 1,892 MiB.
-@Suite("Unread pulls", .timeLimit(.minutes(5)))
+@Suite("Unread pulls", .timeLimit(.minutes(10)))
 struct UnreadPullTests {
     /// The server's `--request-timeout`: how long an answer may wait unread.
     static let requestTimeout = 2.0

@@ -6,7 +6,7 @@ import Testing
 /// the Apple account in place, a new `sub` makes a new account (once, however many sign in at once), Apple's
 /// notifications mark consent revoked or delete (each once, never about an earlier link), identity tokens are taken
 /// once, a reset of an unverified email removes the identity, and the refresh token is kept to revoke at deletion.
-@Suite("Apple identity conformance", .timeLimit(.minutes(3)))
+@Suite("Apple identity conformance", .timeLimit(.minutes(10)))
 struct AppleIdentityConformanceTests {
     static func subject() -> String { randomId("001234.") }
 

@@ -10,7 +10,7 @@ private let chat = Collections.chat
 
 /// Synced documents through the REST path (`writeDocument`), range queries, metering, accounts and isolation,
 /// against every store. The sync protocol (push, changes, purge) is in DocumentConformanceTests+Sync.swift.
-@Suite("Document conformance", .timeLimit(.minutes(3)))
+@Suite("Document conformance", .timeLimit(.minutes(10)))
 struct DocumentConformanceTests {
     @Test("writeDocument: create, replace, patch, delete and create again, on one counter across collections", arguments: StoreKind.allCases)
     func lifecycle(kind: StoreKind) async throws {

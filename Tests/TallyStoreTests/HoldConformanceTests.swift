@@ -3,7 +3,7 @@ import TallyStore
 import Testing
 
 /// Holds: create, capture, release, expiry and sweeping, against every store.
-@Suite("Hold conformance", .timeLimit(.minutes(3)))
+@Suite("Hold conformance", .timeLimit(.minutes(10)))
 struct HoldConformanceTests {
     @Test("holds: create, capture for less, release", arguments: StoreKind.allCases)
     func lifecycle(kind: StoreKind) async throws {

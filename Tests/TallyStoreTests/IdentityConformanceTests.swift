@@ -3,7 +3,7 @@ import TallyStore
 import Testing
 
 /// Guest sign-in, sessions, refresh tokens and credentials, against every store.
-@Suite("Identity conformance", .timeLimit(.minutes(3)))
+@Suite("Identity conformance", .timeLimit(.minutes(10)))
 struct IdentityConformanceTests {
     @Test("signInGuest: one account per device", arguments: StoreKind.allCases)
     func sameDeviceSameUser(kind: StoreKind) async throws {

@@ -7,7 +7,7 @@ private let horoscope = ActionSpec(name: "horoscope", quota: "readings")
 
 /// Installations (device secrets): one guest at a time, never a linked account, and free uses counted per
 /// installation for guests, against every store. The clock starts at 2027-01-15T08:00:00Z (UTC accounts).
-@Suite("Installation conformance", .timeLimit(.minutes(3)))
+@Suite("Installation conformance", .timeLimit(.minutes(10)))
 struct InstallationConformanceTests {
     /// 2027-01-16T00:00:00Z, the end of the first UTC day.
     private let utcMidnight = Date(timeIntervalSince1970: 1_800_000_000 + 16 * 3600)

@@ -9,7 +9,7 @@ private let penny = ActionSpec(name: "penny", tokens: 1)
 private struct RenderFailure: Error, Equatable {}
 
 /// Grants, debits under contention, idempotency and rendering, against every store.
-@Suite("Ledger conformance", .timeLimit(.minutes(3)))
+@Suite("Ledger conformance", .timeLimit(.minutes(10)))
 struct LedgerConformanceTests {
     @Test("execute: grant appends an entry and returns the state", arguments: StoreKind.allCases)
     func grant(kind: StoreKind) async throws {

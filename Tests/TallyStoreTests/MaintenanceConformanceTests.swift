@@ -5,7 +5,7 @@ import Testing
 private let aiQuery = ActionSpec(name: "ai.query", tokens: 3)
 
 /// Schema, secrets and housekeeping, against every store.
-@Suite("Maintenance conformance", .timeLimit(.minutes(3)))
+@Suite("Maintenance conformance", .timeLimit(.minutes(10)))
 struct MaintenanceConformanceTests {
     @Test("migrate is repeatable; ping answers", arguments: StoreKind.allCases)
     func migrateAndPing(kind: StoreKind) async throws {

@@ -103,7 +103,7 @@ struct MergeExample {
 
 /// Merging a guest into an existing account, on every store: everything carried exactly once, the guest gone, a
 /// purchase naming it landing on the account afterwards, retries replayed, refusals named.
-@Suite("Merge conformance", .timeLimit(.minutes(3)))
+@Suite("Merge conformance", .timeLimit(.minutes(10)))
 struct MergeConformanceTests {
     typealias Facts = AppStoreFacts
 

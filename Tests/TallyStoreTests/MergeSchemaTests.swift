@@ -9,7 +9,7 @@ import Testing
 
 /// The migration to Apple identities and merges (SQLite v10, PostgreSQL 12) keeps the books and accounts as they were,
 /// and the migrated schema holds the new rules by itself, without the planner.
-@Suite("Merge and Apple identity schema", .timeLimit(.minutes(3)))
+@Suite("Merge and Apple identity schema", .timeLimit(.minutes(10)))
 struct MergeSchemaTests {
     /// After the migration: the books written before it (``PurchaseMigrationTests/OldBooks``, and an open hold of 5) as
     /// they were, ids going on after the deleted account's, the account neither linked to Apple nor merged, and a merge

@@ -6,7 +6,7 @@ import Testing
 
 /// Merges across processes: two `PostgresStore`s on one database (``withTwoPostgresStores(sourceLocation:_:)``), each
 /// with its own pool and caches, so only the database stands between them.
-@Suite("Merges through two PostgreSQL stores", .timeLimit(.minutes(3)))
+@Suite("Merges through two PostgreSQL stores", .timeLimit(.minutes(10)))
 struct MergeTwoStoresTests {
     @Test("The same merge raced from two stores moves everything once; each store then sees the merged books")
     func sameMerge() async throws {

@@ -6,7 +6,7 @@ import Testing
 
 /// The running instances' rows on PostgreSQL: a process whose keys disagree is refused while another runs, and a
 /// process that stopped beating no longer counts after ``PostgresStore/instanceStaleness`` of the store's clock.
-@Suite("PostgreSQL running instances", .timeLimit(.minutes(3)))
+@Suite("PostgreSQL running instances", .timeLimit(.minutes(10)))
 struct PostgresInstancesTests {
     struct Refused: Error {
         let message: String

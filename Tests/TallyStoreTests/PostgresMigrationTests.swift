@@ -6,7 +6,7 @@ import Testing
 @testable import TallyPostgres
 
 /// Schema migrations keep what the previous version stored (in a schema of the test's own).
-@Suite("PostgreSQL migrations", .timeLimit(.minutes(3)))
+@Suite("PostgreSQL migrations", .timeLimit(.minutes(10)))
 struct PostgresMigrationTests {
     @Test(
         "A database of schema 4 migrates to the latest: accounts, sessions, tokens and today's counts kept; devices become installations")

@@ -5,7 +5,7 @@ import TallyPostgres
 import Testing
 
 /// `DATABASE_URL` parsing (pure), and a store reached through the Unix socket of the test cluster.
-@Suite("PostgreSQL URLs", .timeLimit(.minutes(3)))
+@Suite("PostgreSQL URLs", .timeLimit(.minutes(10)))
 struct PostgresURLTests {
     @Test("A TCP URL gives host, port, user, password and database, and a pool of the given size")
     func tcp() throws {

@@ -4,7 +4,7 @@ import Testing
 
 /// Consumables bought in the App Store, against every store: who is credited, exactly once; notifications taken once
 /// and in the order the App Store signed them; refunds and their reversals; the lists.
-@Suite("Purchase conformance", .timeLimit(.minutes(3)))
+@Suite("Purchase conformance", .timeLimit(.minutes(10)))
 struct PurchaseConformanceTests {
     typealias Facts = AppStoreFacts
 

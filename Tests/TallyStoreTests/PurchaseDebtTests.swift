@@ -9,7 +9,7 @@ import Testing
 
 /// A refund takes back what was bought even when it was spent: the balance goes below zero, through a refund and
 /// nothing else (a hold opened before it captures at most what it held), and the schemas hold every entry to that.
-@Suite("Purchase debts", .timeLimit(.minutes(3)))
+@Suite("Purchase debts", .timeLimit(.minutes(10)))
 struct PurchaseDebtTests {
     typealias Facts = AppStoreFacts
     static let reading = ActionSpec(name: "reading", quota: "readings", tokens: 5)

@@ -9,7 +9,7 @@ import Testing
 
 /// The migration to purchases (SQLite v9, PostgreSQL 11) keeps the books as they were — wallets, entries, their ids,
 /// and the ids used before — and the migrated schema takes refunds below zero and refuses the rest.
-@Suite("Purchase migrations", .timeLimit(.minutes(3)))
+@Suite("Purchase migrations", .timeLimit(.minutes(10)))
 struct PurchaseMigrationTests {
     /// Books from before purchases: an account with a grant, a debit and an open hold; a deleted account whose entries
     /// had the highest ids.
@@ -114,7 +114,7 @@ struct PurchaseMigrationTests {
 /// transaction become one row per account that listed it, saying what the subscription's state says (moved away from
 /// the accounts that no longer hold it; revoked after a REVOKE, refunded after a REFUND); a consumable's refund counts
 /// as its first.
-@Suite("Purchase status migrations", .timeLimit(.minutes(3)))
+@Suite("Purchase status migrations", .timeLimit(.minutes(10)))
 struct PurchaseStatusMigrationTests {
     /// Purchases as stored before: `moved` renewed once while `earlier` held it, then restored by `later`; `revoked`
     /// revoked by Family Sharing; `refunded` refunded; `waiting` two periods no account holds; `consumable` refunded once.

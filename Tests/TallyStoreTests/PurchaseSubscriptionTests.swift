@@ -5,7 +5,7 @@ import Testing
 /// Auto-renewable subscriptions against every store: the premium they give moves as the App Store's notifications say
 /// (renewals, grace periods, expiry, refunds and their reversals), in whatever order they come; it follows the account
 /// that submitted last; and it combines with premium granted by the admin.
-@Suite("Purchase subscriptions", .timeLimit(.minutes(3)))
+@Suite("Purchase subscriptions", .timeLimit(.minutes(10)))
 struct PurchaseSubscriptionTests {
     typealias Facts = AppStoreFacts
     static let reading = ActionSpec(name: "reading", quota: "readings")

@@ -7,7 +7,7 @@ private let horoscope = ActionSpec(name: "horoscope", quota: "readings")
 private let aiQuery = ActionSpec(name: "ai.query", tokens: 3)
 
 /// Daily quotas, premium and the profile, against every store. The clock starts at 2027-01-15T08:00:00Z.
-@Suite("Quota conformance", .timeLimit(.minutes(3)))
+@Suite("Quota conformance", .timeLimit(.minutes(10)))
 struct QuotaConformanceTests {
     /// 2027-01-16T00:00:00+09:00, the first Tokyo midnight after the default start.
     private let tokyoMidnight = Date(timeIntervalSince1970: 1_800_000_000 + 7 * 3600)

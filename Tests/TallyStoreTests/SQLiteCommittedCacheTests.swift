@@ -7,7 +7,7 @@ import TallyStore
 
 /// The embedded store serves wallets and session liveness from memory: it must own its file, and the
 /// caches must never answer with a value older than the last committed change.
-@Suite("SQLite committed-value caches and file ownership", .timeLimit(.minutes(2)))
+@Suite("SQLite committed-value caches and file ownership", .timeLimit(.minutes(10)))
 struct SQLiteCommittedCacheTests {
     @Test("A second store on the same file is refused until the first is released")
     func ownership() async throws {

@@ -6,7 +6,7 @@ import Testing
 @testable import TallySQLite
 
 /// Schema migrations keep what the previous version stored.
-@Suite("SQLite migrations", .timeLimit(.minutes(2)))
+@Suite("SQLite migrations", .timeLimit(.minutes(10)))
 struct SQLiteMigrationTests {
     @Test("A database of schema v1 migrates to the latest: accounts, sessions, tokens and today's counts kept; devices become installations")
     func upgradeKeepsData() async throws {

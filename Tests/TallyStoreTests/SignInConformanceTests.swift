@@ -5,7 +5,7 @@ import Testing
 
 /// The sign-in lockout's failure counts, against every store: atomic under concurrency, kept per pair and
 /// per account, forgotten by a success, purged when old, and kept across a restart.
-@Suite("Sign-in lockout conformance", .timeLimit(.minutes(3)))
+@Suite("Sign-in lockout conformance", .timeLimit(.minutes(10)))
 struct SignInConformanceTests {
     @Test("beginSignIn counts per pair and account; a success forgets the account and its own pair only", arguments: StoreKind.allCases)
     func countsAndReset(kind: StoreKind) async throws {

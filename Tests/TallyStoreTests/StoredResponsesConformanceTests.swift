@@ -3,7 +3,7 @@ import TallyStore
 import Testing
 
 /// Reading a series of stored responses by key prefix, against every store.
-@Suite("Stored responses by prefix conformance", .timeLimit(.minutes(3)))
+@Suite("Stored responses by prefix conformance", .timeLimit(.minutes(10)))
 struct StoredResponsesConformanceTests {
     @Test("storedResponses(scope:keyPrefix:limit:) finds the scope's keys that begin with the prefix, newest first, at most limit", arguments: StoreKind.allCases)
     func byPrefix(kind: StoreKind) async throws {

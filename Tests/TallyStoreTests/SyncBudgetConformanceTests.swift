@@ -7,7 +7,7 @@ import Testing
 /// keeps at most 20,000 documents (tombstones counted until they are purged) and 5,000 sync client ids, and a pull
 /// page holds at most 1 MiB of data. (Issue 31: 20,000 documents created and deleted in 0.7 s were kept 30 days,
 /// 5,000 new client ids made every later pull of the user 575 KB, and a page of 1,000 documents of 16 KB was 16 MB.)
-@Suite("Sync budget conformance", .timeLimit(.minutes(3)))
+@Suite("Sync budget conformance", .timeLimit(.minutes(10)))
 struct SyncBudgetConformanceTests {
     /// A collection whose own limit (live documents) is far above the budget, so the budget is what refuses.
     static let bulk = CollectionSpec(name: "bulk", maxDocuments: 1_000_000)

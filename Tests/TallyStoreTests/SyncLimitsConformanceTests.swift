@@ -5,7 +5,7 @@ import Testing
 
 /// ``PageBound`` and ``SyncBudget`` with small limits, against every store: pages cut by bytes as well as by count
 /// visit every document exactly once; the budget holds exactly under concurrent pushes; idle clients are purged.
-@Suite("Sync limits conformance", .timeLimit(.minutes(3)))
+@Suite("Sync limits conformance", .timeLimit(.minutes(10)))
 struct SyncLimitsConformanceTests {
     static let sized = CollectionSpec(name: "sized", rangeKey: "k", maxDocumentBytes: 10_000, maxDocuments: 1_000)
 
@@ -154,7 +154,7 @@ struct SyncLimitsConformanceTests {
     }
 }
 
-@Suite("PageBound", .timeLimit(.minutes(3)))
+@Suite("PageBound", .timeLimit(.minutes(10)))
 struct PageBoundTests {
     @Test("Paging a list by cut pages visits every document once; each page within its bounds and full when more follow")
     func pagingProperty() {
