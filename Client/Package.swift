@@ -32,5 +32,12 @@ let package = Package(
             ],
             swiftSettings: swiftSettings
         ),
+        // The SDK's own tests: its pure parts and the client against scripted transports, no server
+        // (`cd Client && swift test`). The tests against a real server are the root package's `TallyClientTests`.
+        .testTarget(
+            name: "TallyClientUnitTests",
+            dependencies: ["TallyClient", "TallyAPI", .product(name: "GRDB", package: "GRDB.swift")],
+            swiftSettings: swiftSettings
+        ),
     ]
 )

@@ -2,7 +2,7 @@ import Foundation
 import Testing
 
 /// A suite without a time limit can hang the whole CI run when one event is lost (issue 48). This lint reads
-/// every Swift file under `Tests/` and `Examples/*/Tests/` (as ``DeploymentTargetTests`` reads the SDK's sources)
+/// every Swift file under `Tests/`, `Client/Tests/` and `Examples/*/Tests/` (as ``DeploymentTargetTests`` reads the SDK's sources)
 /// and fails, naming file:line, on a `@Suite` whose attribute's arguments have no `.timeLimit(…)`, and on a
 /// `@Test` with none of its own outside every `@Suite` type (top level, or in a type without `@Suite`, which
 /// swift-testing runs as an implicit suite with no traits). A suite's limit covers its tests and nested types,
@@ -17,7 +17,7 @@ struct SuiteTimeLimitTests {
     static func testSources() throws -> [(path: String, text: String)] {
         let examples = root.appendingPathComponent("Examples")
         let exampleTests = (try? FileManager.default.contentsOfDirectory(atPath: examples.path)) ?? []
-        let folders = [root.appendingPathComponent("Tests")]
+        let folders = [root.appendingPathComponent("Tests"), root.appendingPathComponent("Client/Tests")]
             + exampleTests.sorted().map { examples.appendingPathComponent($0).appendingPathComponent("Tests") }
         var files: [(path: String, text: String)] = []
         for folder in folders where FileManager.default.fileExists(atPath: folder.path) {
@@ -36,6 +36,7 @@ struct SuiteTimeLimitTests {
         let suites = files.reduce(0) { $0 + SuiteTimeLimitScanner.declarations(in: $1.text).suites.count }
         #expect(suites > 200, "found \(suites) suites in \(files.count) files under \(Self.root.path)")
         #expect(files.contains { $0.path.hasPrefix("Examples/") }, "the examples' tests are read too")
+        #expect(files.contains { $0.path.hasPrefix("Client/Tests/") }, "the SDK package's own tests are read too")
         let offences = SuiteTimeLimitScanner.offences(in: files)
         #expect(
             offences.isEmpty,
