@@ -14,6 +14,8 @@ let package = Package(
     products: [
         .library(name: "TallyAPI", targets: ["TallyAPI"]),
         .library(name: "TallyClient", targets: ["TallyClient"]),
+        // For an app's tests and Tally's own: the manual clock.
+        .library(name: "TallyTestKit", targets: ["TallyTestKit"]),
     ],
     dependencies: [
         .package(url: "https://github.com/groue/GRDB.swift.git", from: "7.10.0"),
@@ -32,11 +34,13 @@ let package = Package(
             ],
             swiftSettings: swiftSettings
         ),
+        // What tests of an app, the SDK and the server share: a clock that moves only when told to.
+        .target(name: "TallyTestKit", dependencies: ["TallyAPI"], swiftSettings: swiftSettings),
         // The SDK's own tests: its pure parts and the client against scripted transports, no server
         // (`cd Client && swift test`). The tests against a real server are the root package's `TallyClientTests`.
         .testTarget(
             name: "TallyClientUnitTests",
-            dependencies: ["TallyClient", "TallyAPI", .product(name: "GRDB", package: "GRDB.swift")],
+            dependencies: ["TallyClient", "TallyAPI", "TallyTestKit", .product(name: "GRDB", package: "GRDB.swift")],
             swiftSettings: swiftSettings
         ),
     ]

@@ -2,6 +2,7 @@ import Crypto
 import Foundation
 import SwiftASN1
 import Synchronization
+import TallyAPI
 import TallyAppAttest
 import X509
 
@@ -66,7 +67,7 @@ public final class DevAppAttest: Sendable {
     public let rootCertificatePEM: String
 
     private let authority: Authority
-    private let clock: any DevAppStoreClock
+    private let clock: any TallyClock
     private let keys = Mutex<[String: DeviceKey]>([:])
 
     /// A device's key: its private half, the app id it was last attested for, its last assertion's counter.
@@ -79,7 +80,7 @@ public final class DevAppAttest: Sendable {
     /// A new CA whose root and intermediate are valid from a year before the clock's now, for 20 and 10 years (wide,
     /// so a test clock standing anywhere near now is inside them). Making fixed certificates from fresh keys cannot
     /// fail but by a bug, which traps.
-    public init(clock: any DevAppStoreClock = DevSystemClock()) {
+    public init(clock: any TallyClock = DevSystemClock()) {
         self.clock = clock
         do {
             authority = try Authority.generate(now: clock.now)

@@ -2,7 +2,7 @@ import Foundation
 import Hummingbird
 import NIOCore
 
-/// The App Attest routes of `tally dev-appstore`, over a ``DevAppAttest`` (mounted beside the App Store's by
+/// The App Attest routes of `tally-dev dev-appstore`, over a ``DevAppAttest`` (mounted beside the App Store's by
 /// ``buildDevAppStoreApplication(store:appleID:host:port:logger:onServerRunning:)``); bytes travel as standard base64:
 ///
 /// - `GET /appattest/root.pem`: the App Attestation root a server under test must trust (PEM).

@@ -4,6 +4,7 @@ import Logging
 import NIOCore
 import NIOHTTP1
 import Synchronization
+import TallyAPI
 import TallyAppStore
 
 /// A local stand-in for the App Store that speaks its protocol and signs like Apple, for development and tests: it
@@ -12,7 +13,7 @@ import TallyAppStore
 /// webhook, retrying failed deliveries on a compressed copy of Apple's schedule (``DevDeliverySchedule``).
 ///
 /// Every JWS is ES256 with `x5c` [leaf, intermediate, root] from ``authority``; every date comes from the injected
-/// clock. The in-process API is what the server's tests call; `tally dev-appstore` serves the same over HTTP
+/// clock. The in-process API is what the server's tests call; `tally-dev dev-appstore` serves the same over HTTP
 /// (``buildDevAppStoreApplication(store:host:port:logger:onServerRunning:)``).
 ///
 /// Each event method returns what it signed; with `send: true` (the default) and a webhook set, the notification is
@@ -109,7 +110,7 @@ public final class DevAppStore: Sendable {
     public let deviceCheck: DevDeviceCheck
     /// The App Attest stand-in (its own App Attestation CA and device keys), on the same clock.
     public let appAttest: DevAppAttest
-    private let clock: any DevAppStoreClock
+    private let clock: any TallyClock
     private let logger: Logger
     private let state: Mutex<State>
     private let queue: AsyncStream<Int>
@@ -147,7 +148,7 @@ public final class DevAppStore: Sendable {
 
     /// A stand-in signing with `authority`, on `clock`.
     public init(
-        configuration: Configuration = Configuration(), authority: DevCertificateAuthority, clock: any DevAppStoreClock = DevSystemClock(),
+        configuration: Configuration = Configuration(), authority: DevCertificateAuthority, clock: any TallyClock = DevSystemClock(),
         logger: Logger = Logger(label: "tally.dev-appstore")
     ) {
         self.configuration = configuration

@@ -2,9 +2,10 @@ import Foundation
 import Hummingbird
 import Logging
 import NIOCore
+import TallyAPI
 import TallyAppStore
 
-/// `tally dev-appstore`'s HTTP API over a ``DevAppStore`` (JSON in and out; errors `{"error":{"code","message"}}`):
+/// `tally-dev dev-appstore`'s HTTP API over a ``DevAppStore`` (JSON in and out; errors `{"error":{"code","message"}}`):
 ///
 /// - `POST /purchase {productId, appAccountToken?, quantity?, type?, send?}` → `{transactionId, originalTransactionId,
 ///   orderId, signedTransaction, signedRenewalInfo?, notification}`; the notification is `ONE_TIME_CHARGE` for a

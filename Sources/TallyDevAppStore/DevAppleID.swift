@@ -7,6 +7,7 @@ import Logging
 import NIOCore
 import NIOHTTP1
 import Synchronization
+import TallyAPI
 import TallyAppleID
 
 /// What to get wrong in an identity token or an account notification, for tests of every refusal a verifier must make.
@@ -38,7 +39,7 @@ public enum DevAppleIDDefect: String, Sendable, Hashable, Codable, CaseIterable 
 /// secret, refresh tokens revoked (and recorded), and server-to-server account notifications signed and posted to a
 /// webhook. Nothing of Tally is faked: a server verifies all of it as it verifies Apple's.
 ///
-/// The in-process API is what tests call; `tally dev-appstore` serves the same over HTTP beside the App Store
+/// The in-process API is what tests call; `tally-dev dev-appstore` serves the same over HTTP beside the App Store
 /// (``buildDevAppStoreApplication(store:appleID:host:port:logger:onServerRunning:)``). Every date comes from the clock.
 public final class DevAppleID: Sendable {
     /// What the stand-in expects of its client and where it sends notifications.
@@ -198,13 +199,13 @@ public final class DevAppleID: Sendable {
 
     /// The configuration.
     public let configuration: Configuration
-    private let clock: any DevAppStoreClock
+    private let clock: any TallyClock
     private let logger: Logger
     private let state: Mutex<State>
 
     /// A stand-in signing with `keys`, on `clock`.
     public init(
-        configuration: Configuration = Configuration(), keys: DevAppleIDKeys, clock: any DevAppStoreClock = DevSystemClock(),
+        configuration: Configuration = Configuration(), keys: DevAppleIDKeys, clock: any TallyClock = DevSystemClock(),
         logger: Logger = Logger(label: "tally.dev-appleid")
     ) {
         self.configuration = configuration

@@ -3,7 +3,7 @@ import Hummingbird
 import NIOCore
 import TallyAppleID
 
-/// The Sign in with Apple routes of `tally dev-appstore`, over a ``DevAppleID`` (mounted beside the App Store's by
+/// The Sign in with Apple routes of `tally-dev dev-appstore`, over a ``DevAppleID`` (mounted beside the App Store's by
 /// ``buildDevAppStoreApplication(store:appleID:host:port:logger:onServerRunning:)``):
 ///
 /// - `GET /auth/keys`: the key set, as Apple's `https://appleid.apple.com/auth/keys`.

@@ -1,6 +1,7 @@
 import Crypto
 import Foundation
 import Synchronization
+import TallyAPI
 
 /// A DeviceCheck key as the developer account issues one: an ES256 (P-256) private key, its 10-character key id and the
 /// team id. A server signs each DeviceCheck request's bearer token with it. The stand-in hands the private key out
@@ -46,12 +47,12 @@ public final class DevDeviceCheck: Sendable {
     /// How far in the future a token's `iat` may be (clock skew).
     public static let allowedSkew: TimeInterval = 60
 
-    private let clock: any DevAppStoreClock
+    private let clock: any TallyClock
     private let sealing = SymmetricKey(size: .bits256)
     private let bits = Mutex<[String: DevDeviceBits]>([:])
 
     /// A stand-in checking tokens signed with `key` (nil: a new one), reading time from `clock`.
-    public init(key: DevDeviceCheckKey? = nil, clock: any DevAppStoreClock) {
+    public init(key: DevDeviceCheckKey? = nil, clock: any TallyClock) {
         self.key = key ?? .generate()
         self.clock = clock
     }

@@ -1,8 +1,9 @@
 import Foundation
 import Hummingbird
 import NIOCore
+import TallyAPI
 
-/// DeviceCheck's routes in `tally dev-appstore`, over a ``DevDeviceCheck`` (mounted by
+/// DeviceCheck's routes in `tally-dev dev-appstore`, over a ``DevDeviceCheck`` (mounted by
 /// ``buildDevAppStoreApplication(store:appleID:host:port:logger:onServerRunning:)``).
 ///
 /// Apple's, as `https://api.devicecheck.apple.com` serves them (a base URL a server points its DeviceCheck client at):

@@ -1,6 +1,7 @@
 import Foundation
 import Hummingbird
 import NIOCore
+import TallyAPI
 import TallyAppStore
 
 /// The App Store Server API (`https://api.storekit.itunes.apple.com/inApps/…`) as Apple serves it, over a

@@ -1,6 +1,7 @@
 import Foundation
 import Hummingbird
 import NIOCore
+import TallyAPI
 
 /// An App Store Server API error, answered as Apple does: the status and `{"errorCode": …, "errorMessage": …}`.
 ///

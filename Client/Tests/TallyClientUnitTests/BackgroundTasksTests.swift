@@ -1,13 +1,14 @@
 import Foundation
 @testable import TallyClient
+import TallyTestKit
 import Testing
 
 /// The client's background work: kept while it runs, cancelled for the user who leaves, gone when it ends.
 @Suite("Background tasks", .timeLimit(.minutes(1)))
 struct BackgroundTasksTests {
     @Test("A change of user cancels the user's work only; work for data of no user goes on; ended tasks are forgotten")
-    func cancelsTheUsersWorkOnly() async {
-        let clock = TestClock()
+    func cancelsTheUsersWorkOnly() async throws {
+        let clock = ManualClock()
         let tasks = BackgroundTasks()
         let outcomes = Locked<[String]>([])
         for (name, isUserData) in [("user", true), ("shared", false)] {
@@ -16,7 +17,7 @@ struct BackgroundTasksTests {
                 outcomes.withLock { $0.append("\(name) \(outcome)") }
             }
         }
-        await clock.waitForSleepers(2)
+        try await clock.waitForSleepers(2)
         #expect(tasks.count == 2)
         await tasks.cancelUserWork()  // returns once the user's task has ended
         #expect(tasks.count == 1)

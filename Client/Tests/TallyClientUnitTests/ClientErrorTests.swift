@@ -1,6 +1,7 @@
 import Foundation
 import TallyAPI
 @testable import TallyClient
+import TallyTestKit
 import Testing
 
 /// What the SDK reports when something fails: a code an app can match in every way Swift offers, with what the
@@ -17,7 +18,7 @@ struct ClientErrorTests {
     /// An app's own transport failing in its own way.
     private struct Unplugged: Error {}
 
-    private static func client(clock: TestClock, _ answer: @escaping @Sendable (TransportRequest) async throws -> TransportResponse) -> Client {
+    private static func client(clock: ManualClock, _ answer: @escaping @Sendable (TransportRequest) async throws -> TransportResponse) -> Client {
         var configuration = ClientConfiguration(baseURL: URL(string: "http://127.0.0.1:9")!, secureStore: MemorySecureStore())
         configuration.transport = StubTransport(answer)
         configuration.clock = clock
@@ -92,13 +93,13 @@ struct ClientErrorTests {
 
     @Test("A cancelled fetch throws CancellationError and leaves no error in the query's state")
     func cancelledFetch() async throws {
-        let clock = TestClock()
+        let clock = ManualClock()
         let client = Self.client(clock: clock) { _ in
             try await clock.sleep(for: 60)
             throw TransportError.offline
         }
         let fetch = Task { try await client.fetch(Self.prices) }
-        await clock.waitForSleepers(1)
+        try await clock.waitForSleepers(1)
         fetch.cancel()
         await #expect(throws: CancellationError.self) { try await fetch.value }
         #expect(await eventually { !client.state(Self.prices).isFetching })
@@ -107,26 +108,26 @@ struct ClientErrorTests {
 
     @Test("A cancelled request that the transport reports as a lost connection throws CancellationError, not offline")
     func cancellationReportedAsALostConnection() async throws {
-        let clock = TestClock()
+        let clock = ManualClock()
         let client = Self.client(clock: clock) { _ in
             do { try await clock.sleep(for: 60) } catch { throw TransportError.connectionLost }
             throw TransportError.offline
         }
         // A sign-in is a POST without an Idempotency-Key: a lost connection is not retried.
         let signIn = Task { try await client.signIn(email: "someone@example.com", password: "correct horse battery") }
-        await clock.waitForSleepers(1)
+        try await clock.waitForSleepers(1)
         signIn.cancel()
         await #expect(throws: CancellationError.self) { try await signIn.value }  // before the fix: ClientError offline
     }
 
     @Test("A failure that is not the network's is reported as what it is: an undecodable answer, a local error")
     func failuresAreReportedTruthfully() async throws {
-        let garbled = Self.client(clock: TestClock()) { _ in TransportResponse(status: 200, body: Data("not json".utf8)) }
+        let garbled = Self.client(clock: ManualClock()) { _ in TransportResponse(status: 200, body: Data("not json".utf8)) }
         let undecodable = await #expect(throws: ClientError.self) { try await garbled.fetch(Self.prices) }
         #expect(undecodable?.code == .invalidResponse)
         #expect(garbled.state(Self.prices).error?.code == .invalidResponse)
 
-        let unplugged = Self.client(clock: TestClock()) { _ in throw Unplugged() }
+        let unplugged = Self.client(clock: ManualClock()) { _ in throw Unplugged() }
         await #expect(throws: Unplugged.self) { try await unplugged.fetch(Self.prices) }
         let shown = try #require(unplugged.state(Self.prices).error)
         #expect(shown.code == .unexpected)  // before the fix: offline

@@ -17,7 +17,7 @@ actor Attestor: RequestSigner {
     private let service: (any AppAttestService)?
     private let deviceCheck: (any DeviceTokenProvider)?
     private let store: any SecureStore
-    private let clock: any ClientClock
+    private let clock: any TallyClock
     /// Sends challenges and attestations: one attempt, never signed.
     private let executor: RequestExecutor
     private let retryDelay: TimeInterval
@@ -38,7 +38,7 @@ actor Attestor: RequestSigner {
     /// Held over each asserted attempt until its answer: the counters reach the server in order (``withSigned(_:_:)``).
     private let assertionGate = AssertionGate()
 
-    init(configuration: AttestationConfiguration, secureStore: any SecureStore, clock: any ClientClock, executor: RequestExecutor) {
+    init(configuration: AttestationConfiguration, secureStore: any SecureStore, clock: any TallyClock, executor: RequestExecutor) {
         service = configuration.appAttest
         deviceCheck = configuration.deviceCheck
         store = secureStore

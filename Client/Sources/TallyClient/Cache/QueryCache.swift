@@ -139,9 +139,9 @@ final class QueryCache: Sendable {
     }
 
     private let state: Locked<State>
-    private let clock: any ClientClock
+    private let clock: any TallyClock
 
-    init(countLimit: Int, costLimit: Int, clock: any ClientClock) {
+    init(countLimit: Int, costLimit: Int, clock: any TallyClock) {
         state = Locked(State(lru: CostLRU(countLimit: countLimit, costLimit: costLimit)))
         self.clock = clock
     }

@@ -12,7 +12,7 @@ public struct ClientConfiguration: Sendable {
     /// How requests are sent; nil uses URLSession.
     public var transport: (any HTTPTransport)?
     /// The source of time for TTLs, backoff and token expiry.
-    public var clock: any ClientClock
+    public var clock: any TallyClock
     /// Per-kind request timeouts.
     public var timeouts: Timeouts
     /// Backoff and retry rules.

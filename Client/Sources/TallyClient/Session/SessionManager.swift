@@ -42,7 +42,7 @@ actor SessionManager: AccessTokenProvider {
     private static let refusalRetries = 3
 
     private let secureStore: any SecureStore
-    private let clock: any ClientClock
+    private let clock: any TallyClock
     private let executor: RequestExecutor
     /// Told whenever the signed-in user changes (sign-in as someone else, sign-out, session lost), one change at a time,
     /// in the order they happened (``notify()``).
@@ -72,7 +72,7 @@ actor SessionManager: AccessTokenProvider {
     private let attestor: Attestor?
 
     init(
-        secureStore: any SecureStore, clock: any ClientClock, executor: RequestExecutor, reachability: Reachability,
+        secureStore: any SecureStore, clock: any TallyClock, executor: RequestExecutor, reachability: Reachability,
         attestor: Attestor? = nil, userChanged: @escaping @Sendable (String?, String?) async -> Void,
         activities: @escaping @Sendable (String) -> ExpiringActivity = ExpiringActivity.begin
     ) {

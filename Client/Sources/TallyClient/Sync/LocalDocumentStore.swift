@@ -22,14 +22,14 @@ final class LocalDocumentStore: Sendable {
     private let use = Locked<(closed: Bool, active: Int, drained: DispatchSemaphore?)>((false, 0, nil))
     /// Writes since the last checkpoint, and whether one runs.
     private let checkpointState = Locked<(writes: Int, running: Bool)>((0, false))
-    let clock: any ClientClock
+    let clock: any TallyClock
     private let observers = Locked<(next: UInt64, handlers: [UInt64: @Sendable (LocalStoreChange) -> Void])>((0, [:]))
     /// The writer connection's `PRAGMA data_version` when this store last looked: it moves only when another
     /// connection (another process, or another store on the file) commits.
     private let seenDataVersion: Locked<Int64>
 
     /// Opens (creating and migrating if needed) the store at `path`.
-    init(path: String, rangeKeys: [String: String?], clock: any ClientClock = SystemClientClock()) throws {
+    init(path: String, rangeKeys: [String: String?], clock: any TallyClock = SystemClientClock()) throws {
         try PrivateDatabaseFile.prepare(path: path)
         var configuration = Configuration()
         configuration.label = "TallyClient.documents"

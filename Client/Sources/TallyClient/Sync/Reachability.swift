@@ -27,11 +27,11 @@ final class Reachability: Sendable {
         }
     }
 
-    private let clock: any ClientClock
+    private let clock: any TallyClock
     private let state = Locked(State())
 
     /// Signs and waits on `clock`.
-    init(clock: any ClientClock) { self.clock = clock }
+    init(clock: any TallyClock) { self.clock = clock }
 
     /// The number of the last sign: read it before an attempt, pass it to ``wait(_:_:after:)`` after its failure.
     var generation: UInt64 { state.withLock { $0.generation } }

@@ -28,7 +28,7 @@ struct ServerEventStream: Sendable {
     static let idleTimeout: TimeInterval = 45
 
     let transport: any EventStreamTransport
-    let clock: any ClientClock
+    let clock: any TallyClock
     let retry: RetryPolicy
     let offlineRetry: RetryPolicy
     let random: @Sendable () -> Double
@@ -43,7 +43,7 @@ struct ServerEventStream: Sendable {
     /// its access token from `token`: called with nil for each connection, and with the token the server refused
     /// (401) so the session refreshes it once before the next.
     init(
-        transport: any EventStreamTransport, clock: any ClientClock, retry: RetryPolicy = Self.reconnect, offlineRetry: RetryPolicy? = nil,
+        transport: any EventStreamTransport, clock: any TallyClock, retry: RetryPolicy = Self.reconnect, offlineRetry: RetryPolicy? = nil,
         random: @escaping @Sendable () -> Double, lastEventId: String? = nil, reachability: Reachability? = nil,
         token: @escaping @Sendable (_ refused: String?) async throws -> String
     ) {

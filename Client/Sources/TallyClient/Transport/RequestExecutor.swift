@@ -7,7 +7,7 @@ import TallyAPI
 /// client's sign that the server answers, which ends sync's wait after an outage).
 final class RequestExecutor: Sendable {
     let transport: any HTTPTransport
-    let clock: any ClientClock
+    let clock: any TallyClock
     let retry: RetryPolicy
     let timeouts: Timeouts
     let metrics: ClientMetrics
@@ -17,7 +17,7 @@ final class RequestExecutor: Sendable {
     let signer: (any RequestSigner)?
 
     init(
-        transport: any HTTPTransport, clock: any ClientClock, retry: RetryPolicy, timeouts: Timeouts, metrics: ClientMetrics,
+        transport: any HTTPTransport, clock: any TallyClock, retry: RetryPolicy, timeouts: Timeouts, metrics: ClientMetrics,
         random: @escaping @Sendable () -> Double, signer: (any RequestSigner)? = nil,
         onResponse: @escaping @Sendable (_ status: Int) -> Void = { _ in }
     ) {

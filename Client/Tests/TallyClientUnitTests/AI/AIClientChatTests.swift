@@ -1,6 +1,7 @@
 import Foundation
 import Synchronization
 import TallyAPI
+import TallyTestKit
 import Testing
 
 @testable import TallyClient
@@ -21,7 +22,7 @@ struct AIClientChatTests {
 
     @Test("The estimate shows held at once; the answer's Tally-Charge wallet replaces it, with no second request")
     func estimateThenCharge() async throws {
-        let clock = TestClock()
+        let clock = ManualClock()
         let (client, server, _) = try await AIStubs.client(clock: clock)
         server.onChat { _ in
             try await clock.sleep(for: 1)
@@ -29,7 +30,7 @@ struct AIClientChatTests {
         }
         let asked = ChatCompletionRequest(model: "chat", messages: AIStubs.ask("Hi"), stream: true, streamOptions: .init(includeUsage: true))
         let call = Task { try await client.ai.reply(to: asked, estimate: 20) }
-        await clock.waitForSleepers(1)
+        try await clock.waitForSleepers(1)
         let during = client.state(client.walletQuery)
         #expect(during.value?.held == 20 && during.value?.available == 80 && during.pendingMutations == 1)
         clock.advance(by: 1)
@@ -68,7 +69,7 @@ struct AIClientChatTests {
 
     @Test("Two calls with one key and request share one request and show one estimate")
     func doubleTap() async throws {
-        let clock = TestClock()
+        let clock = ManualClock()
         let (client, server, _) = try await AIStubs.client(clock: clock)
         server.onChat { _ in
             try await clock.sleep(for: 1)
@@ -76,7 +77,7 @@ struct AIClientChatTests {
         }
         let request = ChatCompletionRequest(model: "chat", messages: AIStubs.ask("Hi"))
         let first = Task { try await client.ai.reply(to: request, idempotencyKey: "message-1", estimate: 20) }
-        await clock.waitForSleepers(1)
+        try await clock.waitForSleepers(1)
         let second = Task { try await client.ai.reply(to: request, idempotencyKey: "message-1", estimate: 20) }
         let shared = "ai " + IdempotencyKey.derive(method: "POST", path: Self.path, body: try TallyJSON.encoder().encode(request), intent: "message-1")
         try await waitUntil { client.writes.waiterCount(for: shared) >= 2 }

@@ -1,5 +1,6 @@
 import Foundation
 import TallyAPI
+import TallyTestKit
 import Testing
 
 @testable import TallyClient
@@ -14,7 +15,7 @@ struct AIClientDailyTests {
 
     @Test("A second call the same day makes no request, however long ago the first was; the next day's call does")
     func oncePerDay() async throws {
-        let clock = TestClock()
+        let clock = ManualClock()
         let (client, server, _) = try await AIStubs.client(clock: clock)
         let today = Self.generation(day: "2027-01-15", content: "The stars align.", now: clock.now, expiresAt: clock.now.addingTimeInterval(3 * 3600))
         server.onDaily { _ in try AIStubServer.json(today) }
@@ -38,7 +39,7 @@ struct AIClientDailyTests {
         try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
         defer { try? FileManager.default.removeItem(at: directory) }
         let path = directory.appendingPathComponent("cache.sqlite").path
-        let clock = TestClock()
+        let clock = ManualClock()
         let today = Self.generation(day: "2027-01-15", content: "The stars align.", now: clock.now, expiresAt: clock.now.addingTimeInterval(3 * 3600))
         let (first, server, _) = try await AIStubs.client(clock: clock, cacheStore: try SQLiteCacheStore(path: path))
         server.onDaily { _ in try AIStubServer.json(today) }
@@ -77,7 +78,7 @@ struct AIClientDailyTests {
 
     @Test("Other parameters are another generation: sign=virgo after sign=leo asks the server, and each is kept apart")
     func parametersAreTheKey() async throws {
-        let clock = TestClock()
+        let clock = ManualClock()
         let (client, server, _) = try await AIStubs.client(clock: clock)
         let until = clock.now.addingTimeInterval(3 * 3600)
         let leo = Self.generation(day: "2027-01-15", content: "Leo: the stars align.", now: clock.now, expiresAt: until)

@@ -2,6 +2,7 @@ import Foundation
 import Synchronization
 import TallyAPI
 import TallyClient
+import TallyTestKit
 
 /// A stand-in for the server's AI gateway, for the SDK's AI tests without a server: answers the guest sign-in,
 /// refreshes, the wallet, and hands `POST /v1/ai/chat/completions` and `GET /v1/ai/daily/…` to the test's
@@ -178,7 +179,7 @@ final class AIStubStreams: EventStreamTransport {
 /// The SDK's AI tests' shared setup: a signed-in client of the stubs, with its wallet loaded.
 enum AIStubs {
     static func client(
-        clock: TestClock = TestClock(), retry: RetryPolicy = RetryPolicy(), cacheStore: (any CacheStore)? = nil
+        clock: ManualClock = ManualClock(), retry: RetryPolicy = RetryPolicy(), cacheStore: (any CacheStore)? = nil
     ) async throws -> (Client, AIStubServer, AIStubStreams) {
         let server = AIStubServer()
         let streams = AIStubStreams()
