@@ -10,6 +10,8 @@ let swiftSettings: [SwiftSetting] = [
 /// The SDK's products, from the package in `Client/`.
 let tallyAPI: Target.Dependency = .product(name: "TallyAPI", package: "Client")
 let tallyClient: Target.Dependency = .product(name: "TallyClient", package: "Client")
+/// The manual clock every test target moves time with.
+let tallyTestKit: Target.Dependency = .product(name: "TallyTestKit", package: "Client")
 
 /// Tests keep strict concurrency but not the import-visibility check, which adds noise and no safety there.
 let testSwiftSettings: [SwiftSetting] = [.enableUpcomingFeature("ExistentialAny")]
@@ -19,7 +21,11 @@ let package = Package(
     platforms: [.macOS(.v15), .iOS(.v18)],
     products: [
         .library(name: "TallyServer", targets: ["TallyServer"]),
+        // The server's command: serve, migrate, admin. Nothing of the workshop is linked into it.
         .executable(name: "tally", targets: ["tally"]),
+        // The workshop: the local stand-ins (dev-llm, dev-appstore), the demo, the benchmarks, the load test and the
+        // tests' probes. The benchmarks that need a server start `tally serve` (the `tally` binary beside it).
+        .executable(name: "tally-dev", targets: ["tally-dev"]),
     ],
     dependencies: [
         // The SDK and the wire types: a package of their own (iOS 15 / macOS 12, GRDB and swift-metrics only),
@@ -129,12 +135,12 @@ let package = Package(
             ],
             swiftSettings: swiftSettings
         ),
-        // `tally dev-appstore`: a local stand-in for the App Store (a test CA with Apple's OIDs, signed transactions,
+        // `tally-dev dev-appstore`: a local stand-in for the App Store (a test CA with Apple's OIDs, signed transactions,
         // notifications delivered with retries), never part of the server.
         .target(
             name: "TallyDevAppStore",
             dependencies: [
-                "TallyAppStore", "TallyAppleID", "TallyAppAttest",
+                tallyAPI, "TallyAppStore", "TallyAppleID", "TallyAppAttest",
                 .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "JWTKit", package: "jwt-kit"),
                 .product(name: "X509", package: "swift-certificates"),
@@ -166,7 +172,7 @@ let package = Package(
             ],
             swiftSettings: swiftSettings
         ),
-        // The local OpenAI-compatible model (`tally dev-llm`): a stand-in for an LLM provider, never part of the server.
+        // The local OpenAI-compatible model (`tally-dev dev-llm`): a stand-in for an LLM provider, never part of the server.
         .target(
             name: "TallyDevLLM",
             dependencies: [
@@ -192,15 +198,32 @@ let package = Package(
             ],
             swiftSettings: swiftSettings
         ),
-        // The command line: serve, migrate, admin, demo, load tests.
+        // The server's command line: serve, migrate, admin. No dev module (TallyDevAppStore, TallyDevLLM, TallyLoad):
+        // CommandLineSplitTests checks this block.
         .executableTarget(
             name: "tally",
             dependencies: [
-                tallyAPI, tallyClient, "TallyLoad", "TallyServer", "TallyStore", "TallySQLite", "TallyPostgres", "TallyDevLLM",
+                tallyAPI, "TallyServer", "TallyStore", "TallySQLite", "TallyPostgres",
+                .product(name: "ArgumentParser", package: "swift-argument-parser"),
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+                .product(name: "UnixSignals", package: "swift-service-lifecycle"),
+                .product(name: "Hummingbird", package: "hummingbird"),
+                .product(name: "Logging", package: "swift-log"),
+            ],
+            swiftSettings: swiftSettings
+        ),
+        // The workshop's command line (`tally-dev`): dev-llm, dev-appstore, demo, the benchmarks, loadtest, the probes.
+        .executableTarget(
+            name: "tally-dev",
+            dependencies: [
+                tallyAPI, tallyClient, "TallyLoad", "TallyServer", "TallyStore", "TallyAppStore", "TallyAppAttest", "TallyDevLLM",
                 "TallyDevAppStore",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 // bench-ai's streams, each worker on an event loop of its own.
                 .product(name: "AsyncHTTPClient", package: "async-http-client"),
+                .product(name: "Crypto", package: "swift-crypto"),
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOHTTP1", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
                 .product(name: "UnixSignals", package: "swift-service-lifecycle"),
@@ -215,7 +238,7 @@ let package = Package(
         .target(
             name: "TallyTestSupport",
             dependencies: [
-                tallyAPI, "TallyStore", "TallyPostgres", "TallyLoad", "TallyDevLLM", "TallyDevAppStore",
+                tallyAPI, tallyTestKit, "TallyStore", "TallyPostgres", "TallyLoad", "TallyDevLLM", "TallyDevAppStore",
                 .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "NIOCore", package: "swift-nio"),  // OutageProxy
                 .product(name: "NIOPosix", package: "swift-nio"),
@@ -230,14 +253,15 @@ let package = Package(
         .testTarget(
             name: "TallyStoreTests",
             dependencies: [
-                "TallyStore", "TallySQLite", "TallyPostgres", "TallyTestSupport", .product(name: "GRDB", package: "GRDB.swift"),
+                "TallyStore", "TallySQLite", "TallyPostgres", "TallyTestSupport", tallyTestKit,
+                .product(name: "GRDB", package: "GRDB.swift"),
             ],
             swiftSettings: testSwiftSettings
         ),
         .testTarget(
             name: "TallyClientTests",
             dependencies: [
-                tallyClient, tallyAPI, "TallyServer", "TallyStore", "TallyLoad", "TallyTestSupport",
+                tallyClient, tallyAPI, tallyTestKit, "TallyServer", "TallyStore", "TallyLoad", "TallyTestSupport",
                 // The AI client's tests script the local model (`DevStats`); the purchase tests buy from the local App Store.
                 "TallyDevLLM", "TallyDevAppStore", "TallyAppAttest",
                 .product(name: "GRDB", package: "GRDB.swift"),
@@ -254,9 +278,9 @@ let package = Package(
             name: "TallyAppStoreTests",
             dependencies: [
                 "TallyAppStore", "TallyDevAppStore",
-                // The stand-in's deliveries on TallyStore's ManualClock, to a receiver in the test (Hummingbird),
+                // The stand-in's deliveries on the test kit's ManualClock, to a receiver in the test (Hummingbird),
                 // and its HTTP API called for real (AsyncHTTPClient).
-                "TallyStore",
+                "TallyStore", tallyTestKit,
                 .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "AsyncHTTPClient", package: "async-http-client"),
                 .product(name: "JWTKit", package: "jwt-kit"),
@@ -271,7 +295,7 @@ let package = Package(
             dependencies: [
                 // Apple's published attestations, and the stand-in's (its App Attestation CA and DeviceCheck, over
                 // loopback HTTP).
-                "TallyAppAttest", "TallyDevAppStore",
+                "TallyAppAttest", "TallyDevAppStore", tallyTestKit,
                 .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "AsyncHTTPClient", package: "async-http-client"),
                 .product(name: "Crypto", package: "swift-crypto"),
@@ -284,7 +308,7 @@ let package = Package(
             name: "TallyAppleIDTests",
             dependencies: [
                 // The verifier and the token client against the stand-in's Sign in with Apple, served over loopback HTTP.
-                "TallyAppleID", "TallyDevAppStore",
+                "TallyAppleID", "TallyDevAppStore", tallyTestKit,
                 .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "AsyncHTTPClient", package: "async-http-client"),
                 .product(name: "Crypto", package: "swift-crypto"),
@@ -294,13 +318,13 @@ let package = Package(
         ),
         .testTarget(
             name: "TallyLoadTests",
-            dependencies: ["TallyLoad", "TallyTestSupport", tallyAPI],
+            dependencies: ["TallyLoad", "TallyTestSupport", tallyAPI, tallyTestKit],
             swiftSettings: testSwiftSettings
         ),
         .testTarget(
             name: "TallyServerTests",
             dependencies: [
-                "TallyServer", "TallyStore", "TallySQLite", "TallyPostgres", "TallyLoad", "TallyTestSupport", "TallyDevLLM",
+                "TallyServer", "TallyStore", "TallySQLite", "TallyPostgres", "TallyLoad", "TallyTestSupport", "TallyDevLLM", tallyTestKit,
                 // Purchases are tested against the local App Store stand-in, in process.
                 "TallyAppStore", "TallyDevAppStore", "TallyAppleID", "TallyAppAttest",
                 .product(name: "HummingbirdTesting", package: "hummingbird"),

@@ -486,7 +486,7 @@ def main():
     for name in ("images", "peers"):
         p = sub.add_parser(name)
         p.add_argument("--port", type=int, required=True, help="tally serve's API port")
-        p.add_argument("--upstream-port", type=int, required=True, help="tally dev-llm's port")
+        p.add_argument("--upstream-port", type=int, required=True, help="tally-dev dev-llm's port")
         p.add_argument("--upstream-key", required=True)
         p.add_argument("--tokens", required=True, help="user access tokens, one a line")
         p.add_argument("--image", required=True, help="an image file (peers: comma-separated, one case each)")
@@ -495,7 +495,7 @@ def main():
         p.add_argument("--max-tokens", type=int, default=20)
     p = sub.choices["images"]
     p.add_argument("--server-pid", type=int, required=True)
-    p.add_argument("--upstream-pid", type=int, required=True, help="tally dev-llm's pid (its CPU time)")
+    p.add_argument("--upstream-pid", type=int, required=True, help="tally-dev dev-llm's pid (its CPU time)")
     p.add_argument("--relay-port", type=int, required=True, help="scripts/bench-lib/relay.c's port, on dev-llm")
     p.add_argument("--concurrency", type=int, default=32)
     p.add_argument("--rounds", type=int, default=3)

@@ -4,7 +4,7 @@ import Logging
 import NIOCore
 import TallyAPI
 
-/// How `tally dev-llm` runs: where it listens, the key it wants, and its pace.
+/// How `tally-dev dev-llm` runs: where it listens, the key it wants, and its pace.
 public struct DevLLMConfiguration: Sendable {
     /// Address to bind.
     public var host = "127.0.0.1"
@@ -22,7 +22,7 @@ public struct DevLLMConfiguration: Sendable {
     /// The largest request body read.
     public var maxBodyBytes = 64 << 20
 
-    /// The image rules `tally dev-llm --image-rule` chooses from: `tiles` (OpenAI's GPT-4o family, ``AIImageRule``'s
+    /// The image rules `tally-dev dev-llm --image-rule` chooses from: `tiles` (OpenAI's GPT-4o family, ``AIImageRule``'s
     /// default) and `patches` (32-px patches up to 1,536, times 1.62: GPT-4.1-mini's).
     public static let imageRules: [String: AIImageRule] = [
         "tiles": AIImageRule(maxPerRequest: 500, maxBytes: 20 << 20),

@@ -2,7 +2,7 @@ import NIOCore
 
 /// Runs a task's jobs on one `EventLoop`: a stream's writes and its pacing timers then stay on the loop that owns
 /// its connection, with no hand-off between threads for each token. dev-llm paces its streams with it, and
-/// `tally bench-ai` runs each of its workers on one, so the stand-in and the measuring client take as little as
+/// `tally-dev bench-ai` runs each of its workers on one, so the stand-in and the measuring client take as little as
 /// they can of the CPU they share with the gateway they measure.
 public final class EventLoopExecutor: TaskExecutor {
     /// The loop every job runs on.

@@ -5,6 +5,7 @@ import Hummingbird
 import Logging
 import NIOCore
 import SwiftASN1
+import TallyAPI
 import TallyAppAttest
 import TallyDevAppStore
 import Testing
@@ -138,7 +139,7 @@ struct DevAppAttestTests {
             guard case .map(let pairs) = object else { throw CBORError.unsupported }
             #expect(pairs.map(\.0) == [.text("signature"), .text("authenticatorData")])
             let authenticatorData = try #require(object["authenticatorData"]?.byteString)
-            #expect(authenticatorData.count == 37)
+            try #require(authenticatorData.count == 37)
             #expect(Array(authenticatorData[0..<32]) == Self.sha256(Data(Self.appId.utf8)) && authenticatorData[32] == 0x40)
             let signature = try P256.Signing.ECDSASignature(derRepresentation: try #require(object["signature"]?.byteString))
             let nonce = Self.sha256(authenticatorData + clientDataHash)
@@ -295,7 +296,7 @@ struct DevAppAttestTests {
 }
 
 /// A clock standing still at `now`.
-private struct FixedClock: DevAppStoreClock {
+private struct FixedClock: TallyClock {
     let now: Date
     func sleep(for seconds: TimeInterval) async throws {}
 }

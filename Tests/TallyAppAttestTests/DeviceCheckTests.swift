@@ -7,6 +7,7 @@ import NIOCore
 import Synchronization
 import TallyAppAttest
 import TallyDevAppStore
+import TallyTestKit
 import Testing
 
 /// ``DeviceCheckClient`` against the stand-in's DeviceCheck (``DevDeviceCheck``) over loopback HTTP: bits never set,
@@ -93,7 +94,7 @@ struct DeviceCheckTests {
         try await DeviceCheckFixture.with { fixture in
             let token = try await fixture.token(for: "iPhone A")
             // The client's own clock: its token is signed at the start.
-            let clientClock = DeviceCheckTestClock(DeviceCheckFixture.start)
+            let clientClock = ManualClock(DeviceCheckFixture.start)
             let client = DeviceCheckClient(configuration: fixture.client.configuration, now: { clientClock.now }, logger: DeviceCheckFixture.quietLogger)
             #expect(try await client.queryTwoBits(deviceToken: token) == nil)
             // 29 minutes on for the client (the token is reused), 61 for Apple: too old.
@@ -104,7 +105,7 @@ struct DeviceCheckTests {
             // The refusal dropped it: the next call signs at the client's now, 32 minutes old for Apple.
             #expect(try await client.queryTwoBits(deviceToken: token) == nil)
             // A token from more than a minute in Apple's future is refused too.
-            let aheadClock = DeviceCheckTestClock(fixture.clock.now.addingTimeInterval(120))
+            let aheadClock = ManualClock(fixture.clock.now.addingTimeInterval(120))
             let ahead = DeviceCheckClient(configuration: fixture.client.configuration, now: { aheadClock.now }, logger: DeviceCheckFixture.quietLogger)
             await #expect(throws: DeviceCheckError(.unauthorized, status: 401, "Apple answered query_two_bits with status 401: Unable to verify authorization token")) {
                 try await ahead.queryTwoBits(deviceToken: token)
@@ -161,14 +162,14 @@ private struct DeviceCheckFixture {
     /// 2027-01-15T08:00:00Z.
     static let start = Date(timeIntervalSince1970: 1_800_000_000)
 
-    let clock: DeviceCheckTestClock
+    let clock: ManualClock
     let store: DevAppStore
     let base: String
     let client: DeviceCheckClient
 
     /// Runs `body` with a fresh stand-in, served for its duration.
     static func with<T: Sendable>(_ body: (DeviceCheckFixture) async throws -> T) async throws -> T {
-        let clock = DeviceCheckTestClock(start)
+        let clock = ManualClock(start)
         let store = DevAppStore(authority: try DevCertificateAuthority.generate(now: start), clock: clock)
         let (ports, continuation) = AsyncStream.makeStream(of: Int.self)
         let app = buildDevAppStoreApplication(store: store, port: 0, logger: DeviceCheckFixture.quietLogger) { continuation.yield($0) }
@@ -235,18 +236,3 @@ private struct DeviceCheckFixture {
         return try JSONDecoder().decode([String: String].self, from: Data(bytes.readableBytesView))
     }
 }
-
-/// A clock the test moves by hand.
-private final class DeviceCheckTestClock: DevAppStoreClock {
-    private let instant: Mutex<Date>
-
-    init(_ start: Date) { instant = Mutex(start) }
-
-    var now: Date { instant.withLock { $0 } }
-
-    func advance(by seconds: TimeInterval) { instant.withLock { $0 += seconds } }
-
-    /// Moves the clock instead of waiting.
-    func sleep(for seconds: TimeInterval) async throws { advance(by: seconds) }
-}
-

@@ -8,9 +8,7 @@ import Synchronization
 import TallyAppStore
 import TallyDevAppStore
 import TallyStore
-
-/// TallyStore's manual clock drives the stand-in (the requirements are the same).
-extension ManualClock: DevAppStoreClock {}
+import TallyTestKit
 
 /// A stand-in with its own CA on a manual clock, and a verifier that trusts that CA's root only.
 struct AppStoreFixture {

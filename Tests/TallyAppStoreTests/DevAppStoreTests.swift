@@ -6,7 +6,7 @@ import TallyDevAppStore
 import TallyStore
 import Testing
 
-/// `tally dev-appstore`'s stand-in: its HTTP API (every event, checked by the real verifier and a real receiver), its
+/// `tally-dev dev-appstore`'s stand-in: its HTTP API (every event, checked by the real verifier and a real receiver), its
 /// deliveries and their retries on a manual clock, duplicates and reordering on request, and its CA directory.
 @Suite("Dev App Store stand-in", .timeLimit(.minutes(2)))
 struct DevAppStoreTests {
@@ -78,7 +78,8 @@ struct DevAppStoreTests {
         try await delivering(fixture.store) {
             _ = try fixture.store.test()
             let deliveries = try await fixture.store.waitForDeliveries { $0.first?.state == .retrying }
-            #expect(deliveries[0].attempts.count == 1 && deliveries[0].attempts[0].status == nil)
+            try #require(deliveries[0].attempts.count == 1)
+            #expect(deliveries[0].attempts[0].status == nil)
             #expect(deliveries[0].attempts[0].error == "connection refused", "\(deliveries[0].attempts)")
             try await fixture.clock.waitForSleepers(1)
         }

@@ -7,20 +7,7 @@ import NIOHTTP1
 import Synchronization
 import TallyAppleID
 import TallyDevAppStore
-
-/// A clock the test moves by hand; nothing here sleeps (the Sign in with Apple stand-in never waits).
-final class TestClock: DevAppStoreClock {
-    private let instant: Mutex<Date>
-
-    init(_ start: Date) { instant = Mutex(start) }
-
-    var now: Date { instant.withLock { $0 } }
-
-    func advance(by seconds: TimeInterval) { instant.withLock { $0 += seconds } }
-
-    /// Moves the clock instead of waiting.
-    func sleep(for seconds: TimeInterval) async throws { advance(by: seconds) }
-}
+import TallyTestKit
 
 /// Counts the fetches a real HTTP fetcher makes; fails them while ``failing`` is set.
 final class CountingFetcher: AppleKeyFetching {
@@ -58,7 +45,7 @@ struct AppleIDFixture {
         do { return try DevAppleIDKeys.generate() } catch { fatalError("RSA key generation failed: \(error)") }
     }()
 
-    let clock: TestClock
+    let clock: ManualClock
     let appleID: DevAppleID
     let base: String
     let fetcher: CountingFetcher
@@ -72,7 +59,7 @@ struct AppleIDFixture {
         configure: (inout DevAppleID.Configuration) -> Void = { _ in }, minimumRefetchInterval: TimeInterval = 10,
         _ body: (AppleIDFixture) async throws -> T
     ) async throws -> T {
-        let clock = TestClock(start)
+        let clock = ManualClock(start)
         var configuration = DevAppleID.Configuration()
         configuration.clientId = clientId
         configure(&configuration)

@@ -1,6 +1,7 @@
 import Foundation
 import TallyAppleID
 import TallyDevAppStore
+import TallyTestKit
 import Testing
 
 /// The stand-in's own rules: its keys kept in a directory, its HTTP API's identity tokens and refusals.
@@ -19,7 +20,7 @@ struct DevAppleIDTests {
 
         var configuration = DevAppleID.Configuration()
         configuration.keysDirectory = directory
-        let appleID = DevAppleID(configuration: configuration, keys: again, clock: TestClock(AppleIDFixture.start))
+        let appleID = DevAppleID(configuration: configuration, keys: again, clock: ManualClock(AppleIDFixture.start))
         let kid = try appleID.rotateKeys()
         let reloaded = try DevAppleIDKeys.loadOrGenerate(directory: directory)
         #expect(reloaded.signing.kid == kid && reloaded.jwks == appleID.jwks() && reloaded.keys.count == 2)
@@ -30,7 +31,8 @@ struct DevAppleIDTests {
         try await AppleIDFixture.with { fixture in
             let (status, keys) = try await call(.GET, fixture.base + "/auth/keys")
             let set = try JSONDecoder().decode(AppleJSONWebKeySet.self, from: keys)
-            #expect(status == 200 && set.keys.count == 1)
+            #expect(status == 200)
+            try #require(set.keys.count == 1)
             #expect(set.keys[0].kty == "RSA" && set.keys[0].alg == "RS256" && set.keys[0].use == "sig" && set.keys[0].e == "AQAB")
             #expect(AppleBase64URL.decode(set.keys[0].n)?.count == 256, "RSA-2048")
 

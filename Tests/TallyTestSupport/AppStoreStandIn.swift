@@ -3,10 +3,7 @@ import Hummingbird
 import Logging
 import TallyDevAppStore
 import TallyStore
-
-/// TallyStore's manual clock drives the local App Store (the requirements are the same), so a test moves the server's
-/// and the stand-in's time together.
-extension ManualClock: DevAppStoreClock {}
+import TallyTestKit
 
 /// The products the purchase tests sell: 100 tokens, and a monthly premium plan.
 public enum TestProducts {
@@ -53,7 +50,7 @@ public enum TestProducts {
         return try await body(yaml)
     }
 
-    /// Runs `body` with `appStore`'s HTTP API (`tally dev-appstore`'s routes, its App Store Server API included) served on
+    /// Runs `body` with `appStore`'s HTTP API (`tally-dev dev-appstore`'s routes, its App Store Server API included) served on
     /// a free loopback port, the port handed to `body`; stops serving when `body` returns.
     public static func serving<T: Sendable>(_ appStore: DevAppStore, _ body: (_ port: Int) async throws -> T) async throws -> T {
         var logger = Logger(label: "dev-appstore-in-test")

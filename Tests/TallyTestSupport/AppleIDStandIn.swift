@@ -3,8 +3,9 @@ import Hummingbird
 import Logging
 import TallyDevAppStore
 import TallyStore
+import TallyTestKit
 
-/// The local Sign in with Apple stand-in (`tally dev-appstore`'s), served on 127.0.0.1 at a free port on a test's
+/// The local Sign in with Apple stand-in (`tally-dev dev-appstore`'s), served on 127.0.0.1 at a free port on a test's
 /// clock, so a server under test fetches its keys over real HTTP and verifies the tokens it mints.
 public enum AppleIDStandIn {
     /// One key set per test process: RSA-2048 generation is slow in a debug build.

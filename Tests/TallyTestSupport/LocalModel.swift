@@ -3,7 +3,7 @@ import ServiceLifecycle
 import TallyAPI
 import TallyDevLLM
 
-/// `tally dev-llm` in the test process: the AI gateway's upstream in the server's and the SDK's tests.
+/// `tally-dev dev-llm` in the test process: the AI gateway's upstream in the server's and the SDK's tests.
 public enum LocalModel {
     /// Runs `body` with a local model on a free loopback port (handed to `body`) that wants `apiKey`, writes a token
     /// every `tokenInterval` and bills images by `images` (nil: its default, OpenAI's tiles), then shuts it down.

@@ -1,4 +1,4 @@
--- wrk script for scripts/bench: POST /v1/purchases/apple with transactions signed by `tally bench-purchases sign`.
+-- wrk script for scripts/bench: POST /v1/purchases/apple with transactions signed by `tally-dev bench-purchases sign`.
 --
 -- Environment:
 --   PURCHASES_FILE   lines `userId<TAB>transactionId<TAB>accessToken<TAB>JWS` (required)

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """The App Store purchases part of scripts/bench (standard library only), used by tally_bench.py:
 
-  read_signed()       the transactions `tally bench-purchases sign` wrote (userId, transactionId, token, JWS a line)
+  read_signed()       the transactions `tally-dev bench-purchases sign` wrote (userId, transactionId, token, JWS a line)
   check_user()        one user's purchases against their ledger: each credited once, to its own user, 100 tokens
   purchase_books()    the totals and verdict of those checks for the books
   purchases_section() the report's table of the purchase rows and the one-core verification figure
@@ -115,7 +115,7 @@ def purchases_section(values, verify_path, purchase_rate, cores):
     out = ["## App Store purchases", ""]
     if verify:
         runs = ", ".join(f"{r:.0f}" for r in verify["runs"])
-        out.append(f"`AppStoreVerifier.verifyTransaction`, one at a time (`tally bench-purchases verify`): "
+        out.append(f"`AppStoreVerifier.verifyTransaction`, one at a time (`tally-dev bench-purchases verify`): "
                    f"**{verify['verificationsPerSecond']:.0f} verifications/s on one core** (median of "
                    f"{len(verify['runs'])} runs of {verify['count']}: {runs}); one verification p50 "
                    f"{verify['p50Micros']:.0f} µs, p99 {verify['p99Micros']:.0f} µs; "

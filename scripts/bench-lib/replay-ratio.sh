@@ -1,19 +1,21 @@
 #!/usr/bin/env bash
 # The purchase replay's ratio to the wallet GET, on one server, quickly: a release `tally serve` (SQLite, or
-# PostgreSQL when DATABASE_URL is set, e.g. under scripts/with-postgres) trusting a CA of `tally bench-purchases ca`,
+# PostgreSQL when DATABASE_URL is set, e.g. under scripts/with-postgres) trusting a CA of `tally-dev bench-purchases ca`,
 # 1,000 guests, one consumable each redeemed, then wrk (64 connections, 8 s each) on GET /v1/wallet and on
 # POST /v1/purchases/apple replays, twice; the second round is reported. Alternate two binaries to compare them in
 # one machine state. scripts/bench measures the same cases (and more) for BENCHMARKS.md.
 #
 # usage: BIN=<release tally> scripts/bench-lib/replay-ratio.sh [perf]   (perf: record the server during round 2's
-#        replays into $PERF_OUT, default ./replay.perf.data)
+#        replays into $PERF_OUT, default ./replay.perf.data; DEV_BIN: the tally-dev that signs, default: beside BIN)
 set -Eeuo pipefail
 LIB="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 BIN=${BIN:?set BIN to a release tally binary}
+DEV_BIN=${DEV_BIN:-$(dirname "$BIN")/tally-dev}
+[ -x "$DEV_BIN" ] || { echo "no tally-dev at $DEV_BIN (swift build -c release --product tally-dev, or set DEV_BIN)" >&2; exit 2; }
 PERF_OUT=${PERF_OUT:-$PWD/replay.perf.data}
 D=$(mktemp -d "${TMPDIR:-/tmp}/replay-ratio.XXXXXX")
 KEY=$(od -An -N24 -tx1 /dev/urandom | tr -d ' \n')
-ROOT=$("$BIN" bench-purchases ca --certs "$D/appstore")
+ROOT=$("$DEV_BIN" bench-purchases ca --certs "$D/appstore")
 cat >"$D/config.json" <<JSON
 {"signupGrant": 0, "guestSignupsPerIPPerHour": 100000000, "quotas": [], "actions": [{"name": "bench.debit", "tokens": 1}],
  "appStore": {"bundleId": "com.example.bench", "environments": ["Sandbox"], "rootCertificates": ["$ROOT"],
@@ -34,7 +36,7 @@ done
 [ -n "$port" ] || { cat "$D/server.log" >&2; exit 1; }
 python3 "$LIB/tally_bench.py" seed --port "$port" --admin-port "$admin" --admin-key "$KEY" --users 1000 --grant 1000000000 \
   --tokens "$D/tokens.txt" --ids "$D/users.txt" >&2
-"$BIN" bench-purchases sign --certs "$D/appstore" --ids "$D/users.txt" --tokens "$D/tokens.txt" --count 1000 --out "$D/purchases.tsv" >&2
+"$DEV_BIN" bench-purchases sign --certs "$D/appstore" --ids "$D/users.txt" --tokens "$D/tokens.txt" --count 1000 --out "$D/purchases.tsv" >&2
 python3 "$LIB/tally_bench.py" redeem --port "$port" --purchases "$D/purchases.tsv" --count 1000 >&2
 for round in 1 2; do
   wallet=$(TOKENS_FILE=$D/tokens.txt BENCH_METHOD=GET BENCH_PATH=/v1/wallet wrk --latency -t1 -c64 -d8s -s "$LIB/tally.lua" \

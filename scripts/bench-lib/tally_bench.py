@@ -2,7 +2,7 @@
 """Helpers of scripts/bench (standard library only).
 
   seed   create USERS guest accounts through the API, grant each a balance, write tokens and ids
-  redeem POST /v1/purchases/apple the first COUNT transactions of a `tally bench-purchases sign` file (each must be
+  redeem POST /v1/purchases/apple the first COUNT transactions of a `tally-dev bench-purchases sign` file (each must be
          credited: the replay set)
   books  check every wallet through the admin API and compare the debited tokens with the server's
          own count of successful POST /v1/actions/{name} replies (from /metrics); with --purchases, also

@@ -3,7 +3,7 @@ import Foundation
 // The OpenAI Chat Completions wire format (`POST /v1/chat/completions`), as far as Tally reads and writes it:
 // the request's model, messages, streaming and length fields; the answer, its streamed chunks and `usage`.
 // Keys are snake_case on the wire. The gateway takes more fields than these types model (``ChatRequestFields``
-// lists them: any other is refused); these types are for the SDK, the local model (`tally dev-llm`) and reading answers.
+// lists them: any other is refused); these types are for the SDK, the local model (`tally-dev dev-llm`) and reading answers.
 
 /// One message of a conversation: plain text, or parts (text and images) for a question about a picture.
 ///

@@ -1,4 +1,5 @@
 import Foundation
+import TallyAPI
 
 /// CPU and resident memory of one process at one moment, read from `/proc`.
 public struct ProcessSample: Sendable, Hashable, Codable {

@@ -1,5 +1,6 @@
 import Foundation
 import Synchronization
+import TallyAPI
 
 /// `tally serve` child processes for a load run: started on free ports, killed and restarted on the same
 /// port for fault injection, stopped at the end.

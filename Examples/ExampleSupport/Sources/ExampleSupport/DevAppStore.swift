@@ -4,7 +4,7 @@ import Foundation
 import FoundationNetworking
 #endif
 
-/// A real `tally dev-appstore` as a child process: the local App Store that signs purchases as StoreKit 2 does and
+/// A real `tally-dev dev-appstore` as a child process: the local App Store that signs purchases as StoreKit 2 does and
 /// posts App Store Server Notifications V2 to a server's webhook. The app buys from it (the example's storefront);
 /// the tests play Apple's side with it: a refund, a subscription's expiry, and when a notification arrived.
 ///
@@ -22,10 +22,10 @@ public final class DevAppStore: @unchecked Sendable {
     public let certificates: URL
     /// The base URL of the process that plays Apple's sign-in for this one (`GET /auth/keys`,
     /// `POST /auth/identity-token`): its own, unless ``startWithServer(config:directory:certificates:subscriptions:devLLM:)``
-    /// started a second `tally dev-appstore` for it.
+    /// started a second `tally-dev dev-appstore` for it.
     public var appleIDURL: URL { appleID?.baseURL ?? baseURL }
     private let process: ChildProcess
-    /// The `tally dev-appstore` playing Apple's sign-in, stopped with this one (nil: this one plays it).
+    /// The `tally-dev dev-appstore` playing Apple's sign-in, stopped with this one (nil: this one plays it).
     private var appleID: DevAppStore?
 
     /// A notification the dev App Store signed (and queued for the webhook, when it has one).
@@ -53,7 +53,7 @@ public final class DevAppStore: @unchecked Sendable {
         public var attempts: [Attempt]
     }
 
-    /// Starts `tally dev-appstore` on a free port with its CA in `certificates` (made there on first use), posting
+    /// Starts `tally-dev dev-appstore` on a free port with its CA in `certificates` (made there on first use), posting
     /// notifications to `webhook` (nil: none are sent), each product of `subscriptions` an auto-renewable
     /// subscription (others are consumables); returns once it listens. Its output goes into `certificates`' parent.
     public init(certificates: URL, webhook: URL?, subscriptions: [String] = []) async throws {
@@ -64,8 +64,8 @@ public final class DevAppStore: @unchecked Sendable {
         if let webhook { arguments += ["--webhook", webhook.absoluteString] }
         for product in subscriptions { arguments += ["--subscription", product] }
         process = try ChildProcess(
-            try TallyServer.binary, arguments, output: parent.appendingPathComponent("dev-appstore-\(UUID().uuidString.prefix(8)).out"))
-        baseURL = try await process.awaitOutput("tally dev-appstore") { text in
+            try TallyServer.devBinary, arguments, output: parent.appendingPathComponent("dev-appstore-\(UUID().uuidString.prefix(8)).out"))
+        baseURL = try await process.awaitOutput("tally-dev dev-appstore") { text in
             let prefix = "tally dev-appstore listening on "
             guard let line = text.split(separator: "\n").first(where: { $0.hasPrefix(prefix) }) else { return nil }
             return line.dropFirst(prefix.count).split(separator: " ").first.flatMap { URL(string: String($0)) }
@@ -79,7 +79,7 @@ public final class DevAppStore: @unchecked Sendable {
         try await appleID?.stop()
     }
 
-    /// A `tally serve` that sells through a `tally dev-appstore`, both started and ready: `config` (whose
+    /// A `tally serve` that sells through a `tally-dev dev-appstore`, both started and ready: `config` (whose
     /// `appStore.rootCertificates` names `<certificates>/root.der`, relative to the file) is copied into `directory`
     /// beside a new CA in `directory/<certificates>`; the CA (and the Sign in with Apple keys) is written first by a
     /// dev App Store started without a webhook, the server started on the copy (data in `directory/server`), then

@@ -5,7 +5,8 @@ import FoundationNetworking
 #endif
 
 /// A real `tally serve` (SQLite in `dataDirectory`, the example's `TALLY_CONFIG`) as a child process: what the
-/// example apps' tests talk to. The binary is `TALLY_BIN` (which the repository's `scripts/test` exports).
+/// example apps' tests talk to. The binary is `TALLY_BIN` (which the repository's `scripts/test` exports); the local
+/// stand-ins run `tally-dev` (``devBinary``).
 public final class TallyServer: @unchecked Sendable {
     /// The API's base URL.
     public let baseURL: URL
@@ -20,6 +21,20 @@ public final class TallyServer: @unchecked Sendable {
         get throws {
             guard let path = ProcessInfo.processInfo.environment["TALLY_BIN"], FileManager.default.isExecutableFile(atPath: path) else {
                 throw ExampleError("set TALLY_BIN to a built tally (swift build --product tally in the repository's root)")
+            }
+            return path
+        }
+    }
+
+    /// The `tally-dev` binary (the local App Store and model: ``DevAppStore``, ``DevLLM``): `TALLY_DEV_BIN`, else
+    /// `tally-dev` beside `TALLY_BIN` (where `swift build` puts both).
+    public static var devBinary: String {
+        get throws {
+            let environment = ProcessInfo.processInfo.environment
+            var path = environment["TALLY_DEV_BIN"] ?? ""
+            if path.isEmpty { path = URL(fileURLWithPath: try binary).deletingLastPathComponent().appendingPathComponent("tally-dev").path }
+            guard FileManager.default.isExecutableFile(atPath: path) else {
+                throw ExampleError("set TALLY_DEV_BIN to a built tally-dev (swift build --product tally-dev in the repository's root)")
             }
             return path
         }

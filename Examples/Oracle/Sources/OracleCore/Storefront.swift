@@ -35,7 +35,7 @@ public enum OracleProduct {
 /// `canImport(StoreKit)`: `OracleSession.buy(_:)` in OracleStoreKit.swift): it buys with the user's id as the
 /// `appAccountToken`, redeems the transaction and finishes it only once the server has it, and
 /// `client.purchases.observeTransactions()` redeems what a crash left unfinished.
-/// Builds without StoreKit (Linux, the tests, the command line) buy from `tally dev-appstore`
+/// Builds without StoreKit (Linux, the tests, the command line) buy from `tally-dev dev-appstore`
 /// (``DevAppStoreStorefront``), which signs exactly as the App Store does.
 public protocol Storefront: Sendable {
     /// Charges the user for one `productId`, for the Tally account `appAccountToken` names; the transaction as the
@@ -43,7 +43,7 @@ public protocol Storefront: Sendable {
     func buy(productId: String, appAccountToken: UUID?) async throws -> String
 }
 
-/// The local App Store, `tally dev-appstore`, over HTTP (`POST /purchase`): its transactions and notifications are
+/// The local App Store, `tally-dev dev-appstore`, over HTTP (`POST /purchase`): its transactions and notifications are
 /// signed under its own root, which the server trusts through tally.yaml's `appStore.rootCertificates`.
 public struct DevAppStoreStorefront: Storefront {
     /// The dev App Store's base URL (`http://127.0.0.1:8092` unless started with another `--port`).

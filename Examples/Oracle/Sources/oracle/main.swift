@@ -4,7 +4,7 @@ import OracleCore
 import TallyClient
 
 // The oracle from the command line: `oracle` plays a day of the app against a real `tally serve`, a real
-// `tally dev-appstore` (the local App Store) and a real `tally dev-llm` (the local model) it starts (TALLY_BIN),
+// `tally-dev dev-appstore` (the local App Store) and a real `tally-dev dev-llm` (the local model) it starts (TALLY_BIN, TALLY_DEV_BIN),
 // printing what the screen shows: three free readings, a refusal, 100 tokens bought and shown at once, a metered
 // chat, a face reading from a photo and a question about a clip's three frames (each priced before it is asked),
 // Apple's refund arriving live, a subscription's unlimited readings, Sign in with Apple, and a reinstall that starts
@@ -43,7 +43,7 @@ func main() async throws {
     let model = try await DevLLM(directory: home, apiKeyEnv: "ORACLE_LLM_KEY")
     let (server, appStore) = try await DevAppStore.startWithServer(
         config: config, directory: home, subscriptions: [OracleProduct.premium], devLLM: model)
-    print("tally serve on \(server.baseURL), tally dev-appstore on \(appStore.baseURL), tally dev-llm on \(model.baseURL)")
+    print("tally serve on \(server.baseURL), tally-dev dev-appstore on \(appStore.baseURL), tally-dev dev-llm on \(model.baseURL)")
     let session = OracleSession(
         client: try OracleSetup.client(server: server.baseURL, home: home.appendingPathComponent("phone")),
         storefront: DevAppStoreStorefront(url: appStore.baseURL))

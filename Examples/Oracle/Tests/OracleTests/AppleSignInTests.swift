@@ -8,7 +8,7 @@ import Testing
 import FoundationNetworking
 #endif
 
-/// Sign in with Apple in the oracle, against a real `tally serve` and a real `tally dev-appstore` playing both the App
+/// Sign in with Apple in the oracle, against a real `tally serve` and a real `tally-dev dev-appstore` playing both the App
 /// Store and Apple's sign-in (issue 34): a reinstall's guest merged into the account it turns out to have.
 @Suite("Oracle: Sign in with Apple", .serialized, .timeLimit(.minutes(2)))
 @MainActor

@@ -4,7 +4,7 @@ import OracleCore
 import TallyClient
 import Testing
 
-/// The oracle against a real `tally serve`, a real `tally dev-appstore` and a real `tally dev-llm` (TALLY_BIN): seeds
+/// The oracle against a real `tally serve`, a real `tally-dev dev-appstore` and a real `tally-dev dev-llm` (TALLY_BIN, TALLY_DEV_BIN): seeds
 /// 002 and 004 without a backend of their own.
 @Suite("Oracle", .serialized, .timeLimit(.minutes(2)))
 @MainActor

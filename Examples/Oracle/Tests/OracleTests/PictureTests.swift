@@ -5,7 +5,7 @@ import TallyClient
 import Testing
 
 /// Questions about pictures in the oracle (issue 44): a face reading from a photo, a question about a picture and one
-/// about a clip's three frames, through a real `tally serve` whose `ai:` section calls a real `tally dev-llm`. The
+/// about a clip's three frames, through a real `tally serve` whose `ai:` section calls a real `tally-dev dev-llm`. The
 /// model's answer names each image's size, and its usage counts each image by OpenAI's tile rule, so the holds and
 /// charges here are the ones a provider's would give.
 @Suite("Oracle: questions about pictures", .serialized, .timeLimit(.minutes(2)))

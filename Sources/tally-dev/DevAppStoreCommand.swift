@@ -6,7 +6,7 @@ import TallyAppStore
 import TallyDevAppStore
 import UnixSignals
 
-/// `tally dev-appstore`: a local App Store for development and tests (``DevAppStore``, served by
+/// `tally-dev dev-appstore`: a local App Store for development and tests (``DevAppStore``, served by
 /// ``buildDevAppStoreApplication(store:host:port:logger:onServerRunning:)``): signs purchases like StoreKit 2 and
 /// sends signed notifications to the server's webhook, retrying on a compressed copy of Apple's schedule.
 struct DevAppStoreCommand: AsyncParsableCommand {

@@ -2,14 +2,15 @@ import ArgumentParser
 import Foundation
 import TallyLoad
 
-/// `tally loadtest`: simulated app users against `tally serve` (started here, or already running), then
+/// `tally-dev loadtest`: simulated app users against `tally serve` (started here, or already running), then
 /// the books check; exits 0 only when every account balances.
 struct LoadTest: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "loadtest",
         abstract: "Drive N simulated app users against Tally servers, then check every account's books.",
         discussion: """
-            Without --url it starts the servers itself (`tally serve`, this binary): one on the embedded SQLite, or
+            Without --url it starts the servers itself (`tally serve`: --binary, else TALLY_BIN, else the `tally` beside \
+            this binary): one on the embedded SQLite, or
             --servers N sharing the PostgreSQL at DATABASE_URL. Exit status: 0 when the books balance, 3 when they do not.
             For 10,000 connections run it through scripts/loadtest, which raises the kernel's listen limits.
             """)
@@ -35,6 +36,7 @@ struct LoadTest: AsyncParsableCommand {
     var outageAt: Int?
     @Option(name: .customLong("db-outage-for"), help: "Seconds PostgreSQL stays stopped.") var outageFor = 10
     @Option(help: "Directory for report.md, report.json and latency.svg.") var out = "loadtest-report"
+    @Option(help: "The tally binary to serve (default: TALLY_BIN, else the tally beside this binary).") var binary: String?
 
     func run() async throws {
         let environment = ProcessInfo.processInfo.environment
@@ -47,7 +49,8 @@ struct LoadTest: AsyncParsableCommand {
                 throw ValidationError("--servers \(servers) needs DATABASE_URL: several processes share one PostgreSQL")
             }
             let directory = FileManager.default.temporaryDirectory.appendingPathComponent("tally-loadtest-\(UUID().uuidString)")
-            var settings = ServerFleet.Settings(binary: Self.ownBinary, directory: directory)
+            let serverBinary = try ServerBinary.path(binary)
+            var settings = ServerFleet.Settings(binary: serverBinary, directory: directory)
             settings.count = servers
             settings.backlog = backlog
             settings.databaseURL = environment["DATABASE_URL"].flatMap { $0.isEmpty ? nil : $0 }
@@ -120,11 +123,6 @@ struct LoadTest: AsyncParsableCommand {
         log("report written to \(directory.path)/report.md, report.json, latency.svg")
         fleet?.stop()
         if !report.passed { throw ExitCode(3) }
-    }
-
-    /// This executable, to start `tally serve` from.
-    static var ownBinary: String {
-        (try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/self/exe")) ?? CommandLine.arguments[0]
     }
 }
 

@@ -2,7 +2,7 @@ import ArgumentParser
 import Foundation
 import TallyLoad
 
-/// `tally bench-events`: many open `GET /v1/sync/events` streams, and how fast each sees its user's writes.
+/// `tally-dev bench-events`: many open `GET /v1/sync/events` streams, and how fast each sees its user's writes.
 struct EventsBenchmark: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "bench-events",

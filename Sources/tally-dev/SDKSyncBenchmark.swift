@@ -8,7 +8,7 @@ import TallyClient
 import TallyServer
 import TallyStore
 
-/// `tally bench-sdk`'s synced-collection rows (issue 20): the device's own cost (a local write reaching an
+/// `tally-dev bench-sdk`'s synced-collection rows (issue 20): the device's own cost (a local write reaching an
 /// observer, a month read from 10,000 documents) with the network cut so the sync engine sits in its backoff,
 /// and what crosses loopback to a real server started in this process (SQLite in a temporary directory):
 /// 1,000 queued changes pushed and confirmed, a fresh install restoring 10,000 documents, a write on one

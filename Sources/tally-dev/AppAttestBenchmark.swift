@@ -14,7 +14,7 @@ import Glibc
 import Darwin
 #endif
 
-/// `tally bench-appattest`: what App Attest costs the server — one-core verification of attestations and assertions
+/// `tally-dev bench-appattest`: what App Attest costs the server — one-core verification of attestations and assertions
 /// (`verify`), and the CPU an assertion adds to a metered action through the whole server (`action`). The objects are
 /// the local stand-in's (``DevAppAttest``: Apple's layout, its own App Attestation CA, which the verifier trusts).
 struct AppAttestBenchmark: AsyncParsableCommand {
@@ -54,7 +54,7 @@ struct AppAttestBenchmark: AsyncParsableCommand {
     /// SHA-256 of no bytes, in lowercase hex: the body hash of a request without a body.
     static let emptyBodySHA256 = SHA256.hash(data: [UInt8]()).map { String(format: "%02x", $0) }.joined()
 
-    /// `tally bench-appattest verify`: ``AppAttestVerifier/verifyAttestation(_:keyId:challenge:at:)`` of COUNT distinct
+    /// `tally-dev bench-appattest verify`: ``AppAttestVerifier/verifyAttestation(_:keyId:challenge:at:)`` of COUNT distinct
     /// attestations one after the other (one core), RUNS times; then, each run, COUNT assertions (one by each attested
     /// key, its counter one above the last) with ``AppAttestVerifier/verifyAssertion(_:clientData:publicKey:storedCounter:)``.
     struct Verify: AsyncParsableCommand {
@@ -169,9 +169,9 @@ struct AppAttestBenchmark: AsyncParsableCommand {
         }
     }
 
-    /// `tally bench-appattest action`: the server CPU an assertion adds to `POST /v1/actions/{name}`.
+    /// `tally-dev bench-appattest action`: the server CPU an assertion adds to `POST /v1/actions/{name}`.
     ///
-    /// Method. Two `tally serve` processes (this binary; SQLite, each in its own temporary data directory), configured
+    /// Method. Two `tally serve` processes (`ServerBinary`: the `tally` beside this binary; SQLite, each in its own temporary data directory), configured
     /// alike — a quota action `bench.metered` (a daily quota of 1,000,000, then 1 token; no sign-up grant) — but for
     /// `appAttest.mode`: `enforce` (trusting the stand-in's root) on one, `off` on the other. USERS guests on each: on
     /// the enforce server each signs in with an attestation of its device key. Then RUNS pairs of blocks, one block on
@@ -199,7 +199,7 @@ struct AppAttestBenchmark: AsyncParsableCommand {
         @Option(help: "Metered actions in each block.") var requests = 2_000
         @Option(help: "Guests on each server; a block's requests go round them.") var users = 100
         @Option(help: "Connections per block, each sending one request at a time (a user's requests on one).") var connections = 1
-        @Option(help: "The tally binary to serve (default: this one).") var binary: String?
+        @Option(help: "The tally binary to serve (default: TALLY_BIN, else the tally beside this binary).") var binary: String?
 
         func validate() throws {
             guard runs > 0, requests > 0, users > 0, connections > 0 else {
@@ -225,7 +225,7 @@ struct AppAttestBenchmark: AsyncParsableCommand {
         }
 
         func run() async throws {
-            guard let executable = binary ?? Bundle.main.executablePath else { throw ValidationError("cannot find this binary: pass --binary") }
+            let executable = try ServerBinary.path(binary)
             let directory = FileManager.default.temporaryDirectory.appendingPathComponent("tally-bench-appattest-\(UUID().uuidString)")
             try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
             defer { try? FileManager.default.removeItem(at: directory) }

@@ -5,7 +5,7 @@ import ServiceLifecycle
 import TallyDevLLM
 import UnixSignals
 
-/// `tally dev-llm`: a local OpenAI-compatible model for development and tests (``buildDevLLM(configuration:logger:onServerRunning:)``).
+/// `tally-dev dev-llm`: a local OpenAI-compatible model for development and tests (``buildDevLLM(configuration:logger:onServerRunning:)``).
 struct DevLLM: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "dev-llm", abstract: "Run a local OpenAI-compatible model with deterministic answers (development and tests).")

@@ -2,7 +2,7 @@ import ArgumentParser
 import Foundation
 import TallyClient
 
-/// `tally sdk-session-probe` (hidden): one process of an app that shares its session store with another
+/// `tally-dev sdk-session-probe` (hidden): one process of an app that shares its session store with another
 /// (an app and its widget). It restores the session from a `FileSecureStore`, waits for a line on standard
 /// input (so that several probes start their rounds together), then fetches the wallet `--rounds` times. Against
 /// a server whose access tokens live no longer than the SDK's refresh margin (30 s), every fetch refreshes the

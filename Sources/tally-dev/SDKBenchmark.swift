@@ -5,7 +5,7 @@ import Synchronization
 import TallyAPI
 import TallyClient
 
-/// `tally bench-sdk`: micro-benchmarks of the client SDK's hot paths, in-process, with a canned
+/// `tally-dev bench-sdk`: micro-benchmarks of the client SDK's hot paths, in-process, with a canned
 /// transport so the figures are the SDK's own cost (the network is measured by `scripts/bench`).
 struct SDKBenchmark: AsyncParsableCommand {
     static let configuration = CommandConfiguration(

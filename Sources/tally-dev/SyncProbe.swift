@@ -2,7 +2,7 @@ import ArgumentParser
 import Foundation
 import TallyClient
 
-/// `tally sdk-sync-probe` (hidden): one launch of an app that syncs a `notes` collection (range key `date`) — the
+/// `tally-dev sdk-sync-probe` (hidden): one launch of an app that syncs a `notes` collection (range key `date`) — the
 /// child process of the push crash tests (PushCrashTests), which kill it at a point of its push and launch it again.
 /// It restores the session from a `FileSecureStore`, puts `--writes` notes (`n<from>`, `n<from+1>`, …) through
 /// the SDK, waits until the outbox is empty (unless `--no-wait`), and prints one JSON line: the pending count and

@@ -5,10 +5,11 @@ import NIOCore
 import NIOHTTP1
 import NIOPosix
 import Synchronization
+import TallyAPI
 import TallyDevLLM
 import TallyLoad
 
-/// `tally bench-ai`: the AI gateway's cost, measured against calling the same local model directly.
+/// `tally-dev bench-ai`: the AI gateway's cost, measured against calling the same local model directly.
 struct AIBenchmark: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "bench-ai",

@@ -8,7 +8,7 @@ import TallyClient
 import TallyServer
 import UnixSignals
 
-/// `tally demo`: a server on the embedded default and an app session driven through the SDK,
+/// `tally-dev demo`: a server on the embedded default and an app session driven through the SDK,
 /// printing the balance timeline — optimistic, confirmed, rolled back.
 struct Demo: AsyncParsableCommand {
     static let configuration = CommandConfiguration(

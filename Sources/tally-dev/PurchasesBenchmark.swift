@@ -1,6 +1,7 @@
 import ArgumentParser
 import Dispatch
 import Foundation
+import TallyAPI
 import TallyAppStore
 import TallyDevAppStore
 
@@ -10,7 +11,7 @@ import Glibc
 import Darwin
 #endif
 
-/// `tally bench-purchases`: what `scripts/bench` needs to measure `POST /v1/purchases/apple` — a certificate authority
+/// `tally-dev bench-purchases`: what `scripts/bench` needs to measure `POST /v1/purchases/apple` — a certificate authority
 /// the server trusts, StoreKit 2 transactions signed under it for the benchmark users — and a one-core micro-benchmark of
 /// the verification every purchase costs.
 struct PurchasesBenchmark: AsyncParsableCommand {
@@ -39,7 +40,7 @@ struct PurchasesBenchmark: AsyncParsableCommand {
         return try DevJWS.sign(transaction, chain: chain)
     }
 
-    /// `tally bench-purchases ca --certs DIR`: the stand-in App Store's CA in DIR (made unless there), before the server
+    /// `tally-dev bench-purchases ca --certs DIR`: the stand-in App Store's CA in DIR (made unless there), before the server
     /// starts: it must trust DIR/root.der.
     struct CA: ParsableCommand {
         static let configuration = CommandConfiguration(
@@ -54,7 +55,7 @@ struct PurchasesBenchmark: AsyncParsableCommand {
         }
     }
 
-    /// `tally bench-purchases sign`: COUNT distinct consumable transactions, the i-th bought by the (i mod USERS)-th
+    /// `tally-dev bench-purchases sign`: COUNT distinct consumable transactions, the i-th bought by the (i mod USERS)-th
     /// user (its appAccountToken), each written as one line `userId<TAB>transactionId<TAB>accessToken<TAB>JWS`.
     struct Sign: AsyncParsableCommand {
         static let configuration = CommandConfiguration(
@@ -123,7 +124,7 @@ struct PurchasesBenchmark: AsyncParsableCommand {
         }
     }
 
-    /// `tally bench-purchases verify`: ``AppStoreVerifier/verifyTransaction(_:)`` of COUNT distinct transactions one
+    /// `tally-dev bench-purchases verify`: ``AppStoreVerifier/verifyTransaction(_:)`` of COUNT distinct transactions one
     /// after the other (one verification in flight: one core), RUNS times, each run on a new verifier (whose cache has
     /// none of them); then the same bytes again on that verifier (a replay, answered from its cache). Prints one JSON line.
     struct Verify: AsyncParsableCommand {
