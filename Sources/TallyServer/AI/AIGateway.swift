@@ -7,7 +7,7 @@ import TallyStore
 
 /// The AI gateway's shared parts: the configuration, the upstream connection, each user's calls in flight, the
 /// prompt estimates, the settlements waiting for the database and the daily generations being computed in this
-/// process. Its routes: ``addRoutes(to:services:)``.
+/// process. Its routes: ``addRoutes(to:chat:daily:)``.
 struct AIGateway: Sendable {
     let configuration: AIConfiguration
     let upstream: UpstreamClient
@@ -39,13 +39,13 @@ struct AIGateway: Sendable {
         self.bodies = RequestBodyBudget(maxBodyBytes: configuration.maxRequestBytes, bytesInFlight: configuration.requestBytesInFlight)
     }
 
-    /// `GET ai/models`, `POST ai/chat/completions` and `GET ai/daily/{name}` on the authenticated `/v1` group.
-    func addRoutes(to group: RouterGroup<AuthenticatedContext>, services: TallyServices) {
+    /// `GET ai/models`, `POST ai/chat/completions` (`chat`) and `GET ai/daily/{name}` (`daily`) on the authenticated
+    /// `/v1` group.
+    func addRoutes(to group: RouterGroup<AuthenticatedContext>, chat: ChatCompletionsController, daily: DailyGenerationsController) {
         let models = AIModelList(items: configuration.models)
         group.get("ai/models") { _, _ in JSONResponse.make(body: models, headers: [.cacheControl: "private, max-age=300"]) }
-        let chat = ChatCompletionsController(services: services, ai: self)
         group.post("ai/chat/completions", use: chat.complete)
-        group.get("ai/daily/:name", use: DailyGenerationsController(services: services, ai: self, chat: chat).generation)
+        group.get("ai/daily/:name", use: daily.generation)
     }
 
     /// How long a call's hold lasts: past the longest call (its timeout, plus an idle read), so that only a

@@ -13,8 +13,29 @@ import TallyStore
 /// the most it can cost, calls the upstream with the server's key, then captures the real usage (releasing
 /// the rest), or releases everything when the upstream fails before answering.
 struct ChatCompletionsController {
-    let services: TallyServices
+    /// The gateway's configuration, upstream, limits and settlements.
     let ai: AIGateway
+    let store: any TallyStorage
+    let clock: any TallyClock
+    /// Runs non-streamed calls under their idempotency keys.
+    let runner: CommandRunner
+    /// Told when a settlement changed the wallet.
+    let notifier: any ChangeNotifier
+    /// The quotas premium calls may be counted against.
+    let catalog: Catalog
+
+    /// The route of `ai`, holding and settling in `store`.
+    init(
+        ai: AIGateway, store: any TallyStorage, clock: any TallyClock, runner: CommandRunner, notifier: any ChangeNotifier,
+        catalog: Catalog
+    ) {
+        self.ai = ai
+        self.store = store
+        self.clock = clock
+        self.runner = runner
+        self.notifier = notifier
+        self.catalog = catalog
+    }
 
     @Sendable func complete(_ request: Request, context: AuthenticatedContext) async throws -> Response {
         let userId = context.identity.userId
@@ -37,11 +58,11 @@ struct ChatCompletionsController {
         }
         defer { slot.end() }
         // The fingerprint (the whole body, an image's megabytes too, in canonical form) only when a key asks for it.
-        return try await services.runner.withIdempotency(
+        return try await runner.withIdempotency(
             request: request, scope: userId,
             requestFingerprint: CommandRunner.fingerprint(request, canonicalBody: String(decoding: chat.canonicalBody, as: UTF8.self))
         ) { key in
-            if let key, let stored = try await services.store.storedResponse(for: key) {
+            if let key, let stored = try await store.storedResponse(for: key) {
                 return try Self.replay(stored)
             }
             let call = try await hold(userId, chat)
@@ -139,7 +160,7 @@ struct ChatCompletionsController {
     /// `quota_exhausted` when none is left): ``PremiumHold``.
     func hold(_ userId: String, _ chat: ChatRequest) async throws -> HeldCall {
         var call = HeldCall(userId: userId, holdId: UUID().uuidString.lowercased(), chat: chat)
-        let now = services.clock.now
+        let now = clock.now
         let premium = premiumHold(chat.model)
         let command = Command.createHold(
             userId: userId, holdId: call.holdId, amount: chat.maxCost, expiresAt: now.addingTimeInterval(ai.holdTTL),
@@ -147,11 +168,11 @@ struct ChatCompletionsController {
                 + (chat.measure.images.isEmpty ? "" : " images=\(chat.measure.imageTokens)"),
             premium: premium)
         let paid = Mutex<PremiumPaid?>(nil)
-        _ = try await services.store.execute(command, idempotency: nil, now: now) { outcome in
+        _ = try await store.execute(command, idempotency: nil, now: now) { outcome in
             paid.withLock { $0 = PremiumPaid(premium, outcome: outcome) }
             return StoredResponse(status: 201, body: [])
         }
-        services.notifier.walletChanged(userId: userId)
+        notifier.walletChanged(userId: userId)
         call.premium = paid.withLock { $0 }
         return call
     }
@@ -162,7 +183,7 @@ struct ChatCompletionsController {
         switch model.premium {
         case .tokens: return nil
         case .free: return .free
-        case .quota(let name): return .quota(name, limit: services.catalog.quota(named: name)?.daily ?? 0)
+        case .quota(let name): return .quota(name, limit: catalog.quota(named: name)?.daily ?? 0)
         }
     }
 
@@ -197,14 +218,14 @@ struct ChatCompletionsController {
         _ call: HeldCall, charge: ChatCharge, idempotency: IdempotencyKey?,
         render: @escaping @Sendable (AICharge) -> StoredResponse
     ) async throws -> Execution {
-        let services = self.services
+        let (store, clock) = (self.store, self.clock)
         if charge.fromUsage { ai.prompts.learn(call.chat, promptTokens: charge.promptTokens) }
         let (held, charged) = (call.held, Settlement(call, charge: charge).charged)
         let (call, execution) = try await onHoldOwner(call) { call in
             let command = Settlement(call, charge: charge).command
             let key = idempotency.map { IdempotencyKey(scope: call.userId, key: $0.key, fingerprint: $0.fingerprint) }
             return try await Task {
-                try await services.store.execute(command, idempotency: key, now: services.clock.now) { outcome in
+                try await store.execute(command, idempotency: key, now: clock.now) { outcome in
                     render(AICharge(
                         charged: charged, held: held, promptTokens: charge.promptTokens,
                         completionTokens: charge.completionTokens, wallet: Wallet(outcome.state.wallet)))
@@ -212,7 +233,7 @@ struct ChatCompletionsController {
             }.value
         }
         if execution.isReplay { await settle(call, charge: nil, why: "answered under the same key") }
-        services.notifier.walletChanged(userId: call.userId)
+        notifier.walletChanged(userId: call.userId)
         return execution
     }
 
@@ -223,7 +244,7 @@ struct ChatCompletionsController {
         do {
             return (call, try await body(call))
         } catch let error as StoreError where error.code == .userNotFound {
-            guard let account = try await services.store.user(id: call.userId)?.mergedInto else { throw error }
+            guard let account = try await store.user(id: call.userId)?.mergedInto else { throw error }
             let moved = HeldCall(userId: account, holdId: call.holdId, chat: call.chat, premium: call.premium)
             return (moved, try await body(moved))
         }
@@ -235,7 +256,7 @@ struct ChatCompletionsController {
     /// which releases it whole.
     @discardableResult
     func settle(_ call: HeldCall, charge: ChatCharge?, why: String = "") async -> AICharge? {
-        let services = self.services
+        let (store, clock) = (self.store, self.clock)
         let report = Mutex<AICharge?>(nil)
         let held = call.held
         let render: @Sendable (AICharge) -> StoredResponse = { charge in
@@ -249,12 +270,12 @@ struct ChatCompletionsController {
                 let (call, _) = try await onHoldOwner(call) { call in
                     let command = Settlement(call, charge: nil, why: why).command
                     return try await Task {
-                        try await services.store.execute(command, idempotency: nil, now: services.clock.now) { outcome in
+                        try await store.execute(command, idempotency: nil, now: clock.now) { outcome in
                             render(AICharge(charged: 0, held: held, promptTokens: 0, completionTokens: 0, wallet: Wallet(outcome.state.wallet)))
                         }
                     }.value
                 }
-                services.notifier.walletChanged(userId: call.userId)
+                notifier.walletChanged(userId: call.userId)
             }
         } catch where Self.databaseUnavailable(error) {
             ai.settlements.add(Settlement(call, charge: charge, why: why))

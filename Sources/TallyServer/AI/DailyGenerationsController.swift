@@ -19,9 +19,29 @@ import TallyStore
 /// in the database (the others read the stored response once it is there). A failed generation charges nothing
 /// and stores nothing: the next call tries again.
 struct DailyGenerationsController {
-    let services: TallyServices
+    /// The gateway's configuration, upstream, caches and lease holder name.
     let ai: AIGateway
-    let chat: ChatCompletionsController
+    let store: any TallyStorage
+    let clock: any TallyClock
+    /// Told when a generation's charge changed the wallet.
+    let notifier: any ChangeNotifier
+    /// The quotas as the API shows them (what a generation's quota has left).
+    let views: QuotaViews
+    /// Withholds free generations from unattested calls where App Attest is enforced.
+    let integrity: DeviceIntegrity
+
+    /// The route of `ai`'s daily generations, charged and stored in `store`.
+    init(
+        ai: AIGateway, store: any TallyStorage, clock: any TallyClock, notifier: any ChangeNotifier, views: QuotaViews,
+        integrity: DeviceIntegrity
+    ) {
+        self.ai = ai
+        self.store = store
+        self.clock = clock
+        self.notifier = notifier
+        self.views = views
+        self.integrity = integrity
+    }
 
     /// How long a call waits for another process's generation before answering 503.
     static let waitLimit: TimeInterval = 60
@@ -34,7 +54,7 @@ struct DailyGenerationsController {
             throw APIError(.notFound, "No daily generation named '\(name.prefix(64))'.")
         }
         let userId = context.identity.userId
-        let now = services.clock.now
+        let now = clock.now
         var parameters: [String: String] = [:]
         for param in spec.params {
             guard let value = request.uri.queryParameters[Substring(param)].map(String.init), (1...200).contains(value.count),
@@ -44,13 +64,13 @@ struct DailyGenerationsController {
         }
         let series = DailySeries(name: name, parameters: parameters)
         if let cached = ai.generations.get(userId: userId, series: series.prefix, now: now) { return Self.response(cached) }
-        guard let user = try await services.store.user(id: userId) else {
+        guard let user = try await store.user(id: userId) else {
             throw APIError(.unauthorized, "A valid access token is required.")
         }
         // A free generation needs an assertion where App Attest is enforced: without one, the day's is paid or refused.
         var freeWithheld = false
         if spec.quotaLimit != nil {
-            freeWithheld = try await !DeviceIntegrity(services: services).allowsFreeValue(
+            freeWithheld = try await !integrity.allowsFreeValue(
                 request, userId: userId, body: nil, logger: context.logger)
         }
         if freeWithheld { spec.quotaLimit = nil }
@@ -60,7 +80,8 @@ struct DailyGenerationsController {
                 try await produce(spec, user: user, series: series)
             }
         } catch where freeWithheld {
-            throw await Self.attestationRequired(error, quota: spec.action.quota, services: services, userId: userId)
+            throw await Self.attestationRequired(
+                error, quota: spec.action.quota, userId: userId, store: store, clock: clock, views: views)
         }
         ai.generations.put(userId: userId, series: series.prefix, bytes: generation.bytes, until: generation.expiresAt)
         return Self.response(generation.bytes)
@@ -68,10 +89,12 @@ struct DailyGenerationsController {
 
     /// `403 attestation_required` in place of a refusal for want of tokens, when the quota had free uses the request
     /// could not take unattested.
-    static func attestationRequired(_ error: any Error, quota: String?, services: TallyServices, userId: String) async -> any Error {
+    static func attestationRequired(
+        _ error: any Error, quota: String?, userId: String, store: any TallyStorage, clock: any TallyClock, views: QuotaViews
+    ) async -> any Error {
         guard let error = error as? StoreError, error.code == .insufficientTokens || error.code == .quotaExhausted, let quota,
-            let state = try? await services.store.accountState(userId: userId, now: services.clock.now),
-            (services.views.quotas(for: state).first { $0.name == quota }?.remaining ?? 0) > 0
+            let state = try? await store.accountState(userId: userId, now: clock.now),
+            (views.quotas(for: state).first { $0.name == quota }?.remaining ?? 0) > 0
         else { return error }
         return APIError(.attestationRequired, "Free uses need an attested device (an X-Tally-Assertion header); this one can still pay.")
     }
@@ -85,11 +108,10 @@ struct DailyGenerationsController {
     /// The series' generation whose window is open, or a new one made under the lease; waits for another process's
     /// while it holds the lease.
     private func produce(_ spec: DailyGenerationSpec, user: UserRecord, series: DailySeries) async throws -> Stored {
-        let store = services.store
         let lease = "daily/" + user.id + "/" + series.prefix
-        let started = services.clock.now
+        let started = clock.now
         while true {
-            let now = services.clock.now
+            let now = clock.now
             let latest = try await latest(series, user: user, now: now)
             if let latest, latest.expiresAt > now { return latest }
             let until = now.addingTimeInterval(TimeInterval(ai.configuration.upstream.timeout.components.seconds) + 10)
@@ -106,13 +128,13 @@ struct DailyGenerationsController {
             guard now.timeIntervalSince(started) < Self.waitLimit else {
                 throw APIError(.unavailable, "The generation is still being made; retry shortly.", headers: [.retryAfter: "1"])
             }
-            try await services.clock.sleep(for: Self.pollInterval)
+            try await clock.sleep(for: Self.pollInterval)
         }
     }
 
     /// The series' latest stored generation (its window open or not), as the database holds it.
     private func latest(_ series: DailySeries, user: UserRecord, now: Date) async throws -> Stored? {
-        let stored = try await services.store.storedResponses(scope: user.id, keyPrefix: series.prefix, limit: 4)
+        let stored = try await store.storedResponses(scope: user.id, keyPrefix: series.prefix, limit: 4)
         var generations = stored.compactMap { Self.decode($0.body) }
         // A generation stored before parameters and windows were part of its key (under `tally.daily/<name>/<day>`):
         // still the day's for a series without parameters until it expires, so a deployment charges no one twice.
@@ -120,7 +142,7 @@ struct DailyGenerationsController {
             let day = Self.dayString(now, in: TimeZone(identifier: user.timezone) ?? .gmt)
             let legacy = IdempotencyKey(
                 scope: user.id, key: "tally.daily/\(series.name)/\(day)", fingerprint: Secrets.sha256("GET daily \(series.name) \(day)"))
-            if let old = try await services.store.storedResponse(for: legacy), let generation = Self.decode(old.body) {
+            if let old = try await store.storedResponse(for: legacy), let generation = Self.decode(old.body) {
                 generations.append(generation)
             }
         }
@@ -135,7 +157,7 @@ struct DailyGenerationsController {
     /// Makes the series' generation for the window that follows its latest (read again under the lease: another
     /// process may have made it meanwhile), charged under the window's key with the generation as the stored response.
     private func generate(_ spec: DailyGenerationSpec, user: UserRecord, series: DailySeries) async throws -> Stored {
-        let now = services.clock.now
+        let now = clock.now
         let latest = try await latest(series, user: user, now: now)
         if let latest, latest.expiresAt > now { return latest }
         let timeZone = TimeZone(identifier: user.timezone) ?? .gmt
@@ -152,7 +174,6 @@ struct DailyGenerationsController {
     private func make(
         _ spec: DailyGenerationSpec, user: UserRecord, day: String, expiresAt: Date, key: IdempotencyKey, parameters: [String: String]
     ) async throws -> [UInt8] {
-        let store = services.store
         try await checkAffordable(spec, userId: user.id)
         var profile: JSONValue?
         if let document = spec.profileDocument, spec.prompt.readsProfile {
@@ -162,25 +183,25 @@ struct DailyGenerationsController {
         let prompt = spec.prompt.render(day: day, user: user, parameters: parameters, profile: profile)
         let content = try await complete(prompt, model: spec.model, userId: user.id)
         let generation = DailyGeneration(
-            name: spec.name, day: day, content: content, generatedAt: services.clock.now, expiresAt: expiresAt)
+            name: spec.name, day: day, content: content, generatedAt: clock.now, expiresAt: expiresAt)
         let body = try JSONResponse.bytes(generation)
         let execution = try await store.execute(
             .performAction(userId: user.id, action: spec.action, quotaLimit: spec.quotaLimit), idempotency: key,
-            now: services.clock.now
+            now: clock.now
         ) { _ in StoredResponse(status: 200, body: body) }
-        if !execution.isReplay { services.notifier.walletChanged(userId: user.id) }
+        if !execution.isReplay { notifier.walletChanged(userId: user.id) }
         return execution.response.body
     }
 
     /// Refuses (402 with the wallet and quotas) a generation whose action would be refused now, before the model is paid.
     private func checkAffordable(_ spec: DailyGenerationSpec, userId: String) async throws {
-        let now = services.clock.now
-        guard let state = try await services.store.accountState(userId: userId, now: now) else {
+        let now = clock.now
+        guard let state = try await store.accountState(userId: userId, now: now) else {
             throw APIError(.unauthorized, "A valid access token is required.")
         }
         // A spec without a quota limit takes no free use (none configured, or withheld from an unattested call).
         let remaining = spec.quotaLimit == nil
-            ? nil : spec.action.quota.flatMap { quota in services.views.quotas(for: state).first { $0.name == quota }?.remaining }
+            ? nil : spec.action.quota.flatMap { quota in views.quotas(for: state).first { $0.name == quota }?.remaining }
         switch ActionDecision.decide(
             action: spec.action, isPremium: state.user.isPremium(at: now), quotaRemaining: remaining, available: state.wallet.available)
         {

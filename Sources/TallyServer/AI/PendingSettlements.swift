@@ -66,7 +66,7 @@ struct Settlement: Sendable, Hashable {
 /// with settlements pending loses them (logged): their holds expire whole, as a crashed server's do.
 final class PendingSettlements: Service, Sendable {
     let store: any TallyStorage
-    let clock: any WallClock
+    let clock: any TallyClock
     let notifier: any ChangeNotifier
     let logger: Logger
     private let pending = Mutex<[Settlement]>([])
@@ -75,7 +75,7 @@ final class PendingSettlements: Service, Sendable {
     /// The most settlements kept; beyond, a settlement is dropped (logged) and its hold expires whole.
     static let capacity = 100_000
 
-    init(store: any TallyStorage, clock: any WallClock, notifier: any ChangeNotifier, logger: Logger = Logger(label: "tally.ai")) {
+    init(store: any TallyStorage, clock: any TallyClock, notifier: any ChangeNotifier, logger: Logger = Logger(label: "tally.ai")) {
         (self.store, self.clock, self.notifier, self.logger) = (store, clock, notifier, logger)
         (wakeUps, wake) = AsyncStream.makeStream(of: Void.self, bufferingPolicy: .bufferingNewest(1))
     }

@@ -9,7 +9,7 @@ import TallyStore
 ///
 /// **Why features, not one ratio.** English, Japanese and code differ in tokens per byte (0.25, 0.39 and 0.33 for
 /// GPT-4's tokenizer on the tests' prompt samples): one ratio per model, taken at a high percentile over a mix,
-/// charges English at Japanese's rate (up to 2.07× its real count with `tally dev-llm`). A prompt is described instead by
+/// charges English at Japanese's rate (up to 2.07× its real count with `tally-dev dev-llm`). A prompt is described instead by
 /// what a GPT-style pre-tokenizer cuts text by (``Features``: bytes and runs of ASCII letters and digits, ASCII
 /// symbols, whitespace, 2-byte and 3-to-4-byte UTF-8 scalars, and messages), and the model's rate per feature is
 /// learned.

@@ -48,7 +48,7 @@ struct StreamRelay: Sendable {
         defer { slot.end() }
         var tally = Tally()
         var parser = EventStreamParser(limit: AIGatewayProtocol.maxUpstreamEventBytes)
-        let deadline = controller.services.clock.now.addingTimeInterval(TimeInterval(controller.ai.configuration.upstream.timeout.components.seconds))
+        let deadline = controller.clock.now.addingTimeInterval(TimeInterval(controller.ai.configuration.upstream.timeout.components.seconds))
         // Dropping the iterator cancels the upstream request (the provider stops generating): done at once when the
         // client is gone or the stream failed, after reading to the end when it completed (the connection is reused).
         var upstream: HTTPClientResponse.Body.AsyncIterator? = response.body.makeAsyncIterator()
@@ -75,7 +75,7 @@ struct StreamRelay: Sendable {
                     }
                 }
                 if tally.done || tally.failure != nil { break }
-                if controller.services.clock.now > deadline {
+                if controller.clock.now > deadline {
                     tally.failure = "The model took longer than the gateway's timeout."
                     break
                 }

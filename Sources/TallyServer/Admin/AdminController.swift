@@ -7,14 +7,22 @@ import TallyStore
 
 /// `/admin/v1/*`: called by the app's own backend with `Authorization: Bearer $TALLY_ADMIN_KEY`.
 struct AdminController {
-    let services: TallyServices
+    /// The store, clock, quota views, command runner and audit log.
+    let tools: OperatorTools
     /// The key check, shared with the console's sign-in (one count of wrong keys per address).
     let keyCheck: AdminKeyMiddleware
+    /// The App Store routes, with an `appStore:` section.
+    let appStore: AppStoreAdminController?
 
-    init(services: TallyServices, keyCheck: AdminKeyMiddleware? = nil) {
-        self.services = services
-        self.keyCheck = keyCheck ?? AdminKeyMiddleware(adminKey: services.configuration.adminKey ?? "", services: services)
+    /// The routes, behind `keyCheck`, acting with `tools`; `appStore`'s routes added when given.
+    init(tools: OperatorTools, keyCheck: AdminKeyMiddleware, appStore: AppStoreAdminController?) {
+        self.tools = tools
+        self.keyCheck = keyCheck
+        self.appStore = appStore
     }
+
+    private var store: any TallyStorage { tools.store }
+    private var clock: any TallyClock { tools.clock }
 
     func addRoutes(to group: RouterGroup<TallyRequestContext>) {
         group.add(middleware: keyCheck)
@@ -25,15 +33,15 @@ struct AdminController {
         group.put("users/:userId/premium", use: premium)
         group.get("users/:userId/purchases", use: purchases)
         group.get("purchases/unclaimed", use: unclaimedPurchases)
-        AppStoreAdminController(services: services)?.addRoutes(to: group)
+        appStore?.addRoutes(to: group)
     }
 
     /// A user's App Store purchases, newest first (as `GET /v1/purchases` shows them to the user).
     @Sendable func purchases(_ request: Request, context: TallyRequestContext) async throws -> Response {
         let userId = try Self.userId(context)
-        guard try await services.store.user(id: userId) != nil else { throw APIError(.notFound, "No such user.") }
+        guard try await store.user(id: userId) != nil else { throw APIError(.notFound, "No such user.") }
         let (cursor, limit) = try PurchasesController.page(request)
-        let records = try await services.store.purchases(userId: userId, after: cursor, limit: limit + 1, now: services.clock.now)
+        let records = try await store.purchases(userId: userId, after: cursor, limit: limit + 1, now: clock.now)
         return JSONResponse.make(body: PurchasesController.page(records, limit: limit))
     }
 
@@ -41,13 +49,13 @@ struct AdminController {
     /// newest first: credited to the first account that redeems one.
     @Sendable func unclaimedPurchases(_ request: Request, context: TallyRequestContext) async throws -> Response {
         let (cursor, limit) = try PurchasesController.page(request)
-        let records = try await services.store.unclaimedPurchases(after: cursor, limit: limit + 1, now: services.clock.now)
+        let records = try await store.unclaimedPurchases(after: cursor, limit: limit + 1, now: clock.now)
         return JSONResponse.make(body: PurchasesController.page(records, limit: limit))
     }
 
     /// The audit log (console and admin API actions), newest first, cursor-paged like the ledger.
     @Sendable func audit(_ request: Request, context: TallyRequestContext) async throws -> Response {
-        let console = services.store
+        let console = store
         let limit = try WalletController.limit(request.uri.queryParameters["limit"].map(String.init))
         let before = try request.uri.queryParameters["cursor"].map { try Cursor.decode(String($0)) }
         let records = try await console.auditEntries(before: before, limit: limit + 1)
@@ -58,23 +66,23 @@ struct AdminController {
 
     /// Appends an audit row for an admin API action (operator `admin-api`); a store without an audit log skips it.
     private func audit(_ action: String, _ userId: String, before: String, after: String) async throws {
-        try await services.audit.append(
-            NewAuditEntry(at: services.clock.now, operatorSession: "admin-api", action: action, userId: userId, before: before, after: after))
+        try await tools.audit.append(
+            NewAuditEntry(at: clock.now, operatorSession: "admin-api", action: action, userId: userId, before: before, after: after))
     }
 
     @Sendable func user(_ request: Request, context: TallyRequestContext) async throws -> Response {
         let userId = try Self.userId(context)
-        guard let state = try await services.store.accountState(userId: userId, now: services.clock.now) else {
+        guard let state = try await store.accountState(userId: userId, now: clock.now) else {
             throw APIError(.notFound, "No such user.")
         }
         return JSONResponse.make(
-            body: AdminUserView(me: Me(state.user), wallet: Wallet(state.wallet), quotas: services.views.quotas(for: state)))
+            body: AdminUserView(me: Me(state.user), wallet: Wallet(state.wallet), quotas: tools.views.quotas(for: state)))
     }
 
     @Sendable func entries(_ request: Request, context: TallyRequestContext) async throws -> Response {
         let userId = try Self.userId(context)
-        guard try await services.store.user(id: userId) != nil else { throw APIError(.notFound, "No such user.") }
-        return try await WalletController.entriesPage(of: userId, request: request, store: services.store)
+        guard try await store.user(id: userId) != nil else { throw APIError(.notFound, "No such user.") }
+        return try await WalletController.entriesPage(of: userId, request: request, store: store)
     }
 
     @Sendable func grant(_ request: Request, context: TallyRequestContext) async throws -> Response {
@@ -83,7 +91,7 @@ struct AdminController {
         let amount = try Validate.amount(body.amount)
         let reason = try Validate.text(body.reason, field: "reason", length: 1...200)
         let rendered = Rendered<GrantResponse>()
-        let response = try await services.runner.run(
+        let response = try await tools.runner.run(
             .grant(userId: userId, amount: amount, reason: reason), request: request, scope: "admin",
             requestFingerprint: CommandRunner.fingerprint(request, body: body), status: .created
         ) { outcome in
@@ -106,9 +114,9 @@ struct AdminController {
     @Sendable func premium(_ request: Request, context: TallyRequestContext) async throws -> Response {
         let userId = try Self.userId(context)
         let body = try await JSONBody<PremiumRequest>.read(request, context: context).value
-        let before = try await services.store.user(id: userId)
+        let before = try await store.user(id: userId)
         let rendered = Rendered<Me>()
-        let response = try await services.runner.run(
+        let response = try await tools.runner.run(
             .setPremium(userId: userId, until: body.until.map { Date(millis: $0.millis) }), request: request,
             scope: "admin", requestFingerprint: CommandRunner.fingerprint(request, body: body)
         ) { rendered.keep(Me($0.state.user)) }
@@ -172,16 +180,19 @@ struct AdminUserView: Codable, Sendable {
 struct AdminKeyMiddleware: RouterMiddleware {
     typealias Context = TallyRequestContext
     let adminKey: String
-    let services: TallyServices
+    let clock: any TallyClock
+    /// Client addresses and keyed hashes, for the count of wrong keys and its log lines.
+    let keys: CallerKeys
     /// Wrong keys per client address (per process).
     let failures: Throttle
     /// One log line per address and period for wrong keys.
     let failureLog: RateLimiter
 
-    init(adminKey: String, services: TallyServices) {
+    /// Admits `adminKey`, counting wrong keys per address (named by `keys`) against `failuresPerAddress`.
+    init(adminKey: String, clock: any TallyClock, keys: CallerKeys, failuresPerAddress rate: RateLimit) {
         self.adminKey = adminKey
-        self.services = services
-        let rate = services.configuration.limits.adminFailuresPerAddress
+        self.clock = clock
+        self.keys = keys
         self.failures = Throttle("admin key failures per address", rate)
         self.failureLog = RateLimiter(RateLimit(1, per: rate.period))
     }
@@ -195,15 +206,15 @@ struct AdminKeyMiddleware: RouterMiddleware {
     /// its wrong keys, else 401 for a missing or wrong key, counted against the address.
     func verify(_ presented: String?, request: Request, context: Context) throws {
         let door = Door(
-            route: "\(request.method) \(request.uri.path)", now: services.clock.now, logger: context.logger, services: services)
-        let address = services.clientAddress(request, peer: context.peer)
+            route: "\(request.method) \(request.uri.path)", now: clock.now, logger: context.logger, keys: keys)
+        let address = keys.clientAddress(request, peer: context.peer)
         try failures.check(address, door)
         guard !adminKey.isEmpty, let token = presented, Secrets.constantTimeEqual(token, adminKey)
         else {
             failures.record(address, door)
             if failureLog.acquire(address, now: door.now) == .allowed {
                 context.logger.warning(
-                    "admin key rejected", metadata: ["tally.route": .string(door.route), "tally.key": .string(services.logKey(address))])
+                    "admin key rejected", metadata: ["tally.route": .string(door.route), "tally.key": .string(keys.logKey(address))])
             }
             throw APIError(.unauthorized, "The admin key is missing or wrong.")
         }

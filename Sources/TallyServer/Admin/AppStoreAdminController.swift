@@ -9,18 +9,13 @@ import TallyStore
 /// `POST /admin/v1/users/{id}/purchases/reconcile` and `POST /admin/v1/appstore/replay-notifications`
 /// (``AppStoreReconciliation``).
 struct AppStoreAdminController {
-    let services: TallyServices
     /// Nil without `appStore.serverAPI`: the routes then answer 404, naming what to configure.
     let reconciliation: AppStoreReconciliation?
 
-    /// The routes of a configuration with an `appStore:` section (nil without one).
-    init?(services: TallyServices) {
-        guard let appStore = services.configuration.appStore else { return nil }
-        self.services = services
-        reconciliation = appStore.serverAPI.map { settings in
-            AppStoreReconciliation(
-                services: services, appStore: appStore, api: settings.client(clock: services.clock, logger: Logger(label: "tally.appstore-api")))
-        }
+    /// The routes of a configuration with an `appStore:` section, reconciling with `reconciliation` (nil without
+    /// `appStore.serverAPI`).
+    init(reconciliation: AppStoreReconciliation?) {
+        self.reconciliation = reconciliation
     }
 
     private func configured() throws -> AppStoreReconciliation {

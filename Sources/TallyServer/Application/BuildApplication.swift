@@ -5,6 +5,7 @@ import Metrics
 import Prometheus
 import ServiceLifecycle
 import Synchronization
+import TallyAPI
 import TallySQLite
 import TallyStore
 
@@ -26,7 +27,7 @@ public struct ListenerPorts: Sendable, Hashable {
 /// routes to the public router, with access to the same services.
 public func buildApplication(
     configuration: TallyConfiguration,
-    clock: any WallClock = SystemClock(),
+    clock: any TallyClock = SystemClock(),
     logger: Logger = Logger(label: "tally"),
     onServerRunning: @escaping @Sendable (_ ports: ListenerPorts) async -> Void = { _ in },
     configureRouter: (Router<TallyRequestContext>, TallyServices) -> Void = { _, _ in }
@@ -151,53 +152,105 @@ public func buildApplication(
 
 /// The public router: the API under `/v1` and the probes. An embedding app adds its routes to it through
 /// `buildApplication`'s `configureRouter`, which also runs what the services need before serving (migrations,
-/// secrets, housekeeping).
+/// secrets, housekeeping). Each controller is built here with what it uses, taken from `services`.
 func buildRouter(services: TallyServices) -> Router<TallyRequestContext> {
     let router = baseRouter(services: services)
-    let identity = IdentityController(services: services)
-    let metering = MeteringController(services: services)
+    let configuration = services.configuration
+    let (store, clock, runner, notifier, views) = (services.store, services.clock, services.runner, services.notifier, services.views)
+    let keys = services.callerKeys
+    let sessions = services.sessionKeeper
+    let integrity = services.deviceIntegrity
+    let auth = AuthMiddleware(services: services)
+    // One set of identity throttles, shared by the identity routes (each throttle is used by one door).
+    let admission = Admission(
+        clock: clock, keys: keys, limits: configuration.limits, bcryptCost: configuration.bcryptCost, sessions: sessions)
+    let merging = GuestMerge(store: store, sessions: sessions, notifier: notifier, auth: auth, integrity: integrity)
+
+    let identity = IdentityController(
+        store: store, admission: admission, runner: runner, integrity: integrity, merging: merging, appleTokens: services.appleTokens,
+        guestSignupsPerHour: configuration.metering.guestSignupsPerIPPerHour)
+    let metering = MeteringController(
+        store: store, clock: clock, catalog: services.catalog, views: views, runner: runner, integrity: integrity)
     let v1 = router.group("v1")
-    let recovery = AccountRecoveryController(services: services)
-    let purchases = services.configuration.appStore.map { PurchasesController(services: services, appStore: $0) }
-    let attestation = AttestationController(services: services, throttles: identity.throttles)
+    let recovery = AccountRecoveryController(store: store, admission: admission, mail: services.mail, secrets: services.secrets)
+    let purchases = configuration.appStore.map { appStore in
+        PurchasesController(
+            store: store, clock: clock, keys: keys, notifier: notifier, appStore: appStore, intake: services.notificationIntake(appStore),
+            limits: configuration.limits)
+    }
+    let attestation = AttestationController(admission: admission, integrity: integrity)
     identity.addPublicRoutes(to: v1)
     attestation.addPublicRoutes(to: v1)
     recovery.addPublicRoutes(to: v1)
     metering.addPublicRoutes(to: v1)
     purchases?.addPublicRoutes(to: v1)
-    if let apple = services.configuration.signInWithApple {
-        AppleSignInController(services: services, apple: apple, throttles: identity.throttles).addPublicRoutes(to: v1)
+    if let apple = configuration.signInWithApple {
+        AppleSignInController(
+            store: store, admission: admission, apple: apple, merging: merging, storedSecrets: services.storedSecrets,
+            signupGrant: services.catalog.signupGrant
+        ).addPublicRoutes(to: v1)
     }
 
     let user = router.group("v1")
-        .add(middleware: AuthMiddleware(services: services))
+        .add(middleware: auth)
         .group(context: AuthenticatedContext.self)
     identity.addRoutes(to: user)
     attestation.addRoutes(to: user)
     recovery.addRoutes(to: user)
-    WalletController(services: services).addRoutes(to: user)
+    WalletController(store: store, clock: clock, runner: runner).addRoutes(to: user)
     metering.addRoutes(to: user)
-    CollectionsController(services: services).addRoutes(to: user)
-    SyncController(services: services).addRoutes(to: user)
-    SyncEventsController(services: services).addRoutes(to: user)
-    services.ai?.addRoutes(to: user, services: services)
+    let sync = SyncSetup(collections: services.collections, budget: configuration.sync.budget, cursors: services.cursors)
+    CollectionsController(store: store, clock: clock, runner: runner, notifier: notifier, sync: sync).addRoutes(to: user)
+    SyncController(
+        store: store, clock: clock, keys: keys, notifier: notifier, sync: sync, pushes: services.pushes, pulls: services.pulls
+    ).addRoutes(to: user)
+    SyncEventsController(
+        store: store, clock: clock, events: services.events, views: views, cursors: services.cursors, tokens: services.tokens
+    ).addRoutes(to: user)
+    if let ai = services.ai {
+        let chat = ChatCompletionsController(
+            ai: ai, store: store, clock: clock, runner: runner, notifier: notifier, catalog: services.catalog)
+        let daily = DailyGenerationsController(
+            ai: ai, store: store, clock: clock, notifier: notifier, views: views, integrity: integrity)
+        ai.addRoutes(to: user, chat: chat, daily: daily)
+    }
     purchases?.addRoutes(to: user)
     return router
 }
 
 /// The admin listener's router: `/metrics`, the admin API under `/admin/v1`, the probes and, with `console`, the
 /// operator's console (`/`, `/console/*`: HTML pages, not API operations, so not in openapi.yaml), which shares the
-/// admin API's key check (and its count of wrong keys per address).
+/// admin API's key check (and its count of wrong keys per address). Each controller is built here with what it uses.
 func buildAdminRouter(
     services: TallyServices, registry: PrometheusCollectorRegistry, console: Bool = false
 ) -> Router<TallyRequestContext> {
     let router = baseRouter(services: services)
-    OperationsController(services: services).addMetricsRoute(to: router, registry: registry)
-    let keyCheck = AdminKeyMiddleware(adminKey: services.configuration.adminKey ?? "", services: services)
-    AdminController(services: services, keyCheck: keyCheck).addRoutes(to: router.group("admin/v1"))
+    let configuration = services.configuration
+    let (store, clock) = (services.store, services.clock)
+    let tools = services.operatorTools
+    OperationsController(store: store).addMetricsRoute(to: router, registry: registry)
+    let keyCheck = AdminKeyMiddleware(
+        adminKey: configuration.adminKey ?? "", clock: clock, keys: services.callerKeys,
+        failuresPerAddress: configuration.limits.adminFailuresPerAddress)
+    let appStore = configuration.appStore.map { appStore in
+        AppStoreAdminController(
+            reconciliation: appStore.serverAPI.map { settings in
+                AppStoreReconciliation(
+                    store: store, clock: clock, notifier: services.notifier, appStore: appStore,
+                    api: settings.client(clock: clock, logger: Logger(label: "tally.appstore-api")),
+                    intake: services.notificationIntake(appStore))
+            })
+    }
+    AdminController(tools: tools, keyCheck: keyCheck, appStore: appStore).addRoutes(to: router.group("admin/v1"))
     if console {
-        ConsoleController(services: services, store: services.store, keyCheck: keyCheck, samples: ProcessSamples(registry: registry))
-            .addRoutes(to: router)
+        let setup = ConsoleSetup(
+            databaseKind: configuration.databaseURL == nil ? "SQLite" : "PostgreSQL", showsAttestation: configuration.appAttest != nil,
+            trustedProxies: configuration.limits.trustedProxies)
+        ConsoleController(
+            tools: tools, notifier: services.notifier, userSessions: services.sessionKeeper, appleTokens: services.appleTokens,
+            purchases: ConsolePurchases(store: store, clock: clock, appStore: configuration.appStore), setup: setup, keyCheck: keyCheck,
+            samples: ProcessSamples(registry: registry)
+        ).addRoutes(to: router)
     }
     return router
 }
@@ -223,7 +276,7 @@ private func baseRouter(services: TallyServices) -> Router<TallyRequestContext> 
     router.add(middleware: AccessLogMiddleware())
     router.add(middleware: RequestMetricsMiddleware(factory: services.metrics))
     router.add(middleware: ErrorMiddleware(views: services.views, unavailable: services.unavailableLog))
-    OperationsController(services: services).addProbeRoutes(to: router)
+    OperationsController(store: services.store).addProbeRoutes(to: router)
     return router
 }
 

@@ -2,6 +2,7 @@ import Foundation
 import Logging
 import ServiceLifecycle
 import Synchronization
+import TallyAPI
 import TallyPostgres
 import TallyStore
 
@@ -32,7 +33,7 @@ struct PostgresWiring {
     /// listener checks that it hears at start and every minute of `clock` (``PostgresNotifications/SelfCheck``).
     init(
         url: String, listenURL: String? = nil, poolSize: Int, statements: PostgresStatements = .prepared,
-        leaseTimeout: Duration = PostgresPool.Configuration.defaultAcquireTimeout, clock: any WallClock,
+        leaseTimeout: Duration = PostgresPool.Configuration.defaultAcquireTimeout, clock: any TallyClock,
         events: EventHub, sessions: SessionCache, logger: Logger
     ) throws {
         var pool = try PostgresStore.configuration(url: url, maximumConnections: poolSize)

@@ -2,17 +2,20 @@ import Foundation
 import Logging
 import Metrics
 import Synchronization
+import TallyAPI
 import TallyAppStore
 import TallyStore
 
-/// What the route handlers share: built once by
-/// ``buildApplication(configuration:clock:logger:onServerRunning:configureRouter:)``, which hands them to
-/// `configureRouter` (an embedding app's routes protect themselves with ``AuthMiddleware/init(services:)``).
+/// The composition root's bookkeeping: the pieces
+/// ``buildApplication(configuration:clock:logger:onServerRunning:configureRouter:)`` builds once, then takes apart to
+/// give each controller what it uses (`buildRouter(services:)`, `buildAdminRouter(services:registry:console:)`); no
+/// controller keeps it. It is handed to `configureRouter`, where an embedding app's routes protect themselves with
+/// ``AuthMiddleware/init(services:)`` and reach the ``store``, ``clock`` and ``catalog``.
 public struct TallyServices: Sendable {
     /// The database.
     public let store: any TallyStorage
     /// The clock every TTL and midnight reads.
-    public let clock: any WallClock
+    public let clock: any TallyClock
     /// Quotas and actions.
     public let catalog: Catalog
     let configuration: TallyConfiguration
@@ -53,7 +56,7 @@ public struct TallyServices: Sendable {
     /// `relay` carries each event to the others, and they hand what they hear to `events` (and the sessions
     /// they end to `sessions`). `logger` is the mail service's.
     init(
-        store: any TallyStorage, clock: any WallClock, configuration: TallyConfiguration, metrics: any MetricsFactory,
+        store: any TallyStorage, clock: any TallyClock, configuration: TallyConfiguration, metrics: any MetricsFactory,
         events: EventHub? = nil, sessions: SessionCache? = nil, relay: (@Sendable (ChangeEvent) -> Void)? = nil,
         logger: Logger = Logger(label: "tally"), ready: StartupGate = StartupGate()
     ) {
@@ -116,4 +119,49 @@ public struct TallyServices: Sendable {
 /// Secrets read from the database at start-up.
 final class RuntimeSecrets: Sendable {
     let ipHashKey = Mutex("")
+}
+
+/// The pieces several controllers share, made from the services (each a view of the same shared state: building one
+/// twice builds the same thing).
+extension TallyServices {
+    /// Client addresses through the configured trusted proxies, and keyed hashes under the IP-hash key.
+    var callerKeys: CallerKeys {
+        CallerKeys(trustedProxies: configuration.limits.trustedProxies, secrets: secrets)
+    }
+
+    /// Opens and ends sessions: the token service, this process's session cache, the notifier.
+    var sessionKeeper: SessionKeeper {
+        SessionKeeper(tokens: tokens, cache: sessions, notifier: notifier)
+    }
+
+    /// App Attest and DeviceCheck as the configuration sets them.
+    var deviceIntegrity: DeviceIntegrity {
+        DeviceIntegrity(
+            store: store, clock: clock, appAttest: configuration.appAttest, deviceCheck: configuration.deviceCheck,
+            signupGrant: catalog.signupGrant, metrics: metrics)
+    }
+
+    /// Revokes a deleted account's Apple refresh token, with Sign in with Apple's token settings.
+    var appleTokens: AppleTokenRevocation {
+        AppleTokenRevocation(client: configuration.signInWithApple?.tokens, store: store, storedSecrets: storedSecrets, clock: clock)
+    }
+
+    /// What the admin API and the console act on accounts with.
+    var operatorTools: OperatorTools {
+        OperatorTools(store: store, clock: clock, views: views, runner: runner, audit: audit)
+    }
+
+    /// Takes `appStore`'s verified notifications (the webhook's and the replayed ones).
+    func notificationIntake(_ appStore: AppStoreConfiguration) -> AppStoreNotificationIntake {
+        AppStoreNotificationIntake(
+            store: store, clock: clock, notifier: notifier, consumptionAnswers: consumptionAnswers, appStore: appStore)
+    }
+}
+
+extension AuthMiddleware {
+    /// Checks tokens with `services`' signing keys and sessions: the ones
+    /// ``buildApplication(configuration:clock:logger:onServerRunning:configureRouter:)`` hands to `configureRouter`.
+    public init(services: TallyServices) {
+        self.init(tokens: services.tokens, store: services.store, sessions: services.sessions)
+    }
 }

@@ -1,5 +1,6 @@
 import Foundation
 import Logging
+import TallyAPI
 import TallyAppStore
 import TallyStore
 
@@ -11,7 +12,7 @@ import TallyStore
 ///     issuerId: 57246542-96fe-1a63-e053-0824d011072a
 ///     keyId: 2X9R4HXF34
 ///     privateKeyEnv: TALLY_APPSTORE_KEY      # the .p8 file's PEM, from the environment; never logged
-///     # productionURL / sandboxURL: Apple's unless set (tally dev-appstore's in tests)
+///     # productionURL / sandboxURL: Apple's unless set (tally-dev dev-appstore's in tests)
 ///   consumption:
 ///     consentedByTerms: false                 # true when the app's terms cover sharing consumption with Apple
 ///     sampleContentProvided: true             # default: whether the configuration gives anything free
@@ -37,7 +38,7 @@ public struct AppStoreServerAPISettings: Sendable {
     }
 
     /// A client on `clock` (its waits between retries too).
-    public func client(clock: any WallClock, logger: Logger) -> AppStoreServerAPIClient {
+    public func client(clock: any TallyClock, logger: Logger) -> AppStoreServerAPIClient {
         AppStoreServerAPIClient(
             signer: signer, configuration: configuration, now: { clock.now }, sleep: { try await clock.sleep(for: $0) }, logger: logger)
     }
@@ -173,7 +174,7 @@ public struct AppStoreOffer: Sendable, Hashable {
         }
 
         /// Whether a user whose subscriptions are `statuses` qualifies.
-        func holds(subscriptions statuses: [PurchaseStatus]) -> Bool {
+        func holds(subscriptions statuses: [TallyStore.PurchaseStatus]) -> Bool {
             let active = statuses.contains(.active)
             if let expiredSubscriber, expiredSubscriber != (!statuses.isEmpty && !active) { return false }
             if let neverSubscribed, neverSubscribed != statuses.isEmpty { return false }

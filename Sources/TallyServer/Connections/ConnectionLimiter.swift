@@ -1,6 +1,7 @@
 import Foundation
 import Logging
 import Synchronization
+import TallyAPI
 import TallyStore
 
 /// Counts one listener's open connections, in total and per client address, and decides whether a new
@@ -35,11 +36,11 @@ final class ConnectionLimiter: Sendable {
     static let logInterval: TimeInterval = 10
 
     private let state = Mutex(State())
-    private let clock: any WallClock
+    private let clock: any TallyClock
     private let logger: Logger
 
     /// A limiter for `listener`; refusals are logged through `logger`, rate-limited by `clock`.
-    init(listener: String, maxTotal: Int, maxPerAddress: Int, clock: any WallClock, logger: Logger) {
+    init(listener: String, maxTotal: Int, maxPerAddress: Int, clock: any TallyClock, logger: Logger) {
         self.listener = listener
         self.maxTotal = maxTotal
         self.maxPerAddress = maxPerAddress

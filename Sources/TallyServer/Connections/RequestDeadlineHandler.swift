@@ -1,6 +1,7 @@
 import HTTPTypes
 import NIOCore
 import NIOHTTPTypes
+import TallyAPI
 
 /// When a connection's current request must have arrived by, or its answer must move on by: a pure state
 /// machine fed with the connection's events and their times.

@@ -1,6 +1,7 @@
 import Foundation
 import HummingbirdCore
 import Logging
+import TallyAPI
 import TallyStore
 
 /// Stops a listener from accepting while it holds `budget` sockets (admitted or being refused), so that
@@ -16,12 +17,12 @@ import TallyStore
 struct SocketBudget: AvailableConnectionsDelegate {
     let listener: String
     let budget: Int
-    let clock: any WallClock
+    let clock: any TallyClock
     let logger: Logger
     private var open = 0
     private var lastLog: Date?
 
-    init(listener: String, budget: Int, clock: any WallClock, logger: Logger) {
+    init(listener: String, budget: Int, clock: any TallyClock, logger: Logger) {
         self.listener = listener
         self.budget = budget
         self.clock = clock

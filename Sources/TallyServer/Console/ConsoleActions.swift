@@ -22,12 +22,12 @@ extension ConsoleController {
         let fingerprint = Secrets.sha256("console grant\u{0}\(userId)\u{0}\(validAmount)\u{0}\(reason)")
         let idempotency = IdempotencyKey(scope: "console", key: key, fingerprint: fingerprint)
         let claim = "console\u{0}\(key)"
-        guard services.runner.inFlight.claim(claim) else {
+        guard tools.runner.inFlight.claim(claim) else {
             return Self.redirect("/console/users/\(userId)?done=granted-before")
         }
-        defer { services.runner.inFlight.release(claim) }
-        let execution = try await services.store.execute(
-            .grant(userId: userId, amount: validAmount, reason: reason), idempotency: idempotency, now: services.clock.now
+        defer { tools.runner.inFlight.release(claim) }
+        let execution = try await store.execute(
+            .grant(userId: userId, amount: validAmount, reason: reason), idempotency: idempotency, now: clock.now
         ) { outcome in
             let after = outcome.entry?.balanceAfter ?? outcome.state.wallet.balance
             return StoredResponse(status: 201, body: Array("\(after - validAmount) \(after)".utf8))
@@ -35,7 +35,7 @@ extension ConsoleController {
         guard case .executed(let stored) = execution else {
             return Self.redirect("/console/users/\(userId)?done=granted-before")
         }
-        services.notifier.walletChanged(userId: userId)
+        notifier.walletChanged(userId: userId)
         let balances = String(decoding: stored.body, as: UTF8.self).split(separator: " ")
         try await audit(
             session.label, "grant", userId, before: "balance=\(balances.first ?? "?")",
@@ -50,7 +50,7 @@ extension ConsoleController {
         let (_, session, form) = try await authorizedPost(request, context: context)
         let userId = try AdminController.userId(context)
         try Self.confirmed(form)
-        let now = services.clock.now
+        let now = clock.now
         var until: Date?
         if form["op"] != "end" {
             guard let day = form["until"].flatMap(Self.day), day.addingTimeInterval(86_400) > now else {
@@ -58,11 +58,11 @@ extension ConsoleController {
             }
             until = day.addingTimeInterval(86_400)
         }
-        guard let before = try await services.store.user(id: userId) else { throw APIError(.notFound, "No such user.") }
-        let execution = try await services.store.execute(.setPremium(userId: userId, until: until), idempotency: nil, now: now) { outcome in
+        guard let before = try await store.user(id: userId) else { throw APIError(.notFound, "No such user.") }
+        let execution = try await store.execute(.setPremium(userId: userId, until: until), idempotency: nil, now: now) { outcome in
             StoredResponse(status: 200, body: Array((outcome.state.user.premiumUntil.map { "\($0.millis)" } ?? "-").utf8))
         }
-        services.notifier.walletChanged(userId: userId)
+        notifier.walletChanged(userId: userId)
         let after = String(decoding: execution.response.body, as: UTF8.self)
         try await audit(
             session.label, "premium", userId, before: "premium_until=\(before.premiumUntil.map { ISO8601DateFormatter().string(from: $0) } ?? "-")",
@@ -76,17 +76,14 @@ extension ConsoleController {
         let (_, session, form) = try await authorizedPost(request, context: context)
         let userId = try AdminController.userId(context)
         try Self.confirmed(form)
-        guard try await services.store.user(id: userId) != nil else { throw APIError(.notFound, "No such user.") }
+        guard try await store.user(id: userId) != nil else { throw APIError(.notFound, "No such user.") }
         let live = try await store.sessions(userId: userId, limit: 1000).filter { $0.revokedAt == nil }.count
         let revoked = try await store.revokeSessions(
             userId: userId,
             audit: NewAuditEntry(
-                at: services.clock.now, operatorSession: session.label, action: "revoke_sessions", userId: userId,
+                at: clock.now, operatorSession: session.label, action: "revoke_sessions", userId: userId,
                 before: "live_sessions=\(live)", after: "live_sessions=0"))
-        for sessionId in revoked {
-            services.sessions.evict(sessionId: sessionId)
-            services.notifier.sessionEnded(userId: userId, sessionId: sessionId)
-        }
+        for sessionId in revoked { userSessions.end(sessionId: sessionId, of: userId) }
         context.logger.notice("console revoked sessions", metadata: ["tally.user": .string(userId), "tally.operator": .string(session.label)])
         return Self.redirect("/console/users/\(userId)?done=revoked")
     }
@@ -99,26 +96,25 @@ extension ConsoleController {
         guard form["typed"]?.trimmingCharacters(in: .whitespaces).lowercased() == userId else {
             throw APIError(.invalidField, "Type the user's id exactly to delete the account.")
         }
-        guard let wallet = try await services.store.wallet(userId: userId, now: services.clock.now) else {
+        guard let wallet = try await store.wallet(userId: userId, now: clock.now) else {
             throw APIError(.notFound, "No such user.")
         }
-        await services.revokeAppleToken(of: userId, logger: context.logger)
+        await appleTokens.revoke(of: userId, logger: context.logger)
         let deleted = try await store.deleteUser(
             id: userId,
             audit: NewAuditEntry(
-                at: services.clock.now, operatorSession: session.label, action: "delete_user", userId: userId,
+                at: clock.now, operatorSession: session.label, action: "delete_user", userId: userId,
                 before: "balance=\(wallet.balance)", after: "deleted"))
         guard deleted else { throw APIError(.notFound, "No such user.") }
-        services.sessions.evict(userId: userId)
-        services.notifier.accountDeleted(userId: userId)
+        userSessions.accountDeleted(userId)
         context.logger.notice("console deleted account", metadata: ["tally.user": .string(userId), "tally.operator": .string(session.label)])
         return Self.redirect("/console/users?done=deleted")
     }
 
     private func audit(_ operatorSession: String, _ action: String, _ userId: String, before: String, after: String) async throws {
-        try await services.audit.append(
+        try await tools.audit.append(
             NewAuditEntry(
-                at: services.clock.now, operatorSession: operatorSession, action: action, userId: userId, before: before, after: after))
+                at: clock.now, operatorSession: operatorSession, action: action, userId: userId, before: before, after: after))
     }
 
     static func confirmed(_ form: ConsoleForm) throws {

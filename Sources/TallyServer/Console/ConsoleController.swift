@@ -16,9 +16,20 @@ import TallyStore
 /// behind a trusted proxy that says `X-Forwarded-Proto: https`); every form carries the session's CSRF token; every
 /// page has a Content-Security-Policy without scripts and `X-Frame-Options: DENY`.
 struct ConsoleController: Sendable {
-    let services: TallyServices
-    let store: any ConsoleStore
+    /// The store, clock, quota views, command runner and audit log, shared with the admin API.
+    let tools: OperatorTools
+    /// Told of the wallets the actions change.
+    let notifier: any ChangeNotifier
+    /// Ends the users' sessions the actions revoke or delete.
+    let userSessions: SessionKeeper
+    /// Revokes a deleted account's Apple refresh token.
+    let appleTokens: AppleTokenRevocation
+    /// The App Store views (order lookup, a purchase's timeline).
+    let purchases: ConsolePurchases
+    /// What the pages say of the server: its database, whether App Attest is on, the trusted proxies.
+    let setup: ConsoleSetup
     let keyCheck: AdminKeyMiddleware
+    /// The operators' sessions.
     let sessions: ConsoleSessions
     let samples: ProcessSamples
     let overview: OverviewCache
@@ -27,15 +38,28 @@ struct ConsoleController: Sendable {
     /// The sign-in form's CSRF token before there is a session (double-submit: cookie and field must match).
     static let signInCookie = "tally_console_signin"
 
-    init(services: TallyServices, store: any ConsoleStore, keyCheck: AdminKeyMiddleware, samples: ProcessSamples) {
-        self.services = services
-        self.store = store
+    /// The console over `tools`, its sign-in checked by `keyCheck` (the admin API's), its charts from `samples`; takes
+    /// the first sample now.
+    init(
+        tools: OperatorTools, notifier: any ChangeNotifier, userSessions: SessionKeeper, appleTokens: AppleTokenRevocation,
+        purchases: ConsolePurchases, setup: ConsoleSetup, keyCheck: AdminKeyMiddleware, samples: ProcessSamples
+    ) {
+        self.tools = tools
+        self.notifier = notifier
+        self.userSessions = userSessions
+        self.appleTokens = appleTokens
+        self.purchases = purchases
+        self.setup = setup
         self.keyCheck = keyCheck
         self.sessions = ConsoleSessions()
         self.samples = samples
-        self.overview = OverviewCache(store: store)
-        samples.sample(now: services.clock.now)  // the baseline: the first overview shows what happened since start
+        self.overview = OverviewCache(store: tools.store)
+        samples.sample(now: tools.clock.now)  // the baseline: the first overview shows what happened since start
     }
+
+    /// The database.
+    var store: any TallyStorage { tools.store }
+    var clock: any TallyClock { tools.clock }
 
     func addRoutes(to router: Router<TallyRequestContext>) {
         let group = router.group().add(middleware: ConsoleHeadersMiddleware())
@@ -67,7 +91,7 @@ struct ConsoleController: Sendable {
         if signedIn(request) != nil { return Self.redirect("/") }
         // While the operator types the key, the overview reads its week (1.3 s for 1,000,000 entries, release, SQLite):
         // the page after sign-in then answers from memory. At most one read at a time, and none while numbers are fresh.
-        overview.prefetch(now: services.clock.now)
+        overview.prefetch(now: clock.now)
         return signInForm(status: .ok, notice: nil)
     }
 
@@ -93,7 +117,7 @@ struct ConsoleController: Sendable {
             if let retry = error.headers[.retryAfter] { response.headers[.retryAfter] = retry }
             return response
         }
-        let (token, session) = sessions.open(now: services.clock.now)
+        let (token, session) = sessions.open(now: clock.now)
         context.logger.notice("console sign-in", metadata: ["tally.operator": .string(session.label)])
         var response = Self.redirect("/")
         let secure = isSecure(request, context: context)
@@ -115,7 +139,7 @@ struct ConsoleController: Sendable {
 
     /// The signed-in operator's token and session, if the request has a live one.
     func signedIn(_ request: Request) -> (token: String, session: ConsoleSessions.Session)? {
-        guard let token = Self.cookies(request)[Self.cookie], let session = sessions.session(token, now: services.clock.now) else {
+        guard let token = Self.cookies(request)[Self.cookie], let session = sessions.session(token, now: clock.now) else {
             return nil
         }
         return (token, session)
@@ -162,7 +186,7 @@ struct ConsoleController: Sendable {
         guard request.headers[.xForwardedProto]?.lowercased() == "https", let peer = context.peer.flatMap(ClientIP.init) else {
             return false
         }
-        return services.configuration.limits.trustedProxies.contains { $0.contains(peer) }
+        return setup.trustedProxies.contains { $0.contains(peer) }
     }
 
     func cookie(_ name: String, _ value: String, maxAge: Int, secure: Bool) -> String {
@@ -231,4 +255,22 @@ extension HTTPField.Name {
     static let xForwardedProto = HTTPField.Name("X-Forwarded-Proto")!
     static let xFrameOptions = HTTPField.Name("X-Frame-Options")!
     static let referrerPolicy = HTTPField.Name("Referrer-Policy")!
+}
+
+/// What the console's pages say of the server, fixed at start: the kind of its database, whether it verifies App
+/// Attest, and the proxies whose `X-Forwarded-Proto` makes its cookies `Secure`.
+struct ConsoleSetup: Sendable {
+    /// `SQLite` or `PostgreSQL`.
+    let databaseKind: String
+    /// Whether the configuration has an `appAttest:` section (a user's page then shows its attestation).
+    let showsAttestation: Bool
+    /// ``LimitsConfiguration/trustedProxies``.
+    let trustedProxies: [IPNetwork]
+
+    /// The setup the pages show.
+    init(databaseKind: String, showsAttestation: Bool, trustedProxies: [IPNetwork]) {
+        self.databaseKind = databaseKind
+        self.showsAttestation = showsAttestation
+        self.trustedProxies = trustedProxies
+    }
 }

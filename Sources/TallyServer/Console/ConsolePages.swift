@@ -11,7 +11,7 @@ extension ConsoleController {
 
     @Sendable func overviewPage(_ request: Request, context: TallyRequestContext) async throws -> Response {
         try await page(request) { session in
-            let now = services.clock.now
+            let now = clock.now
             samples.sample(now: now)
             let numbers = try await overview.numbers(now: now)
             let database = await databaseStatus()
@@ -56,10 +56,10 @@ extension ConsoleController {
     }
 
     private func databaseStatus() async -> [String: Any] {
-        let kind = services.configuration.databaseURL == nil ? "SQLite" : "PostgreSQL"
+        let kind = setup.databaseKind
         let start = ContinuousClock.now
         do {
-            try await services.store.ping()
+            try await store.ping()
             let elapsed = ContinuousClock.now - start
             let millis = Double(elapsed.components.attoseconds) / 1e15 + Double(elapsed.components.seconds) * 1000
             return ["status": "up", "css": "ok", "kind": kind, "millis": String(format: "%.1f", millis)]
@@ -71,7 +71,7 @@ extension ConsoleController {
     @Sendable func usersPage(_ request: Request, context: TallyRequestContext) async throws -> Response {
         try await page(request) { session in
             let cursor = try request.uri.queryParameters["after"].map { try Self.userCursor(String($0)) }
-            let now = services.clock.now
+            let now = clock.now
             let users = try await store.newestUsers(after: cursor, limit: Self.listPage + 1)
             let shown = users.prefix(Self.listPage)
             var data: [String: Any] = [
@@ -94,7 +94,7 @@ extension ConsoleController {
         let query = (form["q"] ?? "").trimmingCharacters(in: .whitespaces)
         var found: UserRecord?
         if UUID(uuidString: query) != nil {
-            found = try await services.store.user(id: query.lowercased())
+            found = try await store.user(id: query.lowercased())
         }
         if found == nil, query.contains("@"), let email = try? Validate.accountEmail(query) {
             found = try await store.user(email: email)
@@ -106,7 +106,7 @@ extension ConsoleController {
             found = try await store.user(transactionId: query)
         }
         if found == nil, ConsolePurchases.isOrderId(query) {
-            found = try await ConsolePurchases(services: services, store: store).user(orderId: query)
+            found = try await purchases.user(orderId: query)
         }
         guard let found else {
             return render("message", title: "Not found", session: session, status: .notFound,
@@ -118,22 +118,22 @@ extension ConsoleController {
     @Sendable func userPage(_ request: Request, context: TallyRequestContext) async throws -> Response {
         try await page(request) { session in
             let userId = try AdminController.userId(context)
-            let now = services.clock.now
+            let now = clock.now
             let before = try request.uri.queryParameters["before"].map { value -> Int64 in
                 guard let id = Int64(value), id > 0 else { throw APIError(.invalidCursor, "'before' must be an entry id.") }
                 return id
             }
-            guard let state = try await services.store.accountState(userId: userId, now: now) else {
+            guard let state = try await store.accountState(userId: userId, now: now) else {
                 throw APIError(.notFound, "No such user.")
             }
-            async let entries = services.store.entries(userId: userId, before: before, limit: Self.ledgerPage + 1)
+            async let entries = store.entries(userId: userId, before: before, limit: Self.ledgerPage + 1)
             async let holds = store.openHolds(userId: userId, limit: 50)
             async let sessions = store.sessions(userId: userId, limit: 20)
             async let collections = store.collectionStats(userId: userId)
-            async let purchases = services.store.purchases(userId: userId, after: nil, limit: 20, now: now)
+            async let purchases = store.purchases(userId: userId, after: nil, limit: 20, now: now)
             async let installation = store.installation(userId: userId)
-            async let attested = services.store.hasAttestedKey(userId: userId)
-            async let unattested = services.store.unattestedSpends(userId: userId)
+            async let attested = store.hasAttestedKey(userId: userId)
+            async let unattested = store.unattestedSpends(userId: userId)
             let user = state.user
             let zone = TimeZone(identifier: user.timezone)
             let (ledger, open, sessionList, stats, bought, device) =
@@ -151,7 +151,7 @@ extension ConsoleController {
                 "timezone": user.timezone, "created": Self.format(user.createdAt, zone: zone), "premium": premium,
             ]
             if let device { profile["installation"] = device }
-            if services.configuration.appAttest != nil {
+            if setup.showsAttestation {
                 profile["appAttest"] = try await attested ? "attested key" : "no attested key"
             }
             if let flag = try await unattested {
@@ -161,7 +161,7 @@ extension ConsoleController {
             var data: [String: Any] = [
                 "profile": profile,
                 "wallet": ["balance": state.wallet.balance, "held": state.wallet.held, "available": state.wallet.available],
-                "quotas": services.views.quotas(for: state).map { quota -> [String: Any] in
+                "quotas": tools.views.quotas(for: state).map { quota -> [String: Any] in
                     [
                         "name": quota.name, "used": quota.used, "limit": quota.unlimited ? "unlimited" : String(quota.limit),
                         "resets": Self.format(quota.resetsAt, zone: zone),
@@ -212,7 +212,7 @@ extension ConsoleController {
     @Sendable func purchasePage(_ request: Request, context: TallyRequestContext) async throws -> Response {
         try await page(request) { session in
             guard let id = context.parameters.get("transactionId"), !id.isEmpty, id.count <= 64,
-                let data = try await ConsolePurchases(services: services, store: store).timeline(id)
+                let data = try await purchases.timeline(id)
             else { throw APIError(.notFound, "No account holds that purchase.") }
             return render("purchase", title: "Purchase", session: session, data)
         }

@@ -1,14 +1,24 @@
 import Foundation
 import Logging
+import TallyAPI
 import TallyAppStore
 import TallyStore
 
 /// The console's App Store views: a purchase found by the order id on the customer's receipt email (Look Up Order
 /// ID), and one purchase's timeline — its credit, what was spent of it, its refunds, Apple's consumption requests,
 /// what Tally answered and what Apple decided.
-struct ConsolePurchases {
-    let services: TallyServices
-    let store: any ConsoleStore
+struct ConsolePurchases: Sendable {
+    let store: any TallyStorage
+    let clock: any TallyClock
+    /// The App Store settings, when configured (order lookup needs `appStore.serverAPI`).
+    let appStore: AppStoreConfiguration?
+
+    /// The views of `store`'s purchases, asking Apple through `appStore`'s Server API when it has one.
+    init(store: any TallyStorage, clock: any TallyClock, appStore: AppStoreConfiguration?) {
+        self.store = store
+        self.clock = clock
+        self.appStore = appStore
+    }
 
     /// Whether `text` looks like an App Store order id (`MQ…`, the receipt email's): letters and digits, 8 to 32.
     static func isOrderId(_ text: String) -> Bool {
@@ -18,14 +28,14 @@ struct ConsolePurchases {
     /// The account holding a transaction of the order `orderId` (asked of Apple in each accepted environment), else the
     /// account its `appAccountToken` names; nil without `appStore.serverAPI`, or when Apple knows no such order.
     func user(orderId: String) async throws -> UserRecord? {
-        guard let appStore = services.configuration.appStore, let settings = appStore.serverAPI else { return nil }
-        let api = settings.client(clock: services.clock, logger: Logger(label: "tally.appstore-api"))
+        guard let appStore, let settings = appStore.serverAPI else { return nil }
+        let api = settings.client(clock: clock, logger: Logger(label: "tally.appstore-api"))
         for environment in appStore.environments {
             guard let order = try? await api.lookUpOrder(orderId, environment: environment), order.status == 0 else { continue }
             for jws in order.signedTransactions ?? [] {
                 guard let payload = try? await appStore.verifier.verifyTransaction(jws) else { continue }
                 if let holder = try await store.user(transactionId: payload.transactionId) { return holder }
-                if let token = payload.appAccountToken?.uuidString.lowercased(), let named = try await services.store.user(id: token) {
+                if let token = payload.appAccountToken?.uuidString.lowercased(), let named = try await store.user(id: token) {
                     return named
                 }
             }
@@ -47,13 +57,13 @@ struct ConsolePurchases {
     /// The timeline of `transactionId` as the purchase page shows it; nil when no account holds it.
     func timeline(_ transactionId: String) async throws -> [String: Any]? {
         guard let holder = try await store.user(transactionId: transactionId) else { return nil }
-        let now = services.clock.now
-        let facts = try await services.store.consumptionFacts(transactionId: transactionId)
-        let entries = try await services.store.entries(userId: holder.id, before: nil, limit: 5_000).filter { entry in
+        let now = clock.now
+        let facts = try await store.consumptionFacts(transactionId: transactionId)
+        let entries = try await store.entries(userId: holder.id, before: nil, limit: 5_000).filter { entry in
             entry.reference == transactionId || entry.reference?.hasPrefix(transactionId + "#") == true
         }
-        let requests = try await services.store.consumptionRequests(transactionId: transactionId)
-        let purchase = try await services.store.purchases(userId: holder.id, after: nil, limit: 100, now: now)
+        let requests = try await store.consumptionRequests(transactionId: transactionId)
+        let purchase = try await store.purchases(userId: holder.id, after: nil, limit: 100, now: now)
             .first { $0.transactionId == transactionId }
         let lot = facts?.consumption.lot(of: transactionId)
         var data: [String: Any] = [

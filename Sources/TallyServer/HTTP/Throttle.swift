@@ -50,13 +50,14 @@ struct Door: Sendable {
     let route: String
     let now: Date
     let logger: Logger
-    let services: TallyServices
+    /// Hashes a key for a log line.
+    let keys: CallerKeys
 
     /// Logs a 429 (once per key and period: the caller decides).
     func logRefusal(limit: String, key: String) {
         logger.notice(
             "rate limited",
-            metadata: ["tally.route": .string(route), "tally.limit": .string(limit), "tally.key": .string(services.logKey(key))])
+            metadata: ["tally.route": .string(route), "tally.limit": .string(limit), "tally.key": .string(keys.logKey(key))])
     }
 }
 
@@ -67,13 +68,26 @@ extension APIError {
     }
 }
 
-extension TallyServices {
+/// How the server names a caller where it limits and logs it: the client address (through the configured trusted
+/// proxies), and keyed hashes of addresses and emails under the key shared through the database.
+struct CallerKeys: Sendable {
+    /// The proxies whose `X-Forwarded-For` is believed (``LimitsConfiguration/trustedProxies``).
+    let trustedProxies: [IPNetwork]
+    /// Holds the hashing key, installed before the server serves.
+    let secrets: RuntimeSecrets
+
+    /// Names callers through `trustedProxies`, hashing with the key `secrets` holds.
+    init(trustedProxies: [IPNetwork], secrets: RuntimeSecrets) {
+        self.trustedProxies = trustedProxies
+        self.secrets = secrets
+    }
+
     /// The client address a request is limited under (``ClientIP/limitKey``: IPv4 address or IPv6 /64),
     /// through the configured trusted proxies; `unknown` without a TCP peer.
     func clientAddress(_ request: Request, peer: SocketAddress?) -> String {
         let forwarded = request.headers[values: .xForwardedFor]
         let client = ClientAddress.resolve(
-            peer: peer.flatMap(ClientIP.init), forwardedFor: forwarded, trusted: configuration.limits.trustedProxies)
+            peer: peer.flatMap(ClientIP.init), forwardedFor: forwarded, trusted: trustedProxies)
         return client?.limitKey ?? "unknown"
     }
 

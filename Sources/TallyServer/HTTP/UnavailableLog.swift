@@ -1,6 +1,7 @@
 import Foundation
 import Logging
 import Synchronization
+import TallyAPI
 import TallyStore
 
 /// Logs the requests answered `503` because the store was unavailable (the database down, a connection lost,
@@ -16,11 +17,11 @@ final class UnavailableLog: Sendable {
         var unlogged = 0
     }
 
-    private let clock: any WallClock
+    private let clock: any TallyClock
     private let state = Mutex(State())
 
     /// A log paced by `clock`.
-    init(clock: any WallClock) { self.clock = clock }
+    init(clock: any TallyClock) { self.clock = clock }
 
     /// Notes one `503` for `error`; writes a line through `logger` unless one was written less than ``interval`` ago.
     func record(_ error: StoreError, logger: Logger) {

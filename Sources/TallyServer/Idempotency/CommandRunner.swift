@@ -12,14 +12,14 @@ import TallyStore
 /// can be retried once the cause is fixed.
 struct CommandRunner: Sendable {
     let store: any TallyStorage
-    let clock: any WallClock
+    let clock: any TallyClock
     let inFlight: InFlightKeys
     let counters: LedgerCounters
     /// Told of every command that changed an account (its wallet or quotas): the event streams' `wallet`.
     let notifier: any ChangeNotifier
 
     init(
-        store: any TallyStorage, clock: any WallClock, inFlight: InFlightKeys, metrics: any MetricsFactory,
+        store: any TallyStorage, clock: any TallyClock, inFlight: InFlightKeys, metrics: any MetricsFactory,
         notifier: any ChangeNotifier
     ) {
         (self.store, self.clock, self.inFlight, self.notifier) = (store, clock, inFlight, notifier)

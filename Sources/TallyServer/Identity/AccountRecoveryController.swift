@@ -16,16 +16,25 @@ import TallyStore
 /// A reset revokes every session of the account (every device signs in again, on every process), and removes the Apple
 /// identity of an account whose email was not verified; a change revokes the others but the caller's. Nothing here logs an email, a code or a password.
 struct AccountRecoveryController {
-    let services: TallyServices
-    /// The rate limits of these routes (per process; see ``LimitsConfiguration``).
-    let throttles: IdentityThrottles
+    let store: any TallyStorage
+    /// The clock, caller keys, throttles, limits and sessions of the identity routes.
+    let admission: Admission
+    /// The account mails, when the configuration has a mail hook.
+    let mail: AccountMail?
+    /// The key the codes are hashed under (``RuntimeSecrets/accountCodeHash(_:userId:purpose:)``).
+    let secrets: RuntimeSecrets
     /// 15 minutes, 5 attempts.
     let policy = AccountCodePolicy()
-    var store: any TallyStorage { services.store }
+    /// The rate limits of these routes (per process; see ``LimitsConfiguration``).
+    var throttles: IdentityThrottles { admission.throttles }
 
-    init(services: TallyServices) {
-        self.services = services
-        self.throttles = IdentityThrottles(services.configuration.limits)
+    /// The routes over `store`, admitting callers with `admission`, mailing codes through `mail` (none without one),
+    /// whose hashes are keyed by `secrets`.
+    init(store: any TallyStorage, admission: Admission, mail: AccountMail?, secrets: RuntimeSecrets) {
+        self.store = store
+        self.admission = admission
+        self.mail = mail
+        self.secrets = secrets
     }
 
     func addPublicRoutes(to group: RouterGroup<TallyRequestContext>) {
@@ -46,12 +55,12 @@ struct AccountRecoveryController {
         let current = try Validate.password(body.currentPassword, field: "currentPassword")
         let new = try Validate.password(body.newPassword, field: "newPassword")
         let identity = context.identity
-        let door = Door(route: "POST /v1/auth/password", now: services.clock.now, logger: context.logger, services: services)
+        let door = admission.door("POST /v1/auth/password", logger: context.logger)
         let email = try await linkedEmail(of: identity.userId)
-        let address = services.clientAddress(request, peer: context.peer)
-        let (accountKey, addressKey) = (services.keyedHash("email:" + email), services.keyedHash(address))
+        let address = admission.keys.clientAddress(request, peer: context.peer)
+        let (accountKey, addressKey) = (admission.keys.keyedHash("email:" + email), admission.keys.keyedHash(address))
         if case .refuse(let retryAfter) = try await store.beginSignIn(
-            account: accountKey, address: addressKey, policy: services.configuration.limits.signInLockout, now: door.now)
+            account: accountKey, address: addressKey, policy: admission.limits.signInLockout, now: door.now)
         {
             throw APIError.rateLimited(retryAfter: Int(saturating: retryAfter, rounding: .up))
         }
@@ -75,10 +84,10 @@ struct AccountRecoveryController {
     @Sendable func forgot(_ request: Request, context: TallyRequestContext) async throws -> Response {
         let body = try await JSONBody<ForgotPasswordRequest>.read(request, context: context).value
         let email = try Validate.accountEmail(body.email)
-        let door = Door(route: "POST /v1/auth/password/forgot", now: services.clock.now, logger: context.logger, services: services)
-        try throttles.forgotPerAddress.acquire(services.clientAddress(request, peer: context.peer), door)
-        try throttles.forgotPerEmail.acquire(services.keyedHash("email:" + email), door)
-        if let mail = services.mail, !mail.submit(.passwordReset(email: email)) { throw Self.mailQueueFull }
+        let door = admission.door("POST /v1/auth/password/forgot", logger: context.logger)
+        try throttles.forgotPerAddress.acquire(admission.keys.clientAddress(request, peer: context.peer), door)
+        try throttles.forgotPerEmail.acquire(admission.keys.keyedHash("email:" + email), door)
+        if let mail, !mail.submit(.passwordReset(email: email)) { throw Self.mailQueueFull }
         return Response(status: .accepted, headers: [.cacheControl: "no-store"])
     }
 
@@ -90,13 +99,13 @@ struct AccountRecoveryController {
         let body = try await JSONBody<ResetPasswordRequest>.read(request, context: context).value
         let email = try Validate.accountEmail(body.email)
         let new = try Validate.password(body.newPassword, field: "newPassword")
-        let door = Door(route: "POST /v1/auth/password/reset", now: services.clock.now, logger: context.logger, services: services)
-        try throttles.codeAttemptsPerAddress.acquire(services.clientAddress(request, peer: context.peer), door)
+        let door = admission.door("POST /v1/auth/password/reset", logger: context.logger)
+        try throttles.codeAttemptsPerAddress.acquire(admission.keys.clientAddress(request, peer: context.peer), door)
         let code = try Self.code(body.code)
         let hash = try await bcrypt(new)
         guard let account = try await store.passwordHash(email: email),
             let reset = try await store.resetPassword(
-                userId: account.userId, codeHash: services.secrets.accountCodeHash(code, userId: account.userId, purpose: .passwordReset),
+                userId: account.userId, codeHash: secrets.accountCodeHash(code, userId: account.userId, purpose: .passwordReset),
                 passwordHash: hash, policy: policy, now: door.now)
         else { throw Self.invalidCode }
         endSessions(reset.revokedSessions, of: account.userId)
@@ -116,10 +125,10 @@ struct AccountRecoveryController {
         guard let user = try await store.user(id: userId) else { throw APIError(.unauthorized, "A valid access token is required.") }
         guard user.email != nil else { throw Self.notLinked }
         guard user.emailVerifiedAt == nil else { throw APIError(.alreadyVerified, "This account's email is already verified.") }
-        guard let mail = services.mail else {
+        guard let mail else {
             throw APIError(.mailUnavailable, "This server sends no mail: its operator has not configured a mail hook.")
         }
-        let door = Door(route: "POST /v1/auth/email/verify/send", now: services.clock.now, logger: context.logger, services: services)
+        let door = admission.door("POST /v1/auth/email/verify/send", logger: context.logger)
         try throttles.verificationMailsPerUser.acquire(userId, door)
         guard mail.submit(.emailVerification(userId: userId)) else { throw Self.mailQueueFull }
         return Response(status: .accepted, headers: [.cacheControl: "no-store"])
@@ -129,13 +138,13 @@ struct AccountRecoveryController {
     @Sendable func verifyEmail(_ request: Request, context: AuthenticatedContext) async throws -> Response {
         let body = try await JSONBody<VerifyEmailRequest>.read(request, context: context).value
         let userId = context.identity.userId
-        let door = Door(route: "POST /v1/auth/email/verify", now: services.clock.now, logger: context.logger, services: services)
-        try throttles.codeAttemptsPerAddress.acquire(services.clientAddress(request, peer: context.peer), door)
+        let door = admission.door("POST /v1/auth/email/verify", logger: context.logger)
+        try throttles.codeAttemptsPerAddress.acquire(admission.keys.clientAddress(request, peer: context.peer), door)
         _ = try await linkedEmail(of: userId)
         let code = try Self.code(body.code)
         guard
             let user = try await store.verifyEmail(
-                userId: userId, codeHash: services.secrets.accountCodeHash(code, userId: userId, purpose: .emailVerification),
+                userId: userId, codeHash: secrets.accountCodeHash(code, userId: userId, purpose: .emailVerification),
                 policy: policy, now: door.now)
         else { throw Self.invalidCode }
         return JSONResponse.make(body: Me(user))
@@ -151,14 +160,11 @@ struct AccountRecoveryController {
     /// Ends revoked sessions now: this process's token cache, their event streams and, through the notifier, the
     /// other processes' caches and streams (the store's revocation feed is their fallback).
     private func endSessions(_ revoked: [String], of userId: String) {
-        for sessionId in revoked {
-            services.sessions.evict(sessionId: sessionId)
-            services.notifier.sessionEnded(userId: userId, sessionId: sessionId)
-        }
+        for sessionId in revoked { admission.sessions.end(sessionId: sessionId, of: userId) }
     }
 
     private func bcrypt(_ password: String) async throws -> String {
-        let cost = services.configuration.bcryptCost
+        let cost = admission.bcryptCost
         return try await NIOThreadPool.singleton.runIfActive { Bcrypt.hash(password, cost: cost) }
     }
 

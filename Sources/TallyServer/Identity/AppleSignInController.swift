@@ -21,10 +21,32 @@ import TallyStore
 /// summary); any other second use is 401 `token_used`. An authorization code is exchanged only once the sign-in is
 /// decided, and only counts when Apple's `id_token` for it names the identity token's user.
 struct AppleSignInController {
-    let services: TallyServices
+    let store: any TallyStorage
+    /// The clock, caller keys, throttles, limits and sessions of the identity routes.
+    let admission: Admission
+    /// Sign in with Apple's settings: the verifier and, when configured, the token client.
     let apple: SignInWithAppleConfiguration
-    let throttles: IdentityThrottles
-    var store: any TallyStorage { services.store }
+    /// A guest merged into the account it signs in to (`merge: true`).
+    let merging: GuestMerge
+    /// Seals Apple's refresh tokens for storage.
+    let storedSecrets: StoredSecrets
+    /// The catalog's sign-up grant, for accounts created here.
+    let signupGrant: Int64
+    /// The rate limits of these routes, shared with ``IdentityController``.
+    var throttles: IdentityThrottles { admission.throttles }
+
+    /// The routes over `store` for `apple`'s apps, admitting callers with `admission`.
+    init(
+        store: any TallyStorage, admission: Admission, apple: SignInWithAppleConfiguration, merging: GuestMerge,
+        storedSecrets: StoredSecrets, signupGrant: Int64
+    ) {
+        self.store = store
+        self.admission = admission
+        self.apple = apple
+        self.merging = merging
+        self.storedSecrets = storedSecrets
+        self.signupGrant = signupGrant
+    }
 
     func addPublicRoutes(to group: RouterGroup<TallyRequestContext>) {
         group.post("auth/apple", use: signIn)
@@ -39,8 +61,8 @@ struct AppleSignInController {
     /// does not verify.
     @Sendable func notification(_ request: Request, context: TallyRequestContext) async throws -> Response {
         let body = try await JSONBody<AppleIDNotificationRequest>.read(request, context: context).value
-        let door = Door(route: "POST /v1/webhooks/apple-id", now: services.clock.now, logger: context.logger, services: services)
-        try throttles.appleNotificationsPerAddress.acquire(services.clientAddress(request, peer: context.peer), door)
+        let door = admission.door("POST /v1/webhooks/apple-id", logger: context.logger)
+        try throttles.appleNotificationsPerAddress.acquire(admission.keys.clientAddress(request, peer: context.peer), door)
         guard (1...16_384).contains(body.payload.utf8.count) else {
             throw APIError(.invalidField, "'payload' must be Apple's signed notification (at most 16 KiB).")
         }
@@ -63,18 +85,14 @@ struct AppleSignInController {
         switch event.type {
         case .consentRevoked:
             if let revoked = try await store.revokeAppleConsent(notice, now: now) {
-                for sessionId in revoked.revokedSessions {
-                    services.sessions.evict(sessionId: sessionId)
-                    services.notifier.sessionEnded(userId: revoked.userId, sessionId: sessionId)
-                }
+                for sessionId in revoked.revokedSessions { admission.sessions.end(sessionId: sessionId, of: revoked.userId) }
                 context.logger.info("apple consent revoked", metadata: ["tally.user": .string(revoked.userId)])
                 disposition = "applied"
             }
         case .accountDelete:
             switch try await store.appleAccountDeleted(notice, now: now) {
             case .deleted(let userId):
-                services.sessions.evict(userId: userId)
-                services.notifier.accountDeleted(userId: userId)
+                admission.sessions.accountDeleted(userId)
                 context.logger.info("account deleted by apple", metadata: ["tally.user": .string(userId)])
                 disposition = "applied"
             case .unlinked(let userId):
@@ -91,9 +109,8 @@ struct AppleSignInController {
         let read = try await JSONBody<AppleSignInRequest>.read(request, context: context)
         let body = read.value
         try Self.validate(body)
-        let door = Door(route: "POST /v1/auth/apple", now: services.clock.now, logger: context.logger, services: services)
-        try throttles.signInPerAddress.acquire(services.clientAddress(request, peer: context.peer), door)
-        let merging = GuestMerge(services: services)
+        let door = admission.door("POST /v1/auth/apple", logger: context.logger)
+        try throttles.signInPerAddress.acquire(admission.keys.clientAddress(request, peer: context.peer), door)
         let caller = try await merging.caller(request)
         let identity = try await verified(body, now: door.now)
         let known = try await store.appleAccount(subject: identity.sub)
@@ -129,7 +146,7 @@ struct AppleSignInController {
         }
         let credential = AppleCredential(subject: identity.sub, email: identity.email, refreshToken: refreshToken)
 
-        let (sessionRefresh, record) = services.tokens.refreshToken()
+        let (sessionRefresh, record) = admission.sessions.refreshToken()
         let sessionId = UUID().uuidString.lowercased()
         var merged: MergeSummary?
         let userId: String
@@ -146,17 +163,17 @@ struct AppleSignInController {
             userId = caller.userId
         case (nil, nil):
             let grant = try await store.signInWithApple(
-                credential, sessionId: sessionId, refresh: record, sessionsPerUser: services.configuration.limits.sessionsPerUser,
-                signupGrant: services.catalog.signupGrant, now: door.now)
+                credential, sessionId: sessionId, refresh: record, sessionsPerUser: admission.limits.sessionsPerUser,
+                signupGrant: signupGrant, now: door.now)
             if grant.created { context.logger.info("account created with apple", metadata: ["tally.user": .string(grant.user.id)]) }
-            return try await SessionAnswer.make(services, grant: grant, refreshToken: sessionRefresh, status: grant.created ? .created : .ok)
+            return try await admission.sessions.answer(grant, refreshToken: sessionRefresh, status: grant.created ? .created : .ok)
         }
         // A known identity: its consent given again if Apple said it was revoked, its contact and refresh token kept.
         if known != nil { _ = try await store.appleSignedIn(credential, now: door.now) }
         let grant = try await store.openSession(
-            userId: userId, sessionId: sessionId, refresh: record, sessionsPerUser: services.configuration.limits.sessionsPerUser,
+            userId: userId, sessionId: sessionId, refresh: record, sessionsPerUser: admission.limits.sessionsPerUser,
             now: door.now)
-        return try await SessionAnswer.make(services, grant: grant, refreshToken: sessionRefresh, merged: merged)
+        return try await admission.sessions.answer(grant, refreshToken: sessionRefresh, merged: merged)
     }
 
     /// Bounds on what the request may carry (an identity token is ~1 KB; Apple's codes and nonces are short).
@@ -213,6 +230,6 @@ struct AppleSignInController {
             throw mismatch
         }
         guard issued.sub == identity.sub else { throw mismatch }
-        return try answer.refreshToken.map { try services.storedSecrets.seal($0, purpose: StoredSecrets.appleRefreshToken) }
+        return try answer.refreshToken.map { try storedSecrets.seal($0, purpose: StoredSecrets.appleRefreshToken) }
     }
 }

@@ -7,8 +7,16 @@ import TallyStore
 /// of a key after sign-in (an account signed in on a new device, an attestation retried later). Both answer 404 when
 /// the server does not verify App Attest (no `appAttest:` section, or `mode: off`).
 struct AttestationController {
-    let services: TallyServices
-    let throttles: IdentityThrottles
+    /// The clock, caller keys and throttles (shared with ``IdentityController``) of the identity routes.
+    let admission: Admission
+    /// Issues the challenges, verifies and stores the attestations.
+    let integrity: DeviceIntegrity
+
+    /// The routes, verifying with `integrity` and admitting callers with `admission`.
+    init(admission: Admission, integrity: DeviceIntegrity) {
+        self.admission = admission
+        self.integrity = integrity
+    }
 
     func addPublicRoutes(to group: RouterGroup<TallyRequestContext>) {
         group.post("auth/attestation/challenge", use: challenge)
@@ -19,19 +27,17 @@ struct AttestationController {
     }
 
     @Sendable func challenge(_ request: Request, context: TallyRequestContext) async throws -> Response {
-        let integrity = DeviceIntegrity(services: services)
         guard integrity.checksAssertions else { throw APIError(.notFound, "This server does not verify App Attest attestations.") }
-        let door = Door(route: "POST /v1/auth/attestation/challenge", now: services.clock.now, logger: context.logger, services: services)
-        try throttles.attestationsPerAddress.acquire(services.clientAddress(request, peer: context.peer), door)
+        let door = admission.door("POST /v1/auth/attestation/challenge", logger: context.logger)
+        try admission.throttles.attestationsPerAddress.acquire(admission.keys.clientAddress(request, peer: context.peer), door)
         return JSONResponse.make(body: try await integrity.issueChallenge(), headers: [.cacheControl: "no-store"])
     }
 
     @Sendable func attest(_ request: Request, context: AuthenticatedContext) async throws -> Response {
         let body = try await JSONBody<AppAttestation>.read(request, context: context).value
-        let integrity = DeviceIntegrity(services: services)
         guard integrity.checksAssertions else { throw APIError(.notFound, "This server does not verify App Attest attestations.") }
-        let door = Door(route: "POST /v1/auth/attestation", now: services.clock.now, logger: context.logger, services: services)
-        try throttles.attestationsPerAddress.acquire(services.clientAddress(request, peer: context.peer), door)
+        let door = admission.door("POST /v1/auth/attestation", logger: context.logger)
+        try admission.throttles.attestationsPerAddress.acquire(admission.keys.clientAddress(request, peer: context.peer), door)
         let key = try await integrity.verify(body, logger: context.logger)
         let status = try await integrity.save(key, userId: context.identity.userId, installation: nil)
         return JSONResponse.make(body: status)

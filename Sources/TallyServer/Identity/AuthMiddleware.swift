@@ -19,12 +19,12 @@ public struct AuthMiddleware: RouterMiddleware {
     let store: any TallyStorage
     let sessions: SessionCache
 
-    /// Checks tokens with `services`' signing keys and sessions: the ones
-    /// ``buildApplication(configuration:clock:logger:onServerRunning:configureRouter:)`` hands to `configureRouter`.
-    public init(services: TallyServices) {
-        self.tokens = services.tokens
-        self.store = services.store
-        self.sessions = services.sessions
+    /// Checks tokens' signatures with `tokens`, and their sessions in `sessions` (the tokens trusted in this process)
+    /// and `store`. An embedding app uses ``init(services:)``.
+    init(tokens: TokenService, store: any TallyStorage, sessions: SessionCache) {
+        self.tokens = tokens
+        self.store = store
+        self.sessions = sessions
     }
 
     /// Passes the request on with its caller's ``Identity`` (noted for the access log too), or answers 401.

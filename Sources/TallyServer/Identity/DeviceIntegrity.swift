@@ -17,12 +17,33 @@ import TallyStore
 /// rule's code only — and refuses nothing; `enforce` withholds the free value (the caller pays, or gets
 /// `403 attestation_required`).
 struct DeviceIntegrity: Sendable {
-    let services: TallyServices
+    /// Challenges, attested keys, counters and unattested spends.
+    let store: any TallyStorage
+    let clock: any TallyClock
+    /// App Attest's settings, when configured.
+    let appAttest: AppAttestConfiguration?
+    /// DeviceCheck's settings, when configured.
+    let deviceCheck: DeviceCheckConfiguration?
+    /// The catalog's sign-up grant: what a guest is created with unless withheld.
+    let signupGrant: Int64
+    /// Where `tally_attestation_verdicts_total` is counted.
+    let metrics: any MetricsFactory
     /// How long a challenge is accepted.
     static let challengeLifetime: TimeInterval = 300
 
-    var appAttest: AppAttestConfiguration? { services.configuration.appAttest }
-    var deviceCheck: DeviceCheckConfiguration? { services.configuration.deviceCheck }
+    /// Verifies with `appAttest` and `deviceCheck` (either may be nil: not configured), keeping what must hold across
+    /// processes in `store`; a guest's full grant is `signupGrant`.
+    init(
+        store: any TallyStorage, clock: any TallyClock, appAttest: AppAttestConfiguration?, deviceCheck: DeviceCheckConfiguration?,
+        signupGrant: Int64, metrics: any MetricsFactory
+    ) {
+        self.store = store
+        self.clock = clock
+        self.appAttest = appAttest
+        self.deviceCheck = deviceCheck
+        self.signupGrant = signupGrant
+        self.metrics = metrics
+    }
 
     /// Whether a call's free value needs an assertion at all (App Attest configured and not off).
     var checksAssertions: Bool { (appAttest?.mode ?? .off) != .off }
@@ -32,8 +53,8 @@ struct DeviceIntegrity: Sendable {
     /// A new one-time challenge, stored by its hash until ``challengeLifetime`` has passed.
     func issueChallenge() async throws -> AttestationChallenge {
         let challenge = Secrets.random(bytes: 32)
-        let expiresAt = services.clock.now.addingTimeInterval(Self.challengeLifetime)
-        try await services.store.issueAttestationChallenge(hash: Secrets.sha256(challenge), expiresAt: expiresAt)
+        let expiresAt = clock.now.addingTimeInterval(Self.challengeLifetime)
+        try await store.issueAttestationChallenge(hash: Secrets.sha256(challenge), expiresAt: expiresAt)
         return AttestationChallenge(challenge: challenge, expiresAt: expiresAt)
     }
 
@@ -49,8 +70,8 @@ struct DeviceIntegrity: Sendable {
         else {
             throw APIError(.invalidField, "'attestation' needs a keyId (32 bytes, base64), an attestation (base64) and a challenge.")
         }
-        let now = services.clock.now
-        guard try await services.store.consumeAttestationChallenge(hash: Secrets.sha256(attestation.challenge), now: now) else {
+        let now = clock.now
+        guard try await store.consumeAttestationChallenge(hash: Secrets.sha256(attestation.challenge), now: now) else {
             record("refused", reason: "challenge", logger: logger)
             throw APIError(.installationRejected, "The attestation's challenge is unknown, used or expired: ask for a new one.")
         }
@@ -63,7 +84,7 @@ struct DeviceIntegrity: Sendable {
             throw APIError(.installationRejected, "The attestation was refused: \(error.description).")
         }
         // Refused before a guest sign-in stores anything (``save(_:userId:installation:)`` refuses it again, atomically).
-        guard try await services.store.attestedKey(keyId: attestation.keyId) == nil else {
+        guard try await store.attestedKey(keyId: attestation.keyId) == nil else {
             record("refused", reason: "key_reused", logger: logger)
             throw Self.keyReused
         }
@@ -79,8 +100,8 @@ struct DeviceIntegrity: Sendable {
         let keyId = Data(key.keyId).base64EncodedString()
         let record = AttestedKeyRecord(
             keyId: keyId, userId: userId, installation: installation, publicKey: key.publicKey, environment: key.environment.rawValue,
-            receipt: key.receipt, attestedAt: services.clock.now)
-        guard try await services.store.saveAttestedKey(record) else { throw Self.keyReused }
+            receipt: key.receipt, attestedAt: clock.now)
+        guard try await store.saveAttestedKey(record) else { throw Self.keyReused }
         return AttestationStatus(keyId: keyId, environment: key.environment.rawValue)
     }
 
@@ -97,7 +118,7 @@ struct DeviceIntegrity: Sendable {
             return true
         }
         record(appAttest.refusesUnattested ? "refused" : "unattested", reason: failure, logger: logger)
-        try await services.store.recordUnattestedSpend(userId: userId, reason: failure, now: services.clock.now)
+        try await store.recordUnattestedSpend(userId: userId, reason: failure, now: clock.now)
         return !appAttest.refusesUnattested || appAttest.unattestedFreeUses
     }
 
@@ -113,14 +134,14 @@ struct DeviceIntegrity: Sendable {
         if let key = request.headers[.idempotencyKey] {
             nonce = key
         } else if let challenge = header.challenge, challenge.utf8.count <= 128 {
-            guard try await services.store.consumeAttestationChallenge(hash: Secrets.sha256(challenge), now: services.clock.now) else {
+            guard try await store.consumeAttestationChallenge(hash: Secrets.sha256(challenge), now: clock.now) else {
                 return "challenge"
             }
             nonce = challenge
         } else {
             return "no_nonce"
         }
-        guard header.keyId.utf8.count <= 64, let key = try await services.store.attestedKey(keyId: header.keyId),
+        guard header.keyId.utf8.count <= 64, let key = try await store.attestedKey(keyId: header.keyId),
             key.userId == userId || key.accountId == userId
         else { return "unknown_key" }
         let bodyHash = body.map { buffer in buffer.withUnsafeReadableBytes { SHA256.hash(data: $0) } } ?? SHA256.hash(data: [UInt8]())
@@ -133,7 +154,7 @@ struct DeviceIntegrity: Sendable {
             return error.code.rawValue
         }
         // Compare-and-set: of two processes accepting this counter, one raises it and the other sees a replay.
-        guard try await services.store.advanceAssertionCounter(keyId: key.keyId, to: counter) else {
+        guard try await store.advanceAssertionCounter(keyId: key.keyId, to: counter) else {
             return AppAttestError.Code.counterNotIncreased.rawValue
         }
         return nil
@@ -144,7 +165,7 @@ struct DeviceIntegrity: Sendable {
     /// The sign-up grant a guest sign-in may create its guest with: the catalog's, unless App Attest or DeviceCheck
     /// (in `enforce`) withholds it — no valid attestation in this request, or the device's bit says it had one.
     func signupGrant(attested: Bool, deviceToken: String?, logger: Logger) async -> (grant: Int64, markDevice: String?) {
-        let full = services.catalog.signupGrant
+        let full = signupGrant
         guard full > 0 else { return (0, nil) }
         var grant = full
         if let appAttest, appAttest.refusesUnattested, !attested, !appAttest.unattestedSignupGrant { grant = 0 }
@@ -186,7 +207,7 @@ struct DeviceIntegrity: Sendable {
     /// Counts a verdict and, with `logger`, logs it by its code only (never a key, token or attestation).
     private func record(_ verdict: String, reason: String, logger: Logger?) {
         Counter(
-            label: "tally_attestation_verdicts_total", dimensions: [("verdict", verdict), ("reason", reason)], factory: services.metrics
+            label: "tally_attestation_verdicts_total", dimensions: [("verdict", verdict), ("reason", reason)], factory: metrics
         ).increment()
         logger?.info("device integrity", metadata: ["tally.verdict": .string(verdict), "tally.reason": .string(reason)])
     }

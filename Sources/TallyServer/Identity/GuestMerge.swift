@@ -7,9 +7,28 @@ import TallyStore
 /// What a sign-in does for a guest that turns out to have an account: finds the calling guest by the request's own
 /// access token (never by an id in the body), merges it into the account when the app asked, and ends the guest's
 /// sessions everywhere. Shared by `POST /v1/auth/apple` and `POST /v1/auth/sign-in`.
-struct GuestMerge {
-    let services: TallyServices
-    var store: any TallyStorage { services.store }
+struct GuestMerge: Sendable {
+    /// The guests, accounts and merges.
+    let store: any TallyStorage
+    /// Ends the merged guest's sessions.
+    let sessions: SessionKeeper
+    /// Tells the account's streams that its wallet and documents changed.
+    let notifier: any ChangeNotifier
+    /// Checks the caller's access token.
+    let auth: AuthMiddleware
+    /// Checks the assertion a merge of an attested guest needs.
+    let integrity: DeviceIntegrity
+
+    /// Merges in `store`, finding callers with `auth` and ending merged guests' sessions through `sessions`.
+    init(
+        store: any TallyStorage, sessions: SessionKeeper, notifier: any ChangeNotifier, auth: AuthMiddleware, integrity: DeviceIntegrity
+    ) {
+        self.store = store
+        self.sessions = sessions
+        self.notifier = notifier
+        self.auth = auth
+        self.integrity = integrity
+    }
 
     /// Who calls a sign-in route with `Authorization: Bearer`.
     struct Caller {
@@ -28,8 +47,8 @@ struct GuestMerge {
     func caller(_ request: Request) async throws -> Caller? {
         guard let header = request.headers[.authorization] else { return nil }
         guard let token = AuthMiddleware.bearer(header) else { throw Self.invalidToken }
-        if let identity = try await AuthMiddleware(services: services).identity(of: token) { return Caller(identity: identity, merged: false) }
-        guard let verified = await services.tokens.verify(token), try await store.user(id: verified.identity.userId)?.mergedInto != nil else {
+        if let identity = try await auth.identity(of: token) { return Caller(identity: identity, merged: false) }
+        guard let verified = await sessions.tokens.verify(token), try await store.user(id: verified.identity.userId)?.mergedInto != nil else {
             throw Self.invalidToken
         }
         return Caller(identity: verified.identity, merged: true)
@@ -51,7 +70,6 @@ struct GuestMerge {
     /// Where App Attest is enforced, merging a guest that has an attested key needs an assertion by that key over the
     /// sign-in (`403 attestation_required`): its free value goes with it only from its own device.
     func checkAttested(_ request: Request, guestId: String, body: ByteBuffer, logger: Logger) async throws {
-        let integrity = DeviceIntegrity(services: services)
         guard integrity.checksAssertions, try await store.hasAttestedKey(userId: guestId) else { return }
         guard try await integrity.allowsFreeValue(request, userId: guestId, body: body, logger: logger) else {
             throw APIError(.attestationRequired, "Merging this guest needs an X-Tally-Assertion from its attested device.")
@@ -64,12 +82,9 @@ struct GuestMerge {
         let outcome = try await storeCall { try await store.merge(guestId: guestId, into: accountId, now: now) }
         let summary = outcome.summary
         if !outcome.replayed {
-            for sessionId in summary.revokedSessions {
-                services.sessions.evict(sessionId: sessionId)
-                services.notifier.sessionEnded(userId: guestId, sessionId: sessionId)
-            }
-            services.notifier.walletChanged(userId: accountId)
-            if let version = summary.documentsVersion { services.notifier.documentsChanged(userId: accountId, version: version) }
+            for sessionId in summary.revokedSessions { sessions.end(sessionId: sessionId, of: guestId) }
+            notifier.walletChanged(userId: accountId)
+            if let version = summary.documentsVersion { notifier.documentsChanged(userId: accountId, version: version) }
             logger.info(
                 "guest merged",
                 metadata: [
@@ -96,22 +111,5 @@ struct GuestMerge {
             default: throw error
             }
         }
-    }
-}
-
-/// The tokens of a new session, as every sign-in answers them.
-enum SessionAnswer {
-    static func make(
-        _ services: TallyServices, grant: SessionGrant, refreshToken: String, status: HTTPResponse.Status = .ok, merged: MergeSummary? = nil
-    ) async throws -> Response {
-        let access = try await services.tokens.accessToken(userId: grant.user.id, sessionId: grant.sessionId)
-        // Just signed: its first request needs no signature check, only the session lookup (under load,
-        // the first request of every session verifying its token was the start-up latency peak).
-        services.sessions.rememberSigned(
-            access.token, identity: Identity(userId: grant.user.id, sessionId: grant.sessionId), expiresAt: access.expiresAt)
-        let tokens = SessionTokens(
-            userId: grant.user.id, isGuest: grant.user.isGuest, accessToken: access.token, refreshToken: refreshToken,
-            expiresIn: access.expiresIn, merged: merged)
-        return JSONResponse.make(status: status, body: tokens, headers: [.cacheControl: "no-store"])
     }
 }

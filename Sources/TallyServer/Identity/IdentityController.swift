@@ -11,18 +11,38 @@ import TallyStore
 
 /// `/v1/auth/*` and `/v1/me`: guest identity, sessions, linking, the account.
 struct IdentityController {
-    let services: TallyServices
+    let store: any TallyStorage
+    /// The clock, caller keys, throttles, limits and sessions of the identity routes.
+    let admission: Admission
+    /// Runs `PATCH /v1/me` under its idempotency key.
+    let runner: CommandRunner
+    /// App Attest and DeviceCheck, for guest sign-ups.
+    let integrity: DeviceIntegrity
+    /// A guest merged into the account it signs in to (`merge: true`).
+    let merging: GuestMerge
+    /// Revokes the Apple refresh token of an account being deleted.
+    let appleTokens: AppleTokenRevocation
+    /// New guests per client address and hour (``MeteringConfiguration/guestSignupsPerIPPerHour``).
+    let guestSignupsPerHour: Int
     /// A bcrypt hash of a random string, checked when an email has no account.
     let decoyHash: String
     /// The rate limits of these routes.
-    let throttles: IdentityThrottles
-    var store: any TallyStorage { services.store }
-    var limits: LimitsConfiguration { services.configuration.limits }
+    var throttles: IdentityThrottles { admission.throttles }
+    var limits: LimitsConfiguration { admission.limits }
 
-    init(services: TallyServices) {
-        self.services = services
-        self.decoyHash = Bcrypt.hash(Secrets.random(bytes: 16), cost: services.configuration.bcryptCost)
-        self.throttles = IdentityThrottles(services.configuration.limits)
+    /// The routes over `store`, admitting callers with `admission`; makes the decoy hash (at `admission`'s bcrypt cost).
+    init(
+        store: any TallyStorage, admission: Admission, runner: CommandRunner, integrity: DeviceIntegrity, merging: GuestMerge,
+        appleTokens: AppleTokenRevocation, guestSignupsPerHour: Int
+    ) {
+        self.store = store
+        self.admission = admission
+        self.runner = runner
+        self.integrity = integrity
+        self.merging = merging
+        self.appleTokens = appleTokens
+        self.guestSignupsPerHour = guestSignupsPerHour
+        self.decoyHash = Bcrypt.hash(Secrets.random(bytes: 16), cost: admission.bcryptCost)
     }
 
     func addPublicRoutes(to group: RouterGroup<TallyRequestContext>) {
@@ -46,9 +66,8 @@ struct IdentityController {
         let deviceToken = try body.deviceCheckToken.map(Validate.deviceCheckToken)
         let door = makeDoor("POST /v1/auth/guest", context.logger)
         try throttles.guestSignInsPerDevice.acquire(deviceHash, door)
-        let address = services.clientAddress(request, peer: context.peer)
+        let address = admission.keys.clientAddress(request, peer: context.peer)
         // An attestation is verified before anything is stored: a refused one is 403 and changes nothing.
-        let integrity = DeviceIntegrity(services: services)
         var attested: AttestedKey?
         if let attestation = body.attestation, integrity.checksAssertions {
             try throttles.attestationsPerAddress.acquire(address, door)
@@ -56,12 +75,12 @@ struct IdentityController {
         }
         let (signupGrant, markDevice) = await integrity.signupGrant(
             attested: attested != nil, deviceToken: deviceToken, logger: context.logger)
-        let ipHash = services.keyedHash(address)
-        let (refreshToken, record) = services.tokens.refreshToken()
+        let ipHash = admission.keys.keyedHash(address)
+        let (refreshToken, record) = admission.sessions.refreshToken()
         let grant: SessionGrant
         do {
             grant = try await store.signInGuest(
-                deviceHash: deviceHash, ipHash: ipHash, signupsPerHour: services.configuration.metering.guestSignupsPerIPPerHour,
+                deviceHash: deviceHash, ipHash: ipHash, signupsPerHour: guestSignupsPerHour,
                 signupGrant: signupGrant, sessionId: UUID().uuidString.lowercased(), refresh: record,
                 sessionsPerUser: limits.sessionsPerUser, now: door.now)
         } catch let error as StoreError where error.code == .rateLimited {
@@ -81,7 +100,7 @@ struct IdentityController {
     @Sendable func refresh(_ request: Request, context: TallyRequestContext) async throws -> Response {
         let body = try await JSONBody<RefreshRequest>.read(request, context: context).value
         let door = makeDoor("POST /v1/auth/refresh", context.logger)
-        let address = services.clientAddress(request, peer: context.peer)
+        let address = admission.keys.clientAddress(request, peer: context.peer)
         try throttles.refreshFailuresPerAddress.check(address, door)
         do {
             guard (1...512).contains(body.refreshToken.utf8.count) else { throw StoreError(.invalidRefreshToken) }
@@ -90,7 +109,7 @@ struct IdentityController {
             if let session = try await store.refreshTokenSession(hash: hash) {
                 try throttles.refreshPerSession.acquire(session, door)
             }
-            let (refreshToken, record) = services.tokens.refreshToken()
+            let (refreshToken, record) = admission.sessions.refreshToken()
             let grant = try await store.rotateRefreshToken(hash: hash, next: record, now: door.now)
             return try await tokensResponse(grant, refreshToken: refreshToken)
         } catch let error as StoreError where error.code == .invalidRefreshToken || error.code == .refreshTokenReused {
@@ -106,10 +125,10 @@ struct IdentityController {
         let password = try Validate.password(body.password)
         let guest = try await guestToMerge(request, merge: body.merge)
         let door = makeDoor("POST /v1/auth/sign-in", context.logger)
-        let address = services.clientAddress(request, peer: context.peer)
+        let address = admission.keys.clientAddress(request, peer: context.peer)
         try throttles.signInPerAddress.acquire(address, door)
         // The lockout counts in the database, under keyed hashes of the email and the address.
-        let (accountKey, addressKey) = (services.keyedHash("email:" + email), services.keyedHash(address))
+        let (accountKey, addressKey) = (admission.keys.keyedHash("email:" + email), admission.keys.keyedHash(address))
         let locksPair: Bool
         switch try await store.beginSignIn(account: accountKey, address: addressKey, policy: limits.signInLockout, now: door.now) {
         case .admit(_, _, let locks):
@@ -131,20 +150,20 @@ struct IdentityController {
         try await store.signInSucceeded(account: accountKey, address: addressKey)
         var merged: MergeSummary?
         if let guest {
-            try await GuestMerge(services: services).checkAttested(request, guestId: guest, body: read.raw, logger: context.logger)
-            merged = try await GuestMerge(services: services).merge(guestId: guest, into: account.userId, now: door.now, logger: context.logger)
+            try await merging.checkAttested(request, guestId: guest, body: read.raw, logger: context.logger)
+            merged = try await merging.merge(guestId: guest, into: account.userId, now: door.now, logger: context.logger)
         }
-        let (refreshToken, record) = services.tokens.refreshToken()
+        let (refreshToken, record) = admission.sessions.refreshToken()
         let grant = try await store.openSession(
             userId: account.userId, sessionId: UUID().uuidString.lowercased(), refresh: record,
             sessionsPerUser: limits.sessionsPerUser, now: door.now)
-        return try await SessionAnswer.make(services, grant: grant, refreshToken: refreshToken, merged: merged)
+        return try await admission.sessions.answer(grant, refreshToken: refreshToken, merged: merged)
     }
 
     /// The guest a sign-in with `merge: true` carries into the account: the caller of the request's own access token.
     private func guestToMerge(_ request: Request, merge: Bool?) async throws -> String? {
         guard merge == true else { return nil }
-        guard let caller = try await GuestMerge(services: services).caller(request) else {
+        guard let caller = try await merging.caller(request) else {
             throw APIError(.invalidField, "'merge' needs the guest's access token in the Authorization header.")
         }
         return caller.userId
@@ -157,8 +176,8 @@ struct IdentityController {
         let password = try Validate.password(body.password)
         let door = makeDoor("POST /v1/auth/link", context.logger)
         try throttles.linkPerUser.acquire(context.identity.userId, door)
-        try throttles.linkPerAddress.acquire(services.clientAddress(request, peer: context.peer), door)
-        let cost = services.configuration.bcryptCost
+        try throttles.linkPerAddress.acquire(admission.keys.clientAddress(request, peer: context.peer), door)
+        let cost = admission.bcryptCost
         let hash = try await NIOThreadPool.singleton.runIfActive { Bcrypt.hash(password, cost: cost) }
         let user = try await store.linkCredentials(userId: context.identity.userId, email: email, passwordHash: hash)
         context.logger.info("guest linked", metadata: ["tally.user": .string(context.identity.userId)])
@@ -166,9 +185,8 @@ struct IdentityController {
     }
 
     @Sendable func signOut(_ request: Request, context: AuthenticatedContext) async throws -> HTTPResponse.Status {
-        try await store.revokeSession(id: context.identity.sessionId, now: services.clock.now)
-        services.sessions.evict(sessionId: context.identity.sessionId)
-        services.notifier.sessionEnded(userId: context.identity.userId, sessionId: context.identity.sessionId)
+        try await store.revokeSession(id: context.identity.sessionId, now: admission.clock.now)
+        admission.sessions.end(sessionId: context.identity.sessionId, of: context.identity.userId)
         return .noContent
     }
 
@@ -182,7 +200,7 @@ struct IdentityController {
             throw APIError(.invalidField, "'refreshToken' must be 1 to 512 bytes.")
         }
         let door = makeDoor("POST /v1/auth/revoke", context.logger)
-        let address = services.clientAddress(request, peer: context.peer)
+        let address = admission.keys.clientAddress(request, peer: context.peer)
         try throttles.refreshFailuresPerAddress.check(address, door)
         guard let sessionId = try await store.refreshTokenSession(hash: Secrets.sha256(body.refreshToken)),
             let userId = try await store.liveSessionUser(sessionId: sessionId)
@@ -191,8 +209,7 @@ struct IdentityController {
             return .noContent
         }
         try await store.revokeSession(id: sessionId, now: door.now)
-        services.sessions.evict(sessionId: sessionId)
-        services.notifier.sessionEnded(userId: userId, sessionId: sessionId)
+        admission.sessions.end(sessionId: sessionId, of: userId)
         return .noContent
     }
 
@@ -208,26 +225,25 @@ struct IdentityController {
         let timezone = try body.timezone.map(Validate.timezone)
         let language = try body.language.map(Validate.language)
         let userId = context.identity.userId
-        return try await services.runner.run(
+        return try await runner.run(
             .updateProfile(userId: userId, timezone: timezone, language: language), request: request, scope: userId,
             requestFingerprint: CommandRunner.fingerprint(request, body: body)
         ) { Me($0.state.user) }
     }
 
     @Sendable func deleteMe(_ request: Request, context: AuthenticatedContext) async throws -> Response {
-        let now = services.clock.now
+        let now = admission.clock.now
         // Read before the deletion: a running App Store subscription keeps renewing at Apple, which the answer says.
         let subscribedUntil = try await store.user(id: context.identity.userId)?.purchasedPremiumUntil.flatMap { $0 > now ? $0 : nil }
-        await services.revokeAppleToken(of: context.identity.userId, logger: context.logger)
+        await appleTokens.revoke(of: context.identity.userId, logger: context.logger)
         _ = try await store.deleteUser(id: context.identity.userId)
-        services.sessions.evict(userId: context.identity.userId)
-        services.notifier.accountDeleted(userId: context.identity.userId)
+        admission.sessions.accountDeleted(context.identity.userId)
         context.logger.info("account deleted", metadata: ["tally.user": .string(context.identity.userId)])
         return JSONResponse.make(body: AccountDeletion(subscriptionActiveUntil: subscribedUntil))
     }
 
     private func makeDoor(_ route: String, _ logger: Logger) -> Door {
-        Door(route: route, now: services.clock.now, logger: logger, services: services)
+        admission.door(route, logger: logger)
     }
 
     /// A warning naming the account and the address only by keyed hashes.
@@ -235,12 +251,12 @@ struct IdentityController {
         door.logger.warning(
             message,
             metadata: [
-                "tally.route": .string(door.route), "tally.account": .string(services.logKey(account)),
-                "tally.key": .string(services.logKey(address)),
+                "tally.route": .string(door.route), "tally.account": .string(admission.keys.logKey(account)),
+                "tally.key": .string(admission.keys.logKey(address)),
             ])
     }
 
     private func tokensResponse(_ grant: SessionGrant, refreshToken: String, status: HTTPResponse.Status = .ok) async throws -> Response {
-        try await SessionAnswer.make(services, grant: grant, refreshToken: refreshToken, status: status)
+        try await admission.sessions.answer(grant, refreshToken: refreshToken, status: status)
     }
 }

@@ -1,5 +1,6 @@
 import Foundation
 import Synchronization
+import TallyAPI
 import TallyStore
 
 /// Remembers access tokens that were verified and whose session was found live, for a few seconds,
@@ -24,13 +25,13 @@ final class SessionCache: Sendable {
     private let entries = Mutex<[String: Entry]>([:])
     /// Moved (under the `entries` lock) by every eviction of a session or a user.
     private let evictions = Atomic<UInt64>(0)
-    private let clock: any WallClock
+    private let clock: any TallyClock
     /// How long a session found live is trusted before it is looked up again.
     let recheckInterval: TimeInterval
     /// Entries kept at most; the cache is cleared when full (cheap, and it refills on demand).
     let capacity: Int
 
-    init(clock: any WallClock, recheckInterval: TimeInterval = 2, capacity: Int = 50_000) {
+    init(clock: any TallyClock, recheckInterval: TimeInterval = 2, capacity: Int = 50_000) {
         self.clock = clock
         self.recheckInterval = recheckInterval
         self.capacity = capacity

@@ -13,11 +13,11 @@ import TallyStore
 final class TokenService: Sendable {
     private let keys = JWTKeyCollection()
     private let ring = Mutex<SigningKeys?>(nil)
-    let clock: any WallClock
+    let clock: any TallyClock
     let accessTokenTTL: TimeInterval
     let refreshTokenTTL: TimeInterval
 
-    init(clock: any WallClock, accessTokenTTL: TimeInterval, refreshTokenTTL: TimeInterval) {
+    init(clock: any TallyClock, accessTokenTTL: TimeInterval, refreshTokenTTL: TimeInterval) {
         self.clock = clock
         self.accessTokenTTL = accessTokenTTL
         self.refreshTokenTTL = refreshTokenTTL

@@ -4,6 +4,7 @@ import Logging
 import NIOCore
 import ServiceLifecycle
 import Synchronization
+import TallyAPI
 import TallyStore
 
 /// The account mails — password reset and email verification codes — worked off the request path.
@@ -31,7 +32,7 @@ final class AccountMail: Service, Sendable {
 
     let hook: MailHook
     let store: any AccountCodeStore & IdentityStore
-    let clock: any WallClock
+    let clock: any TallyClock
     let secrets: RuntimeSecrets
     let policy: AccountCodePolicy
     let logger: Logger
@@ -41,7 +42,7 @@ final class AccountMail: Service, Sendable {
     private let continuation: AsyncStream<Request>.Continuation
 
     init(
-        configuration: MailConfiguration, store: any AccountCodeStore & IdentityStore, clock: any WallClock, secrets: RuntimeSecrets,
+        configuration: MailConfiguration, store: any AccountCodeStore & IdentityStore, clock: any TallyClock, secrets: RuntimeSecrets,
         policy: AccountCodePolicy = AccountCodePolicy(), logger: Logger
     ) {
         self.hook = MailHook(configuration: configuration, clock: clock, logger: logger, progress: MailProgress())

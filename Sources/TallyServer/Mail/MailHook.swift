@@ -30,7 +30,7 @@ struct MailMessage: Encodable, Sendable {
 /// and the status — never the address, the code or the secret.
 struct MailHook: Sendable {
     let configuration: MailConfiguration
-    let clock: any WallClock
+    let clock: any TallyClock
     let logger: Logger
     /// What deliveries are doing, for tests and logs.
     let progress: MailProgress

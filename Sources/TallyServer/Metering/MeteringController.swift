@@ -6,7 +6,29 @@ import TallyStore
 
 /// `/v1/quotas`, `/v1/actions` and `POST /v1/actions/{name}`: the one call an app makes when its user does something that costs.
 struct MeteringController {
-    let services: TallyServices
+    let store: any TallyStorage
+    let clock: any TallyClock
+    /// The actions and quotas.
+    let catalog: Catalog
+    /// The quotas as the API shows them.
+    let views: QuotaViews
+    /// Runs actions under their idempotency keys.
+    let runner: CommandRunner
+    /// Withholds free uses from unattested calls where App Attest is enforced.
+    let integrity: DeviceIntegrity
+
+    /// The routes of `catalog`'s actions and quotas, run through `runner` on `store`.
+    init(
+        store: any TallyStorage, clock: any TallyClock, catalog: Catalog, views: QuotaViews, runner: CommandRunner,
+        integrity: DeviceIntegrity
+    ) {
+        self.store = store
+        self.clock = clock
+        self.catalog = catalog
+        self.views = views
+        self.runner = runner
+        self.integrity = integrity
+    }
 
     func addPublicRoutes(to group: RouterGroup<TallyRequestContext>) {
         group.get("actions", use: actions)
@@ -18,40 +40,41 @@ struct MeteringController {
     }
 
     @Sendable func actions(_ request: Request, context: TallyRequestContext) async throws -> Response {
-        let items = services.catalog.actions.map { ActionPrice(name: $0.name, quota: $0.quota, tokens: $0.tokens) }
+        let items = catalog.actions.map { ActionPrice(name: $0.name, quota: $0.quota, tokens: $0.tokens) }
         return JSONResponse.make(body: ActionList(items: items), headers: [.cacheControl: "public, max-age=300"])
     }
 
     @Sendable func quotas(_ request: Request, context: AuthenticatedContext) async throws -> Response {
-        guard let state = try await services.store.accountState(userId: context.identity.userId, now: services.clock.now) else {
+        guard let state = try await store.accountState(userId: context.identity.userId, now: clock.now) else {
             throw APIError(.unauthorized, "A valid access token is required.")
         }
-        return JSONResponse.make(body: QuotaList(items: services.views.quotas(for: state)))
+        return JSONResponse.make(body: QuotaList(items: views.quotas(for: state)))
     }
 
     @Sendable func perform(_ request: Request, context: AuthenticatedContext) async throws -> Response {
-        guard let name = context.parameters.get("name"), let action = services.catalog.action(named: name) else {
+        guard let name = context.parameters.get("name"), let action = catalog.action(named: name) else {
             throw APIError(.notFound, "No such action.")
         }
-        var limit = action.quota.flatMap { services.catalog.quota(named: $0)?.daily }
+        var limit = action.quota.flatMap { catalog.quota(named: $0)?.daily }
         let userId = context.identity.userId
-        let views = services.views
+        let views = self.views
         // A free use needs an assertion where App Attest is enforced: without one the action is paid (or refused).
         var freeWithheld = false
         if limit != nil {
-            freeWithheld = try await !DeviceIntegrity(services: services).allowsFreeValue(
+            freeWithheld = try await !integrity.allowsFreeValue(
                 request, userId: userId, body: nil, logger: context.logger)
         }
         if freeWithheld { limit = nil }
         do {
             return try await run(action, limit: limit, request: request, userId: userId, views: views)
         } catch where freeWithheld {
-            throw await DailyGenerationsController.attestationRequired(error, quota: action.quota, services: services, userId: userId)
+            throw await DailyGenerationsController.attestationRequired(
+                error, quota: action.quota, userId: userId, store: store, clock: clock, views: views)
         }
     }
 
     private func run(_ action: ActionSpec, limit: Int?, request: Request, userId: String, views: QuotaViews) async throws -> Response {
-        try await services.runner.run(
+        try await runner.run(
             .performAction(userId: userId, action: action, quotaLimit: limit), request: request, scope: userId,
             requestFingerprint: CommandRunner.fingerprint(request, body: String?.none), keyPolicy: .required
         ) { outcome in

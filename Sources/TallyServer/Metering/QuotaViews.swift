@@ -5,7 +5,7 @@ import TallyStore
 /// Renders stored state into the wire views: quotas as seen at `now`, wallets with `available`.
 struct QuotaViews: Sendable {
     let catalog: Catalog
-    let clock: any WallClock
+    let clock: any TallyClock
     /// The quotas that AI models with `premium: {quota: name}` count premium users' calls against: not
     /// `unlimited` for a premium user, since those calls stop when the quota is used up.
     var countedForPremium: Set<String> = []

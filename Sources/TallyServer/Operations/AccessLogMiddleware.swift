@@ -1,6 +1,7 @@
 import Hummingbird
 import Logging
 import Synchronization
+import TallyAPI
 
 /// Writes one `info` line per request, `request method=GET route=/v1/wallet/holds/{holdId} status=200
 /// duration_ms=0.412 user=…`: the route template (never the path as sent, never the query), and the user

@@ -1,6 +1,7 @@
 import Foundation
 import Logging
 import ServiceLifecycle
+import TallyAPI
 import TallyStore
 
 /// Releases expired holds of every account; deletes old idempotency, sign-up and sign-in failure records,
@@ -12,7 +13,7 @@ import TallyStore
 /// every `interval` of its clock's time (tests advance a ``ManualClock`` instead of waiting).
 struct Housekeeping: Service {
     let store: any TallyStorage
-    let clock: any WallClock
+    let clock: any TallyClock
     let interval: Duration
     let logger: Logger
     /// Opened once migrations have run.

@@ -1,6 +1,7 @@
 import Foundation
 import Logging
 import ServiceLifecycle
+import TallyAPI
 import TallyStore
 
 /// `tally serve`'s log handler: the lines of swift-log's `StreamLogHandler`
@@ -78,10 +79,10 @@ public struct LogFlusher: Service {
     public static let interval: TimeInterval = 0.05
 
     let sink: LogSink
-    let clock: any WallClock
+    let clock: any TallyClock
 
     /// A flusher of `sink`, sleeping on `clock`.
-    public init(sink: LogSink, clock: any WallClock = SystemClock()) {
+    public init(sink: LogSink, clock: any TallyClock = SystemClock()) {
         self.sink = sink
         self.clock = clock
     }

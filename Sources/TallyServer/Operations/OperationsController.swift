@@ -6,7 +6,13 @@ import TallyStore
 
 /// `/health` and `/ready` (on both listeners) and `/metrics` (on the admin listener only).
 struct OperationsController {
-    let services: TallyServices
+    /// The database `/ready` pings.
+    let store: any TallyStorage
+
+    /// The probes of `store`, and the metrics route.
+    init(store: any TallyStorage) {
+        self.store = store
+    }
 
     /// Runs `body`, or throws `CancellationError` once `timeout` has passed: a database that is down
     /// must not hold readiness probes for the connection pool's own (minute-long) timeout.
@@ -27,7 +33,7 @@ struct OperationsController {
         router.get("health") { _, _ in JSONResponse.make(body: HealthStatus(status: "ok")) }
         router.get("ready") { _, context in
             do {
-                try await Self.withTimeout(.seconds(2)) { try await services.store.ping() }
+                try await Self.withTimeout(.seconds(2)) { try await store.ping() }
                 return JSONResponse.make(body: HealthStatus(status: "ok"))
             } catch {
                 // Debug only: a load balancer probes every few seconds, and the store logs the outage once.

@@ -1,6 +1,7 @@
 import Hummingbird
 import Metrics
 import Synchronization
+import TallyAPI
 
 /// Counts requests and records their latency by route template, method and status, through an
 /// injected metrics factory (no global bootstrap needed, so tests see the same numbers as production).

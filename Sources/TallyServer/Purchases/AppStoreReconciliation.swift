@@ -12,15 +12,34 @@ import TallyStore
 /// - ``replay(_:logger:)``: Apple's notification history (failures only by default), each notification taken as the
 ///   webhook takes it.
 struct AppStoreReconciliation {
-    let services: TallyServices
+    let store: any TallyStorage
+    let clock: any TallyClock
+    /// Told of the wallets a redemption changed.
+    let notifier: any ChangeNotifier
+    /// The products, environments and verifier.
     let appStore: AppStoreConfiguration
+    /// Apple's App Store Server API.
     let api: AppStoreServerAPIClient
+    /// Takes the replayed notifications as the webhook takes them.
+    let intake: AppStoreNotificationIntake
+
+    /// Reconciles `appStore`'s purchases in `store` with what `api` answers.
+    init(
+        store: any TallyStorage, clock: any TallyClock, notifier: any ChangeNotifier, appStore: AppStoreConfiguration,
+        api: AppStoreServerAPIClient, intake: AppStoreNotificationIntake
+    ) {
+        self.store = store
+        self.clock = clock
+        self.notifier = notifier
+        self.appStore = appStore
+        self.api = api
+        self.intake = intake
+    }
 
     /// The most history pages read in one call (20 transactions or notifications each).
     static let maxPages = 100
 
     func reconcile(userId: String, orderId: String?, logger: Logger) async throws -> ReconcileReport {
-        let store = services.store
         guard try await store.user(id: userId) != nil else { throw APIError(.notFound, "No such user.") }
         var signed: [String] = []
         var starts: [(transactionId: String, environment: AppStoreEnvironment)] = []
@@ -35,7 +54,7 @@ struct AppStoreReconciliation {
                 }
             }
         }
-        if let known = try await store.purchases(userId: userId, after: nil, limit: 1, now: services.clock.now).first,
+        if let known = try await store.purchases(userId: userId, after: nil, limit: 1, now: clock.now).first,
             let environment = AppStoreEnvironment(rawValue: known.environment)
         {
             starts.append((known.transactionId, environment))
@@ -70,8 +89,8 @@ struct AppStoreReconciliation {
             }
             do {
                 let transaction = try AppStorePayloads.transaction(payload, products: appStore)
-                let redemption = try await store.redeem(transaction, userId: userId, now: services.clock.now)
-                for changed in redemption.changedUsers { services.notifier.walletChanged(userId: changed) }
+                let redemption = try await store.redeem(transaction, userId: userId, now: clock.now)
+                for changed in redemption.changedUsers { notifier.walletChanged(userId: changed) }
                 if redemption.changedUsers.contains(userId) {
                     report.credited.append(payload.transactionId)
                 } else {
@@ -92,13 +111,12 @@ struct AppStoreReconciliation {
     }
 
     func replay(_ request: ReplayNotificationsRequest, logger: Logger) async throws -> ReplayReport {
-        let now = services.clock.now
+        let now = clock.now
         let until = request.until ?? now
         guard request.since < until, until.timeIntervalSince(request.since) <= 180 * 86_400 else {
             throw APIError(.invalidField, "'since' must be before 'until' (default now), at most 180 days before it: Apple keeps no more.")
         }
         let query = NotificationHistoryQuery(start: request.since, end: until, onlyFailures: request.onlyFailures ?? true)
-        let intake = AppStoreNotificationIntake(services: services, appStore: appStore)
         var report = ReplayReport(read: 0, dispositions: [:], refused: [])
         for environment in appStore.environments {
             var token: String?

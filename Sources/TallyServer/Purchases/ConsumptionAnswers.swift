@@ -1,6 +1,7 @@
 import Foundation
 import Logging
 import ServiceLifecycle
+import TallyAPI
 import TallyAppStore
 import TallyStore
 
@@ -14,7 +15,7 @@ final class ConsumptionAnswers: Service, Sendable {
     let store: any TallyStorage
     let api: AppStoreServerAPIClient
     let policy: ConsumptionPolicy
-    let clock: any WallClock
+    let clock: any TallyClock
     let logger: Logger
     /// Opened once migrations have run.
     let ready: StartupGate
@@ -29,7 +30,7 @@ final class ConsumptionAnswers: Service, Sendable {
     static let leaseLength: TimeInterval = 15 * 60
 
     init(
-        store: any TallyStorage, api: AppStoreServerAPIClient, policy: ConsumptionPolicy, clock: any WallClock, logger: Logger,
+        store: any TallyStorage, api: AppStoreServerAPIClient, policy: ConsumptionPolicy, clock: any TallyClock, logger: Logger,
         ready: StartupGate, interval: TimeInterval = 30
     ) {
         (self.store, self.api, self.policy, self.clock, self.logger, self.ready, self.interval) =

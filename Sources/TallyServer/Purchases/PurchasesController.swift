@@ -13,18 +13,33 @@ import TallyStore
 /// the store as facts (``AppStorePayloads``), and the store credits, refunds and moves premium in one transaction each,
 /// exactly once whichever of the app and Apple comes first.
 struct PurchasesController {
-    let services: TallyServices
+    let store: any TallyStorage
+    let clock: any TallyClock
+    /// Client addresses and keyed hashes, for the throttles and their log lines.
+    let keys: CallerKeys
+    /// Told of the wallets a redemption changed.
+    let notifier: any ChangeNotifier
+    /// The products, the verifier, and the offers and App Store Server API when configured.
     let appStore: AppStoreConfiguration
+    /// Takes the verified notifications the webhook receives.
+    let intake: AppStoreNotificationIntake
     let throttles: PurchaseThrottles
-    var store: any TallyStorage { services.store }
 
     /// The longest signed payload taken: a StoreKit JWS is 5–8 KiB, a notification (two nested JWS) about 20 KiB.
     static let maxSignedBytes = 60 * 1024
 
-    init(services: TallyServices, appStore: AppStoreConfiguration) {
-        self.services = services
+    /// The routes of `appStore`'s purchases over `store`, their throttles built from `limits`.
+    init(
+        store: any TallyStorage, clock: any TallyClock, keys: CallerKeys, notifier: any ChangeNotifier, appStore: AppStoreConfiguration,
+        intake: AppStoreNotificationIntake, limits: LimitsConfiguration
+    ) {
+        self.store = store
+        self.clock = clock
+        self.keys = keys
+        self.notifier = notifier
         self.appStore = appStore
-        throttles = PurchaseThrottles(services.configuration.limits)
+        self.intake = intake
+        throttles = PurchaseThrottles(limits)
     }
 
     func addPublicRoutes(to group: RouterGroup<TallyRequestContext>) {
@@ -42,7 +57,7 @@ struct PurchasesController {
     @Sendable func offer(_ request: Request, context: AuthenticatedContext) async throws -> Response {
         let body = try await JSONBody<OfferSignatureRequest>.read(request, context: context).value
         let userId = context.identity.userId
-        let door = Door(route: "POST /v1/purchases/apple/offers", now: services.clock.now, logger: context.logger, services: services)
+        let door = Door(route: "POST /v1/purchases/apple/offers", now: clock.now, logger: context.logger, keys: keys)
         try throttles.redeemsPerUser.acquire(userId, door)
         guard let kind = AppStoreOffer.Kind(rawValue: body.kind ?? "promotional") else {
             throw APIError(.invalidField, "'kind' is promotional or introductoryEligibility.")
@@ -55,7 +70,7 @@ struct PurchasesController {
                 $0.productId == body.productId && $0.kind == kind && (kind == .introductoryEligibility || $0.offerIdentifier == body.offerIdentifier)
             })
         else { throw APIError(.notFound, "The server signs no such offer (appStore.offers).") }
-        let now = services.clock.now
+        let now = clock.now
         let purchases = try await store.purchases(userId: userId, after: nil, limit: 100, now: now)
         let eligible = offer.eligible.holds(subscriptions: purchases.filter { $0.kind == .subscription }.map(\.status))
         let transactionId = purchases.first?.transactionId ?? body.appTransactionId
@@ -87,7 +102,7 @@ struct PurchasesController {
     /// Records whether the caller consents to Tally answering Apple's consumption requests about their purchases.
     @Sendable func consent(_ request: Request, context: AuthenticatedContext) async throws -> Response {
         let body = try await JSONBody<ConsumptionConsentRequest>.read(request, context: context).value
-        let now = services.clock.now
+        let now = clock.now
         try await store.setConsumptionConsent(userId: context.identity.userId, consented: body.consented, now: now)
         return JSONResponse.make(body: ConsumptionConsent(consented: body.consented, changedAt: now))
     }
@@ -96,12 +111,12 @@ struct PurchasesController {
     @Sendable func redeem(_ request: Request, context: AuthenticatedContext) async throws -> Response {
         let body = try await JSONBody<RedeemPurchaseRequest>.read(request, context: context).value
         let userId = context.identity.userId
-        let door = Door(route: "POST /v1/purchases/apple", now: services.clock.now, logger: context.logger, services: services)
+        let door = Door(route: "POST /v1/purchases/apple", now: clock.now, logger: context.logger, keys: keys)
         try throttles.redeemsPerUser.acquire(userId, door)
         let payload = try await verified { try await appStore.verifier.verifyTransaction(try Self.bounded(body.signedTransaction)) }
         let transaction = try AppStorePayloads.transaction(payload, products: appStore)
-        let redemption = try await store.redeem(transaction, userId: userId, now: services.clock.now)
-        for changed in redemption.changedUsers { services.notifier.walletChanged(userId: changed) }
+        let redemption = try await store.redeem(transaction, userId: userId, now: clock.now)
+        for changed in redemption.changedUsers { notifier.walletChanged(userId: changed) }
         let answer = PurchaseResponse(
             purchase: Purchase(redemption.purchase), wallet: Wallet(redemption.wallet),
             premiumUntil: redemption.user.combinedPremiumUntil)
@@ -111,7 +126,7 @@ struct PurchasesController {
     /// The caller's purchases, newest first, `limit` (1–100, default 50) a page, after `cursor`.
     @Sendable func list(_ request: Request, context: AuthenticatedContext) async throws -> Response {
         let (cursor, limit) = try Self.page(request)
-        let records = try await store.purchases(userId: context.identity.userId, after: cursor, limit: limit + 1, now: services.clock.now)
+        let records = try await store.purchases(userId: context.identity.userId, after: cursor, limit: limit + 1, now: clock.now)
         return JSONResponse.make(body: Self.page(records, limit: limit))
     }
 
@@ -120,11 +135,11 @@ struct PurchasesController {
     /// so that Apple retries (at 1, 12, 24, 48 and 72 hours).
     @Sendable func webhook(_ request: Request, context: TallyRequestContext) async throws -> Response {
         let body = try await JSONBody<AppStoreNotificationRequest>.read(request, context: context).value
-        let address = services.clientAddress(request, peer: context.peer)
-        let door = Door(route: "POST /v1/webhooks/appstore", now: services.clock.now, logger: context.logger, services: services)
+        let address = keys.clientAddress(request, peer: context.peer)
+        let door = Door(route: "POST /v1/webhooks/appstore", now: clock.now, logger: context.logger, keys: keys)
         try throttles.notificationsPerAddress.acquire(address, door)
         let notification = try await verified { try await appStore.verifier.verifyNotification(try Self.bounded(body.signedPayload)) }
-        let outcome = try await AppStoreNotificationIntake(services: services, appStore: appStore).take(notification, logger: context.logger)
+        let outcome = try await intake.take(notification, logger: context.logger)
         return JSONResponse.make(body: NotificationReceipt(disposition: outcome.disposition.rawValue))
     }
 

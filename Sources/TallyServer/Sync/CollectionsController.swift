@@ -8,7 +8,23 @@ import TallyStore
 /// `/v1/collections`: the declared collections, and each user's documents in them over plain REST
 /// (put, merge-patch, delete, get with ETags, range queries).
 struct CollectionsController {
-    let services: TallyServices
+    let store: any TallyStorage
+    let clock: any TallyClock
+    /// Runs writes under their idempotency keys.
+    let runner: CommandRunner
+    /// Told of the documents and wallets a write changed.
+    let notifier: any ChangeNotifier
+    /// The declared collections, each user's budget, and the keys that seal range cursors.
+    let sync: SyncSetup
+
+    /// The routes of `sync`'s collections over `store`.
+    init(store: any TallyStorage, clock: any TallyClock, runner: CommandRunner, notifier: any ChangeNotifier, sync: SyncSetup) {
+        self.store = store
+        self.clock = clock
+        self.runner = runner
+        self.notifier = notifier
+        self.sync = sync
+    }
 
     func addRoutes(to group: RouterGroup<AuthenticatedContext>) {
         group.get("collections", use: list)
@@ -23,7 +39,7 @@ struct CollectionsController {
     static let mergePatchType = "application/merge-patch+json"
 
     @Sendable func list(_ request: Request, context: AuthenticatedContext) async throws -> Response {
-        let items = services.collections.all.map {
+        let items = sync.collections.all.map {
             CollectionInfo(
                 name: $0.name, rangeKey: $0.rangeKey, maxDocumentBytes: $0.maxDocumentBytes, maxDocuments: $0.maxDocuments,
                 action: $0.action?.name)
@@ -33,7 +49,7 @@ struct CollectionsController {
 
     @Sendable func get(_ request: Request, context: AuthenticatedContext) async throws -> Response {
         let (collection, docId) = try address(context)
-        let stored = try await services.store.document(userId: context.identity.userId, collection: collection.name, id: docId)
+        let stored = try await store.document(userId: context.identity.userId, collection: collection.name, id: docId)
         guard let record = stored, !record.deleted else { throw APIError(.notFound, "No such document.") }
         let etag = "\"\(record.version)\""
         let headers: HTTPFields = [.eTag: etag, .cacheControl: "private, no-cache"]
@@ -78,7 +94,7 @@ struct CollectionsController {
     }
 
     @Sendable func query(_ request: Request, context: AuthenticatedContext) async throws -> Response {
-        let collection = try services.collections.named(context.parameters.get("collection") ?? "")
+        let collection = try sync.collections.named(context.parameters.get("collection") ?? "")
         let parameters = request.uri.queryParameters
         let limit = try WalletController.limit(parameters["limit"].map(String.init))
         let descending: Bool
@@ -98,12 +114,12 @@ struct CollectionsController {
         let userId = context.identity.userId
         let after = try parameters["cursor"].map {
             try RangeCursor.decode(
-                String($0), collection: collection.name, rangeKeyed: collection.rangeKey != nil, userId: userId, keys: services.cursors)
+                String($0), collection: collection.name, rangeKeyed: collection.rangeKey != nil, userId: userId, keys: sync.cursors)
         }
         let fields = try parameters["fields"].map { try Self.fields(String($0)) }
         let query = DocumentRangeQuery(collection: collection.name, from: from, to: to, descending: descending, after: after, limit: limit)
-        let page = try await services.store.documents(userId: userId, query: query)
-        let next = try page.hasMore ? page.documents.last.map { try RangeCursor.encode(after: $0, userId: userId, keys: services.cursors) } : nil
+        let page = try await store.documents(userId: userId, query: query)
+        let next = try page.hasMore ? page.documents.last.map { try RangeCursor.encode(after: $0, userId: userId, keys: sync.cursors) } : nil
         let body = DocumentPageBody(records: page.documents[...], nextCursor: next, fields: fields)
         var json = JSONWriter(capacity: page.documents.reduce(64) { $0 + $1.data.count + 160 })
         body.write(to: &json)
@@ -121,7 +137,7 @@ struct CollectionsController {
 
     /// The collection and document id a route's path names: 404 `unknown_collection`, 400 `invalid_field` for a bad id.
     private func address(_ context: AuthenticatedContext) throws -> (CollectionSpec, String) {
-        let collection = try services.collections.named(context.parameters.get("collection") ?? "")
+        let collection = try sync.collections.named(context.parameters.get("collection") ?? "")
         return (collection, try SyncInput.documentId(context.parameters.get("docId") ?? ""))
     }
 
@@ -134,12 +150,12 @@ struct CollectionsController {
         let preconditions = "\(request.headers[.ifMatch] ?? "")\n\(request.headers[.ifNoneMatch] ?? "")"
         let written = WrittenOutcome()
         let isDelete = mutation.operation == .delete
-        let execution = try await services.runner.withIdempotency(
+        let execution = try await runner.withIdempotency(
             request: request, scope: userId,
             requestFingerprint: CommandRunner.fingerprint(request, canonicalBody: preconditions + "\n" + canonicalBody)
         ) { key in
-            try await services.store.writeDocument(
-                mutation, userId: userId, budget: services.configuration.sync.budget, idempotency: key, now: services.clock.now
+            try await store.writeDocument(
+                mutation, userId: userId, budget: sync.budget, idempotency: key, now: clock.now
             ) { outcome in
                 written.value.withLock { $0 = outcome }
                 guard !isDelete else { return StoredResponse(status: 204, body: []) }
@@ -149,8 +165,8 @@ struct CollectionsController {
             }
         }
         if case .executed = execution, let outcome = written.value.withLock({ $0 }) {
-            services.notifier.documentsChanged(userId: userId, version: outcome.document.version)
-            if outcome.charged != nil { services.notifier.walletChanged(userId: userId) }
+            notifier.documentsChanged(userId: userId, version: outcome.document.version)
+            if outcome.charged != nil { notifier.walletChanged(userId: userId) }
         }
         return CommandRunner.response(execution)
     }

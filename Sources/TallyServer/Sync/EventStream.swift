@@ -10,12 +10,37 @@ import TallyStore
 /// then writes what its ``EventSubscription`` collects until the subscription ends or a write fails (the
 /// client went away: noticed at the latest by the heartbeat after next).
 struct EventStream: Sendable {
-    let services: TallyServices
+    /// The hub the stream subscribes to.
+    let hub: EventHub
+    /// Where `wallet` events, sessions and missed changes are read.
+    let store: any TallyStorage
+    /// The clock of the heartbeats.
+    let clock: any TallyClock
+    /// The quotas as `wallet` events show them.
+    let views: QuotaViews
+    /// Seals the cursors of `changed` events.
+    let cursors: CursorKeys
     let identity: Identity
     /// When the access token that opened the stream expires: the first heartbeat after it ends the stream.
     let expiresAt: Date
     /// The version the client said it has everything up to, if it did.
     let resumeFrom: Int64?
+
+    /// `identity`'s stream from `hub`, until `expiresAt`; a `changed` event first when its documents changed after
+    /// `resumeFrom`.
+    init(
+        hub: EventHub, store: any TallyStorage, clock: any TallyClock, views: QuotaViews, cursors: CursorKeys, identity: Identity,
+        expiresAt: Date, resumeFrom: Int64?
+    ) {
+        self.hub = hub
+        self.store = store
+        self.clock = clock
+        self.views = views
+        self.cursors = cursors
+        self.identity = identity
+        self.expiresAt = expiresAt
+        self.resumeFrom = resumeFrom
+    }
 
     func run(_ writer: inout any ResponseBodyWriter) async throws {
         try await stream(&writer)
@@ -24,7 +49,6 @@ struct EventStream: Sendable {
 
     /// Writes events until the subscription ends; unsubscribed when it returns.
     private func stream(_ writer: inout any ResponseBodyWriter) async throws {
-        let hub = services.events
         let subscription = hub.subscribe(userId: identity.userId, sessionId: identity.sessionId)
         defer { hub.unsubscribe(subscription) }
         // Subscribed first, read second: what commits from now on is announced, what committed before is read.
@@ -37,7 +61,7 @@ struct EventStream: Sendable {
             try await withThrowingTaskGroup(of: Void.self) { group in
                 group.addTask {
                     while true {
-                        try await services.clock.sleep(for: SyncEventsController.heartbeatInterval)
+                        try await clock.sleep(for: SyncEventsController.heartbeatInterval)
                         subscription.post { $0.heartbeat = true }
                     }
                 }
@@ -66,14 +90,14 @@ struct EventStream: Sendable {
         let userId = identity.userId
         if let version = pending.version {
             // Cannot fail: the keys are installed before the server serves.
-            let cursor = (try? SyncCursor.encode(version: version, userId: userId, keys: services.cursors)) ?? ""
+            let cursor = (try? SyncCursor.encode(version: version, userId: userId, keys: cursors)) ?? ""
             bytes += ServerSentEvents.event("changed", id: cursor, data: ServerSentEvents.json(SyncChangedEvent(cursor: cursor)))
         }
         if pending.wallet {
             do {
-                guard let state = try await services.store.accountState(userId: userId, now: services.clock.now) else { return nil }
+                guard let state = try await store.accountState(userId: userId, now: clock.now) else { return nil }
                 let event = SyncWalletEvent(
-                    wallet: Wallet(state.wallet), quotas: services.views.quotas(for: state), premiumUntil: state.user.combinedPremiumUntil)
+                    wallet: Wallet(state.wallet), quotas: views.quotas(for: state), premiumUntil: state.user.combinedPremiumUntil)
                 bytes += ServerSentEvents.event("wallet", data: ServerSentEvents.json(event))
                 walletOwed = false
             } catch {
@@ -90,9 +114,9 @@ struct EventStream: Sendable {
     /// Whether the stream may go on: its token has not expired and its session is live. A database that
     /// cannot answer does not end streams (sign-outs reach them through notifications too).
     private func sessionIsLive() async -> Bool {
-        guard services.clock.now < expiresAt else { return false }
+        guard clock.now < expiresAt else { return false }
         do {
-            return try await services.store.liveSessionUser(sessionId: identity.sessionId) == identity.userId
+            return try await store.liveSessionUser(sessionId: identity.sessionId) == identity.userId
         } catch {
             return true
         }
@@ -103,7 +127,7 @@ struct EventStream: Sendable {
     /// answer is "changed": the client pulls and finds out (a 410 tells it to start over).
     private func versionAfter(_ version: Int64) async -> Int64? {
         do {
-            let page = try await services.store.changes(userId: identity.userId, after: version, limit: 1)
+            let page = try await store.changes(userId: identity.userId, after: version, limit: 1)
             return page.changes.isEmpty ? nil : max(page.cursor, version + 1)
         } catch {
             return version + 1

@@ -9,7 +9,32 @@ import TallyStore
 /// limit; a pull returns the user's changes after a cursor, in version order, a page of at most
 /// ``PageBound/defaultMaxBytes`` of data, at most ``maxPullsPerUser`` at once per user.
 struct SyncController {
-    let services: TallyServices
+    let store: any TallyStorage
+    let clock: any TallyClock
+    /// Hashes keys for the push limit's log lines.
+    let keys: CallerKeys
+    /// Told of the documents and wallets a push changed.
+    let notifier: any ChangeNotifier
+    /// The declared collections, each user's budget, and the keys that seal pull cursors.
+    let sync: SyncSetup
+    /// Each user's pushes (``LimitsConfiguration/syncPushesPerUser``).
+    let pushes: Throttle
+    /// Each user's pulls in flight in this process (``maxPullsPerUser``).
+    let pulls: CallLimiter
+
+    /// The routes over `store` for `sync`'s collections, within `pushes` and `pulls`.
+    init(
+        store: any TallyStorage, clock: any TallyClock, keys: CallerKeys, notifier: any ChangeNotifier, sync: SyncSetup,
+        pushes: Throttle, pulls: CallLimiter
+    ) {
+        self.store = store
+        self.clock = clock
+        self.keys = keys
+        self.notifier = notifier
+        self.sync = sync
+        self.pushes = pushes
+        self.pulls = pulls
+    }
 
     /// Pulls one user may have in flight in this process, their answers being written included; one more is
     /// refused with 429. A user's devices pull one page at a time each: this covers several devices syncing at
@@ -26,18 +51,18 @@ struct SyncController {
 
     @Sendable func push(_ request: Request, context: AuthenticatedContext) async throws -> Response {
         let userId = context.identity.userId
-        try services.pushes.acquire(userId, Door(route: "POST /v1/sync/push", now: services.clock.now, logger: context.logger, services: services))
+        try pushes.acquire(userId, Door(route: "POST /v1/sync/push", now: clock.now, logger: context.logger, keys: keys))
         let body = try await RequestBody.json(request, upTo: PushRequest.maxBodyBytes)
-        let push = try PushRequest(body, collections: services.collections)
-        let outcome = try await services.store.push(
-            userId: userId, clientId: push.clientId, mutations: push.mutations, budget: services.configuration.sync.budget,
-            now: services.clock.now)
+        let push = try PushRequest(body, collections: sync.collections)
+        let outcome = try await store.push(
+            userId: userId, clientId: push.clientId, mutations: push.mutations, budget: sync.budget,
+            now: clock.now)
         let applied = outcome.results.compactMap { result -> Int64? in
             if case .applied(let record) = result { return record.version }
             return nil
         }
-        if let version = applied.max() { services.notifier.documentsChanged(userId: userId, version: version) }
-        if outcome.charged != nil { services.notifier.walletChanged(userId: userId) }
+        if let version = applied.max() { notifier.documentsChanged(userId: userId, version: version) }
+        if outcome.charged != nil { notifier.walletChanged(userId: userId) }
         return JSONResponse.make(status: .ok, bytes: JSONWriter.bytes(of: PushBody(ids: push.mutations.map(\.id), outcome: outcome)))
     }
 
@@ -52,22 +77,22 @@ struct SyncController {
             limit = parsed
         }
         let after = try parameters["cursor"].map { cursor -> Int64 in
-            guard let version = SyncCursor.decode(String(cursor), userId: userId, keys: services.cursors) else {
+            guard let version = SyncCursor.decode(String(cursor), userId: userId, keys: sync.cursors) else {
                 throw APIError(.invalidCursor, "'cursor' was not issued by this server to this user.")
             }
             return version
         }
-        guard services.pulls.acquire(userId) else {
+        guard pulls.acquire(userId) else {
             throw APIError(
                 .rateLimited, "This user already has \(Self.maxPullsPerUser) pulls in flight; retry when one ends.",
                 headers: [.retryAfter: "1"])
         }
         // Given back once the answer is written (or the connection is gone), not when the handler returns.
-        let slot = CallSlot(limiter: services.pulls, userId: userId)
+        let slot = CallSlot(limiter: pulls, userId: userId)
         let bytes: [UInt8]
         do {
-            let page = try await services.store.changes(userId: userId, after: after, limit: limit)
-            let body = PullBody(page: page, cursor: try SyncCursor.encode(version: page.cursor, userId: userId, keys: services.cursors))
+            let page = try await store.changes(userId: userId, after: after, limit: limit)
+            let body = PullBody(page: page, cursor: try SyncCursor.encode(version: page.cursor, userId: userId, keys: sync.cursors))
             var json = JSONWriter(capacity: body.capacity)
             body.write(to: &json)
             bytes = json.bytes
@@ -86,5 +111,23 @@ struct SyncController {
             try await writer.finish(nil)
         }
         return Response(status: .ok, headers: [.contentType: "application/json; charset=utf-8"], body: body)
+    }
+}
+
+/// The sync API's fixed parts, shared by its routes: the declared collections, each user's budget, and the keys
+/// that seal its cursors.
+struct SyncSetup: Sendable {
+    /// The collections the configuration declares.
+    let collections: DeclaredCollections
+    /// What each user may store (``SyncConfiguration/budget``).
+    let budget: SyncBudget
+    /// Seals the pull and range cursors with the signing keys.
+    let cursors: CursorKeys
+
+    /// The sync API of `collections` within `budget`, its cursors sealed by `cursors`.
+    init(collections: DeclaredCollections, budget: SyncBudget, cursors: CursorKeys) {
+        self.collections = collections
+        self.budget = budget
+        self.cursors = cursors
     }
 }

@@ -17,7 +17,29 @@ import TallyStore
 /// streams (the oldest), when events may have been missed (the PostgreSQL listener reconnected) and on
 /// graceful shutdown: a client reconnects, with its cursor, and catches up.
 struct SyncEventsController {
-    let services: TallyServices
+    let store: any TallyStorage
+    /// The clock of the heartbeats and token expiry.
+    let clock: any TallyClock
+    /// This process's event streams, which the notifier feeds.
+    let events: EventHub
+    /// The quotas as the `wallet` events show them.
+    let views: QuotaViews
+    /// Seals and opens the cursors of `changed` events and resumes.
+    let cursors: CursorKeys
+    /// Verifies the access token, for its expiry.
+    let tokens: TokenService
+
+    /// The route, streaming what `events` hears, reading the rest from `store`.
+    init(
+        store: any TallyStorage, clock: any TallyClock, events: EventHub, views: QuotaViews, cursors: CursorKeys, tokens: TokenService
+    ) {
+        self.store = store
+        self.clock = clock
+        self.events = events
+        self.views = views
+        self.cursors = cursors
+        self.tokens = tokens
+    }
 
     /// How often a stream writes a heartbeat comment and checks its session.
     static let heartbeatInterval: TimeInterval = 15
@@ -28,12 +50,14 @@ struct SyncEventsController {
 
     @Sendable func events(_ request: Request, context: AuthenticatedContext) async throws -> Response {
         let identity = context.identity
-        let resumeFrom = try Self.resumeVersion(request, userId: identity.userId, keys: services.cursors)
+        let resumeFrom = try Self.resumeVersion(request, userId: identity.userId, keys: cursors)
         // The stream outlives requests: it ends with the token's validity, so the token's expiry is needed.
         guard let token = request.headers[.authorization].flatMap(AuthMiddleware.bearer),
-            let verified = await services.tokens.verify(token), verified.identity == identity
+            let verified = await tokens.verify(token), verified.identity == identity
         else { throw APIError(.unauthorized, "A valid access token is required.") }
-        let stream = EventStream(services: services, identity: identity, expiresAt: verified.expiresAt, resumeFrom: resumeFrom)
+        let stream = EventStream(
+            hub: events, store: store, clock: clock, views: views, cursors: cursors, identity: identity, expiresAt: verified.expiresAt,
+            resumeFrom: resumeFrom)
         return Response(
             status: .ok,
             headers: ServerSentEvents.headerFields,

@@ -6,8 +6,17 @@ import TallyStore
 
 /// `/v1/wallet`, its ledger entries and its holds.
 struct WalletController {
-    let services: TallyServices
-    var store: any TallyStorage { services.store }
+    let store: any TallyStorage
+    let clock: any TallyClock
+    /// Runs the hold commands under their idempotency keys.
+    let runner: CommandRunner
+
+    /// The routes over `store`, writing through `runner`.
+    init(store: any TallyStorage, clock: any TallyClock, runner: CommandRunner) {
+        self.store = store
+        self.clock = clock
+        self.runner = runner
+    }
 
     func addRoutes(to group: RouterGroup<AuthenticatedContext>) {
         group.get("wallet", use: wallet)
@@ -19,7 +28,7 @@ struct WalletController {
     }
 
     @Sendable func wallet(_ request: Request, context: AuthenticatedContext) async throws -> Response {
-        guard let wallet = try await store.wallet(userId: context.identity.userId, now: services.clock.now) else {
+        guard let wallet = try await store.wallet(userId: context.identity.userId, now: clock.now) else {
             throw APIError(.unauthorized, "A valid access token is required.")
         }
         let etag = "\"\(wallet.version)\""
@@ -50,11 +59,11 @@ struct WalletController {
             throw APIError(.invalidField, "'ttlSeconds' must be between 1 and \(Limits.maxHoldSeconds).")
         }
         let userId = context.identity.userId
-        let now = services.clock.now
+        let now = clock.now
         let command = Command.createHold(
             userId: userId, holdId: UUID().uuidString.lowercased(), amount: amount,
             expiresAt: now.addingTimeInterval(TimeInterval(body.ttlSeconds)))
-        return try await services.runner.run(
+        return try await runner.run(
             command, request: request, scope: userId, requestFingerprint: CommandRunner.fingerprint(request, body: body),
             status: .created
         ) { outcome in try Self.holdView(outcome) }
@@ -63,7 +72,7 @@ struct WalletController {
     @Sendable func hold(_ request: Request, context: AuthenticatedContext) async throws -> Response {
         let holdId = try Self.holdId(context)
         let userId = context.identity.userId
-        guard let state = try await store.accountState(userId: userId, now: services.clock.now),
+        guard let state = try await store.accountState(userId: userId, now: clock.now),
             let hold = try await store.hold(id: holdId, userId: userId)
         else { throw APIError(.notFound, "No such hold.") }
         return JSONResponse.make(body: Hold(hold, wallet: state.wallet))
@@ -74,7 +83,7 @@ struct WalletController {
         let body = try await JSONBody<CaptureHoldRequest>.read(request, context: context).value
         let amount = try Validate.amount(body.amount, allowZero: true)
         let userId = context.identity.userId
-        return try await services.runner.run(
+        return try await runner.run(
             .captureHold(userId: userId, holdId: holdId, amount: amount), request: request, scope: userId,
             requestFingerprint: CommandRunner.fingerprint(request, body: body)
         ) { outcome in try Self.holdView(outcome) }
@@ -83,7 +92,7 @@ struct WalletController {
     @Sendable func release(_ request: Request, context: AuthenticatedContext) async throws -> Response {
         let holdId = try Self.holdId(context)
         let userId = context.identity.userId
-        return try await services.runner.run(
+        return try await runner.run(
             .releaseHold(userId: userId, holdId: holdId), request: request, scope: userId,
             requestFingerprint: CommandRunner.fingerprint(request, body: String?.none)
         ) { outcome in try Self.holdView(outcome) }
