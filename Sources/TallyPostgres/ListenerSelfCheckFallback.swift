@@ -2,6 +2,7 @@ import Foundation
 import Logging
 import ServiceLifecycle
 import Synchronization
+import TallyAPI
 import TallyStore
 
 /// What keeps this process's event streams going while the listener does not hear (``ListenerSelfCheck``):
@@ -20,7 +21,7 @@ public final class ListenerFallbackPoller: Service, Sendable {
     }
 
     private let store: PostgresStore
-    private let clock: any WallClock
+    private let clock: any TallyClock
     private let logger: Logger
     private let watched: @Sendable () -> [String]
     private let deliver: @Sendable ([ChangeEvent]) -> Void
@@ -31,7 +32,7 @@ public final class ListenerFallbackPoller: Service, Sendable {
     /// A poller reading through `store` for the users `watched` names (those with a stream open here) and handing
     /// the events it finds to `deliver`. It polls from the start, until told ``EventDelivery/listening``.
     public init(
-        store: PostgresStore, clock: any WallClock, interval: TimeInterval = ListenerFallbackPoller.defaultInterval, logger: Logger,
+        store: PostgresStore, clock: any TallyClock, interval: TimeInterval = ListenerFallbackPoller.defaultInterval, logger: Logger,
         watched: @escaping @Sendable () -> [String], deliver: @escaping @Sendable ([ChangeEvent]) -> Void
     ) {
         (self.store, self.clock, self.interval, self.logger) = (store, clock, interval, logger)

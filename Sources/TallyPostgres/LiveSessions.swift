@@ -1,5 +1,7 @@
 import Foundation
 import Synchronization
+import TallyStore
+import TallyAPI
 
 /// A session revoked, or every session of an account deleted (`sessionId == nil`), as the revocation feed
 /// (`session_revocations`) lists it.
@@ -19,8 +21,13 @@ struct SessionRevocation: Sendable, Equatable {
 /// while that was less than ``staleness`` ago: a feed that stops (database down, process overloaded) makes
 /// every lookup go to the database again, never trust longer.
 ///
+/// What this process's own writes change it learns from their declarations, not from the feed: its entries read
+/// ``reads`` (a session's row, and its account's, whose deletion removes the session by cascade), and when a
+/// transaction that changed one of those commits, the store makes it forget what the transaction noted
+/// (``forget(_:)``: a session by id, an account's sessions, or everything).
+///
 /// A lookup that raced a poll cannot put back a session the poll forgot: the last poll's answer is kept as
-/// tombstones that ``remember(_:user:readAt:)`` refuses, and revocations by this process move ``epoch``
+/// tombstones that ``remember(_:user:readAt:)`` refuses, and forgetting this process's writes moves ``epoch``
 /// (as in the SQLite store's committed cache). A poll that lists only other sessions does not spoil the
 /// lookups in flight, so under steady sign-out traffic lookups still land in the cache.
 ///
@@ -28,8 +35,14 @@ struct SessionRevocation: Sendable, Equatable {
 /// ends those sessions' streams and forgets their tokens, so a sign-out reaches every process within a poll
 /// even when its notification is never heard (a listener behind a transaction pooler).
 final class LiveSessions: Sendable {
-    private struct State {
+    /// The tables a cached answer reads: `sessions` (the lookup's) and `users` (an account's deletion removes its
+    /// sessions by cascade, naming none; a change to an account's row makes its sessions be looked up once more).
+    static let reads = CacheReads(.sessions, .users)
+
+    fileprivate struct State {
         var entries: [String: String] = [:]
+        /// The sessions of `entries` by user, so that forgetting an account's sessions does not walk them all.
+        var byUser: [String: Set<String>] = [:]
         var epoch: UInt64 = 0
         /// Sessions revoked, and accounts deleted, as the last applied poll listed them.
         var revokedSessions: Set<String> = []
@@ -73,8 +86,8 @@ final class LiveSessions: Sendable {
         state.withLock { state in
             guard state.epoch == epoch, !state.revokedSessions.contains(sessionId), !state.deletedUsers.contains(userId)
             else { return }
-            if state.entries.count >= capacity, state.entries[sessionId] == nil { state.entries.removeAll(keepingCapacity: true) }
-            state.entries[sessionId] = userId
+            if state.entries.count >= capacity, state.entries[sessionId] == nil { state.removeAll() }
+            state.insert(sessionId, user: userId)
         }
     }
 
@@ -87,8 +100,8 @@ final class LiveSessions: Sendable {
         let sessions = Set(revocations.compactMap(\.sessionId))
         let users = Set(revocations.filter { $0.sessionId == nil }.map(\.userId))
         let news = state.withLock { state -> [SessionRevocation] in
-            for session in sessions { state.entries[session] = nil }
-            if !users.isEmpty { state.entries = state.entries.filter { !users.contains($0.value) } }
+            for session in sessions { state.remove(session) }
+            for user in users { state.removeSessions(of: user) }
             // Every poll lists the whole window, so the later poll's answer is the one to keep.
             guard state.freshAsOf.map({ $0 <= start }) ?? true else { return [] }
             state.freshAsOf = start
@@ -106,19 +119,58 @@ final class LiveSessions: Sendable {
         observer.withLock { $0 = handler }
     }
 
-    /// Forgets a session revoked by this process, at once.
+    /// Forgets a session another process revoked, on hearing so (its notification), at once.
     func forget(sessionId: String) {
-        state.withLock { state in
-            state.epoch &+= 1
-            state.entries[sessionId] = nil
-        }
+        _ = forget(CollectionOfOne(ChangedRows.session(sessionId)))
     }
 
-    /// Forgets every session of an account deleted by this process, at once.
+    /// Forgets every session of an account another process deleted, on hearing so, at once.
     func forget(userId: String) {
+        _ = forget(CollectionOfOne(ChangedRows.user(userId)))
+    }
+
+    /// Forgets what committed writes changed: `.session(id)` that session, `.user(id)` the account's sessions, `.all`
+    /// every session (`.transaction` rows of these tables are not by a key it has: everything too). Moves ``epoch``,
+    /// so a lookup in flight does not put back what was forgotten; returns the epoch before and after.
+    @discardableResult
+    func forget(_ rows: some Collection<ChangedRows>) -> (before: UInt64, after: UInt64) {
         state.withLock { state in
+            let before = state.epoch
             state.epoch &+= 1
-            state.entries = state.entries.filter { $0.value != userId }
+            for changed in rows {
+                switch changed {
+                case .session(let id): state.remove(id)
+                case .user(let id): state.removeSessions(of: id)
+                case .all, .transaction: state.removeAll()
+                }
+            }
+            return (before, state.epoch)
         }
+    }
+}
+
+extension LiveSessions.State {
+    /// Keeps `sessionId` as live for `userId`.
+    fileprivate mutating func insert(_ sessionId: String, user userId: String) {
+        if let previous = entries.updateValue(userId, forKey: sessionId), previous != userId { byUser[previous]?.remove(sessionId) }
+        byUser[userId, default: []].insert(sessionId)
+    }
+
+    /// Forgets `sessionId`.
+    fileprivate mutating func remove(_ sessionId: String) {
+        guard let userId = entries.removeValue(forKey: sessionId) else { return }
+        byUser[userId]?.remove(sessionId)
+        if byUser[userId]?.isEmpty == true { byUser[userId] = nil }
+    }
+
+    /// Forgets every session of `userId`.
+    fileprivate mutating func removeSessions(of userId: String) {
+        for sessionId in byUser.removeValue(forKey: userId) ?? [] { entries[sessionId] = nil }
+    }
+
+    /// Forgets every session.
+    fileprivate mutating func removeAll() {
+        entries.removeAll(keepingCapacity: true)
+        byUser.removeAll(keepingCapacity: true)
     }
 }

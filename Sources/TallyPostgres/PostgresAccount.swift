@@ -121,7 +121,7 @@ extension PostgresStore {
         let expired = try rows.compactMap { try HoldRecord.read(Columns($0)) }
         account.hasExpiredHolds = false
         guard !expired.isEmpty else { return }
-        let wallets = try await Self.expire(expired, wallets: [userId: account.wallet], now: now, on: connection, logger: logger)
+        let wallets = try await expire(expired, wallets: [userId: account.wallet], now: now, on: connection)
         guard let wallet = wallets[userId] else { throw RetryTransaction() }
         account.wallet = wallet
         if var hold = account.hold, expired.contains(where: { $0.id == hold.id }) {

@@ -1,4 +1,5 @@
 import Foundation
+import TallyAPI
 import TallyStore
 
 /// An account as some statement of this process last saw it: what an action plans from, plus the wallet
@@ -37,9 +38,16 @@ struct CachedAccount: Sendable {
 /// stamp proves there is nothing to release first. Entries live `lifetime` at most (on the monotonic
 /// clock, not the business clock): `xmin` is a 32-bit transaction id, and a short life keeps an old
 /// stamp from ever meeting a wrapped-around one. Bounded by `capacity`; when full, it starts over.
+///
+/// The stamp makes a stale entry cost a wasted write, not a wrong one; this process's own committed writes still make
+/// it forget what they changed (``forget(_:)``, derived from their declarations and ``reads``), so that its next action
+/// reads instead of writing from what it knows is gone.
 final class AccountCache: @unchecked Sendable {
     static let capacity = 50_000
     static let lifetime: Duration = .seconds(30)
+    /// The tables an entry reads: the user row, the wallet, the quota counters (the account's and its installation's)
+    /// and the holds (only accounts with nothing held are kept).
+    static let reads = CacheReads(.users, .wallets, .quotaCounters, .installationQuotaCounters, .holds)
 
     private struct Entry {
         var account: CachedAccount
@@ -76,5 +84,15 @@ final class AccountCache: @unchecked Sendable {
     /// Forgets the account.
     func remove(_ userId: String) {
         _ = lock.withLock { entries.removeValue(forKey: userId) }
+    }
+
+    /// Forgets what committed writes changed: `.user(id)` that account; rows of another key, or `.all`, every account.
+    func forget(_ rows: some Collection<ChangedRows>) {
+        lock.withLock {
+            for changed in rows {
+                guard case .user(let userId) = changed else { return entries.removeAll(keepingCapacity: true) }
+                entries.removeValue(forKey: userId)
+            }
+        }
     }
 }

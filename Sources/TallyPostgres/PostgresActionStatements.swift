@@ -1,9 +1,11 @@
 import Foundation
 import PostgresNIO
+import TallyAPI
 import TallyStore
 
 // Named prepared statements of an optimistic action (see `PostgresStore+CompareAndSet.swift`); the reads of other
-// hot paths are in `PostgresReadStatements.swift`. Each connection parses and plans a statement once, then
+// hot paths are in `PostgresReadStatements.swift`. The batch write's text is declared in ``Writes``
+// (``Writes/actionBatch(source:carried:holds:installations:holdCheck:)``). Each connection parses and plans a statement once, then
 // every call is one Bind/Execute round trip.
 //
 // Every parameter carries an explicit cast: the statements are parsed without parameter types, so the
@@ -31,9 +33,9 @@ struct ActionWritten: Sendable {
 /// and one commit (see ``StatementBatcher``). Each wallet moves from the state read only if its row is still
 /// that version (`version` and, on the compare-and-set path, `xmin` unchanged; the update waits for a concurrent
 /// writer and then re-checks the newest version), and every other write of that command hangs on its wallet's
-/// update (``LedgerSQL/append(from:carrying:)``: the update returns the command's columns, so the later writes
+/// update (``Writes/append(from:carrying:)``: the update returns the command's columns, so the later writes
 /// read its rows alone): the ledger entry, the quota counter (and a guest's installation counter), the response
-/// under its key (``LedgerSQL/remember(from:)``), a new hold or the settled one. A plan that writes neither an
+/// under its key (``Writes/remember(from:)``), a new hold or the settled one. A plan that writes neither an
 /// entry nor a counter rewrites the wallet unchanged, which still checks and moves the stamp. The locking path
 /// runs it too, for one command, under the wallet's row lock (no stamp to compare).
 ///
@@ -43,7 +45,7 @@ struct ActionWritten: Sendable {
 /// value takes (empty quota name, key, hold id or installation), because arrays carry no `NULL`s here.
 struct ActionBatchWriteStatement<Shape: BatchShape>: PostgresPreparedStatement {
     static var name: String { Shape.name }
-    static var sql: String { Shape.sql }
+    static var sql: String { Shape.write.sql }
     typealias Row = PostgresRow
 
     var writes: [ActionWrite]
@@ -144,35 +146,16 @@ protocol BatchShape {
     static var countsInstallations: Bool { get }
     /// The prepared statement's name.
     static var name: String { get }
-    /// The statement's text (``batchSQL(_:)``).
-    static var sql: String { get }
+    /// The statement's declaration (``batchWrite(_:)``).
+    static var write: PostgresWrite { get }
     /// How many parameters it has.
     static var columnCount: Int { get }
 }
 
-/// The batch statement of `shape`: with or without the hold writes, and with or without the installation counters.
-private func batchSQL(_ shape: (some BatchShape).Type) -> String {
+/// The batch statement of `shape` (``Writes/actionBatch(source:carried:holds:installations:holdCheck:)``): with or
+/// without the hold writes, and with or without the installation counters.
+private func batchWrite(_ shape: (some BatchShape).Type) -> PostgresWrite {
     let actions = ActionRows(shape)
-    let holdWrites = shape.movesHolds ? """
-        , opened AS (
-          INSERT INTO holds (id, user_id, amount, status, created_at, expires_at)
-          SELECT m.new_hold, m.user_id, m.new_hold_amount, 'open', m.created_at, m.new_hold_expires
-          FROM moved m WHERE m.new_hold <> ''
-        ), settled AS (
-          UPDATE holds h SET status = m.settled_status, captured_amount = CASE WHEN m.has_captured THEN m.captured END,
-                 settled_at = m.created_at
-          FROM moved m
-          WHERE m.settled_hold <> '' AND h.id = m.settled_hold AND h.user_id = m.user_id AND h.status = 'open'
-          RETURNING h.user_id
-        )
-        """ : ""
-    let installationWrites = shape.countsInstallations ? """
-        , counted_installations AS (
-          INSERT INTO installation_quota_counters (installation, quota, used, window_end)
-          SELECT m.installation, m.quota, m.installation_used, m.installation_window_end FROM moved m WHERE m.installation <> ''
-          ON CONFLICT (installation, quota) DO UPDATE SET used = excluded.used, window_end = excluded.window_end
-        )
-        """ : ""
     // A hold read open cannot have been settled under an unmoved wallet; if it was, fail (a cast that
     // cannot succeed, evaluated per row, not folded at planning) and so undo everything.
     let holdCheck = shape.movesHolds ? """
@@ -180,18 +163,10 @@ private func batchSQL(_ shape: (some BatchShape).Type) -> String {
              THEN ('hold ' || m.settled_hold || ' was not open')::BIGINT END
         """ : "NULL::BIGINT"
     let carried = ["kind", "created_at", "scope", "key", "fingerprint", "status", "body"] + actions.names
-    return """
-        WITH b AS MATERIALIZED (
-          \(Unnest.relation([LedgerRows(), KeyRows(), actions], as: "b"))
-        ), \(LedgerSQL.append(from: "b", carrying: carried)), counted AS (
-          INSERT INTO quota_counters (user_id, quota, used, window_end)
-          SELECT m.user_id, m.quota, m.used, m.window_end FROM moved m WHERE m.quota <> ''
-          ON CONFLICT (user_id, quota) DO UPDATE SET used = excluded.used, window_end = excluded.window_end
-        ), \(LedgerSQL.remember(from: "moved"))\(holdWrites)\(installationWrites)
-        SELECT m.user_id, m.stamp, CASE WHEN m.kind <> '' THEN nextval('ledger_entries_id_seq') END AS next_entry_id,
-               \(holdCheck) AS hold_check
-        FROM moved m
-        """
+    return Writes.actionBatch(
+        source: Unnest.relation([LedgerRows(), KeyRows(), actions], as: "b"), carried: carried,
+        holds: shape.movesHolds ? Writes.batchHolds : nil, installations: shape.countsInstallations ? Writes.batchInstallationCounts : nil,
+        holdCheck: holdCheck)
 }
 
 /// How many parameters the batch statement of `shape` has.
@@ -206,7 +181,7 @@ enum LedgerWrites: BatchShape {
     static let movesHolds = false
     static let countsInstallations = false
     static let name = "tally_batch_write_v4"
-    static let sql = batchSQL(Self.self)
+    static let write = batchWrite(Self.self)
     static let columnCount = batchColumnCount(Self.self)
 }
 
@@ -215,7 +190,7 @@ enum HoldWrites: BatchShape {
     static let movesHolds = true
     static let countsInstallations = false
     static let name = "tally_batch_write_holds_v4"
-    static let sql = batchSQL(Self.self)
+    static let write = batchWrite(Self.self)
     static let columnCount = batchColumnCount(Self.self)
 }
 
@@ -224,7 +199,7 @@ enum InstallationWrites: BatchShape {
     static let movesHolds = false
     static let countsInstallations = true
     static let name = "tally_batch_write_installations_v3"
-    static let sql = batchSQL(Self.self)
+    static let write = batchWrite(Self.self)
     static let columnCount = batchColumnCount(Self.self)
 }
 
@@ -233,17 +208,19 @@ enum HoldAndInstallationWrites: BatchShape {
     static let movesHolds = true
     static let countsInstallations = true
     static let name = "tally_batch_write_holds_installations_v3"
-    static let sql = batchSQL(Self.self)
+    static let write = batchWrite(Self.self)
     static let columnCount = batchColumnCount(Self.self)
 }
 
 extension PostgresStore {
     /// Sends `writes` (of distinct accounts) as one ``ActionBatchWriteStatement`` of the smallest shape that carries
-    /// them, on its own connection (committed when it returns) or in the transaction of `connection`.
+    /// them, on its own connection (committed when it returns: this process's caches forget the accounts then, before
+    /// the compare-and-set path stores them as written) or in the transaction of `connection` (forgotten at its commit).
     func writeActions(_ writes: [ActionWrite], on connection: PooledConnection? = nil) async throws -> [ActionWritten?] {
         func send<Shape: BatchShape>(_: Shape.Type) async throws -> [ActionWritten?] {
             let statement = ActionBatchWriteStatement<Shape>(writes: writes)
             let rows = if let connection { try await connection.execute(statement, logger: logger) } else { try await prepared(statement) }
+            note(Shape.write, writes.map { .user($0.account.user.id) }, on: connection)
             return try statement.results(rows)
         }
         let movesHolds = writes.contains { $0.plan.newHold != nil || $0.plan.settleHold != nil }

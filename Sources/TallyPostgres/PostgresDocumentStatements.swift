@@ -3,7 +3,8 @@ import PostgresNIO
 import TallyStore
 
 // Named prepared statements of a document write (``DocumentWriter``): every PUT, DELETE and push runs them, so
-// each connection parses and plans them once. Planned on every call they cost PostgreSQL about twice their
+// each connection parses and plans them once. The texts of those that write are declared in ``Writes``
+// (`PostgresWriteDeclarations+Documents.swift`), and ``DocumentWriter`` notes what they change. Planned on every call they cost PostgreSQL about twice their
 // execution (1.5 ms of planning against 0.7 ms per write, `pg_stat_statements` under `tally bench-events`).
 //
 // Every parameter carries an explicit cast (see `PostgresActionStatements.swift`), and each per-address lookup
@@ -14,10 +15,7 @@ import TallyStore
 /// but the conflicting row is locked all the same. No row: the user does not exist.
 struct SyncStateLockStatement: PostgresPreparedStatement {
     static let name = "tally_sync_state_lock_v1"
-    static let sql = """
-        INSERT INTO sync_state (user_id, version, purged_through) SELECT id, 0, 0 FROM users WHERE id = $1::TEXT
-        ON CONFLICT (user_id) DO UPDATE SET version = sync_state.version WHERE false
-        """
+    static let sql = Writes.lockSyncState.sql
     typealias Row = PostgresRow
 
     var userId: String
@@ -37,46 +35,7 @@ struct SyncStateLockStatement: PostgresPreparedStatement {
 /// state, or a guest merged into an account.
 struct DocumentWriterReadStatement: PostgresPreparedStatement {
     static let name = "tally_document_writer_read_v1"
-    static let sql = """
-        WITH claimed AS (
-          INSERT INTO sync_clients (client_id, user_id, last_mutation_id, updated_at)
-          SELECT $2::TEXT, user_id, 0, $4::BIGINT FROM sync_state WHERE user_id = $1::TEXT AND $3::BOOLEAN
-            AND (SELECT count(*) FROM sync_clients WHERE user_id = $1::TEXT) < $5::BIGINT
-          ON CONFLICT (client_id) DO NOTHING
-          RETURNING user_id, last_mutation_id
-        )
-        SELECT 'state'::TEXT AS part, s.version AS user_version, s.stored_documents, s.stored_bytes,
-               c.user_id AS client_user_id, c.last_mutation_id AS client_last_mutation_id,
-               NULL::TEXT AS collection, NULL::TEXT AS id, NULL::TEXT AS data, NULL::TEXT AS range_value,
-               NULL::BIGINT AS version, NULL::BIGINT AS updated_at, NULL::BOOLEAN AS deleted
-        FROM sync_state s
-        LEFT JOIN LATERAL (
-          SELECT user_id, last_mutation_id FROM claimed
-          UNION ALL
-          SELECT user_id, last_mutation_id FROM sync_clients WHERE client_id = $2::TEXT AND $3::BOOLEAN
-          LIMIT 1
-        ) c ON true
-        WHERE s.user_id = $1::TEXT AND NOT EXISTS (SELECT 1 FROM users m WHERE m.id = $1::TEXT AND m.merged_into IS NOT NULL)
-        UNION ALL
-        SELECT 'document'::TEXT, NULL, NULL, NULL, NULL, NULL, d.collection, d.id, d.data, d.range_value, d.version,
-               d.updated_at, d.deleted
-        FROM unnest($6::TEXT[], $7::TEXT[]) AS k(collection, id)
-        CROSS JOIN LATERAL (
-          SELECT collection, id, data, range_value, version, updated_at, deleted FROM documents
-          WHERE user_id = $1::TEXT AND collection = k.collection AND id = k.id LIMIT 1
-        ) d
-        UNION ALL
-        SELECT 'count'::TEXT, NULL, NULL, NULL, NULL, NULL, c.collection, NULL, NULL, NULL, n.live, NULL, NULL
-        FROM (
-          SELECT DISTINCT p.collection FROM unnest($8::TEXT[], $9::TEXT[]) AS p(collection, id)
-          WHERE NOT EXISTS (
-            SELECT 1 FROM documents WHERE user_id = $1::TEXT AND collection = p.collection AND id = p.id AND NOT deleted
-          )
-        ) c
-        CROSS JOIN LATERAL (
-          SELECT count(*) AS live FROM documents WHERE user_id = $1::TEXT AND collection = c.collection AND NOT deleted
-        ) n
-        """
+    static let sql = Writes.documentWriterRead.sql
     typealias Row = PostgresRow
 
     var userId: String
@@ -126,31 +85,7 @@ struct LiveDocumentCountStatement: PostgresPreparedStatement {
 /// wrote.
 struct DocumentWriterFinishStatement: PostgresPreparedStatement {
     static let name = "tally_document_writer_finish_v1"
-    static let sql = """
-        WITH b AS (
-          SELECT * FROM unnest($3::TEXT[], $4::TEXT[], $5::TEXT[], $6::TEXT[], $7::BOOLEAN[], $8::BIGINT[], $9::BOOLEAN[])
-            AS b(collection, id, data, range_value, has_range, version, deleted)
-        ), written AS (
-          INSERT INTO documents AS d (user_id, collection, id, data, range_value, version, updated_at, deleted)
-          SELECT $1::TEXT, b.collection, b.id, b.data, CASE WHEN b.has_range THEN b.range_value END, b.version,
-                 $2::BIGINT, b.deleted
-          FROM b
-          ON CONFLICT (user_id, collection, id) DO UPDATE
-          SET data = excluded.data, range_value = excluded.range_value, version = excluded.version,
-              updated_at = excluded.updated_at, deleted = excluded.deleted
-          WHERE d.version < excluded.version
-          RETURNING 1
-        ), counted AS (
-          UPDATE sync_state SET version = $10::BIGINT, stored_documents = $11::BIGINT, stored_bytes = $12::BIGINT
-          WHERE user_id = $1::TEXT AND version = $13::BIGINT RETURNING 1
-        ), client AS (
-          UPDATE sync_clients SET last_mutation_id = $14::BIGINT, updated_at = $2::BIGINT
-          WHERE client_id = $15::TEXT AND user_id = $1::TEXT AND $16::BOOLEAN
-          RETURNING 1
-        )
-        SELECT (SELECT count(*) FROM written) AS written, (SELECT count(*) FROM counted) AS counted,
-               (SELECT count(*) FROM client) AS client
-        """
+    static let sql = Writes.documentWriterFinish.sql
     typealias Row = PostgresRow
 
     var userId: String

@@ -1,6 +1,7 @@
 import Foundation
 import Logging
 import PostgresNIO
+import TallyAPI
 import TallyStore
 
 /// Where a document lives, for one user: its collection and id.
@@ -26,6 +27,8 @@ struct DocumentAddress: Hashable {
 ///   path (the wallet locked after the sync state, as everywhere), and nothing is kept of a mutation it refuses;
 /// - **finish** (``finish(lastMutationId:)``): one statement writes every document's final state, the user's
 ///   new version and usage, and the client's last mutation id.
+///
+/// Why this differs from SQLite's writer (many processes here, one writer there): `TallyStore/DocumentTaking.swift`.
 struct DocumentWriter {
     let store: PostgresStore
     let connection: PooledConnection
@@ -57,6 +60,7 @@ struct DocumentWriter {
     ) async throws -> DocumentWriter {
         do {
             _ = try await connection.execute(SyncStateLockStatement(userId: userId), logger: store.logger)
+            store.note(Writes.lockSyncState, [ChangedRows.user(userId)], on: connection)
         } catch let error as PSQLError where error.serverInfo?[.constraintName] == "sync_state_user_id_fkey" {
             // The account was deleted while this statement ran.
             throw StoreError(.userNotFound)
@@ -69,6 +73,7 @@ struct DocumentWriter {
             DocumentWriterReadStatement(
                 userId: userId, clientId: clientId, now: now, clientIds: budget.clientIds, addresses: addresses, puts: Array(puts)),
             logger: store.logger)
+        store.note(Writes.documentWriterRead, [ChangedRows.user(userId)], on: connection)
         var version: Int64?
         var usage = SyncUsage()
         var owner: (userId: String, lastMutationId: Int64)?
@@ -148,8 +153,9 @@ struct DocumentWriter {
         if let command = write.charge(userId: userId) {
             do {
                 try await charge(command)
-            } catch let error as StoreError where error.refusesPayment {
-                return .refused(error)
+            } catch {
+                guard let refused = TakenMutation.chargeFailed(error) else { throw error }
+                return refused
             }
         }
         let record = taking.take(write)
@@ -167,15 +173,14 @@ struct DocumentWriter {
     /// Performs `command` on the ledger's locking path in this transaction: the wallet locked (after the sync
     /// state) and the account read once, each charge planned from the account as the previous one left it
     /// and applied; a refusal throws with the state and writes nothing. Entry ids are taken
-    /// ``entryIdsPerRead`` at a time. This process's compare-and-set cache forgets the account, as
-    /// ``PostgresStore/execute(_:idempotency:now:render:)`` does.
+    /// ``entryIdsPerRead`` at a time. The charges' writes are declared (``PostgresStore/apply(_:to:remembering:now:on:)``),
+    /// so this process's compare-and-set cache forgets the account when the transaction commits.
     private mutating func charge(_ command: Command) async throws {
         var account: LockedAccount
         if let known = self.account {
             account = known
         } else {
             guard try await store.lockWallet(userId: userId, on: connection) else { throw StoreError(.userNotFound) }
-            store.accounts.remove(userId)
             account = try await store.lockedAccount(for: command, now: now, on: connection)
         }
         if command.mayAppend, account.entryId == nil {
@@ -203,6 +208,7 @@ struct DocumentWriter {
                 userId: userId, now: now, records: records, version: taking.version, usage: taking.usage, base: base,
                 clientId: client?.id, lastMutationId: lastMutationId, clientMoved: clientMoved),
             logger: store.logger)
+        store.note(Writes.documentWriterFinish, [ChangedRows.user(userId)], on: connection)
         // Under the sync state's lock nothing else writes these rows; if something did, start over.
         guard let row = rows.first.map(Columns.init) else { throw RetryTransaction() }
         let counts: (Int64, Int64, Int64) = (try row["written"], try row["counted"], try row["client"])

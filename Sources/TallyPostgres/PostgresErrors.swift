@@ -112,7 +112,7 @@ extension ErrorDisposition {
             // the unit runs again on another.
             return .retry(StoreError(.unavailable, underlying: failure))
         case "23505" where failure.constraint == "idempotency_keys_pkey":
-            // Another instance stored the key meanwhile (``LedgerSQL/remember(from:)``): run again, and the read
+            // Another instance stored the key meanwhile (``Writes/remember(from:)``): run again, and the read
             // that claims the key finds its response.
             return .retry(StoreError(.unavailable, underlying: failure))
         case "23505" where failure.constraint.map(Self.purchaseOnce.contains) == true:

@@ -3,9 +3,9 @@ import PostgresNIO
 import TallyStore
 
 // The ledger's one place on PostgreSQL. Every statement that moves a wallet and appends ledger entries composes
-// ``LedgerSQL/append(from:carrying:)`` over rows built by ``LedgerRows`` (the only code that computes an entry's
+// ``Writes/append(from:carrying:)`` over rows built by ``LedgerRows`` (the only code that computes an entry's
 // `balance_after`/`held_after`: `WalletState.applying`, the planner's own rule), and every statement that stores
-// a response under its idempotency key composes ``LedgerSQL/remember(from:)`` over ``KeyRows``: the
+// a response under its idempotency key composes ``Writes/remember(from:)`` over ``KeyRows``: the
 // compare-and-set batch (`ActionBatchWriteStatement`, which the locking path runs too), a profile change,
 // a response stored alone, a guest's sign-up grant and the release of expired holds. The fragments are SQL
 // text over a relation; every value reaches it as a bound array parameter (``Unnest``).
@@ -62,49 +62,56 @@ struct BoundStatement {
     func query(_ sql: String) -> PostgresQuery { PostgresQuery(unsafeSQL: sql, binds: bindings) }
 }
 
-/// The SQL fragments of the ledger: two common table expressions (and a third for keys) that a statement's
-/// `WITH` lists after its source relation.
-enum LedgerSQL {
+/// The SQL fragments of the ledger, declared with the tables they change (see ``Writes``): two common table
+/// expressions (and a third for keys) that a statement's `WITH` lists after its source relation, and names among its
+/// fragments.
+extension Writes {
     /// `moved` and `appended`: moves each wallet of `source` (``LedgerRows``' columns) to its row marked `moves`,
     /// only from the version it was read at (`version`; and, for a compare-and-set, the row's `xmin` as `stamp`),
     /// and appends the entries of every wallet that moved (rows whose `kind` is not ''), with their after-values,
     /// in their order. `moved` returns the wallet's `user_id` and new `stamp`, and the `carrying` columns of its
     /// source row, for the statement's other writes to hang on: a wallet that did not move writes nothing else.
-    static func append(from source: String, carrying: [String] = []) -> String {
-        """
-        moved AS (
-          UPDATE wallets w SET balance = s.balance, held = s.held, version = s.new_version
-          FROM \(source) s
-          WHERE s.moves AND w.user_id = s.user_id AND w.version = s.version AND (s.stamp = '' OR w.xmin::text = s.stamp)
-          RETURNING w.user_id, w.xmin::text AS stamp\(carrying.map { ", s.\($0)" }.joined())
-        ), appended AS (
-          INSERT INTO ledger_entries (id, user_id, kind, amount, held_change, balance_after, held_after, reason, created_at, reference)
-          OVERRIDING SYSTEM VALUE
-          SELECT CASE WHEN e.entry_id <> 0 THEN e.entry_id ELSE nextval('ledger_entries_id_seq') END, e.user_id, e.kind, e.amount,
-                 e.held_change, e.balance, e.held, CASE WHEN e.has_reason THEN e.reason END, e.created_at,
-                 CASE WHEN e.reference <> '' THEN e.reference END
-          FROM \(source) e
-          WHERE e.kind <> '' AND e.user_id IN (SELECT user_id FROM moved)
-          ORDER BY e.user_id, e.new_version
-        )
-        """
+    static func append(from source: String, carrying: [String] = []) -> PostgresWrite {
+        PostgresWrite(
+            StoreWrite(
+                .wallets, .ledgerEntries,
+                sql: """
+                    moved AS (
+                      UPDATE wallets w SET balance = s.balance, held = s.held, version = s.new_version
+                      FROM \(source) s
+                      WHERE s.moves AND w.user_id = s.user_id AND w.version = s.version AND (s.stamp = '' OR w.xmin::text = s.stamp)
+                      RETURNING w.user_id, w.xmin::text AS stamp\(carrying.map { ", s.\($0)" }.joined())
+                    ), appended AS (
+                      INSERT INTO ledger_entries (id, user_id, kind, amount, held_change, balance_after, held_after, reason, created_at, reference)
+                      OVERRIDING SYSTEM VALUE
+                      SELECT CASE WHEN e.entry_id <> 0 THEN e.entry_id ELSE nextval('ledger_entries_id_seq') END, e.user_id, e.kind, e.amount,
+                             e.held_change, e.balance, e.held, CASE WHEN e.has_reason THEN e.reason END, e.created_at,
+                             CASE WHEN e.reference <> '' THEN e.reference END
+                      FROM \(source) e
+                      WHERE e.kind <> '' AND e.user_id IN (SELECT user_id FROM moved)
+                      ORDER BY e.user_id, e.new_version
+                    )
+                    """))
     }
 
     /// `remembered`: stores each response of `source` (``KeyRows``' columns and `created_at`) whose `key` is not ''.
     /// A key stored meanwhile fails the statement (`idempotency_keys_pkey`), which undoes it whole; the store
     /// runs the command again, and its read finds the response.
-    static func remember(from source: String) -> String {
-        """
-        remembered AS (
-          INSERT INTO idempotency_keys (scope, key, fingerprint, status, body, created_at)
-          SELECT r.scope, r.key, r.fingerprint, r.status, r.body, r.created_at FROM \(source) r WHERE r.key <> ''
-          RETURNING 1
-        )
-        """
+    static func remember(from source: String) -> PostgresWrite {
+        PostgresWrite(
+            StoreWrite(
+                .idempotencyKeys,
+                sql: """
+                    remembered AS (
+                      INSERT INTO idempotency_keys (scope, key, fingerprint, status, body, created_at)
+                      SELECT r.scope, r.key, r.fingerprint, r.status, r.body, r.created_at FROM \(source) r WHERE r.key <> ''
+                      RETURNING 1
+                    )
+                    """))
     }
 }
 
-/// The wallet moves and ledger entries of one statement, as ``LedgerSQL/append(from:carrying:)`` reads them: one
+/// The wallet moves and ledger entries of one statement, as ``Writes/append(from:carrying:)`` reads them: one
 /// row per entry (a move without an entry: one row of kind ''), each with the wallet after it; the last row of a
 /// wallet `moves` it, from the version it was read at.
 struct LedgerRows: ColumnArrays {
@@ -173,7 +180,7 @@ struct LedgerRows: ColumnArrays {
     }
 }
 
-/// Responses to store under their idempotency keys, as ``LedgerSQL/remember(from:)`` reads them (beside a
+/// Responses to store under their idempotency keys, as ``Writes/remember(from:)`` reads them (beside a
 /// `created_at` column): one row per command, key '' for a command without one.
 struct KeyRows: ColumnArrays {
     private var scope: [String] = [], key: [String] = [], fingerprint: [String] = [], status: [Int64] = [], body: [ByteBuffer] = []

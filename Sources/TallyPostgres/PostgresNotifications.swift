@@ -5,6 +5,7 @@ import NIOPosix
 import PostgresNIO
 import ServiceLifecycle
 import Synchronization
+import TallyAPI
 import TallyStore
 
 /// Carries change events between the server processes that share one PostgreSQL database, over
@@ -87,7 +88,7 @@ public final class PostgresNotifications: Service, Sendable {
     }
 
     private let configuration: PostgresConnection.Configuration
-    private let clock: any WallClock
+    private let clock: any TallyClock
     private let logger: Logger
     private let eventLoops: any EventLoopGroup
     private let onInput: @Sendable (Input) -> Void
@@ -101,7 +102,7 @@ public final class PostgresNotifications: Service, Sendable {
     /// A notifier connecting like `connection` (a pool's connection configuration: same database and role),
     /// checking that it hears when given `selfCheck`.
     public init(
-        connection: PostgresConnection.Configuration, clock: any WallClock, logger: Logger,
+        connection: PostgresConnection.Configuration, clock: any TallyClock, logger: Logger,
         eventLoopGroup: any EventLoopGroup = MultiThreadedEventLoopGroup.singleton, selfCheck: SelfCheck? = nil,
         onInput: @escaping @Sendable (Input) -> Void
     ) {

@@ -1,5 +1,6 @@
 import Foundation
 import PostgresNIO
+import TallyAPI
 import TallyStore
 
 // Named prepared statements of the hottest reads besides the action's own (see

@@ -19,6 +19,10 @@ enum PostgresSchema {
         )
         """
 
+    /// Records a migration as applied (`$1` its version, `$2` the time): the migrations' own bookkeeping, in the
+    /// migration's transaction, like their statements (no cache reads it).
+    static let recordMigration = "INSERT INTO tally_schema_migrations (version, applied_at) VALUES ($1, $2)"
+
     /// Every migration, oldest first.
     static let migrations: [Migration] = [
         Migration(version: 1, statements: v1), Migration(version: 2, statements: v2), Migration(version: 3, statements: v3),
@@ -28,6 +32,13 @@ enum PostgresSchema {
         Migration(version: 13, statements: v13), Migration(version: 14, statements: v14),
         Migration(version: 15, statements: v15), Migration(version: 16, statements: v16),
         Migration(version: 17, statements: consumptionRequests), Migration(version: 18, statements: attestation),
+        Migration(version: 19, statements: v19),
+    ]
+
+    /// A merge's summary is a JSON object, as SQLite's `merges` has held it to from the start (its
+    /// `CHECK (json_type(summary) = 'object')`; PostgreSQL's table had no CHECK): found by `SchemaParityTests`.
+    static let v19: [String] = [
+        "ALTER TABLE merges ADD CONSTRAINT merges_summary_object CHECK (jsonb_typeof(summary::JSONB) = 'object')",
     ]
 
     /// Holds of 0 tokens (a premium user's AI call on a `premium: free` or quota model), as SQLite's "v14".

@@ -6,18 +6,11 @@ import TallyStore
 extension PostgresStore {
     /// One statement replaces the user's code of this purpose, if the user has an email.
     public func issueAccountCode(_ code: NewAccountCode, now: Date) async throws -> String? {
-        let rows = try await rows(
-            """
-            WITH account AS (
-              SELECT id, email FROM users WHERE id = \(code.userId) AND email IS NOT NULL
-            ), code AS (
-              INSERT INTO account_codes (user_id, purpose, code_hash, expires_at, failed_attempts, created_at)
-              SELECT id, \(code.purpose.rawValue), \(code.hash), \(code.expiresAt.millis), 0, \(now.millis) FROM account
-              ON CONFLICT (user_id, purpose) DO UPDATE SET code_hash = excluded.code_hash, expires_at = excluded.expires_at,
-                failed_attempts = 0, created_at = excluded.created_at
-            )
-            SELECT email FROM account
-            """)
+        var statement = BoundStatement()
+        let write = Writes.issueAccountCode(
+            userId: statement.bind(code.userId), purpose: statement.bind(code.purpose.rawValue), hash: statement.bind(code.hash),
+            expiresAt: statement.bind(code.expiresAt.millis), now: statement.bind(now.millis))
+        let rows = try await run(write, statement, changing: [.user(code.userId)])
         guard let row = rows.first.map(Columns.init) else { return nil }
         return try row["email"]
     }
@@ -25,7 +18,7 @@ extension PostgresStore {
     /// Redeems the reset code under the user's and the code's row locks (``redeem(_:userId:purpose:codeHash:policy:now:)``)
     /// and, in the same transaction, sets the password, marks the email verified, removes the Apple identity if the
     /// email was not verified before, and revokes every live session (listed in the revocation feed). This process
-    /// forgets the sessions at once; the caller announces them to the others.
+    /// forgets the sessions once that commits; the caller announces them to the others.
     public func resetPassword(userId: String, codeHash: String, passwordHash: String, policy: AccountCodePolicy, now: Date)
         async throws -> PasswordReset?
     {
@@ -33,30 +26,13 @@ extension PostgresStore {
             guard try await redeem(connection, userId: userId, purpose: .passwordReset, codeHash: codeHash, policy: policy, now: now)
             else { return nil }
             // `before` reads the row as the code's redemption locked it; the update's own expressions read it too.
-            let rows = try await connection.rows(
-                """
-                WITH before AS (
-                  SELECT email_verified_at IS NULL AND apple_sub IS NOT NULL AS remove_apple FROM users WHERE id = \(userId)
-                ), account AS (
-                  UPDATE users SET password_hash = \(passwordHash), email_verified_at = coalesce(email_verified_at, \(now.millis)),
-                    apple_sub = CASE WHEN email_verified_at IS NULL THEN NULL ELSE apple_sub END,
-                    apple_email = CASE WHEN email_verified_at IS NULL THEN NULL ELSE apple_email END,
-                    apple_refresh_token = CASE WHEN email_verified_at IS NULL THEN NULL ELSE apple_refresh_token END,
-                    apple_linked_at = CASE WHEN email_verified_at IS NULL THEN NULL ELSE apple_linked_at END,
-                    apple_consent_revoked_at = CASE WHEN email_verified_at IS NULL THEN NULL ELSE apple_consent_revoked_at END
-                  WHERE id = \(userId) AND email IS NOT NULL RETURNING id
-                ), revoked AS (
-                  UPDATE sessions SET revoked_at = \(now.millis)
-                  WHERE user_id IN (SELECT id FROM account) AND revoked_at IS NULL RETURNING id, user_id
-                ), feed AS (
-                  INSERT INTO session_revocations (session_id, user_id) SELECT id, user_id FROM revoked
-                )
-                SELECT (SELECT remove_apple FROM before) AS remove_apple, ARRAY(SELECT id FROM revoked) AS revoked FROM account
-                """, logger: logger)
+            var statement = BoundStatement()
+            let write = Writes.resetPassword(
+                userId: statement.bind(userId), passwordHash: statement.bind(passwordHash), now: statement.bind(now.millis))
+            let rows = try await run(write, statement, changing: [.user(userId)], on: connection)
             guard let row = rows.first.map(Columns.init) else { return nil }
             return PasswordReset(revokedSessions: try row["revoked"], appleIdentityRemoved: try row["remove_apple"])
         }
-        for id in reset?.revokedSessions ?? [] { sessions.forget(sessionId: id) }
         return reset
     }
 
@@ -65,38 +41,25 @@ extension PostgresStore {
         try await transaction { connection -> UserRecord? in
             guard try await redeem(connection, userId: userId, purpose: .emailVerification, codeHash: codeHash, policy: policy, now: now)
             else { return nil }
-            let rows = try await connection.rows(
-                """
-                UPDATE users SET email_verified_at = coalesce(email_verified_at, \(now.millis))
-                WHERE id = \(userId) AND email IS NOT NULL
-                RETURNING \(unescaped: UserRecord.columns())
-                """, logger: logger)
+            var statement = BoundStatement()
+            let write = Writes.verifyEmail(userId: statement.bind(userId), now: statement.bind(now.millis))
+            let rows = try await run(write, statement, changing: [.user(userId)], on: connection)
             return try rows.first.map { try UserRecord(Columns($0)) }
         }
     }
 
     /// One statement sets the password, drops a pending reset code and revokes the other sessions (listed in the
-    /// revocation feed); this process forgets them at once.
+    /// revocation feed); this process forgets them once that returns (committed).
     public func changePassword(userId: String, passwordHash: String, keepingSession: String, now: Date) async throws -> [String] {
-        let rows = try await rows(
-            """
-            WITH account AS (
-              UPDATE users SET password_hash = \(passwordHash) WHERE id = \(userId) AND email IS NOT NULL RETURNING id
-            ), reset_code AS (
-              DELETE FROM account_codes WHERE user_id = (SELECT id FROM account) AND purpose = \(AccountCodePurpose.passwordReset.rawValue)
-            ), revoked AS (
-              UPDATE sessions SET revoked_at = \(now.millis)
-              WHERE user_id IN (SELECT id FROM account) AND revoked_at IS NULL AND id <> \(keepingSession) RETURNING id, user_id
-            ), feed AS (
-              INSERT INTO session_revocations (session_id, user_id) SELECT id, user_id FROM revoked
-            )
-            SELECT (SELECT count(*) FROM account) AS changed, ARRAY(SELECT id FROM revoked) AS revoked
-            """)
+        var statement = BoundStatement()
+        let write = Writes.changePassword(
+            userId: statement.bind(userId), passwordHash: statement.bind(passwordHash),
+            purpose: statement.bind(AccountCodePurpose.passwordReset.rawValue), keeping: statement.bind(keepingSession),
+            now: statement.bind(now.millis))
+        let rows = try await run(write, statement, changing: [.user(userId)])
         let row = try Self.single(rows, "the password change")
         guard try row["changed"] == Int64(1) else { throw StoreError(.userNotFound) }
-        let revoked: [String] = try row["revoked"]
-        for id in revoked { sessions.forget(sessionId: id) }
-        return revoked
+        return try row["revoked"]
     }
 
     /// Locks the user's row, then the code's, reads the code and applies the policy's verdict; whether the code was
@@ -121,14 +84,15 @@ extension PostgresStore {
         let verdict = policy.check(stored, presented: codeHash, now: now)
         switch verdict {
         case .redeem, .discard:
-            try await connection.rows(
-                "DELETE FROM account_codes WHERE user_id = \(userId) AND purpose = \(purpose.rawValue)", logger: logger)
+            var statement = BoundStatement()
+            let write = Writes.deleteAccountCode(userId: statement.bind(userId), purpose: statement.bind(purpose.rawValue))
+            try await run(write, statement, changing: [.user(userId)], on: connection)
             return verdict == .redeem
         case .wrong(let failed):
-            try await connection.rows(
-                """
-                UPDATE account_codes SET failed_attempts = \(Int32(failed)) WHERE user_id = \(userId) AND purpose = \(purpose.rawValue)
-                """, logger: logger)
+            var statement = BoundStatement()
+            let write = Writes.countWrongCode(
+                userId: statement.bind(userId), purpose: statement.bind(purpose.rawValue), failed: statement.bind(Int32(failed)))
+            try await run(write, statement, changing: [.user(userId)], on: connection)
             return false
         case .absent:
             return false

@@ -29,14 +29,11 @@ extension PostgresStore {
     /// commit on the primary key, then finds it).
     public func useAppleToken(_ use: AppleTokenUse, now: Date) async throws -> Bool {
         // A second use touches the row (and is taken) only for the same merging guest: `NULL = NULL` is not true.
-        !(try await rows(
-            """
-            INSERT INTO apple_token_uses (subject, digest, expires_at, merging_guest, used_at)
-            VALUES (\(use.subject), \(use.digest), \(use.expiresAt.millis), \(use.mergingGuest)::TEXT, \(now.millis))
-            ON CONFLICT (subject, digest) DO UPDATE SET used_at = apple_token_uses.used_at
-            WHERE apple_token_uses.merging_guest = excluded.merging_guest
-            RETURNING 1
-            """)).isEmpty
+        var statement = BoundStatement()
+        let write = Writes.useAppleToken(
+            subject: statement.bind(use.subject), digest: statement.bind(use.digest), expiresAt: statement.bind(use.expiresAt.millis),
+            mergingGuest: statement.bind(use.mergingGuest), now: statement.bind(now.millis))
+        return !(try await run(write, statement, changing: [.all])).isEmpty
     }
 
     /// In one transaction under an advisory lock on the `sub` (so concurrent first sign-ins of one `sub`, from any
@@ -69,8 +66,9 @@ extension PostgresStore {
         do {
             return try await transaction { connection in
                 try await lockApple(credential.subject, on: connection)
-                let touched = try await connection.rows(
-                    "UPDATE wallets SET version = version WHERE user_id = \(userId) RETURNING user_id", logger: logger)
+                var touch = BoundStatement()
+                let touched = try await run(
+                    Writes.touchWallet(userId: touch.bind(userId)), touch, changing: [.user(userId)], on: connection)
                 let found = try await connection.rows(
                     """
                     SELECT \(unescaped: UserRecord.columns()), apple_sub,
@@ -87,13 +85,11 @@ extension PostgresStore {
                     return user
                 }
                 if linked != nil { throw StoreError(.alreadyLinked) }
-                let rows = try await connection.rows(
-                    """
-                    UPDATE users SET apple_sub = \(credential.subject), apple_email = \(credential.email),
-                      apple_refresh_token = \(credential.refreshToken), apple_linked_at = \(now.millis), installation = NULL
-                    WHERE id = \(userId) AND apple_sub IS NULL
-                    RETURNING \(unescaped: UserRecord.columns())
-                    """, logger: logger)
+                var statement = BoundStatement()
+                let write = Writes.linkApple(
+                    userId: statement.bind(userId), subject: statement.bind(credential.subject), email: statement.bind(credential.email),
+                    refreshToken: statement.bind(credential.refreshToken), now: statement.bind(now.millis))
+                let rows = try await run(write, statement, changing: [.user(userId)], on: connection)
                 guard let updated = rows.first else { throw RetryTransaction() }
                 return try UserRecord(Columns(updated))
             }
@@ -113,28 +109,18 @@ extension PostgresStore {
 
     /// In one transaction: the notice's id taken first, then one statement marks the identity revoked (if it was linked
     /// by the event and not revoked yet), revokes the account's live sessions and lists them in the revocation feed; this
-    /// process forgets them at once, the others when told (the caller announces them) or at their next poll.
+    /// process forgets them once that commits, the others when told (the caller announces them) or at their next poll.
     public func revokeAppleConsent(_ notice: AppleAccountNotice, now: Date) async throws -> AppleConsentRevocation? {
         let revocation = try await transaction { connection -> AppleConsentRevocation? in
             guard try await take(notice, now: now, on: connection) else { return nil }
-            let rows = try await connection.rows(
-                """
-                WITH account AS (
-                  UPDATE users SET apple_consent_revoked_at = \(notice.eventTime.millis), apple_refresh_token = NULL
-                  WHERE apple_sub = \(notice.subject) AND apple_linked_at <= \(notice.eventTime.millis) AND apple_consent_revoked_at IS NULL
-                  RETURNING id
-                ), revoked AS (
-                  UPDATE sessions SET revoked_at = \(now.millis)
-                  WHERE user_id IN (SELECT id FROM account) AND revoked_at IS NULL RETURNING id, user_id
-                ), feed AS (
-                  INSERT INTO session_revocations (session_id, user_id) SELECT id, user_id FROM revoked
-                )
-                SELECT id, ARRAY(SELECT id FROM revoked ORDER BY id) AS revoked FROM account
-                """, logger: logger)
+            var statement = BoundStatement()
+            let write = Writes.revokeAppleConsent(
+                subject: statement.bind(notice.subject), eventTime: statement.bind(notice.eventTime.millis), now: statement.bind(now.millis))
+            let rows = try await connection.rows(statement.query(write.sql), logger: logger)
+            note(write, try rows.map { ChangedRows.user(try Columns($0)["id"]) }, on: connection)
             guard let row = rows.first.map(Columns.init) else { return nil }
             return AppleConsentRevocation(userId: try row["id"], revokedSessions: try row["revoked"])
         }
-        for id in revocation?.revokedSessions ?? [] { sessions.forget(sessionId: id) }
         return revocation
     }
 
@@ -163,25 +149,14 @@ extension PostgresStore {
             try await unlinkApple(userId: userId, on: connection)
             return .unlinked(userId: userId)
         }
-        if case .deleted(let userId) = outcome { sessions.forget(userId: userId) }
         return outcome
     }
 
     /// One statement deletes a batch of each.
     public func purgeAppleRecords(now: Date, limit: Int) async throws -> Int {
-        let rows = try await rows(
-            """
-            WITH uses AS (
-              DELETE FROM apple_token_uses WHERE (subject, digest) IN (
-                SELECT subject, digest FROM apple_token_uses WHERE expires_at < \(now.millis) LIMIT \(limit)
-              ) RETURNING 1
-            ), notices AS (
-              DELETE FROM apple_notifications WHERE jti IN (
-                SELECT jti FROM apple_notifications WHERE keep_until < \(now.millis) LIMIT \(limit)
-              ) RETURNING 1
-            )
-            SELECT (SELECT count(*) FROM uses) + (SELECT count(*) FROM notices) AS purged
-            """)
+        var statement = BoundStatement()
+        let rows = try await run(
+            Writes.purgeAppleRecords(now: statement.bind(now.millis), limit: statement.bind(limit)), statement, changing: [.all])
         return Int(try Self.single(rows, "the Apple records' purge")["purged"] as Int64)
     }
 
@@ -196,34 +171,27 @@ extension PostgresStore {
     /// them, and gives a revoked consent again (the mark cleared, the link time moved to `now`); whether an account has
     /// the `sub`.
     private func storeContact(_ credential: AppleCredential, now: Date, on connection: PooledConnection) async throws -> Bool {
-        !(try await connection.rows(
-            """
-            UPDATE users SET apple_email = coalesce(\(credential.email), apple_email),
-              apple_refresh_token = coalesce(\(credential.refreshToken), apple_refresh_token),
-              apple_linked_at = CASE WHEN apple_consent_revoked_at IS NULL THEN apple_linked_at ELSE \(now.millis) END,
-              apple_consent_revoked_at = NULL
-            WHERE apple_sub = \(credential.subject)
-            RETURNING 1
-            """, logger: logger)).isEmpty
+        var statement = BoundStatement()
+        let write = Writes.storeAppleContact(
+            subject: statement.bind(credential.subject), email: statement.bind(credential.email),
+            refreshToken: statement.bind(credential.refreshToken), now: statement.bind(now.millis))
+        let rows = try await connection.rows(statement.query(write.sql), logger: logger)
+        note(write, try rows.map { ChangedRows.user(try Columns($0)["id"]) }, on: connection)
+        return !rows.isEmpty
     }
 
     /// Records the notice's id, the transaction's first write (a copy taken by another process's transaction waits for it
     /// to end, then finds it); whether it is the first time.
     private func take(_ notice: AppleAccountNotice, now: Date, on connection: PooledConnection) async throws -> Bool {
-        !(try await connection.rows(
-            """
-            INSERT INTO apple_notifications (jti, keep_until, received_at) VALUES (\(notice.id), \(notice.keepUntil.millis), \(now.millis))
-            ON CONFLICT (jti) DO NOTHING RETURNING 1
-            """, logger: logger)).isEmpty
+        var statement = BoundStatement()
+        let write = Writes.takeAppleNotice(
+            id: statement.bind(notice.id), keepUntil: statement.bind(notice.keepUntil.millis), now: statement.bind(now.millis))
+        return !(try await run(write, statement, changing: [.all], on: connection)).isEmpty
     }
 
     /// Clears the account's Apple identity.
     private func unlinkApple(userId: String, on connection: PooledConnection) async throws {
-        try await connection.rows(
-            """
-            UPDATE users SET apple_sub = NULL, apple_email = NULL, apple_refresh_token = NULL, apple_linked_at = NULL,
-              apple_consent_revoked_at = NULL
-            WHERE id = \(userId)
-            """, logger: logger)
+        var statement = BoundStatement()
+        try await run(Writes.unlinkApple(userId: statement.bind(userId)), statement, changing: [.user(userId)], on: connection)
     }
 }

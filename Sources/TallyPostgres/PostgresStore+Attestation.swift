@@ -5,28 +5,28 @@ import TallyStore
 extension PostgresStore {
     /// Stores the challenge until it expires.
     public func issueAttestationChallenge(hash: String, expiresAt: Date) async throws {
-        _ = try await rows("INSERT INTO attestation_challenges (challenge_hash, expires_at) VALUES (\(hash), \(expiresAt.millis))")
+        var statement = BoundStatement()
+        let write = Writes.issueAttestationChallenge(hash: statement.bind(hash), expiresAt: statement.bind(expiresAt.millis))
+        try await run(write, statement, changing: [.all])
     }
 
     /// Deletes the challenge in one statement; true when it was there and alive (once, whichever process asks).
     public func consumeAttestationChallenge(hash: String, now: Date) async throws -> Bool {
-        let deleted = try await rows(
-            """
-            DELETE FROM attestation_challenges WHERE challenge_hash = \(hash) AND expires_at > \(now.millis)
-            RETURNING challenge_hash
-            """)
+        var statement = BoundStatement()
+        let write = Writes.consumeAttestationChallenge(hash: statement.bind(hash), now: statement.bind(now.millis))
+        let deleted = try await run(write, statement, changing: [.all])
         return !deleted.isEmpty
     }
 
     /// Inserts the key unless its id exists.
     public func saveAttestedKey(_ key: AttestedKeyRecord) async throws -> Bool {
-        let inserted = try await rows(
-            """
-            INSERT INTO app_attest_keys (key_id, user_id, installation, public_key, counter, environment, receipt, attested_at)
-            VALUES (\(key.keyId), \(key.userId), \(key.installation), \(Data(key.publicKey)), \(Int64(key.counter)),
-                    \(key.environment), \(Data(key.receipt)), \(key.attestedAt.millis))
-            ON CONFLICT (key_id) DO NOTHING RETURNING key_id
-            """)
+        var statement = BoundStatement()
+        let write = Writes.saveAttestedKey(
+            keyId: statement.bind(key.keyId), userId: statement.bind(key.userId), installation: statement.bind(key.installation),
+            publicKey: statement.bind(ByteBuffer(bytes: key.publicKey)), counter: statement.bind(Int64(key.counter)),
+            environment: statement.bind(key.environment), receipt: statement.bind(ByteBuffer(bytes: key.receipt)),
+            attestedAt: statement.bind(key.attestedAt.millis))
+        let inserted = try await run(write, statement, changing: [.user(key.userId)])
         return !inserted.isEmpty
     }
 
@@ -63,22 +63,17 @@ extension PostgresStore {
 
     /// Raises the counter when below, in one statement: of two processes raising it to the same value, one sees true.
     public func advanceAssertionCounter(keyId: String, to counter: UInt32) async throws -> Bool {
-        let raised = try await rows(
-            """
-            UPDATE app_attest_keys SET counter = \(Int64(counter)) WHERE key_id = \(keyId) AND counter < \(Int64(counter))
-            RETURNING key_id
-            """)
+        var statement = BoundStatement()
+        let write = Writes.advanceAssertionCounter(keyId: statement.bind(keyId), counter: statement.bind(Int64(counter)))
+        let raised = try await run(write, statement, changing: [.all])
         return !raised.isEmpty
     }
 
     /// Counts the spend on the user's flag.
     public func recordUnattestedSpend(userId: String, reason: String, now: Date) async throws {
-        _ = try await rows(
-            """
-            INSERT INTO unattested_spends (user_id, count, last_reason, last_at) VALUES (\(userId), 1, \(reason), \(now.millis))
-            ON CONFLICT (user_id) DO UPDATE SET count = unattested_spends.count + 1, last_reason = excluded.last_reason,
-              last_at = excluded.last_at
-            """)
+        var statement = BoundStatement()
+        let write = Writes.recordUnattestedSpend(userId: statement.bind(userId), reason: statement.bind(reason), now: statement.bind(now.millis))
+        try await run(write, statement, changing: [.user(userId)])
     }
 
     /// The user's flag.
@@ -91,6 +86,7 @@ extension PostgresStore {
 
     /// Deletes expired challenges.
     public func purgeAttestationChallenges(now: Date) async throws -> Int {
-        try await rows("DELETE FROM attestation_challenges WHERE expires_at <= \(now.millis) RETURNING 1 AS gone").count
+        var statement = BoundStatement()
+        return try await run(Writes.purgeAttestationChallenges(now: statement.bind(now.millis)), statement, changing: [.all]).count
     }
 }

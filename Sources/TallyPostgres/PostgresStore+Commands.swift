@@ -20,6 +20,8 @@ extension PostgresStore {
         {
             return execution
         }
+        // Not a write of this process (those are forgotten as their declarations say, when they commit): the
+        // compare-and-set path gave up on what it knew of the account, so it is not written from again before a read.
         accounts.remove(command.userId)
         return try await executeLocked(command, idempotency: idempotency, now: now, render: render)
     }

@@ -142,7 +142,9 @@ extension PostgresStore {
     }
 
     /// Write: `action` in one statement with the writes waiting at the same time; the account as it left it
-    /// is cached (`trusted`: written from without a read next time). `false`: another writer got there first.
+    /// is cached (`trusted`: written from without a read next time), after the statement's own declared changes
+    /// made the cache forget what it knew of it (``PostgresStore/note(_:_:on:)``). `false`: another writer got
+    /// there first.
     @inline(__always)
     private func write(_ action: ActionWrite, outcome: CommandOutcome, trusted: Bool) async throws -> Bool {
         let written: ActionWritten?

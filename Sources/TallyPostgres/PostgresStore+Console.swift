@@ -8,13 +8,18 @@ extension PostgresStore {
     /// One `INSERT … RETURNING`.
     @discardableResult
     public func appendAudit(_ entry: NewAuditEntry) async throws -> AuditEntry {
-        try AuditEntry(Self.single(try await rows(Self.insertAudit(entry, returning: true)), "INSERT INTO console_audit"))
+        var statement = BoundStatement()
+        let write = Self.insertAudit(entry, returning: true, into: &statement)
+        return try AuditEntry(Self.single(try await run(write, statement, changing: [.all]), "the audit row"))
     }
 
     /// The rows in one transaction on one connection, in order (a round trip each, one commit).
     public func appendAudits(_ entries: [NewAuditEntry]) async throws {
         try await transaction { connection in
-            for entry in entries { _ = try await connection.rows(Self.insertAudit(entry, returning: false), logger: logger) }
+            for entry in entries {
+                var statement = BoundStatement()
+                try await run(Self.insertAudit(entry, returning: false, into: &statement), statement, changing: [.all], on: connection)
+            }
         }
     }
 
@@ -152,43 +157,34 @@ extension PostgresStore {
     }
 
     /// One statement revokes, lists the sessions in the revocation feed and appends the audit row; this process forgets
-    /// them at once, the others on the caller's announcement or at their next poll.
+    /// them once that returns (committed), the others on the caller's announcement or at their next poll.
     public func revokeSessions(userId: String, audit: NewAuditEntry) async throws -> [String] {
-        let revoked = try await rows(
-            """
-            WITH revoked AS (
-              UPDATE sessions SET revoked_at = \(audit.at.millis) WHERE user_id = \(userId) AND revoked_at IS NULL RETURNING id, user_id
-            ), feed AS (
-              INSERT INTO session_revocations (session_id, user_id) SELECT id, user_id FROM revoked
-            ), audit AS (
-              INSERT INTO console_audit (at, operator_session, action, user_id, before, after)
-              VALUES (\(audit.at.millis), \(audit.operatorSession), \(audit.action), \(audit.userId), \(audit.before), \(audit.after))
-            )
-            SELECT id FROM revoked ORDER BY id
-            """
-        ).map { try Columns($0)["id"] as String }
-        for id in revoked { sessions.forget(sessionId: id) }
+        var statement = BoundStatement()
+        let write = Writes.consoleRevokeSessions(
+            userId: statement.bind(userId), at: statement.bind(audit.at.millis), operatorSession: statement.bind(audit.operatorSession),
+            action: statement.bind(audit.action), auditUserId: statement.bind(audit.userId), before: statement.bind(audit.before),
+            after: statement.bind(audit.after))
+        let revoked = try await run(write, statement, changing: [.user(userId)]).map { try Columns($0)["id"] as String }
         return revoked
     }
 
     /// The deletion (locked as ``deleteUser(id:)`` locks it) and the audit row in one transaction.
     public func deleteUser(id: String, audit: NewAuditEntry) async throws -> Bool {
-        let existed = try await transaction { connection in
+        try await transaction { connection in
             try await lockAccount(id, on: connection)
             guard try await deleteAccount(id, on: connection) else { return false }
-            try await connection.rows(Self.insertAudit(audit, returning: false), logger: logger)
+            var statement = BoundStatement()
+            try await run(Self.insertAudit(audit, returning: false, into: &statement), statement, changing: [.all], on: connection)
             return true
         }
-        sessions.forget(userId: id)
-        return existed
     }
 
-    static func insertAudit(_ entry: NewAuditEntry, returning: Bool) -> PostgresQuery {
-        """
-        INSERT INTO console_audit (at, operator_session, action, user_id, before, after)
-        VALUES (\(entry.at.millis), \(entry.operatorSession), \(entry.action), \(entry.userId), \(entry.before), \(entry.after))
-        \(unescaped: returning ? "RETURNING \(AuditEntry.columns)" : "")
-        """
+    /// ``Writes/insertAudit(at:operatorSession:action:userId:before:after:returning:)`` of `entry`, its values bound in `statement`.
+    static func insertAudit(_ entry: NewAuditEntry, returning: Bool, into statement: inout BoundStatement) -> PostgresWrite {
+        Writes.insertAudit(
+            at: statement.bind(entry.at.millis), operatorSession: statement.bind(entry.operatorSession), action: statement.bind(entry.action),
+            userId: statement.bind(entry.userId), before: statement.bind(entry.before), after: statement.bind(entry.after),
+            returning: returning)
     }
 }
 

@@ -5,23 +5,20 @@ import TallyStore
 extension PostgresStore {
     /// Records the user's consent and its time.
     public func setConsumptionConsent(userId: String, consented: Bool, now: Date) async throws {
-        _ = try await rows(
-            """
-            INSERT INTO consumption_consents (user_id, consented, changed_at) VALUES (\(userId), \(consented), \(now.millis))
-            ON CONFLICT (user_id) DO UPDATE SET consented = excluded.consented, changed_at = excluded.changed_at
-            """)
+        var statement = BoundStatement()
+        let write = Writes.setConsumptionConsent(
+            userId: statement.bind(userId), consented: statement.bind(consented), now: statement.bind(now.millis))
+        try await run(write, statement, changing: [.user(userId)])
     }
 
     /// Queues the request once per notification, due at once: one statement, so two processes cannot both queue it.
     public func queueConsumptionRequest(_ request: NewConsumptionRequest) async throws -> Bool {
-        let queued = try await rows(
-            """
-            INSERT INTO consumption_requests
-              (notification_uuid, transaction_id, environment, reason, requested_at, status, next_attempt_at)
-            VALUES (\(request.notificationUUID), \(request.transactionId), \(request.environment), \(request.reason),
-                    \(request.requestedAt.millis), 'pending', \(request.requestedAt.millis))
-            ON CONFLICT (notification_uuid) DO NOTHING RETURNING notification_uuid
-            """)
+        var statement = BoundStatement()
+        let write = Writes.queueConsumptionRequest(
+            notificationUUID: statement.bind(request.notificationUUID), transactionId: statement.bind(request.transactionId),
+            environment: statement.bind(request.environment), reason: statement.bind(request.reason),
+            requestedAt: statement.bind(request.requestedAt.millis))
+        let queued = try await run(write, statement, changing: [.transaction(request.transactionId)])
         return !queued.isEmpty
     }
 
@@ -86,21 +83,19 @@ extension PostgresStore {
             case .expired(let error): (.expired, nil, error, nil)
             }
         let answeredAt: Int64? = status == .pending ? nil : now.millis
-        _ = try await rows(
-            """
-            UPDATE consumption_requests SET status = \(status.rawValue), attempts = attempts + 1, answer = \(answer),
-              last_error = \(error), next_attempt_at = COALESCE(\(next)::BIGINT, next_attempt_at), answered_at = \(answeredAt)
-            WHERE notification_uuid = \(notificationUUID) AND status = 'pending'
-            """)
+        var statement = BoundStatement()
+        let write = Writes.finishConsumptionAttempt(
+            notificationUUID: statement.bind(notificationUUID), status: statement.bind(status.rawValue), answer: statement.bind(answer),
+            error: statement.bind(error), next: statement.bind(next), answeredAt: statement.bind(answeredAt))
+        try await run(write, statement, changing: [.all])
     }
 
     /// Records Apple's decision on the requests of the transaction not yet decided.
     public func recordRefundDecision(transactionId: String, _ decision: RefundDecision, at: Date) async throws {
-        _ = try await rows(
-            """
-            UPDATE consumption_requests SET decision = \(decision.rawValue), decided_at = \(at.millis)
-            WHERE transaction_id = \(transactionId) AND decision IS NULL
-            """)
+        var statement = BoundStatement()
+        let write = Writes.recordRefundDecision(
+            transactionId: statement.bind(transactionId), decision: statement.bind(decision.rawValue), at: statement.bind(at.millis))
+        try await run(write, statement, changing: [.transaction(transactionId)])
     }
 
     /// The requests about the transaction, oldest first.

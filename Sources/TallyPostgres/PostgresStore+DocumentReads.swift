@@ -17,7 +17,7 @@ extension PostgresStore {
     }
 
     /// Live documents of a collection, in (range value, id) order or the reverse, from the index `documents_live`:
-    /// the statement names only the bounds the query has, so each is a bound of the index scan and a page
+    /// the statement names only the bounds ``DocumentRangeBounds`` keeps, so each is a bound of the index scan and a page
     /// costs its length wherever it starts. After a position without a range value (a collection without a
     /// range key, whose values are all NULL), the keyset is the id alone.
     public func documents(userId: String, query: DocumentRangeQuery) async throws -> RangePage {
@@ -41,19 +41,22 @@ extension PostgresStore {
     private func readDocuments(userId: String, query: DocumentRangeQuery) async throws -> RangePage {
         var statement = BoundStatement()
         func bind(_ value: some PostgresDynamicTypeEncodable) -> String { statement.value(value) }
-        let (order, beyond) = query.descending ? ("DESC", "<") : ("ASC", ">")
+        // The predicate is ``DocumentRangeBounds``' (TallyStore's, SQLite's too), in SQL.
+        let bounds = query.bounds
+        let (order, beyond) = bounds.descending ? ("DESC", "<") : ("ASC", ">")
         var sql = """
             SELECT \(DocumentRecord.columns) FROM documents
             WHERE user_id = \(bind(userId)) AND collection = \(bind(query.collection)) AND NOT deleted
             """
-        if let from = query.from { sql += " AND range_value >= \(bind(from))" }
-        if let to = query.to { sql += " AND range_value < \(bind(to))" }
-        if let after = query.after {
-            if let rangeValue = after.rangeValue {
-                sql += " AND (range_value, id) \(beyond) (\(bind(rangeValue)), \(bind(after.id)))"
-            } else {
-                sql += " AND range_value IS NULL AND id \(beyond) \(bind(after.id))"
-            }
+        if let lower = bounds.lower { sql += " AND range_value \(lower.inclusive ? ">=" : ">") \(bind(lower.value))" }
+        if let upper = bounds.upper { sql += " AND range_value \(upper.inclusive ? "<=" : "<") \(bind(upper.value))" }
+        switch bounds.keyset {
+        case .after(let rangeValue, let id)?:
+            sql += " AND (range_value, id) \(beyond) (\(bind(rangeValue)), \(bind(id)))"
+        case .afterId(let id)?:
+            sql += " AND range_value IS NULL AND id \(beyond) \(bind(id))"
+        case nil:
+            break
         }
         let ordering = "range_value \(order), id \(order)"
         sql += " ORDER BY \(ordering) LIMIT \(bind(Int64(query.bound.limit + 1)))"
@@ -148,25 +151,10 @@ extension PostgresStore {
             guard !locked.isEmpty else { return 0 }
             let users: [String] = try locked.map { try Columns($0)["user_id"] }
             // A new statement, so a fresh snapshot: it sees every write committed before the locks were taken.
-            let rows = try await connection.rows(
-                """
-                WITH purged AS (
-                  DELETE FROM documents d
-                  USING (
-                    SELECT user_id, collection, id FROM documents
-                    WHERE user_id = ANY(\(users)) AND deleted AND updated_at < \(before.millis)
-                    ORDER BY updated_at LIMIT \(limit)::BIGINT
-                  ) t
-                  WHERE d.user_id = t.user_id AND d.collection = t.collection AND d.id = t.id
-                  RETURNING d.user_id, d.version
-                ), marked AS (
-                  UPDATE sync_state s
-                  SET purged_through = GREATEST(s.purged_through, p.version), stored_documents = s.stored_documents - p.count
-                  FROM (SELECT user_id, max(version) AS version, count(*) AS count FROM purged GROUP BY user_id) p
-                  WHERE s.user_id = p.user_id
-                )
-                SELECT count(*) AS purged FROM purged
-                """, logger: logger)
+            var statement = BoundStatement()
+            let write = Writes.purgeTombstones(
+                users: statement.bind(users), before: statement.bind(before.millis), limit: statement.bind(limit))
+            let rows = try await run(write, statement, changing: users.map(ChangedRows.user), on: connection)
             return Int(try Self.single(rows, "the tombstone purge")["purged"] as Int64)
         }
     }
@@ -175,19 +163,9 @@ extension PostgresStore {
     /// state locks (a push of one of them, which reads the client under that lock, waits or is waited for;
     /// users whose writes hold the lock keep their clients until the next run).
     public func purgeClients(before: Date, limit: Int) async throws -> Int {
-        let rows = try await rows(
-            """
-            WITH idle AS (
-              SELECT c.client_id FROM sync_clients c JOIN sync_state s ON s.user_id = c.user_id
-              WHERE c.updated_at < \(before.millis)
-              ORDER BY c.updated_at LIMIT \(Int64(max(limit, 0)))
-              FOR UPDATE OF s SKIP LOCKED
-            ), purged AS (
-              DELETE FROM sync_clients c USING idle WHERE c.client_id = idle.client_id AND c.updated_at < \(before.millis)
-              RETURNING 1
-            )
-            SELECT count(*) AS purged FROM purged
-            """)
+        var statement = BoundStatement()
+        let write = Writes.purgeClients(before: statement.bind(before.millis), limit: statement.bind(Int64(max(limit, 0))))
+        let rows = try await run(write, statement, changing: [.all])
         return Int(try Self.single(rows, "the purge of idle sync clients")["purged"] as Int64)
     }
 }

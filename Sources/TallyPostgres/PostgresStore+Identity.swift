@@ -70,27 +70,14 @@ extension PostgresStore {
         case .guest(let device, let ip): (deviceHash, ipHash) = (device, ip)
         case .apple(let credential): apple = credential
         }
-        try await connection.rows(
-            """
-            WITH installation AS (
-              INSERT INTO installations (id, created_at) SELECT \(deviceHash)::TEXT, \(now.millis) WHERE \(deviceHash)::TEXT IS NOT NULL
-              ON CONFLICT (id) DO NOTHING
-            ), new_user AS (
-              INSERT INTO users (id, timezone, created_at, installation, apple_sub, apple_email, apple_refresh_token, apple_linked_at)
-              VALUES (\(user.id), 'UTC', \(now.millis), \(deviceHash)::TEXT, \(apple?.subject)::TEXT, \(apple?.email)::TEXT,
-                      \(apple?.refreshToken)::TEXT, \(apple.map { _ in now.millis })::BIGINT)
-              RETURNING id
-            ), new_wallet AS (
-              INSERT INTO wallets (user_id, balance, held, version)
-              SELECT id, 0, 0, 0 FROM new_user
-            ), signup AS (
-              INSERT INTO guest_signups (ip_hash, created_at) SELECT \(ipHash)::TEXT, \(now.millis) WHERE \(ipHash)::TEXT IS NOT NULL
-            ), session AS (
-              INSERT INTO sessions (id, user_id, created_at) SELECT \(session.id), id, \(now.millis) FROM new_user RETURNING id
-            )
-            INSERT INTO refresh_tokens (token_hash, session_id, expires_at)
-            SELECT \(session.refresh.hash), id, \(session.refresh.expiresAt.millis) FROM session
-            """, logger: logger)
+        var statement = BoundStatement()
+        let write = Writes.insertAccount(
+            userId: statement.bind(user.id), deviceHash: statement.bind(deviceHash), ipHash: statement.bind(ipHash),
+            appleSubject: statement.bind(apple?.subject), appleEmail: statement.bind(apple?.email),
+            appleRefreshToken: statement.bind(apple?.refreshToken), appleLinkedAt: statement.bind(apple.map { _ in now.millis }),
+            sessionId: statement.bind(session.id), refreshHash: statement.bind(session.refresh.hash),
+            refreshExpiresAt: statement.bind(session.refresh.expiresAt.millis), now: statement.bind(now.millis))
+        try await run(write, statement, changing: [.user(user.id)], on: connection)
     }
 
     /// The sign-up grant of an account created in the transaction of `connection`, if any: it moves the new wallet as
@@ -102,9 +89,7 @@ extension PostgresStore {
         var statement = BoundStatement()
         let source = statement.relation([ledger], as: "b")
         let moved = try Self.single(
-            try await connection.rows(
-                statement.query("WITH b AS (\(source)), \(LedgerSQL.append(from: "b")) SELECT count(*) AS moved FROM moved"),
-                logger: logger), "the sign-up grant")
+            try await run(Writes.ledgerMove(source: source), statement, changing: [.user(userId)], on: connection), "the sign-up grant")
         guard try moved["moved"] == Int64(1) else { throw RetryTransaction() }
     }
 
@@ -125,8 +110,9 @@ extension PostgresStore {
 
     /// Opens `session` for the owner's account, if there is one, and revokes (and lists in the revocation
     /// feed) the account's oldest live sessions beyond `session.limit`: one statement, in the transaction of
-    /// `connection`, or on its own when `nil`. The statement's snapshot does not see the new session, so it
-    /// keeps `limit - 1` of the others. This process forgets the revoked ones at once.
+    /// `connection`, or on its own when `nil`. The statement's snapshot does not see the new session, so it keeps
+    /// the newest ``SessionCap/othersKept(limit:)`` of the others in the order of ``SessionCap/newestFirst``
+    /// (TallyStore's rule, SQLite's too). This process forgets the revoked ones when the statement commits.
     func open(_ session: NewSession, for owner: SessionOwner, now: Date, on connection: PooledConnection?) async throws
         -> UserRecord?
     {
@@ -138,39 +124,25 @@ extension PostgresStore {
         case .user(let id): userId = id
         case .apple(let subject): appleSubject = subject
         }
-        let query: PostgresQuery = """
-            WITH account AS (
-              SELECT \(unescaped: UserRecord.columns()) FROM users WHERE id = \(userId)::TEXT
-              UNION ALL
-              SELECT \(unescaped: UserRecord.columns()) FROM users WHERE installation = \(deviceHash)::TEXT
-              UNION ALL
-              SELECT \(unescaped: UserRecord.columns()) FROM users WHERE apple_sub = \(appleSubject)::TEXT
-            ), session AS (
-              INSERT INTO sessions (id, user_id, created_at) SELECT \(session.id), id, \(now.millis) FROM account RETURNING id
-            ), token AS (
-              INSERT INTO refresh_tokens (token_hash, session_id, expires_at)
-              SELECT \(session.refresh.hash), id, \(session.refresh.expiresAt.millis) FROM session
-            ), excess AS (
-              UPDATE sessions SET revoked_at = \(now.millis)
-              WHERE id IN (
-                SELECT s.id FROM sessions s JOIN account a ON s.user_id = a.id WHERE s.revoked_at IS NULL
-                ORDER BY s.created_at DESC, s.id DESC OFFSET \(max(session.limit - 1, 0))
-              ) AND revoked_at IS NULL
-              RETURNING id, user_id
-            ), feed AS (
-              INSERT INTO session_revocations (session_id, user_id) SELECT id, user_id FROM excess
-            )
-            SELECT \(unescaped: UserRecord.columnNames), ARRAY(SELECT id FROM excess) AS revoked FROM account
-            """
+        var statement = BoundStatement()
+        let write = Writes.openSession(
+            userId: statement.bind(userId), deviceHash: statement.bind(deviceHash), appleSubject: statement.bind(appleSubject),
+            sessionId: statement.bind(session.id), refreshHash: statement.bind(session.refresh.hash),
+            refreshExpiresAt: statement.bind(session.refresh.expiresAt.millis),
+            keep: statement.bind(SessionCap.othersKept(limit: session.limit)), now: statement.bind(now.millis))
         let rows: [PostgresRow]
         if let connection {
-            rows = try await connection.rows(query, logger: logger)
+            rows = try await connection.rows(statement.query(write.sql), logger: logger)
         } else {
-            rows = try await self.rows(query)
+            rows = try await self.rows(statement.query(write.sql))
         }
-        guard let row = rows.first.map(Columns.init) else { return nil }
+        guard let row = rows.first.map(Columns.init) else {
+            note(write, [ChangedRows](), on: connection)
+            return nil
+        }
         let user = try UserRecord(row)
-        for revoked in try row["revoked"] as [String] { sessions.forget(sessionId: revoked) }
+        let revoked: [String] = try row["revoked"]
+        note(write, [ChangedRows.session(session.id)] + revoked.map(ChangedRows.session), on: connection)
         return user
     }
 
@@ -192,9 +164,11 @@ extension PostgresStore {
     /// this process's first request of a new session would otherwise look it up. The epoch is taken
     /// first, so a revocation racing the call is not undone.
     func remembering(_ open: () async throws -> SessionGrant) async throws -> SessionGrant {
-        let epoch = sessions.epoch
-        let grant = try await open()
-        sessions.remember(grant.sessionId, user: grant.user.id, readAt: epoch)
+        // The commit of `open` makes the cache forget the new session's id (its row changed); that forgetting is the
+        // call's own and moves the epoch it stands on, so only someone else's forgetting refuses the session.
+        let epoch = RememberingEpoch(sessions.epoch)
+        let grant = try await RememberingEpoch.$current.withValue(epoch) { try await open() }
+        sessions.remember(grant.sessionId, user: grant.user.id, readAt: epoch.epoch)
         return grant
     }
 
@@ -206,25 +180,12 @@ extension PostgresStore {
     }
 
     private func rotate(hash: String, next: NewRefreshToken, now: Date) async throws -> SessionGrant {
-        let rows = try await self.rows(
-            """
-            WITH token AS (
-              SELECT r.session_id, r.expires_at, r.used_at, s.revoked_at,
-                     \(unescaped: UserRecord.columns(of: "u"))
-              FROM refresh_tokens r JOIN sessions s ON s.id = r.session_id JOIN users u ON u.id = s.user_id
-              WHERE r.token_hash = \(hash)
-            ), claim AS (
-              UPDATE refresh_tokens r SET used_at = \(now.millis)
-              FROM sessions s
-              WHERE r.token_hash = \(hash) AND r.used_at IS NULL AND r.expires_at > \(now.millis)
-                AND s.id = r.session_id AND s.revoked_at IS NULL
-              RETURNING r.session_id
-            ), successor AS (
-              INSERT INTO refresh_tokens (token_hash, session_id, expires_at)
-              SELECT \(next.hash), session_id, \(next.expiresAt.millis) FROM claim
-            )
-            SELECT token.*, (SELECT count(*) FROM claim) AS claimed FROM token
-            """)
+        var statement = BoundStatement()
+        let write = Writes.rotateRefreshToken(
+            hash: statement.bind(hash), nextHash: statement.bind(next.hash), nextExpiresAt: statement.bind(next.expiresAt.millis),
+            now: statement.bind(now.millis))
+        let rows = try await self.rows(statement.query(write.sql))
+        note(write, try rows.map { ChangedRows.session(try Columns($0)["session_id"]) }, on: nil)
         guard let row = rows.first.map(Columns.init) else { throw StoreError(.invalidRefreshToken) }
         let sessionId: String = try row["session_id"]
         let expiresAt: Int64 = try row["expires_at"]
@@ -232,28 +193,28 @@ extension PostgresStore {
         let revokedAt: Int64? = try row["revoked_at"]
         let user = try UserRecord(row)
         let claimed: Int64 = try row["claimed"]
-        if revokedAt != nil { throw StoreError(.invalidRefreshToken) }
-        if claimed == 1 { return SessionGrant(user: user, sessionId: sessionId, created: false) }
-        // Not claimed: used before, or used by a concurrent call between this statement's snapshot and its
-        // update (then it was unused and unexpired here). Either way the token was presented twice.
-        if usedAt != nil || expiresAt > now.millis {
+        let presented = PresentedRefreshToken(
+            sessionId: sessionId, expiresAt: Date(millis: expiresAt), usedAt: usedAt.map(Date.init(millis:)),
+            sessionRevokedAt: revokedAt.map(Date.init(millis:)))
+        // The rules are TallyStore's (``RefreshTokenPolicy``): the claim above took exactly the tokens it rotates; one
+        // it would rotate that the claim missed was taken by a concurrent call: presented twice, so reuse.
+        switch RefreshTokenPolicy.decide(presented, now: now, claimed: claimed == 1) {
+        case .rotate:
+            return SessionGrant(user: user, sessionId: sessionId, created: false)
+        case .revokeSession:
             try await revokeSession(id: sessionId, now: now)
             throw StoreError(.refreshTokenReused)
+        case .refuse:
+            throw StoreError(.invalidRefreshToken)
         }
-        throw StoreError(.invalidRefreshToken)
     }
 
     /// Revokes a session (keeps the first revocation time) and lists it in the revocation feed, in one
-    /// statement; this process forgets it at once, the others at their next poll.
+    /// statement; this process forgets it once that returns (committed), the others at their next poll.
     public func revokeSession(id: String, now: Date) async throws {
-        try await rows(
-            """
-            WITH revoked AS (
-              UPDATE sessions SET revoked_at = \(now.millis) WHERE id = \(id) AND revoked_at IS NULL RETURNING id, user_id
-            )
-            INSERT INTO session_revocations (session_id, user_id) SELECT id, user_id FROM revoked
-            """)
-        sessions.forget(sessionId: id)
+        var statement = BoundStatement()
+        let write = Writes.revokeSession(id: statement.bind(id), now: statement.bind(now.millis))
+        try await run(write, statement, changing: [.session(id)])
     }
 
     /// Forgets a session another process revoked, on hearing it did (its notification): the revocation was
@@ -314,15 +275,10 @@ extension PostgresStore {
     public func linkCredentials(userId: String, email: String, passwordHash: String) async throws -> UserRecord {
         let rows: [PostgresRow]
         do {
-            rows = try await self.rows(
-                """
-                WITH touched AS (
-                  UPDATE wallets SET version = version WHERE user_id = \(userId) RETURNING user_id
-                )
-                UPDATE users SET email = \(email), password_hash = \(passwordHash), installation = NULL
-                WHERE id = (SELECT user_id FROM touched) AND email IS NULL
-                RETURNING \(unescaped: UserRecord.columns())
-                """)
+            var statement = BoundStatement()
+            let write = Writes.linkCredentials(
+                userId: statement.bind(userId), email: statement.bind(email), passwordHash: statement.bind(passwordHash))
+            rows = try await run(write, statement, changing: [.user(userId)])
         } catch let error as StoreError where error.violates("users_email_key") {
             throw StoreError(.credentialInUse)
         }
@@ -363,14 +319,12 @@ extension PostgresStore {
             }
             let decision = policy.decide(pair: pair, account: total, now: now)
             if case .admit(let pair, let total, _) = decision {
-                try await connection.rows(
-                    """
-                    INSERT INTO sign_in_failures (account_key, address_key, failures, last_failure_at, locked_until)
-                    VALUES (\(account), \(address), \(pair.count), \(pair.lastAt.millis), \(pair.lockedUntil?.millis)::BIGINT),
-                           (\(account), '', \(total.count), \(total.lastAt.millis), NULL)
-                    ON CONFLICT (account_key, address_key) DO UPDATE SET failures = excluded.failures,
-                      last_failure_at = excluded.last_failure_at, locked_until = excluded.locked_until
-                    """, logger: logger)
+                var statement = BoundStatement()
+                let write = Writes.countSignInFailure(
+                    account: statement.bind(account), address: statement.bind(address), failures: statement.bind(pair.count),
+                    lastAt: statement.bind(pair.lastAt.millis), lockedUntil: statement.bind(pair.lockedUntil?.millis),
+                    total: statement.bind(total.count), totalLastAt: statement.bind(total.lastAt.millis))
+                try await run(write, statement, changing: [.all], on: connection)
             }
             return decision
         }
@@ -378,7 +332,8 @@ extension PostgresStore {
 
     /// Deletes the account's total and the pair's failures.
     public func signInSucceeded(account: String, address: String) async throws {
-        try await rows("DELETE FROM sign_in_failures WHERE account_key = \(account) AND address_key IN ('', \(address))")
+        var statement = BoundStatement()
+        try await run(Writes.clearSignInFailures(account: statement.bind(account), address: statement.bind(address)), statement, changing: [.all])
     }
 
     /// The account, if it exists.
@@ -394,12 +349,10 @@ extension PostgresStore {
     /// Locks the sync state, then the wallet, in the order document writes and commands take them, so a
     /// deletion never deadlocks with one. Lists the account in the revocation feed in the same transaction.
     public func deleteUser(id: String) async throws -> Bool {
-        let existed = try await transaction { connection in
+        try await transaction { connection in
             try await lockAccount(id, on: connection)
             return try await deleteAccount(id, on: connection)
         }
-        sessions.forget(userId: id)
-        return existed
     }
 
     /// Locks the account's sync state, then its wallet, in the order document writes and commands take them.
@@ -410,14 +363,10 @@ extension PostgresStore {
 
     /// Deletes the account and everything that belongs to it (the guests merged into it too), listing it in the
     /// revocation feed, in the transaction of `connection` (which locked it: ``lockAccount(_:on:)``). Returns whether
-    /// it existed; the caller forgets its sessions once that commits.
+    /// it existed; this process forgets its sessions and its account once that commits.
     func deleteAccount(_ id: String, on connection: PooledConnection) async throws -> Bool {
-        let deleted = try await connection.rows(
-            """
-            WITH keys AS (DELETE FROM idempotency_keys WHERE scope = \(id)),
-            gone AS (DELETE FROM users WHERE id = \(id) RETURNING id)
-            INSERT INTO session_revocations (user_id) SELECT id FROM gone RETURNING 1
-            """, logger: logger)
+        var statement = BoundStatement()
+        let deleted = try await run(Writes.deleteAccount(id: statement.bind(id)), statement, changing: [.user(id)], on: connection)
         return !deleted.isEmpty
     }
 }

@@ -2,6 +2,7 @@ import Foundation
 import Logging
 import PostgresNIO
 import ServiceLifecycle
+import TallyAPI
 import TallyStore
 
 /// The server processes running on this database (`server_instances`), so that a process whose keys do not
@@ -24,36 +25,41 @@ extension PostgresStore {
         let staleBefore = now - Int64(saturating: Self.instanceStaleness * 1000)
         try await transaction { connection in
             try await connection.rows("SELECT pg_advisory_xact_lock(hashtextextended('tally:server_instances', 0))", logger: logger)
-            try await connection.rows("DELETE FROM server_instances WHERE seen_at <= \(staleBefore)", logger: logger)
+            var stale = BoundStatement()
+            try await run(Writes.deleteStaleInstances(staleBefore: stale.bind(staleBefore)), stale, changing: [.all], on: connection)
             let running = try await connection.rows(
                 "SELECT id, host, pid, signing_keys, admin_key, started_at, seen_at FROM server_instances ORDER BY started_at",
                 logger: logger
             ).map { try ServerInstance(Columns($0)) }
             do { try admit(running) } catch { throw CallerError(error: error) }
-            try await connection.rows(
-                """
-                INSERT INTO server_instances (id, host, pid, signing_keys, admin_key, started_at, seen_at)
-                VALUES (\(instance.id), \(instance.host), \(Int64(instance.pid)), \(instance.signingKeys), \(instance.adminKey),
-                        \(instance.startedAt.millis), \(now))
-                """, logger: logger)
+            var statement = BoundStatement()
+            let write = Self.storeInstance(instance, seenAt: now, heartbeat: false, into: &statement)
+            try await run(write, statement, changing: [.all], on: connection)
         }
     }
 
     /// Marks `instance` seen now; puts its row back if another process deleted it as stale meanwhile (this one
     /// could not reach the database for longer than ``instanceStaleness``).
     public func heartbeat(_ instance: ServerInstance) async throws {
-        try await rows(
-            """
-            INSERT INTO server_instances (id, host, pid, signing_keys, admin_key, started_at, seen_at)
-            VALUES (\(instance.id), \(instance.host), \(Int64(instance.pid)), \(instance.signingKeys), \(instance.adminKey),
-                    \(instance.startedAt.millis), \(clock.now.millis))
-            ON CONFLICT (id) DO UPDATE SET seen_at = excluded.seen_at
-            """)
+        var statement = BoundStatement()
+        try await run(Self.storeInstance(instance, seenAt: clock.now.millis, heartbeat: true, into: &statement), statement, changing: [.all])
+    }
+
+    /// ``Writes/storeInstance(id:host:pid:signingKeys:adminKey:startedAt:seenAt:heartbeat:)`` of `instance`, its values
+    /// bound in `statement`.
+    private static func storeInstance(
+        _ instance: ServerInstance, seenAt: Int64, heartbeat: Bool, into statement: inout BoundStatement
+    ) -> PostgresWrite {
+        Writes.storeInstance(
+            id: statement.bind(instance.id), host: statement.bind(instance.host), pid: statement.bind(Int64(instance.pid)),
+            signingKeys: statement.bind(instance.signingKeys), adminKey: statement.bind(instance.adminKey),
+            startedAt: statement.bind(instance.startedAt.millis), seenAt: statement.bind(seenAt), heartbeat: heartbeat)
     }
 
     /// Deletes the row of the instance `id` (it stops).
     public func leave(id: String) async throws {
-        try await rows("DELETE FROM server_instances WHERE id = \(id)")
+        var statement = BoundStatement()
+        try await run(Writes.leave(id: statement.bind(id)), statement, changing: [.all])
     }
 
     /// The rows of the processes counted as running now.

@@ -30,17 +30,16 @@ extension PostgresStore {
 
     /// Takes the lease unless another holder's runs past `now`: one statement, so two processes cannot both take it.
     public func takeLease(_ name: String, holder: String, until: Date, now: Date) async throws -> Bool {
-        let taken = try await rows("""
-            INSERT INTO leases (name, holder, expires_at) VALUES (\(name), \(holder), \(until.millis))
-            ON CONFLICT (name) DO UPDATE SET holder = excluded.holder, expires_at = excluded.expires_at
-            WHERE leases.expires_at <= \(now.millis) OR leases.holder = excluded.holder
-            RETURNING holder
-            """)
+        var statement = BoundStatement()
+        let write = Writes.takeLease(
+            name: statement.bind(name), holder: statement.bind(holder), until: statement.bind(until.millis), now: statement.bind(now.millis))
+        let taken = try await run(write, statement, changing: [.all])
         return !taken.isEmpty
     }
 
     /// Ends `holder`'s lease.
     public func releaseLease(_ name: String, holder: String) async throws {
-        _ = try await rows("DELETE FROM leases WHERE name = \(name) AND holder = \(holder)")
+        var statement = BoundStatement()
+        try await run(Writes.releaseLease(name: statement.bind(name), holder: statement.bind(holder)), statement, changing: [.all])
     }
 }

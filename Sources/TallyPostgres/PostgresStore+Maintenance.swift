@@ -25,9 +25,9 @@ extension PostgresStore {
                 for statement in migration.statements {
                     try await connection.rows(PostgresQuery(unsafeSQL: statement), logger: logger)
                 }
-                try await connection.rows(
-                    "INSERT INTO tally_schema_migrations (version, applied_at) VALUES (\(migration.version), \(Date().millis))",
-                    logger: logger)
+                var record = BoundStatement()
+                _ = (record.value(migration.version), record.value(Date().millis))
+                try await connection.rows(record.query(PostgresSchema.recordMigration), logger: logger)
             }
             return try await preferGenericPlans(on: connection)
         }
@@ -44,8 +44,8 @@ extension PostgresStore {
     public func secret(named name: String, orCreate make: @Sendable () -> String) async throws -> String {
         if let value = try await storedSecret(name) { return value }
         let value = make()
-        let inserted = try await rows(
-            "INSERT INTO server_secrets (name, value) VALUES (\(name), \(value)) ON CONFLICT (name) DO NOTHING RETURNING value")
+        var statement = BoundStatement()
+        let inserted = try await run(Writes.createSecret(name: statement.bind(name), value: statement.bind(value)), statement, changing: [.all])
         if !inserted.isEmpty { return value }
         // Another instance created it first: this statement's fresh snapshot sees its value.
         guard let existing = try await storedSecret(name) else {
@@ -91,7 +91,7 @@ extension PostgresStore {
                 wallets[hold.userId] = try WalletState(row)
                 holds.append(hold)
             }
-            _ = try await Self.expire(holds, wallets: wallets, now: now, on: connection, logger: logger)
+            _ = try await expire(holds, wallets: wallets, now: now, on: connection)
             return holds.reduce(into: [:]) { counts, hold in counts[hold.userId, default: 0] += 1 }
         }
     }
@@ -99,16 +99,11 @@ extension PostgresStore {
     /// Deletes old idempotency records, guest sign-up records, sign-in failures and revocation-feed rows
     /// (those an hour old on the database's clock: polls read one minute), in one statement.
     public func purge(idempotencyBefore: Date, signupsBefore: Date, signInFailuresBefore: Date) async throws {
-        try await rows(
-            """
-            WITH keys AS (DELETE FROM idempotency_keys WHERE created_at < \(idempotencyBefore.millis)),
-            revocations AS (
-              DELETE FROM session_revocations
-              WHERE revoked_at < (extract(epoch FROM clock_timestamp()) * 1000)::BIGINT - \(Self.revocationRetentionMillis)
-            ),
-            failures AS (DELETE FROM sign_in_failures WHERE last_failure_at < \(signInFailuresBefore.millis))
-            DELETE FROM guest_signups WHERE created_at < \(signupsBefore.millis)
-            """)
+        var statement = BoundStatement()
+        let write = Writes.purge(
+            idempotencyBefore: statement.bind(idempotencyBefore.millis), retention: statement.bind(Self.revocationRetentionMillis),
+            signInFailuresBefore: statement.bind(signInFailuresBefore.millis), signupsBefore: statement.bind(signupsBefore.millis))
+        try await run(write, statement, changing: [.all])
     }
 
     /// Deletes one batch of ended sessions and expired refresh tokens (see ``MaintenanceStore``) in two
@@ -116,34 +111,17 @@ extension PostgresStore {
     /// (their tokens being deleted by the same statement are excluded by that very condition), then sessions
     /// revoked before `cutoff`, whose tokens go with them (`ON DELETE CASCADE`). Either statement alone
     /// leaves the database consistent. Deleted sessions were revoked or can no longer be refreshed and
-    /// their access tokens expired long ago, so other processes need no revocation-feed entry.
+    /// their access tokens expired long ago, so other processes need no revocation-feed entry; this process forgets
+    /// them as each statement returns (committed).
     public func purgeSessions(before cutoff: Date, limit: Int) async throws -> Int {
-        let expired = try await rows(
-            """
-            WITH tokens AS (
-              DELETE FROM refresh_tokens WHERE token_hash IN (
-                SELECT token_hash FROM refresh_tokens WHERE expires_at < \(cutoff.millis) ORDER BY expires_at LIMIT \(limit)
-              ) RETURNING session_id
-            ), ended AS (
-              DELETE FROM sessions s WHERE s.id IN (SELECT session_id FROM tokens)
-                AND NOT EXISTS (SELECT 1 FROM refresh_tokens r WHERE r.session_id = s.id AND r.expires_at >= \(cutoff.millis))
-              RETURNING s.id
-            )
-            SELECT (SELECT count(*) FROM tokens) + (SELECT count(*) FROM ended) AS deleted, ARRAY(SELECT id FROM ended) AS sessions
-            """)
-        let revoked = try await rows(
-            """
-            WITH ended AS (
-              DELETE FROM sessions WHERE id IN (
-                SELECT id FROM sessions WHERE revoked_at < \(cutoff.millis) ORDER BY revoked_at LIMIT \(limit)
-              ) RETURNING id
-            )
-            SELECT (SELECT count(*) FROM ended) AS deleted, ARRAY(SELECT id FROM ended) AS sessions
-            """)
+        var expiredStatement = BoundStatement(), revokedStatement = BoundStatement()
+        let expiredWrite = Writes.purgeExpiredTokens(cutoff: expiredStatement.bind(cutoff.millis), limit: expiredStatement.bind(limit))
+        let revokedWrite = Writes.purgeRevokedSessions(cutoff: revokedStatement.bind(cutoff.millis), limit: revokedStatement.bind(limit))
         var deleted = 0
-        for row in (expired + revoked).map(Columns.init) {
+        for (write, statement) in [(expiredWrite, expiredStatement), (revokedWrite, revokedStatement)] {
+            let row = try Self.single(try await rows(statement.query(write.sql)), "the sessions' purge")
             deleted += Int(try row["deleted"] as Int64)
-            for id in try row["sessions"] as [String] { sessions.forget(sessionId: id) }
+            note(write, try (row["sessions"] as [String]).map(ChangedRows.session), on: nil)
         }
         return deleted
     }
@@ -151,8 +129,8 @@ extension PostgresStore {
     /// Releases `holds` (open and expired, read under their wallets' locks in this transaction) with one
     /// ``LedgerPlanner/expiry(of:)`` entry each, in expiry order (``LedgerRows``: each wallet moves once, by all of
     /// its entries); returns the wallets afterwards. One statement for any number of holds and accounts.
-    static func expire(
-        _ holds: [HoldRecord], wallets: [String: WalletState], now: Date, on connection: PooledConnection, logger: Logger
+    func expire(
+        _ holds: [HoldRecord], wallets: [String: WalletState], now: Date, on connection: PooledConnection
     ) async throws -> [String: WalletState] {
         guard !holds.isEmpty else { return wallets }
         var after = wallets
@@ -166,19 +144,12 @@ extension PostgresStore {
         }
         var statement = BoundStatement()
         let source = statement.relation([ledger], as: "b")
-        let ids = statement.value(ordered.map(\.id))
-        let settledAt = statement.value(now.millis)
-        let rows = try await connection.rows(
-            statement.query(
-                """
-                WITH settled AS (
-                  UPDATE holds SET status = 'expired', settled_at = \(settledAt)::BIGINT
-                  WHERE id = ANY(\(ids)::TEXT[]) AND status = 'open'
-                  RETURNING 1
-                ), b AS (\(source)), \(LedgerSQL.append(from: "b"))
-                SELECT (SELECT count(*) FROM settled) AS settled, (SELECT count(*) FROM moved) AS moved
-                """), logger: logger)
-        let counts = try single(rows, "the release of expired holds")
+        let ids = statement.bind(ordered.map(\.id))
+        let settledAt = statement.bind(now.millis)
+        let rows = try await run(
+            Writes.expireHolds(source: source, ids: ids, settledAt: settledAt), statement, changing: byUser.keys.map(ChangedRows.user),
+            on: connection)
+        let counts = try Self.single(rows, "the release of expired holds")
         // Under the wallet locks nothing else can settle these holds or move these wallets; if something
         // did, the books read are stale: start over rather than write entries that do not add up.
         guard try counts["settled"] == Int64(ordered.count), try counts["moved"] == Int64(byUser.count) else { throw RetryTransaction() }

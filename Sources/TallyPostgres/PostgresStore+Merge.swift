@@ -9,17 +9,16 @@ extension PostgresStore {
     /// and purchases the wallets in id order) — so no command, purchase or document write of either runs between the
     /// reads and the writes, and a concurrent copy of the merge, from any process, waits and then finds it recorded
     /// (a replay). Then the snapshot, ``MergePlanner``'s plan and its writes, every entry through
-    /// ``LedgerSQL/append(from:carrying:)``. The unique indexes on `merge_out`/`merge_in` entries and `merges` make it
-    /// once whatever happens. This process forgets both accounts and the guest's sessions once it commits.
+    /// ``Writes/append(from:carrying:)``. The unique indexes on `merge_out`/`merge_in` entries and `merges` make it
+    /// once whatever happens. This process forgets both accounts and the guest's sessions once it commits (its writes'
+    /// declarations say so).
     public func merge(guestId: String, into accountId: String, now: Date) async throws -> MergeOutcome {
         let outcome = try await transaction { connection -> MergeOutcome in
             for userId in Set([guestId, accountId]).sorted() {
                 // `WHERE false` updates nothing, but the conflicting row is locked all the same.
-                try await connection.rows(
-                    """
-                    INSERT INTO sync_state (user_id, version, purged_through) SELECT id, 0, 0 FROM users WHERE id = \(userId)
-                    ON CONFLICT (user_id) DO UPDATE SET version = sync_state.version WHERE false
-                    """, logger: logger)
+                var statement = BoundStatement()
+                _ = statement.bind(userId)
+                try await run(Writes.lockSyncState, statement, changing: [.user(userId)], on: connection)
             }
             try await connection.rows(
                 "SELECT 1 FROM wallets WHERE user_id = ANY(\([guestId, accountId])::TEXT[]) ORDER BY user_id FOR UPDATE", logger: logger)
@@ -31,11 +30,6 @@ extension PostgresStore {
                 try await writeMerge(plan, snapshot: snapshot, now: now, on: connection)
                 return MergeOutcome(summary: plan.summary, replayed: false)
             }
-        }
-        if !outcome.replayed {
-            accounts.remove(guestId)
-            accounts.remove(accountId)
-            for id in outcome.summary.revokedSessions { sessions.forget(sessionId: id) }
         }
         return outcome
     }
@@ -141,110 +135,52 @@ extension PostgresStore {
         }
         var statement = BoundStatement()
         let source = statement.relation([ledger], as: "b")
-        let holds = statement.value(plan.releasedHolds)
-        let movedHolds = statement.value(plan.movedHolds)
-        let (guest, account) = (statement.value(guestId), statement.value(accountId))
-        let settledAt = statement.value(now.millis)
+        let holds = statement.bind(plan.releasedHolds)
+        let movedHolds = statement.bind(plan.movedHolds)
+        let (guest, account) = (statement.bind(guestId), statement.bind(accountId))
+        let settledAt = statement.bind(now.millis)
+        let write = Writes.mergeLedger(
+            source: source, released: holds, carried: movedHolds, guest: guest, account: account, settledAt: settledAt)
         let moved = try Self.single(
-            try await connection.rows(
-                statement.query(
-                    """
-                    WITH released AS (
-                      UPDATE holds SET status = 'released', settled_at = \(settledAt)::BIGINT
-                      WHERE id = ANY(\(holds)::TEXT[]) AND status = 'open'
-                      RETURNING 1
-                    ), carried AS (
-                      UPDATE holds SET user_id = \(account)::TEXT
-                      WHERE id = ANY(\(movedHolds)::TEXT[]) AND user_id = \(guest)::TEXT AND status = 'open'
-                      RETURNING 1
-                    ), b AS (\(source)), \(LedgerSQL.append(from: "b"))
-                    SELECT (SELECT count(*) FROM released) AS released, (SELECT count(*) FROM carried) AS carried,
-                           (SELECT count(*) FROM moved) AS moved
-                    """), logger: logger), "the merge's ledger write")
+            try await run(write, statement, changing: [.user(guestId), .user(accountId)], on: connection), "the merge's ledger write")
         // Under the locks nothing else settles these holds or moves these wallets; if something did, start over.
         guard try moved["released"] == Int64(plan.releasedHolds.count), try moved["carried"] == Int64(plan.movedHolds.count),
             try moved["moved"] == Int64(2)
         else { throw RetryTransaction() }
 
         let counters = plan.counters.sorted { $0.key < $1.key }
-        try await connection.rows(
-            """
-            WITH guest AS (
-              UPDATE users SET installation = NULL, merged_into = \(accountId), purchased_premium_until = NULL WHERE id = \(guestId)
-            ), account AS (
-              UPDATE users SET purchased_premium_until = \(plan.accountPurchasedPremiumUntil?.millis)::BIGINT,
-                premium_until = \(plan.accountPremiumUntil?.millis)::BIGINT
-              WHERE id = \(accountId)
-            ), listed AS (
-              -- A subscription both list is listed once: the account's row stays.
-              DELETE FROM purchases WHERE user_id = \(guestId) AND kind = 'subscription' AND original_transaction_id IN (
-                SELECT original_transaction_id FROM purchases WHERE user_id = \(accountId) AND kind = 'subscription')
-              RETURNING original_transaction_id
-            ), purchases AS (
-              UPDATE purchases SET user_id = \(accountId)
-              WHERE user_id = \(guestId) AND (kind = 'consumable' OR original_transaction_id NOT IN (SELECT original_transaction_id FROM listed))
-            ), subscriptions AS (
-              UPDATE subscriptions SET user_id = \(accountId) WHERE user_id = \(guestId)
-            ), clients AS (
-              UPDATE sync_clients SET user_id = \(accountId) WHERE user_id = \(guestId)
-            )
-            INSERT INTO quota_counters AS c (user_id, quota, used, window_end)
-            SELECT \(accountId), q.quota, q.used, q.window_end
-            FROM unnest(\(counters.map(\.key))::TEXT[], \(counters.map { Int64($0.value.used) })::BIGINT[],
-                        \(counters.map(\.value.windowEnd.millis))::BIGINT[]) AS q(quota, used, window_end)
-            ON CONFLICT (user_id, quota) DO UPDATE SET used = excluded.used, window_end = excluded.window_end
-            """, logger: logger)
+        var owners = BoundStatement()
+        let accountsWrite = Writes.mergeAccounts(
+            guest: owners.bind(guestId), account: owners.bind(accountId),
+            purchasedPremiumUntil: owners.bind(plan.accountPurchasedPremiumUntil?.millis),
+            premiumUntil: owners.bind(plan.accountPremiumUntil?.millis), quotas: owners.bind(counters.map(\.key)),
+            used: owners.bind(counters.map { Int64($0.value.used) }), windowEnds: owners.bind(counters.map(\.value.windowEnd.millis)))
+        try await run(accountsWrite, owners, changing: [.user(guestId), .user(accountId)], on: connection)
 
         let records = plan.documents
+        var documents = BoundStatement()
+        let documentsWrite = Writes.mergeDocuments(
+            guest: documents.bind(guestId), account: documents.bind(accountId), collections: documents.bind(records.map(\.collection)),
+            ids: documents.bind(records.map(\.id)), data: documents.bind(records.map { String(decoding: $0.data, as: UTF8.self) }),
+            rangeValues: documents.bind(records.map { $0.rangeValue ?? "" }), hasRanges: documents.bind(records.map { $0.rangeValue != nil }),
+            versions: documents.bind(records.map(\.version)), now: documents.bind(now.millis))
         let written = try Self.single(
-            try await connection.rows(
-                """
-                WITH b AS (
-                  SELECT * FROM unnest(
-                    \(records.map(\.collection))::TEXT[], \(records.map(\.id))::TEXT[],
-                    \(records.map { String(decoding: $0.data, as: UTF8.self) })::TEXT[], \(records.map { $0.rangeValue ?? "" })::TEXT[],
-                    \(records.map { $0.rangeValue != nil })::BOOLEAN[], \(records.map(\.version))::BIGINT[]
-                  ) AS b(collection, id, data, range_value, has_range, version)
-                ), written AS (
-                  -- Where the account has no row, or over a tombstone: never over a live document.
-                  INSERT INTO documents AS d (user_id, collection, id, data, range_value, version, updated_at, deleted)
-                  SELECT \(accountId), b.collection, b.id, b.data, CASE WHEN b.has_range THEN b.range_value END, b.version,
-                         \(now.millis), false
-                  FROM b
-                  ON CONFLICT (user_id, collection, id) DO UPDATE
-                  SET data = excluded.data, range_value = excluded.range_value, version = excluded.version,
-                      updated_at = excluded.updated_at, deleted = false
-                  WHERE d.deleted
-                  RETURNING 1
-                ), gone AS (
-                  DELETE FROM documents WHERE user_id = \(guestId)
-                )
-                SELECT count(*) AS written FROM written
-                """, logger: logger), "the merge's documents")
+            try await run(documentsWrite, documents, changing: [.user(guestId), .user(accountId)], on: connection), "the merge's documents")
         guard try written["written"] == Int64(records.count) else { throw StoreError(.invalidInput) }
         for (userId, sync) in [(accountId, plan.accountSync), (guestId, plan.guestSync)] {
             guard let sync else { continue }
-            try await connection.rows(
-                """
-                UPDATE sync_state SET version = \(sync.version), purged_through = \(sync.purgedThrough),
-                  stored_documents = \(sync.usage.documents), stored_bytes = \(sync.usage.bytes)
-                WHERE user_id = \(userId)
-                """, logger: logger)
+            var statement = BoundStatement()
+            let write = Writes.mergeSyncState(
+                userId: statement.bind(userId), version: statement.bind(sync.version), purgedThrough: statement.bind(sync.purgedThrough),
+                documents: statement.bind(sync.usage.documents), bytes: statement.bind(sync.usage.bytes))
+            try await run(write, statement, changing: [.user(userId)], on: connection)
         }
 
-        let revoked = try await connection.rows(
-            """
-            WITH revoked AS (
-              UPDATE sessions SET revoked_at = \(now.millis) WHERE user_id = \(guestId) AND revoked_at IS NULL RETURNING id, user_id
-            ), feed AS (
-              INSERT INTO session_revocations (session_id, user_id) SELECT id, user_id FROM revoked
-            ), merged AS (
-              INSERT INTO merges (guest_id, account_id, summary, merged_at)
-              VALUES (\(guestId), \(accountId), \(try plan.summary.encoded()), \(now.millis))
-            )
-            SELECT id FROM revoked
-            """, logger: logger
-        ).map { try Columns($0)["id"] as String }
+        var revoke = BoundStatement()
+        let revokeWrite = Writes.mergeRevoke(
+            guest: revoke.bind(guestId), account: revoke.bind(accountId), summary: revoke.bind(try plan.summary.encoded()),
+            now: revoke.bind(now.millis))
+        let revoked = try await run(revokeWrite, revoke, changing: [.user(guestId)], on: connection).map { try Columns($0)["id"] as String }
         // A session opened for the guest after the snapshot: the summary would not name it; start over.
         guard revoked.sorted() == plan.summary.revokedSessions else { throw RetryTransaction() }
     }

@@ -39,14 +39,13 @@ extension PostgresStore {
     public func apply(_ notification: VerifiedNotification, now: Date) async throws -> NotificationOutcome {
         let fact = PurchaseFact.notification(notification)
         let seen: @Sendable (PooledConnection) async throws -> Bool = { connection in
-            try await connection.rows(
-                """
-                INSERT INTO purchase_notifications (uuid, type, transaction_id, signed_at, received_at)
-                VALUES (\(notification.notificationUUID), \(notification.type.rawValue), \(notification.transaction?.transactionId),
-                        \(notification.signedDate.millis), \(now.millis))
-                ON CONFLICT (uuid) DO NOTHING RETURNING 1 AS inserted
-                """, logger: self.logger
-            ).isEmpty
+            var statement = BoundStatement()
+            let write = Writes.recordPurchaseNotification(
+                uuid: statement.bind(notification.notificationUUID), type: statement.bind(notification.type.rawValue),
+                transactionId: statement.bind(notification.transaction?.transactionId),
+                signedAt: statement.bind(notification.signedDate.millis), now: statement.bind(now.millis))
+            let key = notification.transaction.map { ChangedRows.transaction($0.transactionId) } ?? .all
+            return try await self.run(write, statement, changing: [key], on: connection).isEmpty
         }
         guard let (snapshot, plan) = try await settle(fact, now: now, unlessSeen: seen) else {
             return NotificationOutcome(disposition: .duplicate)
@@ -118,7 +117,6 @@ extension PostgresStore {
             try await write(plan, snapshot: snapshot, now: now, on: connection)
             return (snapshot, plan)
         }
-        for userId in settled?.1.changedUsers ?? [] { accounts.remove(userId) }
         return settled
     }
 
@@ -190,43 +188,39 @@ extension PostgresStore {
     }
 
     /// Writes `plan` in the transaction of `connection`, whose wallets it locked: the rows, then every entry and
-    /// premium change in one statement that composes ``LedgerSQL/append(from:carrying:)``.
+    /// premium change in one statement that composes ``Writes/append(from:carrying:)``. This process's caches forget the
+    /// accounts when the transaction commits.
     private func write(_ plan: PurchasePlan, snapshot: PurchaseSnapshot, now: Date, on connection: PooledConnection) async throws {
         if let original = plan.dropsUnownedListings {
-            try await connection.rows(
-                "DELETE FROM purchases WHERE original_transaction_id = \(original) AND kind = 'subscription' AND user_id IS NULL",
-                logger: logger)
+            var statement = BoundStatement()
+            let write = Writes.dropUnownedListings(original: statement.bind(original))
+            try await run(write, statement, changing: [.transaction(original)], on: connection)
         }
         if let purchase = plan.purchase {
             // A consumable's row replaces what it was; a subscription's row in an account's list is added once.
-            let conflict = purchase.kind == .consumable ? """
-                ON CONFLICT (transaction_id) WHERE kind = 'consumable' DO UPDATE SET user_id = excluded.user_id, claimed = excluded.claimed,
-                  revoked_at = excluded.revoked_at, refunded_tokens = excluded.refunded_tokens, refunds = excluded.refunds,
-                  reversed_at = excluded.reversed_at, signed_at = excluded.signed_at
-                """ : "ON CONFLICT (original_transaction_id, user_id) WHERE kind = 'subscription' DO NOTHING"
-            try await connection.rows(
-                """
-                INSERT INTO purchases (transaction_id, original_transaction_id, product_id, kind, quantity, tokens, environment,
-                  user_id, claimed, purchased_at, revoked_at, refunded_tokens, refunds, reversed_at, signed_at, recorded_at)
-                VALUES (\(purchase.transactionId), \(purchase.originalTransactionId), \(purchase.productId), \(purchase.kind.rawValue),
-                  \(Int64(purchase.quantity)), \(purchase.tokens), \(purchase.environment), \(purchase.userId), \(purchase.claimed),
-                  \(purchase.purchasedAt.millis), \(purchase.revokedAt?.millis), \(purchase.refundedTokens), \(Int64(purchase.refunds)),
-                  \(purchase.reversedAt?.millis), \(purchase.signedAt?.millis), \(purchase.recordedAt.millis))
-                \(unescaped: conflict)
-                """, logger: logger)
+            var statement = BoundStatement()
+            let write = Writes.storePurchase(
+                transactionId: statement.bind(purchase.transactionId), originalTransactionId: statement.bind(purchase.originalTransactionId),
+                productId: statement.bind(purchase.productId), kind: statement.bind(purchase.kind.rawValue),
+                quantity: statement.bind(Int64(purchase.quantity)), tokens: statement.bind(purchase.tokens),
+                environment: statement.bind(purchase.environment), userId: statement.bind(purchase.userId),
+                claimed: statement.bind(purchase.claimed), purchasedAt: statement.bind(purchase.purchasedAt.millis),
+                revokedAt: statement.bind(purchase.revokedAt?.millis), refundedTokens: statement.bind(purchase.refundedTokens),
+                refunds: statement.bind(Int64(purchase.refunds)), reversedAt: statement.bind(purchase.reversedAt?.millis),
+                signedAt: statement.bind(purchase.signedAt?.millis), recordedAt: statement.bind(purchase.recordedAt.millis),
+                consumable: purchase.kind == .consumable)
+            try await run(write, statement, changing: [.transaction(purchase.transactionId)], on: connection)
         }
         if let subscription = plan.subscription {
-            try await connection.rows(
-                """
-                INSERT INTO subscriptions (original_transaction_id, transaction_id, product_id, environment, user_id, expires_at,
-                  grace_until, revoked_at, revocation, signed_at)
-                VALUES (\(subscription.originalTransactionId), \(subscription.transactionId), \(subscription.productId),
-                  \(subscription.environment), \(subscription.userId), \(subscription.expiresAt.millis), \(subscription.graceUntil?.millis),
-                  \(subscription.revokedAt?.millis), \(subscription.revocation?.rawValue), \(subscription.signedAt.millis))
-                ON CONFLICT (original_transaction_id) DO UPDATE SET transaction_id = excluded.transaction_id,
-                  user_id = excluded.user_id, expires_at = excluded.expires_at, grace_until = excluded.grace_until,
-                  revoked_at = excluded.revoked_at, revocation = excluded.revocation, signed_at = excluded.signed_at
-                """, logger: logger)
+            var statement = BoundStatement()
+            let write = Writes.storeSubscription(
+                originalTransactionId: statement.bind(subscription.originalTransactionId),
+                transactionId: statement.bind(subscription.transactionId), productId: statement.bind(subscription.productId),
+                environment: statement.bind(subscription.environment), userId: statement.bind(subscription.userId),
+                expiresAt: statement.bind(subscription.expiresAt.millis), graceUntil: statement.bind(subscription.graceUntil?.millis),
+                revokedAt: statement.bind(subscription.revokedAt?.millis), revocation: statement.bind(subscription.revocation?.rawValue),
+                signedAt: statement.bind(subscription.signedAt.millis))
+            try await run(write, statement, changing: [.transaction(subscription.originalTransactionId)], on: connection)
         }
         let users = plan.changedUsers
         guard !users.isEmpty else { return }
@@ -242,16 +236,8 @@ extension PostgresStore {
         }
         var statement = BoundStatement()
         let (source, premiums) = (statement.relation([ledger], as: "b"), statement.relation([premium], as: "p"))
-        let rows = try await connection.rows(
-            statement.query(
-                """
-                WITH b AS (\(source)), \(LedgerSQL.append(from: "b")), p AS (\(premiums)), premium AS (
-                  UPDATE users u SET purchased_premium_until = CASE WHEN p.has_until THEN p.until END
-                  FROM p WHERE u.id = p.user_id AND u.id IN (SELECT user_id FROM moved)
-                  RETURNING 1
-                )
-                SELECT (SELECT count(*) FROM moved) AS moved, (SELECT count(*) FROM premium) AS premium
-                """), logger: logger)
+        let rows = try await run(
+            Writes.purchaseLedger(source: source, premiums: premiums), statement, changing: users.map(ChangedRows.user), on: connection)
         let counts = try Self.single(rows, "the purchase's ledger write")
         // Under the wallet locks nothing else moves these wallets; if one moved, the books read are stale: start over.
         guard try counts["moved"] == Int64(users.count), try counts["premium"] == Int64(plan.premium.count) else { throw RetryTransaction() }

@@ -3,6 +3,7 @@ import Logging
 import NIOPosix
 import PostgresNIO
 import ServiceLifecycle
+import TallyAPI
 import TallyStore
 
 /// The scale-out store: PostgreSQL through PostgresNIO connections in a ``PostgresPool``. Several server
@@ -36,12 +37,16 @@ public final class PostgresStore: TallyStorage {
     let documentVersionReads = StatementBatcher<String, Int64>()
     /// Sends the purchase replays (a consumable submitted again by its account) that wait at the same time as one statement.
     let purchaseReplays = StatementBatcher<ReplayRead, ReplayReadResult>()
-    /// Range-query pages, stamped with the user's change counter they were read at.
+    /// Range-query pages, stamped with the user's change counter they were read at (they read ``pageReads``, and
+    /// need no forgetting: see there).
     let pages = DocumentPageCache()
-    /// Sessions found live, trusted while the revocation feed is fresh.
+    /// Sessions found live, trusted while the revocation feed is fresh; forgotten as this process's committed writes
+    /// say (``forget(_:)``), and as the feed lists other processes' revocations.
     let sessions: LiveSessions
+    /// How many times each declared write ran (``PostgresWrite``): what the property tests read.
+    let declarationsRun = DeclarationCounter()
     /// What the revocation poller and the conflict backoff sleep on.
-    let clock: any WallClock
+    let clock: any TallyClock
     /// Where migrations connect, when not through the pool (``directConnection``).
     let direct: PostgresConnection.Configuration?
 
@@ -67,7 +72,7 @@ public final class PostgresStore: TallyStorage {
     /// pool goes through a transaction pooler); see ``directConnection``.
     public convenience init(
         configuration: PostgresPool.Configuration, direct: PostgresConnection.Configuration? = nil, logger: Logger,
-        clock: any WallClock = SystemClock()
+        clock: any TallyClock = SystemClock()
     ) {
         self.init(configuration: configuration, direct: direct, logger: logger, sessionStaleness: .seconds(3), clock: clock)
     }
@@ -76,7 +81,7 @@ public final class PostgresStore: TallyStorage {
     /// (tests make it long, so that their assertions do not depend on how fast a loaded machine runs them).
     init(
         configuration: PostgresPool.Configuration, direct: PostgresConnection.Configuration? = nil, logger: Logger,
-        sessionStaleness: Duration, clock: any WallClock = SystemClock()
+        sessionStaleness: Duration, clock: any TallyClock = SystemClock()
     ) {
         self.logger = Self.driverLogger(logger)
         self.clock = clock
@@ -168,10 +173,12 @@ public final class PostgresStore: TallyStorage {
     // MARK: Running queries
 
     /// Runs `body` in one transaction on a pooled connection; runs it again (up to ``maxAttempts``) after a
-    /// deadlock, a serialization failure or a ``RetryTransaction``, and maps errors to ``StoreError``.
+    /// deadlock, a serialization failure or a ``RetryTransaction``, and maps errors to ``StoreError``. The declared
+    /// writes `body` runs note their changes in the transaction (``TransactionChanges``); once it commits, this
+    /// process's caches forget what they say (``forget(_:)``), and after a rollback nothing.
     func transaction<T: Sendable>(_ body: (PooledConnection) async throws -> T) async throws -> T {
         try await retrying {
-            try await pool.withTransaction(logger: logger) { connection in try await body(connection) }
+            try await pool.withTransaction(logger: logger, committed: { self.forget($0) }) { connection in try await body(connection) }
         }
     }
 
@@ -186,7 +193,7 @@ public final class PostgresStore: TallyStorage {
             let connection = PooledConnection(connection: connected, watch: ConnectionWatch())
             connected.closeFuture.whenComplete { _ in connection.watch.closed() }
             defer { connected.close().whenComplete { _ in } }
-            return try await connection.transaction(logger: logger, body)
+            return try await connection.transaction(logger: logger, committed: { self.forget($0) }, body)
         }
     }
 

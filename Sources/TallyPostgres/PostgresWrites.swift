@@ -46,20 +46,10 @@ extension PostgresStore {
         keys.append(remembered)
         var statement = BoundStatement()
         let source = statement.relation([ledger, keys], as: "b")
-        let (timezone, language, premiumUntil) = (
-            statement.value(user.timezone), statement.value(user.language), statement.value(user.premiumUntil?.millis)
-        )
-        let rows = try await connection.rows(
-            statement.query(
-                """
-                WITH b AS (\(source)),
-                \(LedgerSQL.append(from: "b", carrying: ["scope", "key", "fingerprint", "status", "body", "created_at"])),
-                changed AS (
-                  UPDATE users SET timezone = \(timezone)::TEXT, language = \(language)::TEXT, premium_until = \(premiumUntil)::BIGINT
-                  WHERE id IN (SELECT user_id FROM moved)
-                ), \(LedgerSQL.remember(from: "moved"))
-                SELECT count(*) AS moved FROM moved
-                """), logger: logger)
+        let write = Writes.changeProfile(
+            source: source, timezone: statement.bind(user.timezone), language: statement.bind(user.language),
+            premiumUntil: statement.bind(user.premiumUntil?.millis))
+        let rows = try await run(write, statement, changing: [.user(account.user.id)], on: connection)
         guard try Self.single(rows, "a profile change")["moved"] == Int64(1) else { throw RetryTransaction() }
     }
 
@@ -70,8 +60,6 @@ extension PostgresStore {
         keys.append(remember)
         var statement = BoundStatement()
         let source = statement.relation([keys, MomentRows(createdAt: [now.millis])], as: "k")
-        try await connection.rows(
-            statement.query("WITH k AS (\(source)), \(LedgerSQL.remember(from: "k")) SELECT count(*) AS remembered FROM remembered"),
-            logger: logger)
+        try await run(Writes.rememberAlone(source: source), statement, changing: [.user(remember.key.scope)], on: connection)
     }
 }

@@ -1,4 +1,5 @@
 import GRDB
+import TallyStore
 
 /// Every statement of the hot paths is prepared once per connection and reused: preparing costs
 /// more than running these one-row statements (parsing, and GRDB's authorizer that tracks regions).
@@ -37,5 +38,29 @@ extension Database {
 
     func run(sql: String, arguments: StatementArguments = StatementArguments()) throws {
         try cachedStatement(sql: sql).execute(arguments: arguments)
+    }
+
+    // MARK: Declared writes: the only way the store writes
+
+    /// Runs the declared `write` (``SQLiteWrites``), noting in the writer's open transaction that it changed `rows`
+    /// (``WriterChanges``: what the caches forget as the transaction commits).
+    func run(_ write: StoreWrite, changing rows: ChangedRows, arguments: StatementArguments = StatementArguments()) throws {
+        WriterChanges.note(write, rows)
+        try cachedStatement(sql: write.sql).execute(arguments: arguments)
+    }
+
+    /// Runs the declared `write`, noting that it changed each of `rows` (the sessions an update by account revokes,
+    /// both accounts of a merge).
+    func run(_ write: StoreWrite, changing rows: [ChangedRows], arguments: StatementArguments = StatementArguments()) throws {
+        WriterChanges.note(write, rows)
+        try cachedStatement(sql: write.sql).execute(arguments: arguments)
+    }
+
+    /// Runs the declared `RETURNING` write, noting that it changed `rows`, and decodes its first row where it lies.
+    func fetchFirst<T>(
+        _ write: StoreWrite, changing rows: ChangedRows, arguments: StatementArguments, _ decode: (Row) throws -> T
+    ) throws -> T? {
+        WriterChanges.note(write, rows)
+        return try fetchFirst(sql: write.sql, arguments: arguments, decode)
     }
 }

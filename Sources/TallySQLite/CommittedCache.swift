@@ -6,10 +6,10 @@ import TallyStore
 /// reads — a wallet, a session's liveness — from memory instead of a trip to a reader connection (two
 /// thread hand-offs, the largest item in a `GET /v1/wallet` profile).
 ///
-/// Correct because one process owns the database (``SQLiteStore`` locks the file) and every write that can
-/// change a cached value forgets it when its transaction commits (``PendingForgets``). A read stores
-/// what it found only if no commit forgot anything since the read began (``epoch``): a read that raced a
-/// commit cannot put back the value the commit replaced.
+/// Correct because one process owns the database (``SQLiteStore`` locks the file) and every write is declared with
+/// the tables it changes (``SQLiteWrites``): when its transaction commits, each cache forgets the rows it changed of
+/// the tables the cache reads (``WriterChanges``). A read stores what it found only if no commit forgot anything
+/// since the read began (``epoch``): a read that raced a commit cannot put back the value the commit replaced.
 final class CommittedCache<Value: Sendable>: Sendable {
     private struct State {
         var epoch: UInt64 = 0
@@ -36,6 +36,15 @@ final class CommittedCache<Value: Sendable>: Sendable {
     func store(_ value: Value, for key: String, readAt epoch: UInt64) {
         state.withLock { state in
             guard state.epoch == epoch else { return }
+            if state.entries.count >= capacity, state.entries[key] == nil { state.entries.removeAll(keepingCapacity: true) }
+            state.entries[key] = value
+        }
+    }
+
+    /// Keeps a value a transaction has just committed, on the writer's thread after the commit's forgets: no later
+    /// commit can have forgotten it yet.
+    func storeCommitted(_ value: Value, for key: String) {
+        state.withLock { state in
             if state.entries.count >= capacity, state.entries[key] == nil { state.entries.removeAll(keepingCapacity: true) }
             state.entries[key] = value
         }

@@ -1,5 +1,6 @@
 import Foundation
 import GRDB
+import TallyAPI
 import TallyStore
 
 /// The document writes of one call (a REST write or a whole push) in the writer's transaction.
@@ -9,7 +10,8 @@ import TallyStore
 /// code of ``SQLiteStore/perform(_:known:now:_:)``), then the row written at the user's next version. What a push
 /// would otherwise read again per mutation stays in memory for the call: the user's version and what their
 /// documents take of the budget (stored once, by ``finish()``), each collection's live count (counted once) and
-/// the account as the last charge left it.
+/// the account as the last charge left it. Why this differs from PostgreSQL's writer (one writer here, many processes
+/// there): `TallyStore/DocumentTaking.swift`.
 struct DocumentWriter {
     private let store: SQLiteStore
     private let db: Database
@@ -42,8 +44,6 @@ struct DocumentWriter {
         self.now = now
         storedVersion = version
         taking = DocumentTaking(version: version, usage: usage, budget: budget, now: now)
-        // Whatever this transaction writes of the user's documents, their cached range pages go when it commits.
-        store.forgets.documents(userId)
     }
 
     /// Takes one mutation: planned, its collection's action charged for a create, written at the user's next
@@ -65,19 +65,15 @@ struct DocumentWriter {
             do {
                 account = try store.perform(command, known: account, now: now, db).state
                 charged = account
-            } catch let error as StoreError where error.refusesPayment {
-                account = error.state
-                return .refused(error)
+            } catch {
+                guard let refused = TakenMutation.chargeFailed(error) else { throw error }
+                account = (error as? StoreError)?.state
+                return refused
             }
         }
         let record = taking.take(write)
         try db.run(
-            sql: """
-                INSERT INTO documents (user_id, collection, id, data, range_value, version, updated_at, deleted)
-                VALUES (?, ?, ?, ?, ?, ?, ?, ?)
-                ON CONFLICT (user_id, collection, id) DO UPDATE SET data = excluded.data, range_value = excluded.range_value,
-                  version = excluded.version, updated_at = excluded.updated_at, deleted = excluded.deleted
-                """,
+            SQLiteWrites.writeDocument, changing: .user(userId),
             arguments: [
                 userId, collection, record.id, record.deleted ? nil : String(decoding: record.data, as: UTF8.self), record.rangeValue,
                 record.version, record.updatedAt.millis, record.deleted,
@@ -88,13 +84,7 @@ struct DocumentWriter {
     /// Stores the user's version and usage, if this call changed them.
     func finish() throws {
         guard taking.version != storedVersion else { return }
-        try db.run(
-            sql: """
-                INSERT INTO sync_state (user_id, version, stored_documents, stored_bytes) VALUES (?, ?, ?, ?)
-                ON CONFLICT (user_id) DO UPDATE SET version = excluded.version, stored_documents = excluded.stored_documents,
-                  stored_bytes = excluded.stored_bytes
-                """,
-            arguments: [userId, taking.version, taking.usage.documents, taking.usage.bytes])
+        try db.run(SQLiteWrites.storeSyncState, changing: .user(userId), arguments: [userId, taking.version, taking.usage.documents, taking.usage.bytes])
     }
 
     /// The live documents of the collection, as stored now.

@@ -7,9 +7,9 @@ import TallyStore
 /// reader connection.
 ///
 /// Correct for the reasons ``CommittedCache`` is (one process owns the file; a read stores what it found only if no
-/// commit forgot anything since it began), and because every commit forgets each entry it could change
-/// (``PendingForgets``): the account's wallet moved, the account's premium, merge or existence changed
-/// (``PendingForgets/account(_:)``), or the purchase row was written (``PendingForgets/purchase(_:)``).
+/// commit forgot anything since it began), and because every commit forgets each entry it could change: the cache
+/// reads `purchases`, `users` and `wallets` (``SQLiteStore/replayReads``), and a commit that wrote them forgets the
+/// entries of the accounts and transactions it wrote (``WriterChanges``), or all of them for rows of no such key.
 final class ReplayCache: Sendable {
     /// What a replay is answered from: one snapshot of the purchase and the account that holds it.
     struct Entry: Sendable {
@@ -54,6 +54,15 @@ final class ReplayCache: Sendable {
             }
             state.entries[transactionId] = entry
             state.byUser[userId, default: []].insert(transactionId)
+        }
+    }
+
+    /// Forgets every entry: a committed transaction changed rows it read without a key the cache is indexed by.
+    func forgetAll() {
+        state.withLock { state in
+            state.epoch &+= 1
+            state.entries.removeAll(keepingCapacity: true)
+            state.byUser.removeAll(keepingCapacity: true)
         }
     }
 

@@ -8,12 +8,8 @@ extension SQLiteStore: AccountCodeStore {
         try await write { db in
             guard let email = try db.fetchValue(String.self, sql: "SELECT email FROM users WHERE id = ?", arguments: [code.userId])
             else { return nil }
-            try db.run(sql: """
-                    INSERT INTO account_codes (user_id, purpose, code_hash, expires_at, failed_attempts, created_at)
-                    VALUES (?, ?, ?, ?, 0, ?)
-                    ON CONFLICT (user_id, purpose) DO UPDATE SET code_hash = excluded.code_hash,
-                      expires_at = excluded.expires_at, failed_attempts = 0, created_at = excluded.created_at
-                    """,
+            try db.run(
+                SQLiteWrites.issueAccountCode, changing: .user(code.userId),
                 arguments: [code.userId, code.purpose.rawValue, code.hash, code.expiresAt.millis, now.millis])
             return email
         }
@@ -31,8 +27,7 @@ extension SQLiteStore: AccountCodeStore {
                     sql: "SELECT email_verified_at, apple_sub FROM users WHERE id = ? AND email IS NOT NULL", arguments: [userId])
             else { return nil }
             let removeApple = (account["email_verified_at"] as Int64?) == nil && (account["apple_sub"] as String?) != nil
-            try db.run(sql: "UPDATE users SET password_hash = ?, email_verified_at = coalesce(email_verified_at, ?) WHERE id = ?",
-                arguments: [passwordHash, now.millis, userId])
+            try db.run(SQLiteWrites.resetPassword, changing: .user(userId), arguments: [passwordHash, now.millis, userId])
             if removeApple { try Self.unlinkApple(userId: userId, db) }
             return PasswordReset(
                 revokedSessions: try self.revokeSessions(db, userId: userId, keeping: nil, now: now), appleIdentityRemoved: removeApple)
@@ -44,8 +39,7 @@ extension SQLiteStore: AccountCodeStore {
         try await write { db in
             guard try self.redeem(db, userId: userId, purpose: .emailVerification, codeHash: codeHash, policy: policy, now: now)
             else { return nil }
-            try db.run(sql: "UPDATE users SET email_verified_at = coalesce(email_verified_at, ?) WHERE id = ? AND email IS NOT NULL",
-                arguments: [now.millis, userId])
+            try db.run(SQLiteWrites.verifyEmail, changing: .user(userId), arguments: [now.millis, userId])
             return try db.fetchRow(sql: "SELECT * FROM users WHERE id = ? AND email IS NOT NULL", arguments: [userId])
                 .map(UserRecord.init(row:))
         }
@@ -54,10 +48,10 @@ extension SQLiteStore: AccountCodeStore {
     /// Sets the password, revokes the other sessions and drops a pending reset code, in one writer transaction.
     public func changePassword(userId: String, passwordHash: String, keepingSession: String, now: Date) async throws -> [String] {
         try await write { db in
-            try db.run(sql: "UPDATE users SET password_hash = ? WHERE id = ? AND email IS NOT NULL", arguments: [passwordHash, userId])
+            try db.run(SQLiteWrites.changePassword, changing: .user(userId), arguments: [passwordHash, userId])
             guard db.changesCount == 1 else { throw StoreError(.userNotFound) }
-            try db.run(sql: "DELETE FROM account_codes WHERE user_id = ? AND purpose = ?",
-                arguments: [userId, AccountCodePurpose.passwordReset.rawValue])
+            try db.run(
+                SQLiteWrites.deleteAccountCode, changing: .user(userId), arguments: [userId, AccountCodePurpose.passwordReset.rawValue])
             return try self.revokeSessions(db, userId: userId, keeping: keepingSession, now: now)
         }
     }
@@ -74,29 +68,26 @@ extension SQLiteStore: AccountCodeStore {
         }
         switch policy.check(stored, presented: codeHash, now: now) {
         case .redeem:
-            try db.run(sql: "DELETE FROM account_codes WHERE user_id = ? AND purpose = ?", arguments: key)
+            try db.run(SQLiteWrites.deleteAccountCode, changing: .user(userId), arguments: key)
             return true
         case .wrong(let failed):
-            try db.run(sql: "UPDATE account_codes SET failed_attempts = ? WHERE user_id = ? AND purpose = ?",
-                arguments: [failed, userId, purpose.rawValue])
+            try db.run(SQLiteWrites.countWrongCode, changing: .user(userId), arguments: [failed, userId, purpose.rawValue])
             return false
         case .discard:
-            try db.run(sql: "DELETE FROM account_codes WHERE user_id = ? AND purpose = ?", arguments: key)
+            try db.run(SQLiteWrites.deleteAccountCode, changing: .user(userId), arguments: key)
             return false
         case .absent:
             return false
         }
     }
 
-    /// Revokes every live session of the user but `keeping`, forgotten by the session cache as the transaction
-    /// commits; returns their ids.
+    /// Revokes every live session of the user but `keeping` (the session cache forgets each as the transaction
+    /// commits); returns their ids.
     private func revokeSessions(_ db: Database, userId: String, keeping: String?, now: Date) throws -> [String] {
         let ids = try db.fetchValues(
             String.self, sql: "SELECT id FROM sessions WHERE user_id = ? AND revoked_at IS NULL AND id IS NOT ?",
             arguments: [userId, keeping])
-        for id in ids { forgets.session(id) }
-        try db.run(sql: "UPDATE sessions SET revoked_at = ? WHERE user_id = ? AND revoked_at IS NULL AND id IS NOT ?",
-            arguments: [now.millis, userId, keeping])
+        try db.run(SQLiteWrites.revokeSessionsOfUser, changing: ids.map(ChangedRows.session), arguments: [now.millis, userId, keeping])
         return ids
     }
 }

@@ -32,15 +32,9 @@ extension SQLiteStore: AppleIdentityStore {
     public func useAppleToken(_ use: AppleTokenUse, now: Date) async throws -> Bool {
         try await write { db in
             // A second use touches the row (and is taken) only for the same merging guest: `NULL = NULL` is not true.
-            try db.fetchValue(
-                Int64.self,
-                sql: """
-                    INSERT INTO apple_token_uses (subject, digest, expires_at, merging_guest, used_at) VALUES (?, ?, ?, ?, ?)
-                    ON CONFLICT (subject, digest) DO UPDATE SET used_at = apple_token_uses.used_at
-                    WHERE apple_token_uses.merging_guest = excluded.merging_guest
-                    RETURNING 1
-                    """,
-                arguments: [use.subject, use.digest, use.expiresAt.millis, use.mergingGuest, now.millis]) != nil
+            try db.fetchFirst(
+                SQLiteWrites.useAppleToken, changing: .all,
+                arguments: [use.subject, use.digest, use.expiresAt.millis, use.mergingGuest, now.millis], { _ in () }) != nil
         }
     }
 
@@ -54,18 +48,15 @@ extension SQLiteStore: AppleIdentityStore {
             let user: UserRecord
             if let row = try db.fetchRow(sql: "SELECT * FROM users WHERE apple_sub = ?", arguments: [credential.subject]) {
                 user = UserRecord(row: row)
-                try Self.storeContact(credential, now: now, db)
+                try Self.storeContact(credential, of: user.id, now: now, db)
             } else {
                 var account = GuestSignup.newGuest(now: now)
                 account.hasAppleIdentity = true
                 try db.run(
-                    sql: """
-                        INSERT INTO users (id, timezone, created_at, apple_sub, apple_email, apple_refresh_token, apple_linked_at)
-                        VALUES (?, 'UTC', ?, ?, ?, ?, ?)
-                        """,
+                    SQLiteWrites.createAppleAccount, changing: .user(account.id),
                     arguments: [account.id, now.millis, credential.subject, credential.email, credential.refreshToken, now.millis])
-                try db.run(sql: "INSERT INTO wallets (user_id, balance, held, version) VALUES (?, 0, 0, 0)", arguments: [account.id])
-                if let grant = GuestSignup.grant(signupGrant) { try self.append(grant, userId: account.id, now: now, db) }
+                try db.run(SQLiteWrites.createWallet, changing: .user(account.id), arguments: [account.id])
+                if let grant = GuestSignup.grant(signupGrant) { try self.append(grant, userId: account.id, from: .empty, now: now, db) }
                 (user, created) = (account, true)
             }
             try self.insertSession(db, userId: user.id, sessionId: sessionId, refresh: refresh, limit: sessionsPerUser, now: now)
@@ -83,15 +74,12 @@ extension SQLiteStore: AppleIdentityStore {
             let owner = try db.fetchValue(String.self, sql: "SELECT id FROM users WHERE apple_sub = ?", arguments: [credential.subject])
             if let owner, owner != userId { throw StoreError(.appleIdentityInUse) }
             if owner == userId {
-                try Self.storeContact(credential, now: now, db)
+                try Self.storeContact(credential, of: userId, now: now, db)
                 return user
             }
             if user.hasAppleIdentity { throw StoreError(.alreadyLinked) }
             try db.run(
-                sql: """
-                    UPDATE users SET apple_sub = ?, apple_email = ?, apple_refresh_token = ?, apple_linked_at = ?, installation = NULL
-                    WHERE id = ?
-                    """,
+                SQLiteWrites.linkApple, changing: .user(userId),
                 arguments: [credential.subject, credential.email, credential.refreshToken, now.millis, userId])
             user.hasAppleIdentity = true
             return user
@@ -101,7 +89,10 @@ extension SQLiteStore: AppleIdentityStore {
     /// Gives a revoked consent again and stores the contact, in one writer statement.
     public func appleSignedIn(_ credential: AppleCredential, now: Date) async throws -> Bool {
         try await write { db in
-            try Self.storeContact(credential, now: now, db)
+            guard
+                let userId = try db.fetchValue(String.self, sql: "SELECT id FROM users WHERE apple_sub = ?", arguments: [credential.subject])
+            else { return false }
+            try Self.storeContact(credential, of: userId, now: now, db)
             return db.changesCount > 0
         }
     }
@@ -110,12 +101,7 @@ extension SQLiteStore: AppleIdentityStore {
     public func revokeAppleConsent(_ notice: AppleAccountNotice, now: Date) async throws -> AppleConsentRevocation? {
         try await write { db in
             guard let userId = try Self.take(notice, now: now, db) else { return nil }
-            try db.run(
-                sql: """
-                    UPDATE users SET apple_consent_revoked_at = ?, apple_refresh_token = NULL
-                    WHERE id = ? AND apple_consent_revoked_at IS NULL
-                    """,
-                arguments: [notice.eventTime.millis, userId])
+            try db.run(SQLiteWrites.revokeAppleConsent, changing: .user(userId), arguments: [notice.eventTime.millis, userId])
             guard db.changesCount == 1 else { return nil }
             return AppleConsentRevocation(userId: userId, revokedSessions: try self.revokeSessions(ofUser: userId, now: now, db))
         }
@@ -138,16 +124,9 @@ extension SQLiteStore: AppleIdentityStore {
     /// Deletes one batch of token uses and notification ids past their time, in one writer transaction.
     public func purgeAppleRecords(now: Date, limit: Int) async throws -> Int {
         try await write { db in
-            try db.run(
-                sql: """
-                    DELETE FROM apple_token_uses
-                    WHERE (subject, digest) IN (SELECT subject, digest FROM apple_token_uses WHERE expires_at < ? LIMIT ?)
-                    """,
-                arguments: [now.millis, limit])
+            try db.run(SQLiteWrites.purgeAppleTokenUses, changing: .all, arguments: [now.millis, limit])
             let uses = db.changesCount
-            try db.run(
-                sql: "DELETE FROM apple_notifications WHERE jti IN (SELECT jti FROM apple_notifications WHERE keep_until < ? LIMIT ?)",
-                arguments: [now.millis, limit])
+            try db.run(SQLiteWrites.purgeAppleNotices, changing: .all, arguments: [now.millis, limit])
             return uses + db.changesCount
         }
     }
@@ -155,15 +134,10 @@ extension SQLiteStore: AppleIdentityStore {
     // MARK: In a transaction
 
     /// Replaces the stored contact email and refresh token with the credential's, where it has them, and gives a revoked
-    /// consent again (the mark cleared, the link time moved to `now`).
-    private static func storeContact(_ credential: AppleCredential, now: Date, _ db: Database) throws {
+    /// consent again (the mark cleared, the link time moved to `now`). `userId`: the account of the `sub`.
+    private static func storeContact(_ credential: AppleCredential, of userId: String, now: Date, _ db: Database) throws {
         try db.run(
-            sql: """
-                UPDATE users SET apple_email = coalesce(?, apple_email), apple_refresh_token = coalesce(?, apple_refresh_token),
-                  apple_linked_at = CASE WHEN apple_consent_revoked_at IS NULL THEN apple_linked_at ELSE ? END,
-                  apple_consent_revoked_at = NULL
-                WHERE apple_sub = ?
-                """,
+            SQLiteWrites.storeAppleContact, changing: .user(userId),
             arguments: [credential.email, credential.refreshToken, now.millis, credential.subject])
     }
 
@@ -171,7 +145,7 @@ extension SQLiteStore: AppleIdentityStore {
     /// transaction's first write), a `sub` no account has, or an identity linked after the event.
     private static func take(_ notice: AppleAccountNotice, now: Date, _ db: Database) throws -> String? {
         try db.run(
-            sql: "INSERT INTO apple_notifications (jti, keep_until, received_at) VALUES (?, ?, ?) ON CONFLICT (jti) DO NOTHING",
+            SQLiteWrites.recordAppleNotice, changing: .all,
             arguments: [notice.id, notice.keepUntil.millis, now.millis])
         guard db.changesCount == 1 else { return nil }
         return try db.fetchValue(
@@ -181,12 +155,6 @@ extension SQLiteStore: AppleIdentityStore {
 
     /// Clears the account's Apple identity.
     static func unlinkApple(userId: String, _ db: Database) throws {
-        try db.run(
-            sql: """
-                UPDATE users SET apple_sub = NULL, apple_email = NULL, apple_refresh_token = NULL, apple_linked_at = NULL,
-                  apple_consent_revoked_at = NULL
-                WHERE id = ?
-                """,
-            arguments: [userId])
+        try db.run(SQLiteWrites.unlinkApple, changing: .user(userId), arguments: [userId])
     }
 }

@@ -6,8 +6,7 @@ extension SQLiteStore: AttestationStore {
     /// Stores the challenge until it expires.
     public func issueAttestationChallenge(hash: String, expiresAt: Date) async throws {
         try await write { db in
-            try db.execute(
-                sql: "INSERT INTO attestation_challenges (challenge_hash, expires_at) VALUES (?, ?)",
+            try db.run(SQLiteWrites.issueChallenge, changing: .all,
                 arguments: [hash, expiresAt.millis])
         }
     }
@@ -15,8 +14,7 @@ extension SQLiteStore: AttestationStore {
     /// Deletes the challenge; true when it was there and alive.
     public func consumeAttestationChallenge(hash: String, now: Date) async throws -> Bool {
         try await write { db in
-            try db.execute(
-                sql: "DELETE FROM attestation_challenges WHERE challenge_hash = ? AND expires_at > ?", arguments: [hash, now.millis])
+            try db.run(SQLiteWrites.consumeChallenge, changing: .all, arguments: [hash, now.millis])
             return db.changesCount == 1
         }
     }
@@ -24,12 +22,7 @@ extension SQLiteStore: AttestationStore {
     /// Inserts the key unless its id exists.
     public func saveAttestedKey(_ key: AttestedKeyRecord) async throws -> Bool {
         try await write { db in
-            try db.execute(
-                sql: """
-                    INSERT INTO app_attest_keys
-                      (key_id, user_id, installation, public_key, counter, environment, receipt, attested_at)
-                    VALUES (?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (key_id) DO NOTHING
-                    """,
+            try db.run(SQLiteWrites.saveAttestedKey, changing: .user(key.userId),
                 arguments: [
                     key.keyId, key.userId, key.installation, Data(key.publicKey), Int64(key.counter), key.environment,
                     Data(key.receipt), key.attestedAt.millis,
@@ -75,8 +68,7 @@ extension SQLiteStore: AttestationStore {
     /// Raises the counter when below: one statement on the single writer.
     public func advanceAssertionCounter(keyId: String, to counter: UInt32) async throws -> Bool {
         try await write { db in
-            try db.execute(
-                sql: "UPDATE app_attest_keys SET counter = ? WHERE key_id = ? AND counter < ?",
+            try db.run(SQLiteWrites.advanceAssertionCounter, changing: .all,
                 arguments: [Int64(counter), keyId, Int64(counter)])
             return db.changesCount == 1
         }
@@ -85,12 +77,7 @@ extension SQLiteStore: AttestationStore {
     /// Counts the spend on the user's flag.
     public func recordUnattestedSpend(userId: String, reason: String, now: Date) async throws {
         try await write { db in
-            try db.execute(
-                sql: """
-                    INSERT INTO unattested_spends (user_id, count, last_reason, last_at) VALUES (?, 1, ?, ?)
-                    ON CONFLICT (user_id) DO UPDATE SET count = count + 1, last_reason = excluded.last_reason,
-                      last_at = excluded.last_at
-                    """,
+            try db.run(SQLiteWrites.countUnattestedSpend, changing: .user(userId),
                 arguments: [userId, reason, now.millis])
         }
     }
@@ -107,7 +94,7 @@ extension SQLiteStore: AttestationStore {
     /// Deletes expired challenges.
     public func purgeAttestationChallenges(now: Date) async throws -> Int {
         try await write { db in
-            try db.execute(sql: "DELETE FROM attestation_challenges WHERE expires_at <= ?", arguments: [now.millis])
+            try db.run(SQLiteWrites.purgeChallenges, changing: .all, arguments: [now.millis])
             return db.changesCount
         }
     }

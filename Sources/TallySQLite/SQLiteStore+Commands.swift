@@ -77,10 +77,9 @@ extension SQLiteStore: LedgerStore {
         }
         let response = try respond()
         if let idempotency {
-            try db.run(sql: """
-                    INSERT INTO idempotency_keys (scope, key, fingerprint, status, body, created_at)
-                    VALUES (?, ?, ?, ?, ?, ?)
-                    """,
+            // The scope is not always an account's id: no cache reads the table, so the key matters to none.
+            try db.run(
+                SQLiteWrites.rememberResponse, changing: .all,
                 arguments: [
                     idempotency.scope, idempotency.key, idempotency.fingerprint, response.status,
                     Data(response.body), now.millis,
@@ -123,36 +122,28 @@ extension SQLiteStore: LedgerStore {
     func apply(_ plan: LedgerPlan, state: AccountState, hold: HoldRecord?, now: Date, _ db: Database) throws -> CommandOutcome {
         let userId = state.user.id
         if let newHold = plan.newHold {
-            try db.run(sql: "INSERT INTO holds (id, user_id, amount, status, created_at, expires_at) VALUES (?, ?, ?, 'open', ?, ?)",
-                arguments: [newHold.id, userId, newHold.amount, now.millis, newHold.expiresAt.millis])
+            try db.run(
+                SQLiteWrites.openHold, changing: .user(userId), arguments: [newHold.id, userId, newHold.amount, now.millis, newHold.expiresAt.millis])
         }
         if let settle = plan.settleHold, let hold {
-            try db.run(sql: "UPDATE holds SET status = ?, captured_amount = ?, settled_at = ? WHERE id = ? AND status = 'open'",
-                arguments: [settle.status.rawValue, settle.capturedAmount, now.millis, hold.id])
+            try db.run(
+                SQLiteWrites.settleHold, changing: .user(userId), arguments: [settle.status.rawValue, settle.capturedAmount, now.millis, hold.id])
             guard db.changesCount == 1 else { throw StoreError(.holdNotOpen) }
         }
         var entryId: Int64?
         if let planned = plan.entry {
-            entryId = try append(planned, userId: userId, now: now, db)
+            entryId = try append(planned, userId: userId, from: state.wallet, now: now, db).id
         }
         if let (quota, counter) = plan.counter {
-            try db.run(sql: """
-                    INSERT INTO quota_counters (user_id, quota, used, window_end) VALUES (?, ?, ?, ?)
-                    ON CONFLICT (user_id, quota) DO UPDATE SET used = excluded.used, window_end = excluded.window_end
-                    """,
-                arguments: [userId, quota, counter.used, counter.windowEnd.millis])
+            try db.run(SQLiteWrites.storeQuotaCounter, changing: .user(userId), arguments: [userId, quota, counter.used, counter.windowEnd.millis])
         }
         if let (installation, quota, counter) = plan.installationCounter {
-            try db.run(sql: """
-                    INSERT INTO installation_quota_counters (installation, quota, used, window_end) VALUES (?, ?, ?, ?)
-                    ON CONFLICT (installation, quota) DO UPDATE SET used = excluded.used, window_end = excluded.window_end
-                    """,
-                arguments: [installation, quota, counter.used, counter.windowEnd.millis])
+            try db.run(
+                SQLiteWrites.storeInstallationCounter, changing: .all, arguments: [installation, quota, counter.used, counter.windowEnd.millis])
         }
         if let user = plan.user {
-            forgets.account(userId)
-            try db.run(sql: "UPDATE users SET timezone = ?, language = ?, premium_until = ? WHERE id = ?",
-                arguments: [user.timezone, user.language, user.premiumUntil?.millis, userId])
+            try db.run(
+                SQLiteWrites.changeProfile, changing: .user(userId), arguments: [user.timezone, user.language, user.premiumUntil?.millis, userId])
         }
         return CommandOutcome(plan: plan, state: state, hold: hold, entryId: entryId, now: now)
     }

@@ -178,13 +178,12 @@ extension SQLiteStore: ConsoleStore {
 
     static func appendAudit(_ entry: NewAuditEntry, _ db: Database) throws -> AuditEntry {
         guard
-            let row = try db.fetchRow(sql: """
-                    INSERT INTO console_audit (at, operator_session, action, user_id, before, after) VALUES (?, ?, ?, ?, ?, ?)
-                    RETURNING *
-                    """,
-                arguments: [entry.at.millis, entry.operatorSession, entry.action, entry.userId, entry.before, entry.after])
+            let audit = try db.fetchFirst(
+                SQLiteWrites.appendAudit, changing: .all,
+                arguments: [entry.at.millis, entry.operatorSession, entry.action, entry.userId, entry.before, entry.after],
+                AuditEntry.init(row:))
         else { throw StoreError(.invalidInput) }
-        return AuditEntry(row: row)
+        return audit
     }
 }
 

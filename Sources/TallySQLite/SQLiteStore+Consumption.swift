@@ -6,11 +6,7 @@ extension SQLiteStore: ConsumptionStore {
     /// Records the user's consent and its time.
     public func setConsumptionConsent(userId: String, consented: Bool, now: Date) async throws {
         try await write { db in
-            try db.execute(
-                sql: """
-                    INSERT INTO consumption_consents (user_id, consented, changed_at) VALUES (?, ?, ?)
-                    ON CONFLICT (user_id) DO UPDATE SET consented = excluded.consented, changed_at = excluded.changed_at
-                    """,
+            try db.run(SQLiteWrites.setConsumptionConsent, changing: .user(userId),
                 arguments: [userId, consented ? 1 : 0, now.millis])
         }
     }
@@ -18,12 +14,7 @@ extension SQLiteStore: ConsumptionStore {
     /// Queues the request once per notification, due at once.
     public func queueConsumptionRequest(_ request: NewConsumptionRequest) async throws -> Bool {
         try await write { db in
-            try db.execute(
-                sql: """
-                    INSERT INTO consumption_requests
-                      (notification_uuid, transaction_id, environment, reason, requested_at, status, next_attempt_at)
-                    VALUES (?, ?, ?, ?, ?, 'pending', ?) ON CONFLICT (notification_uuid) DO NOTHING
-                    """,
+            try db.run(SQLiteWrites.queueConsumptionRequest, changing: .transaction(request.transactionId),
                 arguments: [
                     request.notificationUUID, request.transactionId, request.environment, request.reason, request.requestedAt.millis,
                     request.requestedAt.millis,
@@ -84,12 +75,7 @@ extension SQLiteStore: ConsumptionStore {
             case .expired(let error): (.expired, nil, error, nil)
             }
         try await write { db in
-            try db.execute(
-                sql: """
-                    UPDATE consumption_requests SET status = ?, attempts = attempts + 1, answer = ?, last_error = ?,
-                      next_attempt_at = COALESCE(?, next_attempt_at), answered_at = ?
-                    WHERE notification_uuid = ? AND status = 'pending'
-                    """,
+            try db.run(SQLiteWrites.finishConsumptionAttempt, changing: .all,
                 arguments: [status.rawValue, answer, error, next?.millis, status == .pending ? nil : now.millis, notificationUUID])
         }
     }
@@ -97,8 +83,7 @@ extension SQLiteStore: ConsumptionStore {
     /// Records Apple's decision on the requests of the transaction not yet decided.
     public func recordRefundDecision(transactionId: String, _ decision: RefundDecision, at: Date) async throws {
         try await write { db in
-            try db.execute(
-                sql: "UPDATE consumption_requests SET decision = ?, decided_at = ? WHERE transaction_id = ? AND decision IS NULL",
+            try db.run(SQLiteWrites.recordRefundDecision, changing: .transaction(transactionId),
                 arguments: [decision.rawValue, at.millis, transactionId])
         }
     }

@@ -47,12 +47,7 @@ extension SQLiteStore: DocumentStore {
             try writer.finish()
             let last = taking.lastMutationId
             if client == nil || last != previous {
-                try db.run(
-                    sql: """
-                        INSERT INTO sync_clients (client_id, user_id, last_mutation_id, updated_at) VALUES (?, ?, ?, ?)
-                        ON CONFLICT (client_id) DO UPDATE SET last_mutation_id = excluded.last_mutation_id, updated_at = excluded.updated_at
-                        """,
-                    arguments: [clientId, userId, last, now.millis])
+                try db.run(SQLiteWrites.storeSyncClient, changing: .user(userId), arguments: [clientId, userId, last, now.millis])
             }
             return taking.outcome(charged: writer.charged)
         }
@@ -80,36 +75,33 @@ extension SQLiteStore: DocumentStore {
         return page
     }
 
-    /// The statement of a range query. The bound that paging moves (`from` ascending, `to` descending) and the
-    /// keyset position say the same thing twice; only the tighter of the two is kept, so that SQLite starts the
-    /// index scan there.
+    /// The statement of a range query: the predicate of ``DocumentRangeBounds`` (TallyStore's, which keeps only the
+    /// tighter of the bound that paging moves and the keyset position, so that SQLite starts the index scan there),
+    /// in SQL.
     static func rangeStatement(userId: String, _ query: DocumentRangeQuery) -> (String, StatementArguments) {
         var sql = "SELECT \(DocumentRecord.columns) FROM documents WHERE user_id = ? AND collection = ? AND deleted = 0"
         var arguments: StatementArguments = [userId, query.collection]
-        var (from, to) = (query.from, query.to)
-        if let after = query.after {
-            let comparison = query.descending ? "<" : ">"
-            if let rangeValue = after.rangeValue {
-                let afterIsTighter = query.descending ? to.map { rangeValue < $0 } ?? true : from.map { rangeValue >= $0 } ?? true
-                if afterIsTighter {
-                    if query.descending { to = nil } else { from = nil }
-                    sql += " AND (range_value, id) \(comparison) (?, ?)"
-                    arguments += [rangeValue, after.id]
-                }
-            } else {
-                sql += " AND range_value IS NULL AND id \(comparison) ?"
-                arguments += [after.id]
-            }
+        let bounds = query.bounds
+        let beyond = bounds.descending ? "<" : ">"
+        switch bounds.keyset {
+        case .after(let rangeValue, let id)?:
+            sql += " AND (range_value, id) \(beyond) (?, ?)"
+            arguments += [rangeValue, id]
+        case .afterId(let id)?:
+            sql += " AND range_value IS NULL AND id \(beyond) ?"
+            arguments += [id]
+        case nil:
+            break
         }
-        if let from {
-            sql += " AND range_value >= ?"
-            arguments += [from]
+        if let lower = bounds.lower {
+            sql += lower.inclusive ? " AND range_value >= ?" : " AND range_value > ?"
+            arguments += [lower.value]
         }
-        if let to {
-            sql += " AND range_value < ?"
-            arguments += [to]
+        if let upper = bounds.upper {
+            sql += upper.inclusive ? " AND range_value <= ?" : " AND range_value < ?"
+            arguments += [upper.value]
         }
-        sql += query.descending ? " ORDER BY range_value DESC, id DESC LIMIT ?" : " ORDER BY range_value, id LIMIT ?"
+        sql += bounds.descending ? " ORDER BY range_value DESC, id DESC LIMIT ?" : " ORDER BY range_value, id LIMIT ?"
         arguments += [query.bound.limit + 1]
         return (sql, arguments)
     }
@@ -173,18 +165,13 @@ extension SQLiteStore: DocumentStore {
                 arguments: [before.millis, max(limit, 0)])
             var purged: [String: (newest: Int64, count: Int)] = [:]
             for row in tombstones {
-                try db.run(sql: "DELETE FROM documents WHERE user_id = ? AND collection = ? AND id = ? AND deleted = 1",
-                    arguments: [row[0] as String, row[1] as String, row[2] as String])
+                try db.run(
+                    SQLiteWrites.purgeTombstone, changing: .user(row[0]), arguments: [row[0] as String, row[1] as String, row[2] as String])
                 let user = purged[row[0], default: (0, 0)]
                 purged[row[0]] = (max(user.newest, row[3]), user.count + 1)
             }
             for (userId, (version, count)) in purged {
-                try db.run(
-                    sql: """
-                        UPDATE sync_state SET purged_through = max(purged_through, ?), stored_documents = stored_documents - ?
-                        WHERE user_id = ?
-                        """,
-                    arguments: [version, count, userId])
+                try db.run(SQLiteWrites.notePurgedTombstones, changing: .user(userId), arguments: [version, count, userId])
             }
             return tombstones.count
         }
@@ -193,12 +180,7 @@ extension SQLiteStore: DocumentStore {
     /// Deletes the sync clients idle longest before `before` (up to `limit`) in one write transaction.
     public func purgeClients(before: Date, limit: Int) async throws -> Int {
         try await write { db in
-            try db.run(
-                sql: """
-                    DELETE FROM sync_clients WHERE client_id IN (
-                      SELECT client_id FROM sync_clients WHERE updated_at < ? ORDER BY updated_at LIMIT ?)
-                    """,
-                arguments: [before.millis, max(limit, 0)])
+            try db.run(SQLiteWrites.purgeSyncClients, changing: .all, arguments: [before.millis, max(limit, 0)])
             return db.changesCount
         }
     }

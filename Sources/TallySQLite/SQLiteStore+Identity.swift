@@ -21,13 +21,11 @@ extension SQLiteStore: IdentityStore {
                     count: recent?["n"] ?? 0, oldest: (recent?["oldest"] as Int64?).map(Date.init(millis:)), perHour: signupsPerHour,
                     now: now)
                 user = GuestSignup.newGuest(now: now)
-                try db.run(sql: "INSERT INTO installations (id, created_at) VALUES (?, ?) ON CONFLICT (id) DO NOTHING",
-                    arguments: [deviceHash, now.millis])
-                try db.run(sql: "INSERT INTO users (id, timezone, created_at, installation) VALUES (?, 'UTC', ?, ?)",
-                    arguments: [user.id, now.millis, deviceHash])
-                try db.run(sql: "INSERT INTO wallets (user_id, balance, held, version) VALUES (?, 0, 0, 0)", arguments: [user.id])
-                try db.run(sql: "INSERT INTO guest_signups (ip_hash, created_at) VALUES (?, ?)", arguments: [ipHash, now.millis])
-                if let grant = GuestSignup.grant(signupGrant) { try self.append(grant, userId: user.id, now: now, db) }
+                try db.run(SQLiteWrites.recordInstallation, changing: .all, arguments: [deviceHash, now.millis])
+                try db.run(SQLiteWrites.createGuest, changing: .user(user.id), arguments: [user.id, now.millis, deviceHash])
+                try db.run(SQLiteWrites.createWallet, changing: .user(user.id), arguments: [user.id])
+                try db.run(SQLiteWrites.recordGuestSignup, changing: .all, arguments: [ipHash, now.millis])
+                if let grant = GuestSignup.grant(signupGrant) { try self.append(grant, userId: user.id, from: .empty, now: now, db) }
                 created = true
             }
             try self.insertSession(db, userId: user.id, sessionId: sessionId, refresh: refresh, limit: sessionsPerUser, now: now)
@@ -37,12 +35,10 @@ extension SQLiteStore: IdentityStore {
 
     /// A write that opens or renews a session, which is then kept in the cache as live: every new
     /// session's first request would otherwise look it up on a reader (10,000 of them at the start of a
-    /// load run). The epoch is taken first, so a revocation committed meanwhile is not undone.
+    /// load run). It is stored on the writer's thread right after the commit has made the caches forget what it
+    /// changed (the new session's row among them), so before any later revocation can commit.
     func writeSession(_ open: @Sendable @escaping (Database) throws -> SessionGrant) async throws -> SessionGrant {
-        let epoch = sessions.epoch
-        let grant = try await write(open)
-        sessions.store(grant.user.id, for: grant.sessionId, readAt: epoch)
-        return grant
+        try await write(open) { grant in self.sessions.storeCommitted(grant.user.id, for: grant.sessionId) }
     }
 
     /// Opens a session for an existing account.
@@ -71,16 +67,22 @@ extension SQLiteStore: IdentityStore {
                     arguments: [hash])
             else { return .failure(StoreError(.invalidRefreshToken)) }
             let sessionId: String = token["session_id"]
-            if (token["revoked_at"] as Int64?) != nil { return .failure(StoreError(.invalidRefreshToken)) }
-            if (token["used_at"] as Int64?) != nil {
-                self.forgets.session(sessionId)
-                try db.run(sql: "UPDATE sessions SET revoked_at = ? WHERE id = ?", arguments: [now.millis, sessionId])
+            let presented = PresentedRefreshToken(
+                sessionId: sessionId, expiresAt: Date(millis: token["expires_at"]), usedAt: (token["used_at"] as Int64?).map(Date.init(millis:)),
+                sessionRevokedAt: (token["revoked_at"] as Int64?).map(Date.init(millis:)))
+            // The rules are TallyStore's (``RefreshTokenPolicy``); the single writer makes read-then-write atomic.
+            switch RefreshTokenPolicy.decide(presented, now: now) {
+            case .rotate:
+                break
+            case .revokeSession:
+                try db.run(SQLiteWrites.revokeSession, changing: .session(sessionId), arguments: [now.millis, sessionId])
                 return .failure(StoreError(.refreshTokenReused))
+            case .refuse:
+                return .failure(StoreError(.invalidRefreshToken))
             }
-            if (token["expires_at"] as Int64) <= now.millis { return .failure(StoreError(.invalidRefreshToken)) }
-            try db.run(sql: "UPDATE refresh_tokens SET used_at = ? WHERE token_hash = ?", arguments: [now.millis, hash])
-            try db.run(sql: "INSERT INTO refresh_tokens (token_hash, session_id, expires_at) VALUES (?, ?, ?)",
-                arguments: [next.hash, sessionId, next.expiresAt.millis])
+            try db.run(SQLiteWrites.useRefreshToken, changing: .session(sessionId), arguments: [now.millis, hash])
+            try db.run(
+                SQLiteWrites.issueRefreshToken, changing: .session(sessionId), arguments: [next.hash, sessionId, next.expiresAt.millis])
             return .success(SessionGrant(user: UserRecord(row: token), sessionId: sessionId, created: false))
         }
         return try result.get()
@@ -89,8 +91,7 @@ extension SQLiteStore: IdentityStore {
     /// Revokes a session and its refresh tokens.
     public func revokeSession(id: String, now: Date) async throws {
         try await write { db in
-            self.forgets.session(id)
-            try db.run(sql: "UPDATE sessions SET revoked_at = ? WHERE id = ? AND revoked_at IS NULL", arguments: [now.millis, id])
+            try db.run(SQLiteWrites.revokeSession, changing: .session(id), arguments: [now.millis, id])
         }
     }
 
@@ -124,8 +125,7 @@ extension SQLiteStore: IdentityStore {
             if try db.fetchValue(Bool.self, sql: "SELECT EXISTS (SELECT 1 FROM users WHERE email = ?)", arguments: [email]) == true {
                 throw StoreError(.credentialInUse)
             }
-            try db.run(sql: "UPDATE users SET email = ?, password_hash = ?, installation = NULL WHERE id = ?",
-                arguments: [email, passwordHash, userId])
+            try db.run(SQLiteWrites.linkCredentials, changing: .user(userId), arguments: [email, passwordHash, userId])
             user.email = email
             return user
         }
@@ -162,12 +162,8 @@ extension SQLiteStore: IdentityStore {
             let decision = policy.decide(pair: pair, account: total, now: now)
             if case .admit(let pair, let total, _) = decision {
                 for (key, failures) in [(address, pair), ("", total)] {
-                    try db.run(sql: """
-                            INSERT INTO sign_in_failures (account_key, address_key, failures, last_failure_at, locked_until)
-                            VALUES (?, ?, ?, ?, ?)
-                            ON CONFLICT (account_key, address_key) DO UPDATE SET failures = excluded.failures,
-                              last_failure_at = excluded.last_failure_at, locked_until = excluded.locked_until
-                            """,
+                    try db.run(
+                        SQLiteWrites.storeSignInFailures, changing: .all,
                         arguments: [account, key, failures.count, failures.lastAt.millis, failures.lockedUntil?.millis])
                 }
             }
@@ -178,7 +174,7 @@ extension SQLiteStore: IdentityStore {
     /// Deletes the account's total and the pair's failures.
     public func signInSucceeded(account: String, address: String) async throws {
         try await write { db in
-            try db.run(sql: "DELETE FROM sign_in_failures WHERE account_key = ? AND address_key IN ('', ?)", arguments: [account, address])
+            try db.run(SQLiteWrites.clearSignInFailures, changing: .all, arguments: [account, address])
         }
     }
 
@@ -195,14 +191,16 @@ extension SQLiteStore: IdentityStore {
     }
 
     /// Deletes the account and everything that belongs to it (the guests merged into it too) in the caller's
-    /// transaction; the caches forget it as that commits. Returns whether it existed.
+    /// transaction; the caches forget them as that commits (the cascade changes the rows of the account and of
+    /// every guest merged into it, directly or through another). Returns whether it existed.
     func deleteAccount(_ id: String, _ db: Database) throws -> Bool {
-        forgets.wallet(id)
-        forgets.account(id)
-        forgets.documents(id)
-        forgets.everySession()
-        try db.run(sql: "DELETE FROM idempotency_keys WHERE scope = ?", arguments: [id])
-        try db.run(sql: "DELETE FROM users WHERE id = ?", arguments: [id])
+        let gone = try db.fetchValues(String.self, sql: """
+                WITH RECURSIVE gone(id) AS (SELECT ? UNION SELECT u.id FROM users u JOIN gone g ON u.merged_into = g.id)
+                SELECT id FROM gone
+                """,
+            arguments: [id])
+        try db.run(SQLiteWrites.deleteAccountResponses, changing: .user(id), arguments: [id])
+        try db.run(SQLiteWrites.deleteUser, changing: gone.map(ChangedRows.user), arguments: [id])
         return db.changesCount > 0
     }
 
@@ -211,25 +209,24 @@ extension SQLiteStore: IdentityStore {
     func revokeSessions(ofUser userId: String, now: Date, _ db: Database) throws -> [String] {
         let ids = try db.fetchValues(
             String.self, sql: "SELECT id FROM sessions WHERE user_id = ? AND revoked_at IS NULL ORDER BY id", arguments: [userId])
-        for id in ids { forgets.session(id) }
-        try db.run(sql: "UPDATE sessions SET revoked_at = ? WHERE user_id = ? AND revoked_at IS NULL", arguments: [now.millis, userId])
+        try db.run(SQLiteWrites.revokeSessionsOfUser, changing: ids.map(ChangedRows.session), arguments: [now.millis, userId, nil])
         return ids
     }
 
-    /// Inserts the session and its first refresh token, then revokes the account's oldest live sessions
-    /// beyond `limit` (ties in creation time broken by insertion order, so never the new one).
+    /// Inserts the session and its first refresh token, then revokes the account's oldest live sessions beyond
+    /// `limit`, the new one counted and never among them: the others but the newest ``SessionCap/othersKept(limit:)``
+    /// in the order of ``SessionCap/newestFirst`` (TallyStore's rule, PostgreSQL's too).
     func insertSession(_ db: Database, userId: String, sessionId: String, refresh: NewRefreshToken, limit: Int, now: Date) throws {
-        try db.run(sql: "INSERT INTO sessions (id, user_id, created_at) VALUES (?, ?, ?)", arguments: [sessionId, userId, now.millis])
-        try db.run(sql: "INSERT INTO refresh_tokens (token_hash, session_id, expires_at) VALUES (?, ?, ?)",
-            arguments: [refresh.hash, sessionId, refresh.expiresAt.millis])
+        try db.run(SQLiteWrites.openSession, changing: .session(sessionId), arguments: [sessionId, userId, now.millis])
+        try db.run(
+            SQLiteWrites.issueRefreshToken, changing: .session(sessionId), arguments: [refresh.hash, sessionId, refresh.expiresAt.millis])
         let excess = try db.fetchValues(String.self, sql: """
-                SELECT id FROM sessions WHERE user_id = ? AND revoked_at IS NULL
-                ORDER BY created_at DESC, rowid DESC LIMIT -1 OFFSET ?
+                SELECT id FROM sessions WHERE user_id = ? AND revoked_at IS NULL AND id <> ?
+                ORDER BY \(SessionCap.newestFirst) LIMIT -1 OFFSET ?
                 """,
-            arguments: [userId, max(limit, 1)])
+            arguments: [userId, sessionId, SessionCap.othersKept(limit: limit)])
         for id in excess {
-            forgets.session(id)
-            try db.run(sql: "UPDATE sessions SET revoked_at = ? WHERE id = ?", arguments: [now.millis, id])
+            try db.run(SQLiteWrites.revokeSession, changing: .session(id), arguments: [now.millis, id])
         }
     }
 }

@@ -39,11 +39,7 @@ extension SQLiteStore: LeaseStore {
     public func takeLease(_ name: String, holder: String, until: Date, now: Date) async throws -> Bool {
         try await write { db in
             try db.run(
-                sql: """
-                    INSERT INTO leases (name, holder, expires_at) VALUES (?, ?, ?)
-                    ON CONFLICT (name) DO UPDATE SET holder = excluded.holder, expires_at = excluded.expires_at
-                    WHERE leases.expires_at <= ? OR leases.holder = excluded.holder
-                    """,
+                SQLiteWrites.takeLease, changing: .all,
                 arguments: [name, holder, until.millis, now.millis])
             return db.changesCount > 0
         }
@@ -52,7 +48,7 @@ extension SQLiteStore: LeaseStore {
     /// Ends `holder`'s lease.
     public func releaseLease(_ name: String, holder: String) async throws {
         try await write { db in
-            try db.run(sql: "DELETE FROM leases WHERE name = ? AND holder = ?", arguments: [name, holder])
+            try db.run(SQLiteWrites.releaseLease, changing: .all, arguments: [name, holder])
         }
     }
 }

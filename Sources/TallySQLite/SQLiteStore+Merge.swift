@@ -13,7 +13,7 @@ extension SQLiteStore: MergeStore {
             case .replay(let summary):
                 return MergeOutcome(summary: summary, replayed: true)
             case .merge(let plan):
-                try self.writeMerge(plan, now: now, db)
+                try self.writeMerge(plan, from: snapshot, now: now, db)
                 return MergeOutcome(summary: plan.summary, replayed: false)
             }
         }
@@ -79,83 +79,62 @@ extension SQLiteStore: MergeStore {
         }
     }
 
-    /// Writes `plan` in the caller's transaction: every entry through ``append(_:userId:now:_:)``.
-    private func writeMerge(_ plan: MergePlan, now: Date, _ db: Database) throws {
+    /// Writes `plan`, made from `snapshot`, in the caller's transaction: every entry through
+    /// ``append(_:userId:from:now:_:)``, from the wallets as read.
+    private func writeMerge(_ plan: MergePlan, from snapshot: MergeSnapshot, now: Date, _ db: Database) throws {
         let (guestId, accountId) = (plan.summary.guestId, plan.summary.accountId)
+        let both: [ChangedRows] = [.user(guestId), .user(accountId)]
         for holdId in plan.releasedHolds {
-            try db.run(sql: "UPDATE holds SET status = 'released', settled_at = ? WHERE id = ? AND status = 'open'", arguments: [now.millis, holdId])
+            try db.run(SQLiteWrites.releaseHold, changing: .user(guestId), arguments: [now.millis, holdId])
             guard db.changesCount == 1 else { throw StoreError(.holdNotOpen) }
         }
         for holdId in plan.movedHolds {
-            try db.run(sql: "UPDATE holds SET user_id = ? WHERE id = ? AND user_id = ? AND status = 'open'", arguments: [accountId, holdId, guestId])
+            try db.run(SQLiteWrites.moveHold, changing: both, arguments: [accountId, holdId, guestId])
             guard db.changesCount == 1 else { throw StoreError(.holdNotOpen) }
         }
-        for entry in plan.guestEntries { try append(entry, userId: guestId, now: now, db) }
-        for entry in plan.accountEntries { try append(entry, userId: accountId, now: now, db) }
+        var (guestWallet, accountWallet) = (snapshot.guestWallet, snapshot.accountWallet)
+        for entry in plan.guestEntries { guestWallet = try append(entry, userId: guestId, from: guestWallet, now: now, db).wallet }
+        for entry in plan.accountEntries { accountWallet = try append(entry, userId: accountId, from: accountWallet, now: now, db).wallet }
 
-        forgets.account(guestId)
-        forgets.account(accountId)
-        try db.run(sql: "UPDATE users SET installation = NULL, merged_into = ?, purchased_premium_until = NULL WHERE id = ?",
-            arguments: [accountId, guestId])
-        try db.run(sql: "UPDATE users SET purchased_premium_until = ?, premium_until = ? WHERE id = ?",
+        try db.run(SQLiteWrites.markMerged, changing: .user(guestId), arguments: [accountId, guestId])
+        try db.run(
+            SQLiteWrites.setMergedPremium, changing: .user(accountId),
             arguments: [plan.accountPurchasedPremiumUntil?.millis, plan.accountPremiumUntil?.millis, accountId])
         // A subscription both list is listed once: the account's row stays.
-        try db.run(
-            sql: """
-                DELETE FROM purchases WHERE user_id = ?1 AND kind = 'subscription' AND original_transaction_id IN (
-                  SELECT original_transaction_id FROM purchases WHERE user_id = ?2 AND kind = 'subscription')
-                """,
-            arguments: [guestId, accountId])
-        try db.run(sql: "UPDATE purchases SET user_id = ? WHERE user_id = ?", arguments: [accountId, guestId])
-        try db.run(sql: "UPDATE subscriptions SET user_id = ? WHERE user_id = ?", arguments: [accountId, guestId])
+        try db.run(SQLiteWrites.dropListedTwice, changing: .user(guestId), arguments: [guestId, accountId])
+        try db.run(SQLiteWrites.movePurchases, changing: both, arguments: [accountId, guestId])
+        try db.run(SQLiteWrites.moveSubscriptions, changing: both, arguments: [accountId, guestId])
         for (quota, counter) in plan.counters {
-            try db.run(
-                sql: """
-                    INSERT INTO quota_counters (user_id, quota, used, window_end) VALUES (?, ?, ?, ?)
-                    ON CONFLICT (user_id, quota) DO UPDATE SET used = excluded.used, window_end = excluded.window_end
-                    """,
-                arguments: [accountId, quota, counter.used, counter.windowEnd.millis])
+            try db.run(SQLiteWrites.storeQuotaCounter, changing: .user(accountId), arguments: [accountId, quota, counter.used, counter.windowEnd.millis])
         }
 
-        forgets.documents(guestId)
-        forgets.documents(accountId)
         for record in plan.documents {
             // Where the account has no row, or over a tombstone: never over a live document.
             try db.run(
-                sql: """
-                    INSERT INTO documents (user_id, collection, id, data, range_value, version, updated_at, deleted)
-                    VALUES (?, ?, ?, ?, ?, ?, ?, 0)
-                    ON CONFLICT (user_id, collection, id) DO UPDATE SET data = excluded.data, range_value = excluded.range_value,
-                      version = excluded.version, updated_at = excluded.updated_at, deleted = 0
-                    WHERE documents.deleted = 1
-                    """,
+                SQLiteWrites.mergeDocument, changing: .user(accountId),
                 arguments: [
                     accountId, record.collection, record.id, String(decoding: record.data, as: UTF8.self), record.rangeValue,
                     record.version, record.updatedAt.millis,
                 ])
             guard db.changesCount == 1 else { throw StoreError(.invalidInput) }
         }
-        try db.run(sql: "DELETE FROM documents WHERE user_id = ?", arguments: [guestId])
+        try db.run(SQLiteWrites.deleteUserDocuments, changing: .user(guestId), arguments: [guestId])
         if let sync = plan.accountSync {
             try db.run(
-                sql: """
-                    INSERT INTO sync_state (user_id, version, purged_through, stored_documents, stored_bytes) VALUES (?, ?, ?, ?, ?)
-                    ON CONFLICT (user_id) DO UPDATE SET version = excluded.version, stored_documents = excluded.stored_documents,
-                      stored_bytes = excluded.stored_bytes
-                    """,
+                SQLiteWrites.storeMergedSync, changing: .user(accountId),
                 arguments: [accountId, sync.version, sync.purgedThrough, sync.usage.documents, sync.usage.bytes])
         }
         if let sync = plan.guestSync {
             try db.run(
-                sql: "UPDATE sync_state SET version = ?, purged_through = ?, stored_documents = 0, stored_bytes = 0 WHERE user_id = ?",
-                arguments: [sync.version, sync.purgedThrough, guestId])
+                SQLiteWrites.emptyGuestSync, changing: .user(guestId), arguments: [sync.version, sync.purgedThrough, guestId])
         }
         // The guest's device, signed in as the account, pushes its unpushed mutations under the same client id once.
-        try db.run(sql: "UPDATE sync_clients SET user_id = ? WHERE user_id = ?", arguments: [accountId, guestId])
+        try db.run(SQLiteWrites.moveSyncClients, changing: both, arguments: [accountId, guestId])
 
         let revoked = try revokeSessions(ofUser: guestId, now: now, db)
         guard revoked == plan.summary.revokedSessions else { throw StoreError(.unavailable) }
-        try db.run(sql: "INSERT INTO merges (guest_id, account_id, summary, merged_at) VALUES (?, ?, ?, ?)",
+        try db.run(
+            SQLiteWrites.recordMerge, changing: .user(guestId),
             arguments: [guestId, accountId, try plan.summary.encoded(), now.millis])
     }
 }

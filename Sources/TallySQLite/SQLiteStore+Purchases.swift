@@ -5,7 +5,7 @@ import TallyStore
 extension SQLiteStore: PurchaseStore {
     /// A consumable already credited to the submitter is answered from one statement (``replayed(_:userId:now:)``). Anything else is planned from a reader first: a repeated submission writes
     /// nothing and is answered from it. Otherwise the single writer reads, plans and writes it in one transaction
-    /// (every entry through ``append(_:userId:now:_:)``); a refusal of the submitter is thrown once that committed.
+    /// (every entry through ``append(_:userId:from:now:_:)``); a refusal of the submitter is thrown once that committed.
     public func redeem(_ transaction: VerifiedTransaction, userId: String, now: Date) async throws -> Redemption {
         if let replay = try await replayed(transaction, userId: userId, now: now) { return replay }
         let fact = PurchaseFact.redemption(transaction, userId: userId)
@@ -13,7 +13,7 @@ extension SQLiteStore: PurchaseStore {
         if !plan.writesNothing {
             (snapshot, plan) = try await write { db in
                 let (snapshot, plan) = try Self.planned(fact, now: now, db)
-                try self.writePurchasePlan(plan, now: now, db)
+                try self.writePurchasePlan(plan, from: snapshot, now: now, db)
                 return (snapshot, plan)
             }
         }
@@ -23,17 +23,15 @@ extension SQLiteStore: PurchaseStore {
     /// Records the notification as seen and applies it, in one writer transaction; a duplicate writes nothing.
     public func apply(_ notification: VerifiedNotification, now: Date) async throws -> NotificationOutcome {
         try await write { db in
-            try db.run(sql: """
-                    INSERT INTO purchase_notifications (uuid, type, transaction_id, signed_at, received_at) VALUES (?, ?, ?, ?, ?)
-                    ON CONFLICT (uuid) DO NOTHING
-                    """,
+            try db.run(
+                SQLiteWrites.recordNotification, changing: notification.transaction.map { .transaction($0.transactionId) } ?? .all,
                 arguments: [
                     notification.notificationUUID, notification.type.rawValue, notification.transaction?.transactionId,
                     notification.signedDate.millis, now.millis,
                 ])
             guard db.changesCount == 1 else { return NotificationOutcome(disposition: .duplicate) }
             let (snapshot, plan) = try Self.planned(.notification(notification), now: now, db)
-            try self.writePurchasePlan(plan, now: now, db)
+            try self.writePurchasePlan(plan, from: snapshot, now: now, db)
             return plan.outcome(snapshot: snapshot, now: now)
         }
     }
@@ -157,27 +155,17 @@ extension SQLiteStore: PurchaseStore {
         return (snapshot, try PurchasePlanner.plan(fact, snapshot: snapshot, now: now))
     }
 
-    /// Writes `plan` in the caller's transaction.
-    func writePurchasePlan(_ plan: PurchasePlan, now: Date, _ db: Database) throws {
+    /// Writes `plan`, made from `snapshot`, in the caller's transaction.
+    func writePurchasePlan(_ plan: PurchasePlan, from snapshot: PurchaseSnapshot, now: Date, _ db: Database) throws {
         if let original = plan.dropsUnownedListings {
-            try db.run(
-                sql: "DELETE FROM purchases WHERE original_transaction_id = ? AND kind = 'subscription' AND user_id IS NULL",
-                arguments: [original])
+            // A subscription's rows, by its original transaction (no cached replay is of a subscription).
+            try db.run(SQLiteWrites.dropUnownedListings, changing: .transaction(original), arguments: [original])
         }
         if let purchase = plan.purchase {
-            forgets.purchase(purchase.transactionId)
             // A consumable's row replaces what it was; a subscription's row in an account's list is added once.
-            let conflict = purchase.kind == .consumable ? """
-                ON CONFLICT (transaction_id) WHERE kind = 'consumable' DO UPDATE SET user_id = excluded.user_id, claimed = excluded.claimed,
-                  revoked_at = excluded.revoked_at, refunded_tokens = excluded.refunded_tokens, refunds = excluded.refunds,
-                  reversed_at = excluded.reversed_at, signed_at = excluded.signed_at
-                """ : "ON CONFLICT (original_transaction_id, user_id) WHERE kind = 'subscription' DO NOTHING"
-            try db.run(sql: """
-                    INSERT INTO purchases (transaction_id, original_transaction_id, product_id, kind, quantity, tokens, environment,
-                      user_id, claimed, purchased_at, revoked_at, refunded_tokens, refunds, reversed_at, signed_at, recorded_at)
-                    VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
-                    \(conflict)
-                    """,
+            try db.run(
+                purchase.kind == .consumable ? SQLiteWrites.storeConsumable : SQLiteWrites.listSubscription,
+                changing: .transaction(purchase.transactionId),
                 arguments: [
                     purchase.transactionId, purchase.originalTransactionId, purchase.productId, purchase.kind.rawValue,
                     purchase.quantity, purchase.tokens, purchase.environment, purchase.userId, purchase.claimed,
@@ -186,24 +174,22 @@ extension SQLiteStore: PurchaseStore {
                 ])
         }
         if let subscription = plan.subscription {
-            try db.run(sql: """
-                    INSERT INTO subscriptions (original_transaction_id, transaction_id, product_id, environment, user_id, expires_at,
-                      grace_until, revoked_at, revocation, signed_at)
-                    VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
-                    ON CONFLICT (original_transaction_id) DO UPDATE SET transaction_id = excluded.transaction_id,
-                      user_id = excluded.user_id, expires_at = excluded.expires_at, grace_until = excluded.grace_until,
-                      revoked_at = excluded.revoked_at, revocation = excluded.revocation, signed_at = excluded.signed_at
-                    """,
+            try db.run(
+                SQLiteWrites.storeSubscription, changing: .transaction(subscription.originalTransactionId),
                 arguments: [
                     subscription.originalTransactionId, subscription.transactionId, subscription.productId, subscription.environment,
                     subscription.userId, subscription.expiresAt.millis, subscription.graceUntil?.millis, subscription.revokedAt?.millis,
                     subscription.revocation?.rawValue, subscription.signedAt.millis,
                 ])
         }
-        for planned in plan.entries { try append(planned.entry, userId: planned.userId, now: now, db) }
+        // Each account's entries from its wallet as the snapshot read it (the planner plans only for accounts it read).
+        var wallets = snapshot.accounts.mapValues(\.wallet)
+        for planned in plan.entries {
+            guard let wallet = wallets[planned.userId] else { throw StoreError(.userNotFound) }
+            wallets[planned.userId] = try append(planned.entry, userId: planned.userId, from: wallet, now: now, db).wallet
+        }
         for (userId, until) in plan.premium {
-            forgets.account(userId)
-            try db.run(sql: "UPDATE users SET purchased_premium_until = ? WHERE id = ?", arguments: [until?.millis, userId])
+            try db.run(SQLiteWrites.setPurchasedPremium, changing: .user(userId), arguments: [until?.millis, userId])
         }
     }
 }

@@ -16,16 +16,25 @@ import Darwin
 /// store.
 public final class SQLiteStore: MaintenanceStore {
     let pool: DatabasePool
-    /// The wallets this process read last; every committed change to one forgets it.
+    /// The wallets this process read last, by user; a committed change to what they read (``walletReads``) forgets them.
     let wallets = CommittedCache<CachedWallet>()
-    /// The live sessions this process looked up last (id → user); every committed revocation forgets them.
+    /// The live sessions this process looked up last (id → user); a committed change to ``sessionReads`` forgets them.
     let sessions = CommittedCache<String>()
-    /// The range-query pages this process read last, per user; a committed write of a user's documents forgets theirs.
+    /// The range-query pages this process read last, per user; a committed change to ``pageReads`` forgets them.
     let pages = DocumentPageCache()
-    /// The consumables replayed last, with their accounts; a committed change to either forgets them.
+    /// The consumables replayed last, with their accounts; a committed change to ``replayReads`` forgets them.
     let replays = ReplayCache()
-    /// What the open write transaction changed of the caches above.
-    let forgets: PendingForgets
+    /// What the open write transaction changed of the tables the caches above read.
+    let changes: WriterChanges
+
+    /// What a ``CachedWallet`` reads: the wallet row, and the account's open holds (the first one's expiry).
+    static let walletReads = CacheReads(.wallets, .holds)
+    /// What a session's liveness reads (``liveSessionUser(sessionId:)``): its row.
+    static let sessionReads = CacheReads(.sessions)
+    /// What a range page reads (``documents(userId:query:)``): the user's documents.
+    static let pageReads = CacheReads(.documents)
+    /// What a replay's answer reads (``replayQuery``): the purchase row, and the account and wallet that hold it.
+    static let replayReads = CacheReads(.purchases, .users, .wallets)
     /// Ledger commands that wait for the writer at the same time share one transaction (``WriterQueue``).
     let writerQueue = WriterQueue()
     /// The open lock file that marks this process as the database's owner.
@@ -43,9 +52,10 @@ public final class SQLiteStore: MaintenanceStore {
 
     /// `checkpoint`: the log pages after which a background checkpoint is asked for, and after which the
     /// writer checkpoints itself (``Checkpointer``).
-    init(path: String, checkpoint: (threshold: Int32, backstop: Int32)) throws {
+    /// `countingWrites`: keep a tally of the declared writes run (``WriterChanges/tally``, for tests).
+    init(path: String, checkpoint: (threshold: Int32, backstop: Int32), countingWrites: Bool = false) throws {
         ownership = try Self.takeOwnership(of: path)
-        forgets = PendingForgets(wallets: wallets, sessions: sessions, pages: pages, replays: replays)
+        changes = WriterChanges(wallets: wallets, sessions: sessions, pages: pages, replays: replays, counting: countingWrites)
         var configuration = Configuration()
         configuration.busyMode = .timeout(10)
         configuration.foreignKeysEnabled = true
@@ -107,7 +117,7 @@ public final class SQLiteStore: MaintenanceStore {
             if let value = try db.fetchValue(String.self, sql: "SELECT value FROM server_secrets WHERE name = ?", arguments: [name]) {
                 return value
             }
-            try db.run(sql: "INSERT INTO server_secrets (name, value) VALUES (?, ?)", arguments: [name, candidate])
+            try db.run(SQLiteWrites.createSecret, changing: .all, arguments: [name, candidate])
             return candidate
         }
     }
@@ -132,9 +142,9 @@ public final class SQLiteStore: MaintenanceStore {
     /// Deletes idempotency records, guest sign-up records and sign-in failures older than the given instants.
     public func purge(idempotencyBefore: Date, signupsBefore: Date, signInFailuresBefore: Date) async throws {
         try await write { db in
-            try db.run(sql: "DELETE FROM idempotency_keys WHERE created_at < ?", arguments: [idempotencyBefore.millis])
-            try db.run(sql: "DELETE FROM guest_signups WHERE created_at < ?", arguments: [signupsBefore.millis])
-            try db.run(sql: "DELETE FROM sign_in_failures WHERE last_failure_at < ?", arguments: [signInFailuresBefore.millis])
+            try db.run(SQLiteWrites.purgeResponses, changing: .all, arguments: [idempotencyBefore.millis])
+            try db.run(SQLiteWrites.purgeGuestSignups, changing: .all, arguments: [signupsBefore.millis])
+            try db.run(SQLiteWrites.purgeSignInFailures, changing: .all, arguments: [signInFailuresBefore.millis])
         }
     }
 
@@ -149,8 +159,9 @@ public final class SQLiteStore: MaintenanceStore {
             var deleted = 0
             var touched = Set<String>()
             for row in expired {
-                try db.run(sql: "DELETE FROM refresh_tokens WHERE token_hash = ?", arguments: [row["token_hash"] as String])
-                touched.insert(row["session_id"])
+                let sessionId: String = row["session_id"]
+                try db.run(SQLiteWrites.deleteRefreshToken, changing: .session(sessionId), arguments: [row["token_hash"] as String])
+                touched.insert(sessionId)
                 deleted += 1
             }
             var ended = try db.fetchValues(String.self, sql: """
@@ -165,8 +176,7 @@ public final class SQLiteStore: MaintenanceStore {
                 ended.append(id)
             }
             for id in Set(ended) {
-                self.forgets.session(id)
-                try db.run(sql: "DELETE FROM sessions WHERE id = ?", arguments: [id])
+                try db.run(SQLiteWrites.deleteSession, changing: .session(id), arguments: [id])
                 deleted += db.changesCount
             }
             return deleted
@@ -195,30 +205,37 @@ public final class SQLiteStore: MaintenanceStore {
     }
 
     /// Runs `body` in a write transaction on the single writer connection, off the cooperative threads;
-    /// when it commits, the caches forget what it changed.
+    /// when it commits, the caches forget what it changed, and then `committed` sees its result, still on the
+    /// writer's thread (so before any later commit).
     ///
     /// Measured: GRDB's synchronous API on the caller's thread doubles throughput, but blocks Swift's
     /// cooperative threads behind the writer and sends p99 latency to seconds; the async API keeps tails short.
-    func write<T: Sendable>(_ body: @Sendable @escaping (Database) throws -> T) async throws -> T {
+    func write<T: Sendable>(
+        _ body: @Sendable @escaping (Database) throws -> T, committed: (@Sendable (T) -> Void)? = nil
+    ) async throws -> T {
         try await run {
-            try await self.pool.writeWithoutTransaction { db in try self.inWriteTransaction(db) { try body(db) } }
+            try await self.pool.writeWithoutTransaction { db in try self.inWriteTransaction(db, committed: committed) { try body(db) } }
         }
     }
 
-    /// Runs `body` in a transaction on the writer connection and, as it ends, tells ``forgets`` whether it
-    /// committed: still on the writer's thread, so before the next transaction can begin.
-    func inWriteTransaction<T>(_ db: Database, _ body: () throws -> T) throws -> T {
+    /// Runs `body` in a transaction on the writer connection, its declared writes noting in ``changes`` what they
+    /// change, and, as it ends, tells ``changes`` whether it committed (then the caches forget what it changed): still
+    /// on the writer's thread, so before the next transaction can begin. Then `committed` sees the result.
+    func inWriteTransaction<T>(_ db: Database, committed: ((T) -> Void)? = nil, _ body: () throws -> T) throws -> T {
         var result: T?
         do {
-            try db.inTransaction {
-                result = try body()
-                return .commit
+            try changes.open {
+                try db.inTransaction {
+                    result = try body()
+                    return .commit
+                }
             }
         } catch {
-            forgets.rolledBack()
+            changes.rolledBack()
             throw error
         }
-        forgets.committed()
+        changes.committed()
+        committed?(result!)
         return result!
     }
 
@@ -240,39 +257,44 @@ public final class SQLiteStore: MaintenanceStore {
         }
     }
 
-    /// Appends `entry` to the ledger and moves the wallet with it, in the caller's transaction; the wallet
-    /// cache forgets the account when that transaction commits (``write(_:)``). Returns the entry's id.
+    /// Appends `entry` to the ledger of `userId`, whose wallet the caller's transaction read as `wallet`, and moves
+    /// the wallet with it; the caches that read the wallet forget the account when that transaction commits.
+    /// The entry's `balance_after`/`held_after` and the wallet's new row are `wallet.applying(entry)`: TallyStore's
+    /// one rule (``WalletState/applying(_:)``), PostgreSQL's `LedgerRows` too; the row is written over the version
+    /// read only (under the single writer nothing moves it between; no row: the account is gone). Returns the
+    /// entry's id and the wallet after it, for the next entry of the same wallet.
     @discardableResult
-    func append(_ entry: PlannedEntry, userId: String, now: Date, _ db: Database) throws -> Int64 {
-        forgets.wallet(userId)
-        guard
-            let wallet = try db.fetchFirst(sql: """
-                    UPDATE wallets SET balance = balance + ?, held = held + ?, version = version + 1
-                    WHERE user_id = ? RETURNING balance, held, version
-                    """,
-                arguments: [entry.amount, entry.heldChange, userId], { WalletState(row: $0, at: 0) })
-        else { throw StoreError(.userNotFound) }
-        try db.run(sql: """
-                INSERT INTO ledger_entries (user_id, kind, amount, held_change, balance_after, held_after, reason, created_at, reference)
-                VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)
-                """,
+    func append(_ entry: PlannedEntry, userId: String, from wallet: WalletState, now: Date, _ db: Database) throws
+        -> (id: Int64, wallet: WalletState)
+    {
+        let after = wallet.applying(entry)
+        try db.run(
+            SQLiteWrites.moveWallet, changing: .user(userId), arguments: [after.balance, after.held, after.version, userId, wallet.version])
+        guard db.changesCount == 1 else { throw StoreError(.userNotFound) }
+        try db.run(
+            SQLiteWrites.appendEntry, changing: .user(userId),
             arguments: [
-                userId, entry.kind.rawValue, entry.amount, entry.heldChange, wallet.balance, wallet.held, entry.reason,
+                userId, entry.kind.rawValue, entry.amount, entry.heldChange, after.balance, after.held, entry.reason,
                 now.millis, entry.reference,
             ])
-        return db.lastInsertedRowID
+        return (db.lastInsertedRowID, after)
     }
 
     /// Releases the account's holds that expired by `now`; returns how many.
     func expireHolds(_ db: Database, userId: String, now: Date) throws -> Int {
-        let holds = try db.fetchRows(sql: "SELECT * FROM holds WHERE user_id = ? AND status = 'open' AND expires_at <= ?",
-            arguments: [userId, now.millis]
-        ).map(HoldRecord.init(row:))
-        for hold in holds {
-            try db.run(sql: "UPDATE holds SET status = 'expired', settled_at = ? WHERE id = ? AND status = 'open'",
-                arguments: [now.millis, hold.id])
-            try append(LedgerPlanner.expiry(of: hold), userId: userId, now: now, db)
+        // The wallet comes with the holds (the same statement): each release is appended from it as the last one left it.
+        let rows = try db.fetchRows(sql: """
+                SELECT h.*, w.balance AS wallet_balance, w.held AS wallet_held, w.version AS wallet_version
+                FROM holds h JOIN wallets w ON w.user_id = h.user_id
+                WHERE h.user_id = ? AND h.status = 'open' AND h.expires_at <= ?
+                """,
+            arguments: [userId, now.millis])
+        guard let first = rows.first else { return 0 }
+        var wallet = WalletState(balance: first["wallet_balance"], held: first["wallet_held"], version: first["wallet_version"])
+        for hold in rows.map(HoldRecord.init(row:)) {
+            try db.run(SQLiteWrites.expireHold, changing: .user(userId), arguments: [now.millis, hold.id])
+            wallet = try append(LedgerPlanner.expiry(of: hold), userId: userId, from: wallet, now: now, db).wallet
         }
-        return holds.count
+        return rows.count
     }
 }

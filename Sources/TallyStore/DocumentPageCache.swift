@@ -77,6 +77,15 @@ public final class DocumentPageCache: Sendable {
         }
     }
 
+    /// Forgets every page (a committed transaction changed documents of users it did not name).
+    public func forgetAll() {
+        state.withLock { state in
+            state.epoch &+= 1
+            state.users.removeAll(keepingCapacity: true)
+            state.bytes = 0
+        }
+    }
+
     private static func size(_ user: UserPages) -> Int { user.pages.values.reduce(0) { $0 + size($1) } }
 
     private static func size(_ page: RangePage) -> Int {

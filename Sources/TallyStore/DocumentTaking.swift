@@ -3,6 +3,16 @@ import Foundation
 // What both stores' document writers do around ``DocumentPlanner/plan(_:existing:liveCount:)``, written once:
 // how one mutation was taken, which refusals of a metered create are answers rather than failures, and how a
 // push takes its mutations in order, each at most once. Each store only reads and writes its own rows.
+//
+// What the writers do not share, and why: SQLite's writer (`TallySQLite/DocumentWriter.swift`) is the one writer of
+// the database, so it reads each document when it takes it and writes each record at once (its counts include the
+// writes taken: ``DocumentTaking/counted(_:_:includesWritesTaken:)``), with nothing to lock and no transaction to run
+// again. PostgreSQL's (`TallyPostgres/PostgresDocumentWriter.swift`) is one of many processes': it first locks the
+// user's `sync_state` row (the order every writer of the user queues in), reads every addressed document in one
+// statement, keeps each document's last state in memory and writes them all in one statement at the end (so its counts
+// exclude the writes taken), takes ledger entry ids in batches, and throws `RetryTransaction` to run the whole call
+// again when a row moved under it. Batching, locking and retrying are how each store reaches its rows, not rules:
+// the rules (plan, count, charge, version, usage, the push's order) are here, and both writers call them.
 
 /// How a store's document writer took one mutation.
 public enum TakenMutation: Sendable {
@@ -27,6 +37,16 @@ extension StoreError {
     /// Whether this refusal of a metered create's charge is the mutation's answer (the account cannot pay:
     /// `.insufficientTokens`, `.quotaExhausted`) rather than a failure of the whole write.
     public var refusesPayment: Bool { code == .insufficientTokens || code == .quotaExhausted }
+}
+
+extension TakenMutation {
+    /// How a mutation whose charge (``DocumentTaking/Write/charge(userId:)``) threw `error` was taken: refused with
+    /// it when the account cannot pay (``StoreError/refusesPayment``: nothing is written, the push goes on); `nil` when
+    /// the error fails the whole call, for the writer to throw.
+    public static func chargeFailed(_ error: any Error) -> TakenMutation? {
+        guard let error = error as? StoreError, error.refusesPayment else { return nil }
+        return .refused(error)
+    }
 }
 
 /// A push's mutations taken in order, each at most once: one at or below the client's last mutation id was

@@ -232,7 +232,12 @@ public enum LedgerPlanner {
 }
 
 extension WalletState {
-    /// The wallet after `entry`.
+    /// A new account's wallet, as both stores insert it: nothing in it, at version 0.
+    public static let empty = WalletState(balance: 0, held: 0, version: 0)
+
+    /// The wallet after `entry`: the one place that decides an entry's `balance_after` and `held_after` and the
+    /// wallet's row after it, from the wallet as read, for both stores (SQLite's `append`, PostgreSQL's `LedgerRows`;
+    /// neither adds amounts in SQL, which `SharedRulesOnePlaceTests` checks).
     public func applying(_ entry: PlannedEntry) -> WalletState {
         WalletState(balance: balance + entry.amount, held: held + entry.heldChange, version: version + 1)
     }

@@ -57,14 +57,19 @@ struct LedgerOnePlaceTests {
             "a wallet is created empty; its first tokens are a ledger entry")
     }
 
-    @Test("SQLite: entries and wallet moves only in SQLiteStore.append, idempotency records only in SQLiteStore.idempotent")
+    @Test("SQLite: entries and wallet moves only in SQLiteStore.append, idempotency records only in SQLiteStore.idempotent (declared in SQLiteWrites.swift)")
     func sqlite() throws {
+        // Each statement is declared once (SQLiteWrites.swift), and each declaration is run from its one place.
         #expect(try Self.find(#"insert\s+into\s+ledger_entries"#, in: "TallySQLite")
-            == [Found(file: "SQLiteStore.swift", text: "insert into ledger_entries")])
+            == [Found(file: "SQLiteWrites.swift", text: "insert into ledger_entries")])
         #expect(try Self.find(#"update\s+wallets\s+set"#, in: "TallySQLite")
-            == [Found(file: "SQLiteStore.swift", text: "update wallets set")])
+            == [Found(file: "SQLiteWrites.swift", text: "update wallets set")])
         #expect(try Self.find(#"insert\s+into\s+idempotency_keys"#, in: "TallySQLite")
-            == [Found(file: "SQLiteStore+Commands.swift", text: "insert into idempotency_keys")])
+            == [Found(file: "SQLiteWrites.swift", text: "insert into idempotency_keys")])
+        #expect(try Self.find(#"SQLiteWrites\.(appendEntry|moveWallet)\b"#, in: "TallySQLite")
+            == [Found(file: "SQLiteStore.swift", text: "sqlitewrites.appendentry"), Found(file: "SQLiteStore.swift", text: "sqlitewrites.movewallet")])
+        #expect(try Self.find(#"SQLiteWrites\.rememberResponse\b"#, in: "TallySQLite")
+            == [Found(file: "SQLiteStore+Commands.swift", text: "sqlitewrites.rememberresponse")])
         #expect(try Self.find(#"insert\s+into\s+wallets\s*\([^)]*\)\s*values\s*\(\s*\?\s*,\s*[^0\s]"#, in: "TallySQLite").isEmpty,
             "a wallet is created empty; its first tokens are a ledger entry")
     }

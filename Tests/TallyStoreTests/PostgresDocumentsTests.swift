@@ -2,6 +2,7 @@ import Foundation
 import PostgresNIO
 import TallyAPI
 import TallyStore
+import TallyTestKit
 import Testing
 
 @testable import TallyPostgres

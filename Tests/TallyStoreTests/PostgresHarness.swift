@@ -1,6 +1,7 @@
 import Foundation
 import Logging
 import PostgresNIO
+import TallyAPI
 import TallyStore
 import Testing
 
@@ -57,7 +58,7 @@ enum PostgresRoute: String, Sendable {
 /// (``PoolerPassDatabase``; an isolated store gets a scratch database: PgBouncer refuses a `search_path` start-up
 /// parameter), and a store error `body` throws says so.
 func withPostgresStore(
-    isolated: Bool, migrated: Bool = true, clock: any WallClock = SystemClock(), route: PostgresRoute = .direct,
+    isolated: Bool, migrated: Bool = true, clock: any TallyClock = SystemClock(), route: PostgresRoute = .direct,
     sourceLocation: SourceLocation = #_sourceLocation, _ body: (PostgresStore) async throws -> Void
 ) async throws {
     let url = try postgresURL(sourceLocation: sourceLocation)
@@ -113,7 +114,7 @@ private actor PoolerPassDatabase {
 /// Runs a store whose pool goes to `pooled` through PgBouncer, statements unnamed, migrations on `direct`; a store
 /// error `body` throws names the pooler.
 private func runThroughPgBouncer(
-    _ pooled: String, direct: String, migrated: Bool, clock: any WallClock, _ body: (PostgresStore) async throws -> Void
+    _ pooled: String, direct: String, migrated: Bool, clock: any TallyClock, _ body: (PostgresStore) async throws -> Void
 ) async throws {
     var configuration = try PostgresStore.configuration(url: pooled, maximumConnections: 5)
     configuration.statements = .unnamed
@@ -129,7 +130,7 @@ private func runThroughPgBouncer(
 /// fixture gate; in `schema`, created first and dropped after, when given.
 private func runPostgresStore(
     _ configuration: PostgresPool.Configuration, direct: PostgresConnection.Configuration?, schema: String?, migrated: Bool,
-    clock: any WallClock, _ body: (PostgresStore) async throws -> Void
+    clock: any TallyClock, _ body: (PostgresStore) async throws -> Void
 ) async throws {
     var logger = Logger(label: "tally.store-tests")
     logger.logLevel = .warning

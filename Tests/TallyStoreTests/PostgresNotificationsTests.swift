@@ -3,6 +3,7 @@ import Logging
 import PostgresNIO
 import Synchronization
 import TallyStore
+import TallyTestKit
 import Testing
 
 @testable import TallyPostgres

@@ -1,6 +1,7 @@
 import Foundation
 import Logging
 import TallyStore
+import TallyTestKit
 import Testing
 
 @testable import TallyPostgres

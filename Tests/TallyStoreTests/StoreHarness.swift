@@ -2,6 +2,7 @@ import Foundation
 import Synchronization
 import TallySQLite
 import TallyStore
+import TallyTestKit
 import Testing
 
 // Every file of the target sees `StoreKind`, `postgresURL()`, `LedgerInvariants` and the rest of the shared support.

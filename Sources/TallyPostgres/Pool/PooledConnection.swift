@@ -1,6 +1,7 @@
 import Logging
 import PostgresNIO
 import Synchronization
+import TallyStore
 
 /// A connection leased from ``PostgresPool``: statements and transactions that end when the connection
 /// does, whatever the timing.
@@ -29,6 +30,9 @@ public struct PooledConnection: Sendable {
     let statements: PostgresStatements
     /// Runs tasks on the connection's event loop (``PostgresPool/withConnection(_:)``'s bodies, named statements).
     let executor: ConnectionExecutor
+    /// The changes of the transaction this connection is in (``transaction(logger:committed:_:)``), noted as its
+    /// declared writes run; `nil` outside one, where a statement commits when it returns.
+    var changes: TransactionChanges?
 
     init(connection: PostgresConnection, watch: ConnectionWatch, statements: PostgresStatements = .prepared) {
         self.connection = connection
@@ -68,11 +72,20 @@ public struct PooledConnection: Sendable {
 
     /// Runs `body` between `BEGIN` and `COMMIT`, with `ROLLBACK` when it throws. A connection whose
     /// `COMMIT` or `ROLLBACK` failed is closed, since its session may still be inside the transaction.
-    func transaction<T>(logger: Logger, _ body: (PooledConnection) async throws -> T) async throws -> T {
+    ///
+    /// `body` gets the connection with a fresh ``TransactionChanges``, where the declared writes it runs note what
+    /// they change; `committed` is handed them once `COMMIT` returns (and also when `COMMIT` failed, since it may
+    /// have committed all the same: forgetting more than needed is harmless), never after a `ROLLBACK`.
+    func transaction<T>(
+        logger: Logger, committed: (PendingChanges) -> Void = { _ in }, _ body: (PooledConnection) async throws -> T
+    ) async throws -> T {
+        var inTransaction = self
+        let changes = TransactionChanges()
+        inTransaction.changes = changes
         try await rows("BEGIN", logger: logger)
         let value: T
         do {
-            value = try await body(self)
+            value = try await body(inTransaction)
         } catch {
             do { try await rows("ROLLBACK", logger: logger) } catch { connection.close().whenComplete { _ in } }
             throw error
@@ -81,8 +94,10 @@ public struct PooledConnection: Sendable {
             try await rows("COMMIT", logger: logger)
         } catch {
             connection.close().whenComplete { _ in }
+            committed(changes.pending)
             throw error
         }
+        committed(changes.pending)
         return value
     }
 }

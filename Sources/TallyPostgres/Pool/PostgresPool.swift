@@ -5,6 +5,7 @@ import NIOPosix
 import PostgresNIO
 import ServiceLifecycle
 import Synchronization
+import TallyAPI
 import TallyStore
 
 /// PostgreSQL connections opened as they are needed, up to a maximum, and closed when idle, that fails fast
@@ -82,7 +83,7 @@ public final class PostgresPool: Service, Sendable {
     private let logger: Logger
     private let eventLoops: any EventLoopGroup
     /// What deadlines, idle times and the ticker read (tests advance a ``ManualClock``).
-    private let clock: any WallClock
+    private let clock: any TallyClock
     private let state: Mutex<PoolState<PooledConnection, Waiter>>
     private let ids = Atomic<Int>(0)
     /// Slots to start beyond the minimum, asked for by leases; ``run()`` starts them.
@@ -98,7 +99,7 @@ public final class PostgresPool: Service, Sendable {
     /// A pool of at most `configuration.size` connections whose deadlines and idle times follow `clock`;
     /// nothing connects until ``run()``.
     public init(
-        configuration: Configuration, logger: Logger, clock: any WallClock = SystemClock(),
+        configuration: Configuration, logger: Logger, clock: any TallyClock = SystemClock(),
         eventLoopGroup: any EventLoopGroup = MultiThreadedEventLoopGroup.singleton
     ) {
         precondition(configuration.size >= 1, "a pool needs at least one connection")
@@ -151,9 +152,12 @@ public final class PostgresPool: Service, Sendable {
         }
     }
 
-    /// Runs `body` in a transaction (see ``PooledConnection/transaction(logger:_:)``).
-    func withTransaction<T>(logger: Logger, _ body: (PooledConnection) async throws -> T) async throws -> T {
-        try await withConnection { try await $0.transaction(logger: logger, body) }
+    /// Runs `body` in a transaction (see ``PooledConnection/transaction(logger:committed:_:)``): `committed` gets the
+    /// changes its declared writes noted once it commits.
+    func withTransaction<T>(
+        logger: Logger, committed: (PendingChanges) -> Void = { _ in }, _ body: (PooledConnection) async throws -> T
+    ) async throws -> T {
+        try await withConnection { try await $0.transaction(logger: logger, committed: committed, body) }
     }
 
     private func lease() async throws -> (id: Int, connection: PooledConnection) {
@@ -358,7 +362,7 @@ public final class PostgresPool: Service, Sendable {
 }
 
 extension Duration {
-    /// This duration in seconds, for ``WallClock``s and `Date`s.
+    /// This duration in seconds, for ``TallyClock``s and `Date`s.
     var timeInterval: TimeInterval {
         let (seconds, attoseconds) = components
         return TimeInterval(seconds) + TimeInterval(attoseconds) / 1e18
