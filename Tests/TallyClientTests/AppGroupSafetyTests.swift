@@ -2,6 +2,7 @@ import Foundation
 import GRDB
 import TallyAPI
 @testable import TallyClient
+import TallyTestKit
 import TallyTestSupport
 import Testing
 
@@ -46,7 +47,7 @@ struct AppGroupSafetyTests {
                 defer { try? FileManager.default.removeItem(at: directory) }
                 let store = try FileSecureStore(directory: directory)
                 let lockFile = try #require(store.lockFile)
-                let clock = TestClock()
+                let clock = ManualClock()
                 let transport = FaultInjectingTransport(wrapping: URLSessionTransport(baseURL: server.baseURL), clock: clock)
                 let session = SessionManager(
                     secureStore: store, clock: clock,
@@ -62,7 +63,7 @@ struct AppGroupSafetyTests {
                 // The sign-in's answer is held on the clock: its locked section is in flight.
                 transport.enqueue([.delayResponse(5)], forPathPrefix: "/v1/auth/guest")
                 let signIn = Task { try await session.signInAsGuest() }
-                await clock.waitForSleepers(1)
+                try await clock.waitForSleepers(1)
                 let took = Locked(false)
                 let sibling = Task {
                     let lock = try await FileLock.acquire(lockFile)

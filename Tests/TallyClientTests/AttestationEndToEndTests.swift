@@ -5,6 +5,7 @@ import TallyAppAttest
 import TallyDevAppStore
 import TallyServer
 import TallyStore
+import TallyTestKit
 import TallyTestSupport
 import Testing
 

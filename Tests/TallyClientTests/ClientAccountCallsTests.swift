@@ -1,5 +1,6 @@
 import Foundation
 @testable import TallyClient
+import TallyTestKit
 import Testing
 
 /// The calls apps used to hand-write — holds, ledger pages, profile, premium — against the real server.
@@ -8,7 +9,7 @@ struct ClientAccountCallsTests {
     @Test("A hold shows its tokens held at once, and capture charges what the work cost and returns the rest")
     func holdThenCapture() async throws {
         try await TallyTestServer.with { server in
-            let clock = TestClock()
+            let clock = ManualClock()
             let (client, transport) = server.client(clock: clock)
             let user = try await client.signInAsGuest()
             try await server.grant(100, to: user.userId)
@@ -17,7 +18,7 @@ struct ClientAccountCallsTests {
             // The answer is held back: the optimistic state is what the user sees meanwhile.
             transport.enqueue([.latency(1)], forPathPrefix: "/v1/wallet/holds")
             let creating = Task { try await client.createHold(30, ttl: 60) }
-            await clock.waitForSleepers(1)
+            try await clock.waitForSleepers(1)
             let optimistic = client.state(client.walletQuery)
             #expect(optimistic.value?.held == 30 && optimistic.value?.available == 70 && optimistic.pendingMutations == 1)
             clock.advance(by: 1)

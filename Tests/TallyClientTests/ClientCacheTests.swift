@@ -1,6 +1,7 @@
 import Foundation
 import TallyAPI
 @testable import TallyClient
+import TallyTestKit
 import Testing
 
 /// The query cache against the real server: freshness, stale-while-revalidate, ETags, coalescing,
@@ -10,7 +11,7 @@ struct ClientCacheTests {
     @Test("Fresh values are served from memory; stale ones at once while a 304 revalidates them")
     func staleWhileRevalidate() async throws {
         try await TallyTestServer.with { server in
-            let clock = TestClock()
+            let clock = ManualClock()
             let (client, transport) = server.client(clock: clock)
             let user = try await client.signInAsGuest()
             try await server.grant(10, to: user.userId)
@@ -39,14 +40,14 @@ struct ClientCacheTests {
     @Test("1,000 concurrent identical reads send one request and all get its answer")
     func coalescedReads() async throws {
         try await TallyTestServer.with { server in
-            let clock = TestClock()
+            let clock = ManualClock()
             let (client, transport) = server.client(clock: clock)
             try await client.signInAsGuest()
             transport.enqueue([.latency(1)], forPathPrefix: "/v1/wallet")
             let query = client.walletQuery
             try await withThrowingTaskGroup(of: Int64.self) { group in
                 for _ in 0..<1000 { group.addTask { try await client.fetch(query, forceRefresh: true).balance } }
-                await clock.waitForSleepers(1)
+                try await clock.waitForSleepers(1)
                 try await waitUntil { client.reads.waiterCount(for: query.key) >= 1000 }
                 clock.advance(by: 1)
                 var answers = 0
@@ -64,12 +65,12 @@ struct ClientCacheTests {
     @Test("429 with Retry-After is retried no earlier than the server asked, on the injected clock")
     func retryAfter() async throws {
         try await TallyTestServer.with { server in
-            let clock = TestClock()
+            let clock = ManualClock()
             let (client, transport) = server.client(clock: clock)
             try await client.signInAsGuest()
             transport.enqueue([.status(429, retryAfter: 5)], forPathPrefix: "/v1/wallet")
             let fetch = Task { try await client.fetch(client.walletQuery) }
-            await clock.waitForSleepers(1)
+            try await clock.waitForSleepers(1)
             clock.advance(by: 4.9)
             #expect(clock.sleeperCount == 1 && transport.count(path: "/v1/wallet") == 1)
             clock.advance(by: 0.2)
@@ -127,7 +128,7 @@ struct ClientCacheTests {
     @Test("setValue writes a confirmed value: fresh, persisted, ahead of a fetch in flight, under the estimates in flight")
     func setValue() async throws {
         try await TallyTestServer.with { server in
-            let clock = TestClock()
+            let clock = ManualClock()
             let store = MemoryCacheStore()
             let (client, transport) = server.client(clock: clock, cacheStore: store)
             let user = try await client.signInAsGuest()
@@ -138,7 +139,7 @@ struct ClientCacheTests {
             // A refetch answered before the write but delivered after it does not undo it.
             transport.enqueue([.delayResponse(1)], forPathPrefix: "/v1/wallet")
             let refetch = Task { try await client.fetch(wallet, forceRefresh: true) }
-            await clock.waitForSleepers(1)
+            try await clock.waitForSleepers(1)
             clock.advance(by: 0.5)
             let written = Wallet(balance: 100, held: 0, version: 1)
             client.setValue(written, for: wallet)
@@ -152,7 +153,7 @@ struct ClientCacheTests {
             // An action in flight keeps its estimate over the written value; its answer (a later version) replaces it.
             transport.enqueue([.latency(1)], forPathPrefix: "/v1/actions/")
             let action = Task { try await client.perform("ai.query") }
-            await clock.waitForSleepers(1)
+            try await clock.waitForSleepers(1)
             #expect(client.value(wallet)?.balance == 97)
             client.setValue(Wallet(balance: 50, held: 0, version: 1), for: wallet)
             #expect(client.value(wallet)?.balance == 47 && client.state(wallet).pendingMutations == 1)
@@ -165,7 +166,7 @@ struct ClientCacheTests {
     @Test("An action leaves wallet and quotas fresh, confirmed with its answer; a grant made elsewhere shows after invalidate(key:)")
     func freshAfterEveryChange() async throws {
         try await TallyTestServer.with { server in
-            let clock = TestClock()
+            let clock = ManualClock()
             let (client, _) = try await server.readyClient(tokens: 10, clock: clock)
             clock.advance(by: 31)
             #expect(client.state(client.walletQuery).isStale && client.state(client.quotasQuery).isStale)

@@ -1,6 +1,7 @@
 import Foundation
 import TallyAPI
 @testable import TallyClient
+import TallyTestKit
 import Testing
 
 /// What an action's estimate needs, against the real server: the price list (prefetched, kept across
@@ -10,7 +11,7 @@ struct ClientEstimateTests {
     @Test("A quota action before the quotas are known estimates nothing: the balance does not flicker")
     func quotaActionWithoutQuotas() async throws {
         try await TallyTestServer.with { server in
-            let clock = TestClock()
+            let clock = ManualClock()
             let (client, transport) = server.client(clock: clock)
             let user = try await client.signInAsGuest()
             try await server.grant(20, to: user.userId)
@@ -18,7 +19,7 @@ struct ClientEstimateTests {
             var states = client.observe(client.walletQuery).makeAsyncIterator()
             transport.enqueue([.latency(1)], forPathPrefix: "/v1/actions/")
             let reading = Task { try await client.perform("reading") }
-            await clock.waitForSleepers(1)
+            try await clock.waitForSleepers(1)
             #expect(client.value(client.walletQuery)?.balance == 20)  // before the fix: 15, a token charge
             clock.advance(by: 1)
             #expect(try await reading.value.paidWith == .quota)
@@ -32,7 +33,7 @@ struct ClientEstimateTests {
     @Test("An action never waits for the price list: its request goes out while the list is still loading")
     func neverWaitsForThePriceList() async throws {
         try await TallyTestServer.with { server in
-            let clock = TestClock()
+            let clock = ManualClock()
             let (client, transport) = server.client(clock: clock)
             // The actions themselves pass (this script is consulted first); the price list takes a minute.
             transport.enqueue([.none], forPathPrefix: "/v1/actions/")
@@ -44,7 +45,7 @@ struct ClientEstimateTests {
             // Sending needs no network or clock before the transport: it happens at once or it waits for the list.
             let sentAtOnce = await eventually { transport.count(path: "/v1/actions/ai.query") == 1 }
             #expect(sentAtOnce)
-            await clock.waitForSleepers(1)  // the price list's request, asleep in its minute
+            try await clock.waitForSleepers(1)  // the price list's request, asleep in its minute
             clock.advance(by: 60)
             #expect(try await action.value.wallet.balance == 7)
             #expect(transport.count(path: "/v1/actions") == 1)  // the prefetch at sign-in, shared by the action's
@@ -54,7 +55,7 @@ struct ClientEstimateTests {
     @Test("The price list survives sign-out, so the next user's first action shows its estimate with no network for it")
     func priceListSurvivesSignOut() async throws {
         try await TallyTestServer.with { server in
-            let clock = TestClock()
+            let clock = ManualClock()
             let (client, transport) = try await server.readyClient(tokens: 0, clock: clock)
             try await client.signOut()
             #expect(client.value(.actions()) != nil && client.value(client.walletQuery) == nil)
@@ -64,7 +65,7 @@ struct ClientEstimateTests {
             transport.enqueue([.latency(1)], forPathPrefix: "/v1/actions/")
             transport.enqueue(Array(repeating: .offline, count: 10), forPathPrefix: "/v1/actions")
             let action = Task { try await client.perform("ai.query") }
-            await clock.waitForSleepers(1)
+            try await clock.waitForSleepers(1)
             #expect(client.value(client.walletQuery)?.balance == 7)  // before the fix: 10, no estimate
             clock.advance(by: 1)
             #expect(try await action.value.wallet.balance == 7)

@@ -1,6 +1,7 @@
 import Foundation
 import TallyAPI
 @testable import TallyClient
+import TallyTestKit
 import Testing
 
 /// Intents against the real server: any string is one, and it is scoped to the whole request.
@@ -9,11 +10,11 @@ struct ClientIntentTests {
     @Test("One intent on two actions at once is two writes, each answered with its own action")
     func oneIntentTwoActionsAtOnce() async throws {
         try await TallyTestServer.with { server in
-            let clock = TestClock()
+            let clock = ManualClock()
             let (client, transport) = try await server.readyClient(tokens: 10, clock: clock)
             transport.enqueue([.latency(1)], forPathPrefix: "/v1/actions/")
             let query = Task { try await client.perform("ai.query", intent: "message-42") }
-            await clock.waitForSleepers(1)  // the AI query is in flight
+            try await clock.waitForSleepers(1)  // the AI query is in flight
             let reading = Task { try await client.perform("reading", intent: "message-42") }
             clock.advance(by: 1)
             // Before the fix the reading either joined the AI query (and got its answer) or, sent after it, was

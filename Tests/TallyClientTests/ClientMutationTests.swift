@@ -1,6 +1,7 @@
 import Foundation
 import TallyAPI
 @testable import TallyClient
+import TallyTestKit
 import Testing
 
 /// Optimistic mutations against the real server: reconcile, roll back exactly, retry safely, never double.
@@ -9,12 +10,12 @@ struct ClientMutationTests {
     @Test("An action shows its estimate at once and reconciles with the server's answer, with no second request")
     func optimisticThenConfirmed() async throws {
         try await TallyTestServer.with { server in
-            let clock = TestClock()
+            let clock = ManualClock()
             let (client, transport) = try await server.readyClient(tokens: 10, clock: clock)
             transport.enqueue([.latency(1)], forPathPrefix: "/v1/actions/")
             let walletReads = transport.count(path: "/v1/wallet")
             let action = Task { try await client.perform("ai.query") }
-            await clock.waitForSleepers(1)
+            try await clock.waitForSleepers(1)
             let optimistic = client.state(client.walletQuery)
             #expect(optimistic.value?.balance == 7 && optimistic.pendingMutations == 1)
             clock.advance(by: 1)
@@ -28,11 +29,11 @@ struct ClientMutationTests {
     @Test("Free quota uses are estimated on the quota, not the wallet")
     func quotaEstimate() async throws {
         try await TallyTestServer.with { server in
-            let clock = TestClock()
+            let clock = ManualClock()
             let (client, transport) = try await server.readyClient(tokens: 10, clock: clock)
             transport.enqueue([.latency(1)], forPathPrefix: "/v1/actions/")
             let action = Task { try await client.perform("reading") }
-            await clock.waitForSleepers(1)
+            try await clock.waitForSleepers(1)
             #expect(client.value(client.quotasQuery)?.items.first?.used == 1)
             #expect(client.value(client.walletQuery)?.balance == 10)
             clock.advance(by: 1)
@@ -44,7 +45,7 @@ struct ClientMutationTests {
     @Test("Three concurrent actions, one refused: never a lost or doubled deduction, ending at the server's balance")
     func threeActionsOneFails() async throws {
         try await TallyTestServer.with { server in
-            let clock = TestClock()
+            let clock = ManualClock()
             let (client, transport) = try await server.readyClient(tokens: 7, clock: clock)
             var observed: [Int64] = []
             let stream = client.observe(client.walletQuery)
@@ -58,7 +59,7 @@ struct ClientMutationTests {
             }
             transport.enqueue([.latency(1), .latency(2), .latency(3)], forPathPrefix: "/v1/actions/")
             let actions = (0..<3).map { _ in Task { try await client.perform("ai.query") } }
-            await clock.waitForSleepers(3)
+            try await clock.waitForSleepers(3)
             // Two estimates fit in 7 tokens; the third would overdraw, so it is not shown.
             #expect(client.value(client.walletQuery)?.balance == 1)
             for _ in 0..<3 { clock.advance(by: 1) }
@@ -97,11 +98,11 @@ struct ClientMutationTests {
     @Test("A double tap (two calls with one intent) is one write")
     func doubleTap() async throws {
         try await TallyTestServer.with { server in
-            let clock = TestClock()
+            let clock = ManualClock()
             let (client, transport) = try await server.readyClient(tokens: 10, clock: clock)
             transport.enqueue([.latency(1)], forPathPrefix: "/v1/actions/")
             let first = Task { try await client.perform("ai.query", intent: "message-1") }
-            await clock.waitForSleepers(1)
+            try await clock.waitForSleepers(1)
             let second = Task { try await client.perform("ai.query", intent: "message-1") }
             let key = IdempotencyKey.derive(method: "POST", path: "/v1/actions/ai.query", body: nil, intent: "message-1")
             try await waitUntil { client.writes.waiterCount(for: key) >= 2 }
@@ -118,14 +119,14 @@ struct ClientMutationTests {
     @Test("Mutations in one scope run in order; other scopes do not wait")
     func scopes() async throws {
         try await TallyTestServer.with { server in
-            let clock = TestClock()
+            let clock = ManualClock()
             let (client, transport) = try await server.readyClient(tokens: 10, clock: clock)
             transport.enqueue([.latency(1)], forPathPrefix: "/v1/actions/")
             func action(_ scope: String) -> Mutation<ActionResult> {
                 Mutation(method: "POST", path: "/v1/actions/ai.query", scope: scope)
             }
             let first = Task { try await client.mutate(action("habit-1")) }
-            await clock.waitForSleepers(1)
+            try await clock.waitForSleepers(1)
             let second = Task { try await client.mutate(action("habit-1")) }
             let other = try await client.mutate(action("habit-2"))  // not blocked by habit-1
             #expect(other.wallet.balance == 7)
@@ -139,7 +140,7 @@ struct ClientMutationTests {
     @Test("A failed mutation rolls back to exactly the prior state")
     func exactRollback() async throws {
         try await TallyTestServer.with { server in
-            let clock = TestClock()
+            let clock = ManualClock()
             let (client, transport) = try await server.readyClient(tokens: 10, clock: clock, retry: RetryPolicy(maxAttempts: 1))
             let before = (client.state(client.walletQuery), client.state(client.quotasQuery))
             var states = client.observe(client.walletQuery).makeAsyncIterator()
@@ -174,14 +175,14 @@ struct ClientMutationTests {
     @Test("Two actions answered out of order leave the newest wallet and quotas shown")
     func answersOutOfOrder() async throws {
         try await TallyTestServer.with { server in
-            let clock = TestClock()
+            let clock = ManualClock()
             let (client, transport) = try await server.readyClient(tokens: 10, clock: clock)
             // The AI query is charged first but its answer (no reading used yet) arrives last.
             transport.enqueue([.delayResponse(5), .delayResponse(2)], forPathPrefix: "/v1/actions/")
             let first = Task { try await client.perform("ai.query") }
-            await clock.waitForSleepers(1)
+            try await clock.waitForSleepers(1)
             let second = Task { try await client.perform("reading") }
-            await clock.waitForSleepers(2)
+            try await clock.waitForSleepers(2)
             clock.advance(by: 2)
             #expect(try await second.value.quotas.first?.used == 1)
             clock.advance(by: 3)
@@ -196,7 +197,7 @@ struct ClientMutationTests {
     @Test("A refetch answered before a mutation but delivered after it neither resurrects the old value nor wipes the optimistic layer")
     func racingRefetch() async throws {
         try await TallyTestServer.with { server in
-            let clock = TestClock()
+            let clock = ManualClock()
             let (client, transport) = try await server.readyClient(tokens: 10, clock: clock)
             let wallet = client.walletQuery
             let quotas = client.quotasQuery
@@ -207,13 +208,13 @@ struct ClientMutationTests {
             transport.enqueue([.delayResponse(2)], forPathPrefix: "/v1/quotas")
             let walletRefetch = Task { try await client.fetch(wallet, forceRefresh: true) }
             let quotasRefetch = Task { try await client.fetch(quotas, forceRefresh: true) }
-            await clock.waitForSleepers(2)
+            try await clock.waitForSleepers(2)
             // Then one action of each kind is charged and confirmed, and one more of each is still in flight.
             #expect(try await client.perform("reading").paidWith == .quota)
             #expect(try await client.perform("ai.query").wallet.balance == 7)
             transport.enqueue([.latency(5), .latency(5)], forPathPrefix: "/v1/actions/")
             let pending = [Task { try await client.perform("reading") }, Task { try await client.perform("ai.query") }]
-            await clock.waitForSleepers(4)
+            try await clock.waitForSleepers(4)
             #expect(readingsUsed() == 2 && client.value(wallet)?.balance == 4)
             // The pre-action answers arrive: the optimistic layers stay on the newest confirmed values.
             clock.advance(by: 2)
@@ -228,7 +229,7 @@ struct ClientMutationTests {
             //    is older than the confirmed value and is dropped (quotas have no version to order them by).
             transport.enqueue([.delayResponse(2)], forPathPrefix: "/v1/quotas")
             let staleQuotas = Task { try await client.fetch(quotas, forceRefresh: true) }
-            await clock.waitForSleepers(1)
+            try await clock.waitForSleepers(1)
             #expect(try await client.perform("reading").quotas.first?.used == 3)
             clock.advance(by: 2)
             #expect(try await staleQuotas.value.items.first?.used == 3)

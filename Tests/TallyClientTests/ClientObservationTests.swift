@@ -1,6 +1,7 @@
 import Foundation
 import TallyAPI
 @testable import TallyClient
+import TallyTestKit
 import Testing
 
 /// What observers are sent, against the real server: changes only, and errors that end when the server answers.
@@ -9,7 +10,7 @@ struct ClientObservationTests {
     @Test("Observers are sent changes only: held confirmations and unchanged values confirmed again repeat nothing")
     func changesOnly() async throws {
         try await TallyTestServer.with { server in
-            let clock = TestClock()
+            let clock = ManualClock()
             let (client, transport) = try await server.readyClient(tokens: 20, clock: clock)
             var wallets = client.observe(client.walletQuery).makeAsyncIterator()
             var quotas = client.observe(client.quotasQuery).makeAsyncIterator()
@@ -17,7 +18,7 @@ struct ClientObservationTests {
             // changes), and an AI query confirms the quotas exactly as they were.
             transport.enqueue(Array(repeating: .latency(1), count: 3), forPathPrefix: "/v1/actions/")
             let actions = (0..<3).map { _ in Task { try await client.perform("ai.query") } }
-            await clock.waitForSleepers(3)
+            try await clock.waitForSleepers(3)
             clock.advance(by: 1)
             for action in actions { _ = try await action.value }
             let endWallet = Wallet(balance: -1, held: 0, version: Int64.max)

@@ -4,10 +4,11 @@ import TallyAPI
 import TallyDevAppStore
 import TallyServer
 import TallyStore
+import TallyTestKit
 import TallyTestSupport
 import Testing
 
-/// `client.purchases` against the real server, with transactions signed by the local App Store (`tally dev-appstore`'s
+/// `client.purchases` against the real server, with transactions signed by the local App Store (`tally-dev dev-appstore`'s
 /// library) on the server's clock: a redemption's answer updates the cached wallet and premium with no second request,
 /// a retry credits nothing more, and what StoreKit's layer must finish is decided by the server's answer.
 @Suite("Client purchases", .timeLimit(.minutes(1)))

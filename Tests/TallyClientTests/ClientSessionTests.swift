@@ -1,6 +1,7 @@
 import Foundation
 import TallyAPI
 @testable import TallyClient
+import TallyTestKit
 import Testing
 
 /// Sessions against the real server: guest sign-in, single-flight refresh, sign-out that leaves nothing behind.
@@ -42,7 +43,7 @@ struct ClientSessionTests {
     @Test("An access token about to expire by the client's clock is refreshed before the request, once")
     func proactiveRefresh() async throws {
         try await TallyTestServer.with { server in
-            let clock = TestClock()
+            let clock = ManualClock()
             let (client, transport) = server.client(clock: clock)
             try await client.signInAsGuest()
             server.serverClock.advance(by: 15 * 60)
@@ -105,13 +106,13 @@ struct ClientSessionTests {
             try await elsewhere.link(email: email, password: "correct horse battery")
             try await server.grant(5, to: next.userId)
 
-            let clock = TestClock()
+            let clock = ManualClock()
             let (client, transport) = try await server.readyClient(tokens: 10, clock: clock)
             let wallet = client.walletQuery
             clock.advance(by: 31)  // past the wallet's 30-s freshness window
             transport.enqueue([.latency(60)], forPathPrefix: "/v1/wallet")
             #expect(try await client.fetch(wallet).balance == 10)  // the stale value at once, revalidated behind it
-            await clock.waitForSleepers(1)  // the revalidation's request, held before it reaches the server
+            try await clock.waitForSleepers(1)  // the revalidation's request, held before it reaches the server
             #expect(client.reads.waiterCount(for: wallet.key) == 1)
 
             try await client.signOut()
@@ -132,7 +133,7 @@ struct ClientSessionTests {
     @Test("A refresh in flight at sign-out is cancelled: it does not sign the user back in")
     func signOutCancelsARefresh() async throws {
         try await TallyTestServer.with { server in
-            let clock = TestClock()
+            let clock = ManualClock()
             let secure = MemorySecureStore()
             let (client, transport) = server.client(clock: clock, secureStore: secure)
             try await client.signInAsGuest()
@@ -140,7 +141,7 @@ struct ClientSessionTests {
             transport.enqueue([.status(401, retryAfter: nil)], forPathPrefix: "/v1/wallet")
             transport.enqueue([.latency(5)], forPathPrefix: "/v1/auth/refresh")
             let fetch = Task { try await client.fetch(client.walletQuery, forceRefresh: true) }
-            await clock.waitForSleepers(1)
+            try await clock.waitForSleepers(1)
 
             try await client.signOut()
             clock.advance(by: 5)  // would let a refresh that was not cancelled go on

@@ -1,6 +1,8 @@
 import Foundation
+import Synchronization
 import TallyAPI
 import TallyStore
+import TallyTestKit
 import TallyTestSupport
 import Testing
 
@@ -27,25 +29,46 @@ struct ClientSignOutTests {
         return response.status == 200
     }
 
+    /// Runs `signOut` while the client's requests and backoffs are held on `clock`; whether it returned before they
+    /// were let go. One that waits for any of them cannot return by itself: after 60 s (a failsafe far beyond local
+    /// work, not what is measured) the clock is moved so that it can, and the test fails instead of hanging.
+    static func returnsWhileHeld(_ clock: ManualClock, _ signOut: @escaping @Sendable () async throws -> Void) async throws -> Bool {
+        final class Flag: Sendable { let value = Mutex(false) }
+        let returned = Flag()
+        let task = Task {
+            try await signOut()
+            returned.value.withLock { $0 = true }
+        }
+        for _ in 0..<6_000 where !returned.value.withLock({ $0 }) { try await Task.sleep(for: .milliseconds(10)) }
+        let beforeRelease = returned.value.withLock { $0 }
+        if !beforeRelease { clock.advance(by: 86_400) }
+        try await task.value
+        return beforeRelease
+    }
+
     @Test("Offline, sign-out returns at once; the session is revoked once the server is reachable, after a relaunch too")
     func offlineSignOut() async throws {
         try await TallyTestServer.with { server in
             let directory = FileManager.default.temporaryDirectory.appendingPathComponent("tally-offline-signout-\(UUID().uuidString)")
             defer { try? FileManager.default.removeItem(at: directory) }
             let store = try FileSecureStore(directory: directory)
-            let (client, transport) = server.client(secureStore: store)
+            let clock = ManualClock()
+            let (client, transport) = server.client(clock: clock, secureStore: store)
             try await client.signInAsGuest()
             let token = try Self.refreshToken(store)
+            // The first revocation is held on the client's clock, which stands still until the end: it gets no answer
+            // while sign-out runs. Every later request fails as offline.
+            transport.enqueue([.latency(3_600)], forPathPrefix: "/v1/auth/revoke")
             transport.enqueue(Array(repeating: .offline, count: 100))
 
-            // It waits for no request and no backoff (a request's timeout is 8 s and more): only for the user's work to
-            // stop, which is local (tens of milliseconds on a loaded machine).
-            let started = DispatchTime.now().uptimeNanoseconds
-            try await client.signOut()
-            let took = Double(DispatchTime.now().uptimeNanoseconds - started) / 1e6
-            #expect(took <= 500, "sign-out took \(took) ms offline")
+            // It waits for no request and no backoff: a request held on the client's clock, or a backoff on it, could
+            // never end here, so a sign-out that waited for either would not return while they are held.
+            #expect(try await Self.returnsWhileHeld(clock) { try await client.signOut() }, "sign-out waited for a request or a backoff")
             #expect(await client.user == nil)
             #expect(try store.read("session") == nil)
+            // The revocation was sent after all, in the background, and is still unanswered: sign-out did not wait for it.
+            for _ in 0..<1_000 where transport.count(path: "/v1/auth/revoke") == 0 { try await Task.sleep(for: .milliseconds(10)) }
+            #expect(transport.count(path: "/v1/auth/revoke") == 1)
             #expect(await client.session.deliverRevocations() == 1)  // still queued: the server was not reached
             #expect(try await Self.isLive(token, on: server))  // the server session is alive until told
 
@@ -55,6 +78,9 @@ struct ClientSignOutTests {
             #expect(await relaunched.session.deliverRevocations() == 0)
             #expect(!(try await Self.isLive(token, on: server)))
             #expect(try store.read("pending-revocations") == nil)
+            // The held revocation is answered at last (the server takes a revoked token's again): its delivery ends.
+            clock.advance(by: 3_600)
+            await client.session.deliveryFinished()
         }
     }
 
@@ -79,26 +105,47 @@ struct ClientSignOutTests {
     @Test("Unsynced changes make sign-out refuse, changing nothing, unless told to discard them", arguments: StoreKind.allCases)
     func pendingWrites(kind: StoreKind) async throws {
         try await TallyTestServer.withSync(kind) { server in
-            try await server.withSyncedClient { client, transport, directory in
-                transport.enqueue(Array(repeating: .offline, count: 1_000))  // the server unreachable: every request fails
-                let notes = client.collection("notes", of: Note.self)
-                try notes.put(id: "n1", Note(date: "2027-01-01", text: "unsynced"))
-                try notes.put(id: "n2", Note(date: "2027-01-02", text: "unsynced"))
-                let refusal = await #expect(throws: ClientError.self) { try await client.signOut() }
-                #expect(refusal?.code == .pendingWrites && refusal?.pendingWrites == 2)
-                #expect(await client.user != nil && client.syncStatus.pendingMutations == 2)
-                #expect(try notes.get(id: "n1") == Note(date: "2027-01-01", text: "unsynced"))
-
-                // With the engine retrying its pushes and the event stream open, it waits for no request and no backoff:
-                // only for the user's work to stop, and their file to go (local work: tens of milliseconds idle, 2.6 s
-                // once on the CI's two loaded cores). What it must never wait for is a request's timeout, 8 s and more.
-                let started = DispatchTime.now().uptimeNanoseconds
-                try await client.signOut(discardingPendingWrites: true)
-                let took = Double(DispatchTime.now().uptimeNanoseconds - started) / 1e6
-                #expect(took < 6_000, "sign-out took \(took) ms: as long as a request's timeout")
-                #expect(await client.user == nil)
-                #expect(SyncedClientFixture.documentFiles(directory) == [], "the file is gone when sign-out returns")
+            let directory = SyncedClientFixture.directory()
+            defer { try? FileManager.default.removeItem(at: directory) }
+            // ``TallyTestServer/syncedClient(directory:clock:secureStore:through:)``'s client, with an event stream
+            // transport that tells how each stream ended.
+            let clock = ManualClock()
+            let streams = EndRecordingEventStreams(wrapping: URLSessionEventStreamTransport(baseURL: server.baseURL))
+            let (client, transport) = server.client(clock: clock, retry: .none, eventStream: true) { configuration in
+                configuration.collections = SyncedClientFixture.clientCollections
+                configuration.documentsDirectory = directory
+                configuration.eventStreamTransport = streams
+                configuration.random = { 0.5 }
             }
+            try await client.signInAsGuest()
+            try await client.waitUntilSynced()
+            // Every request from here is held on the client's clock, which stands still: a push gets no answer, ever.
+            transport.enqueue(Array(repeating: .latency(3_600), count: 1_000))
+            let notes = client.collection("notes", of: Note.self)
+            try notes.put(id: "n1", Note(date: "2027-01-01", text: "unsynced"))
+            try notes.put(id: "n2", Note(date: "2027-01-02", text: "unsynced"))
+            let refusal = await #expect(throws: ClientError.self) { try await client.signOut() }
+            #expect(refusal?.code == .pendingWrites && refusal?.pendingWrites == 2)
+            #expect(await client.user != nil && client.syncStatus.pendingMutations == 2)
+            #expect(try notes.get(id: "n1") == Note(date: "2027-01-01", text: "unsynced"))
+
+            // A push is under way (held, unanswered) and the event stream is open.
+            for _ in 0..<1_000 where transport.count(path: "/v1/sync/push") == 0 { try await Task.sleep(for: .milliseconds(10)) }
+            try #require(transport.count(path: "/v1/sync/push") >= 1, "the engine pushes")
+            for _ in 0..<1_000 where streams.open == 0 { try await Task.sleep(for: .milliseconds(10)) }
+            try #require(streams.open == 1, "the event stream is open")
+
+            // It waits for no request and no backoff: only for the user's work to stop, and their file to go. The held
+            // push, and any backoff (on the same clock), could never end by themselves here, so a sign-out that waited for
+            // either would not return while they are held; and the event stream must end because the client stopped
+            // reading it, not by its end or its silence timeout (45 s) — an error or an end is recorded as such.
+            #expect(
+                try await Self.returnsWhileHeld(clock) { try await client.signOut(discardingPendingWrites: true) },
+                "sign-out waited for a request or a backoff")
+            #expect(await client.user == nil)
+            #expect(SyncedClientFixture.documentFiles(directory) == [], "the file is gone when sign-out returns")
+            #expect(streams.open == 0 && streams.ends == [.cancelledByClient], "\(streams.ends)")
+            #expect(transport.count(path: "/v1/sync/push") == 1, "no push was sent again")
         }
     }
 
@@ -159,5 +206,48 @@ struct ClientSignOutTests {
             #expect(error?.code == .offline)
             #expect(await client.user == user && store.read("session") != nil && store.read("installation-secret") != nil)
         }
+    }
+}
+
+/// An event stream transport that records how each body it forwarded ended: the client stopped reading it (its task
+/// cancelled, or the stream dropped), or the body ended or failed by itself (the server's end, a timeout, a drop).
+final class EndRecordingEventStreams: EventStreamTransport {
+    enum End: Sendable, Hashable {
+        case cancelledByClient
+        case endedOrFailed
+    }
+
+    private let wrapped: any EventStreamTransport
+    private let state = Mutex<(open: Int, ends: [End])>((0, []))
+
+    init(wrapping wrapped: any EventStreamTransport) { self.wrapped = wrapped }
+
+    /// Bodies forwarded and not ended.
+    var open: Int { state.withLock { $0.open } }
+    /// How each ended body ended, in order.
+    var ends: [End] { state.withLock { $0.ends } }
+
+    func open(_ request: TransportRequest) async throws -> StreamingResponse {
+        let inner = try await wrapped.open(request)
+        let (body, continuation) = AsyncThrowingStream.makeStream(of: Data.self, throwing: (any Error).self)
+        state.withLock { $0.open += 1 }
+        let pump = Task {
+            do {
+                for try await chunk in inner.body { continuation.yield(chunk) }
+                continuation.finish()
+            } catch {
+                continuation.finish(throwing: error)
+            }
+        }
+        continuation.onTermination = { [self] termination in
+            pump.cancel()
+            let end: End
+            if case .cancelled = termination { end = .cancelledByClient } else { end = .endedOrFailed }
+            state.withLock { state in
+                state.open -= 1
+                state.ends.append(end)
+            }
+        }
+        return StreamingResponse(status: inner.status, headers: inner.headers, body: body)
     }
 }

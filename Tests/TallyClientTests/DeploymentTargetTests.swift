@@ -1,4 +1,5 @@
 import Foundation
+import TallyAPI
 import Testing
 
 /// The SDK ships to iOS 15 / macOS 12, but CI builds on Linux, where the compiler does not check Apple
@@ -13,9 +14,9 @@ struct DeploymentTargetTests {
         ("Mutex<", "Locked"),
         ("Atomic<", "Locked"),
         ("Duration", "TimeInterval seconds"),
-        ("ContinuousClock", "DispatchTime or the injected ClientClock"),
-        ("SuspendingClock", "the injected ClientClock"),
-        ("Task.sleep(for:", "ClientClock.sleep(for:) or Task.sleep(nanoseconds:)"),
+        ("ContinuousClock", "DispatchTime or the injected TallyClock"),
+        ("SuspendingClock", "the injected TallyClock"),
+        ("Task.sleep(for:", "TallyClock.sleep(for:) or Task.sleep(nanoseconds:)"),
         ("Regex", "string scanning"),
         ("#/", "string scanning (regex literals need iOS 16)"),
         (".formatted(", "a formatter object"),

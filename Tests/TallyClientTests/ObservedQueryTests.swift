@@ -2,6 +2,7 @@ import Foundation
 import Observation
 import TallyAPI
 @testable import TallyClient
+import TallyTestKit
 import Testing
 
 /// The `@Observable` wrapper compiles and follows the cache here too (Observation ships with the Linux toolchain).
@@ -11,7 +12,7 @@ struct ObservedQueryTests {
     @Test("ObservedQuery shows the cached value at once and follows an optimistic action to its confirmation")
     func followsChanges() async throws {
         try await TallyTestServer.with { server in
-            let clock = TestClock()
+            let clock = ManualClock()
             let (client, transport) = try await server.readyClient(tokens: 10, clock: clock)
             let observed = await MainActor.run { ObservedQuery(client.walletQuery, client: client) }
             #expect(await observed.state.value?.balance == 10)
@@ -20,7 +21,7 @@ struct ObservedQueryTests {
             // optimistic estimate can show 7.
             transport.enqueue([.delayResponse(1)], forPathPrefix: "/v1/actions/")
             let action = Task { try await client.perform("ai.query") }
-            await clock.waitForSleepers(1)
+            try await clock.waitForSleepers(1)
             let optimistic = await eventually(asking: {
                 await MainActor.run { observed.state.value?.balance == 7 && observed.state.pendingMutations == 1 }
             })

@@ -113,12 +113,12 @@ import Testing
         }
     }
 
-    @Test func theCeilingGrowsWithEachFailureUpToTheCap() {
+    @Test func theCeilingGrowsWithEachFailureUpToTheCap() throws {
         let policy = RetryPolicy(maxAttempts: 1_000, baseDelay: 0.5, multiplier: 3, maxDelay: 10)
         let highest = (1..<1_000).compactMap {
             policy.delay(afterAttempt: $0, failure: .transport(.offline), safeToRetry: true, unitRandom: 0.999)
         }
-        #expect(highest.count == 999)
+        try #require(highest.count == 999)
         #expect(highest[0] < highest[1] && highest[1] < highest[2])  // grows below the cap
         #expect(zip(highest, highest.dropFirst()).allSatisfy { $0 <= $1 })  // never shrinks
         // Never above the cap, even where the exponential part overflows to infinity; and it reaches the cap.

@@ -1,12 +1,13 @@
 import Foundation
 import Synchronization
 import TallyAPI
+import TallyTestKit
 import Testing
 
 @testable import TallyClient
 
 /// `ServerEventStream` against the real server on loopback, through a fault-injecting transport, with a
-/// `TestClock`: the events it hands on, how it reconnects (backoff slept on the clock, `Last-Event-ID`, the
+/// `ManualClock`: the events it hands on, how it reconnects (backoff slept on the clock, `Last-Event-ID`, the
 /// server's catch-up), and when it stops.
 @Suite("Server event stream", .timeLimit(.minutes(2)))
 struct ServerEventStreamTests {
@@ -15,7 +16,7 @@ struct ServerEventStreamTests {
         let server: TallyTestServer
         let client: Client
         let userId: String
-        let clock: TestClock
+        let clock: ManualClock
         let transport: FaultInjectingEventStreamTransport
         let events: AsyncStream<ServerEvent>
         let running: Task<Void, any Error>
@@ -27,7 +28,7 @@ struct ServerEventStreamTests {
             _ server: TallyTestServer, retry: RetryPolicy = ServerEventStream.reconnect, faults: [FaultInjectingEventStreamTransport.Fault] = [],
             token: (@Sendable (String?, Client) async throws -> String)? = nil
         ) async throws -> Harness {
-            let clock = TestClock()
+            let clock = ManualClock()
             let (client, _) = server.client(clock: clock)
             let userId = try await client.signInAsGuest().userId
             let transport = FaultInjectingEventStreamTransport(wrapping: URLSessionEventStreamTransport(baseURL: server.baseURL))
@@ -101,7 +102,7 @@ struct ServerEventStreamTests {
 
             harness.transport.dropConnections()
             #expect(await Self.nextState(&events) == .disconnected)
-            await harness.clock.waitForSleepers(1)
+            try await harness.clock.waitForSleepers(1)
             harness.transport.enqueue([.offline])  // the first attempt finds no network
             harness.clock.advance(by: 9)
             #expect(harness.clock.sleeperCount == 1 && harness.transport.requests.count == 1, "no reconnect before 10 s")
@@ -131,7 +132,7 @@ struct ServerEventStreamTests {
             // That connection delivered events: the backoff starts over at 10 s (not 40).
             harness.transport.dropConnections()
             #expect(await Self.nextState(&events) == .disconnected)
-            await harness.clock.waitForSleepers(1)
+            try await harness.clock.waitForSleepers(1)
             harness.clock.advance(by: 9)
             #expect(harness.clock.sleeperCount == 1 && harness.transport.requests.count == 3)
             harness.clock.advance(by: 1)
@@ -160,7 +161,7 @@ struct ServerEventStreamTests {
             let serverRetry = try #require(parser.reconnectionDelay)
             harness.transport.dropConnections()
             #expect(await Self.nextState(&events) == .disconnected)
-            await harness.clock.waitForSleepers(1)
+            try await harness.clock.waitForSleepers(1)
             // The policy alone would wait 0.5 s (a draw of 0.5 under 1 s); the server asked for 2 to 5 s.
             harness.clock.advance(by: serverRetry - 0.25)
             #expect(harness.clock.sleeperCount == 1 && harness.transport.requests.count == 2)
@@ -189,10 +190,10 @@ struct ServerEventStreamTests {
             }
             var events = flaky.events.makeAsyncIterator()
             #expect(await events.next() == .disconnected)
-            await flaky.clock.waitForSleepers(1)
+            try await flaky.clock.waitForSleepers(1)
             offlineRefresh.withLock { $0 = false }
             flaky.clock.advance(by: 0.5)  // after the first failure: a draw of 0.5 under 1 s
-            await flaky.clock.waitForSleepers(1)
+            try await flaky.clock.waitForSleepers(1)
             #expect(flaky.transport.requests.count == 1, "503 answered the first open")
             flaky.clock.advance(by: 1)  // after the second: 0.5 under 2 s
             #expect(await events.next() == .connected)
@@ -203,7 +204,7 @@ struct ServerEventStreamTests {
             let waiting = try await Harness.start(server, faults: [.offline])
             var waitingEvents = waiting.events.makeAsyncIterator()
             #expect(await waitingEvents.next() == .disconnected)
-            await waiting.clock.waitForSleepers(1)
+            try await waiting.clock.waitForSleepers(1)
             waiting.running.cancel()
             await #expect(throws: CancellationError.self) { try await waiting.running.value }
             #expect(waiting.clock.sleeperCount == 0 && waiting.transport.requests.count == 1)

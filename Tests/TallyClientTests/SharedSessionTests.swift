@@ -2,6 +2,7 @@ import Foundation
 import TallyAPI
 @testable import TallyClient
 import TallyServer
+import TallyTestKit
 import Testing
 
 /// One session store shared by two clients (an app and its widget or extension), against the real server:
@@ -102,7 +103,7 @@ struct SharedSessionTests {
             let (app, _) = server.client(secureStore: store)
             #expect(try await app.restore() == user)
             _ = try await app.fetch(app.walletQuery)  // the app holds a live access token, so its sign-out reaches the server
-            let clock = TestClock()
+            let clock = ManualClock()
             let (widget, _) = server.client(clock: clock, secureStore: store) { configuration in
                 // While the widget's refresh is on its way, the app signs out and in again: a new session is stored,
                 // and the token the widget presents belongs to the revoked one.
@@ -157,14 +158,14 @@ private struct Siblings {
     let widgetTransport: FaultInjectingTransport
     let user: SessionUser
     let store: FileSecureStore
-    let clock: TestClock
+    let clock: ManualClock
 
     static func with(_ server: TallyTestServer, _ body: (Siblings) async throws -> Void) async throws {
         let directory = SharedSessionTests.temporaryDirectory("tally-siblings")
         defer { try? FileManager.default.removeItem(at: directory) }
         let store = try FileSecureStore(directory: directory)
         let user = try await SharedSessionTests.linkedUser(server, store: store)
-        let clock = TestClock()
+        let clock = ManualClock()
         let (app, appTransport) = server.client(clock: clock, secureStore: store)
         let (widget, widgetTransport) = server.client(clock: clock, secureStore: store)
         #expect(try await app.restore() == user)

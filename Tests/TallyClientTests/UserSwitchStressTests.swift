@@ -4,6 +4,7 @@ import TallyAPI
 import TallyDevAppStore
 import TallyServer
 import TallyStore
+import TallyTestKit
 import TallyTestSupport
 import Testing
 

@@ -4,7 +4,7 @@ import TallyDevLLM
 @testable import TallyServer
 import Testing
 
-/// What a stream the client leaves mid-way is charged, through the real gateway and `tally dev-llm`, once the model
+/// What a stream the client leaves mid-way is charged, through the real gateway and `tally-dev dev-llm`, once the model
 /// has served English, Japanese and code: the prompt as estimated from the completed calls (``PromptEstimator``),
 /// judged against dev-llm's own count of the same prompt.
 @Suite("AI gateway: a cancelled stream's charge", .timeLimit(.minutes(5)))

@@ -8,7 +8,7 @@ import TallyDevLLM
 import TallyStore
 import Testing
 
-/// The AI gateway against a real server on both stores, with `tally dev-llm` as the upstream over loopback.
+/// The AI gateway against a real server on both stores, with `tally-dev dev-llm` as the upstream over loopback.
 @Suite("AI gateway", .timeLimit(.minutes(3)))
 struct AIGatewayTests {
     static let model = AIModelSpec(name: "chat", upstreamModel: "dev", promptTokensPerCredit: 10, completionTokensPerCredit: 5, maxCompletionTokens: 40)
@@ -96,7 +96,7 @@ struct AIGatewayTests {
             #expect(report.wallet.balance == 1_000 - report.charged && report.wallet.held == 0)
             #expect(try await api.wallet(user) == report.wallet)
             let entries = try await api.allEntries(user).filter { $0.kind == "hold" || $0.kind == "capture" || $0.kind == "release" }
-            #expect(entries.map(\.kind) == ["capture", "hold"])
+            try #require(entries.map(\.kind) == ["capture", "hold"])
             #expect(entries[0].reason?.hasSuffix("ai chat prompt=\(prompt) completion=\(words)") == true, "\(entries)")
             try await api.expectBooksBalance(user)
         }
@@ -148,11 +148,13 @@ struct AIGatewayTests {
 
     @Test("A client that hangs up before the stream's head is written leaves no hold open", arguments: StoreKind.allCases)
     func clientLeavesBeforeTheHead(_ kind: StoreKind) async throws {
-        try await Self.with(kind) { server, upstream in
+        // 300 tokens 20 ms apart (6 s) once the model answers: a relay that did not notice the client leave would read
+        // them all, and be charged the model's usage, before it settled.
+        try await Self.with(kind, tokenInterval: .milliseconds(20)) { server, upstream in
             let api = server.connection()
             let user = try await api.newGuest(granted: 1_000)
-            try await upstream.script([DevBehaviour(pauseBeforeHead: true)])
-            let body = String(decoding: try JSONEncoder().encode(Self.chat("count the stars", stream: true)), as: UTF8.self)
+            try await upstream.script([DevBehaviour(answerTokens: 300, pauseBeforeHead: true)])
+            let body = String(decoding: try JSONEncoder().encode(Self.chat("count the stars", stream: true, model: "long")), as: UTF8.self)
             let raw = try await RawConnection.open(port: server.port)
             try await raw.send(
                 "POST /v1/ai/chat/completions HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer \(user.accessToken)\r\n"
@@ -165,13 +167,20 @@ struct AIGatewayTests {
             }
             #expect(held > 0 && paused == 1)
             await raw.close()
-            try await Task.sleep(for: .milliseconds(200))
             #expect(try await upstream.release() == 1)
             // No clock advance: the hold must not wait for its expiry. (The client's close is a half-close to the
             // server, so the stream's body still runs; its writes then fail, and the relay settles what was generated.)
             let wallet = try await Self.settled(api, user)
-            let hold = try Self.bound("count the stars").maxCost
+            let hold = try Self.bound("count the stars", model: "long").maxCost
             #expect(wallet.held == 0 && wallet.balance >= 1_000 - hold)
+            // The hang-up itself ended the call: the relay stopped the model long before its end and charged what it had
+            // relayed, estimated — not the usage the model reports after its last token, which a relay that went on
+            // reading (ignoring its failed writes) would have been charged.
+            let generated = try await upstream.stats().contentChunks
+            #expect(generated < 250, "the model was stopped long before its end (\(generated) of 300)")
+            let captures = try await api.allEntries(user).filter { $0.kind == "capture" }
+            try #require(captures.count == 1, "\(captures)")
+            #expect(captures[0].reason?.hasSuffix("(estimated)") == true, "charged from the model's usage: \(captures)")
             try await api.expectBooksBalance(user)
         }
     }

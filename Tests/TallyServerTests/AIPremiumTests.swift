@@ -6,7 +6,7 @@ import TallyDevLLM
 import TallyStore
 import Testing
 
-/// A model's `premium` through the real server on both stores, with `tally dev-llm` upstream: a premium user's calls
+/// A model's `premium` through the real server on both stores, with `tally-dev dev-llm` upstream: a premium user's calls
 /// on a `free` model hold and cost 0 tokens and are recorded with the provider's counts; on a `quota` model each takes
 /// one use of the quota, given back when the upstream fails; everyone else pays tokens as always.
 @Suite("AI premium models", .timeLimit(.minutes(3)))

@@ -5,6 +5,7 @@ import Logging
 import TallyAPI
 @testable import TallyServer
 import TallyStore
+import TallyTestKit
 import Testing
 
 /// Password change, reset by a mailed code and email verification, through the real HTTP stack on both stores, with

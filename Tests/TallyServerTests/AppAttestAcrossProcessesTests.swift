@@ -6,6 +6,7 @@ import TallyDevAppStore
 import TallyLoad
 @testable import TallyServer
 import TallyStore
+import TallyTestKit
 import TallyTestSupport
 import Testing
 

@@ -8,6 +8,7 @@ import TallyDevAppStore
 import TallyDevLLM
 @testable import TallyServer
 import TallyStore
+import TallyTestKit
 import TallyTestSupport
 import Testing
 

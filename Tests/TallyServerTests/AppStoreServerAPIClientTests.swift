@@ -6,7 +6,7 @@ import TallyStore
 import TallyTestSupport
 import Testing
 
-/// ``AppStoreServerAPIClient`` against `tally dev-appstore`'s App Store Server API, which checks each token as Apple
+/// ``AppStoreServerAPIClient`` against `tally-dev dev-appstore`'s App Store Server API, which checks each token as Apple
 /// does: every call answered, a wrong key refused (401, not retried), 500s retried on the injected clock's backoff.
 @Suite("App Store Server API client", .timeLimit(.minutes(2)))
 struct AppStoreServerAPIClientTests {

@@ -4,6 +4,7 @@ import TallyAppleID
 import TallyDevAppStore
 @testable import TallyServer
 import TallyStore
+import TallyTestKit
 import Testing
 
 /// A password reset and Sign in with Apple, through the real HTTP stack on both stores with the mail and Sign in with

@@ -4,6 +4,7 @@ import TallyAppleID
 import TallyDevAppStore
 @testable import TallyServer
 import TallyStore
+import TallyTestKit
 import Testing
 
 /// The example of a guest that signs in with Apple to the account it turns out to belong to, through the real

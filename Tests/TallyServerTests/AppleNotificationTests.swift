@@ -5,6 +5,7 @@ import TallyAppleID
 import TallyDevAppStore
 @testable import TallyServer
 import TallyStore
+import TallyTestKit
 import Testing
 
 /// Apple's account notifications (`POST /v1/webhooks/apple-id`) through the real HTTP stack, signed by the Sign in

@@ -7,6 +7,7 @@ import TallyAppleID
 import TallyDevAppStore
 @testable import TallyServer
 import TallyStore
+import TallyTestKit
 import TallyTestSupport
 import Testing
 

@@ -7,7 +7,9 @@ import NIOHTTP1
 import NIOHTTPTypes
 import NIOHTTPTypesHTTP1
 import Synchronization
+import TallyAPI
 import TallyStore
+import TallyTestKit
 import Testing
 
 @testable import TallyServer
@@ -36,7 +38,7 @@ import Testing
         return channel
     }
 
-    static func limiter(total: Int = 100, perAddress: Int = 0, clock: any WallClock = ManualClock(), logger: Logger? = nil)
+    static func limiter(total: Int = 100, perAddress: Int = 0, clock: any TallyClock = ManualClock(), logger: Logger? = nil)
         -> ConnectionLimiter
     {
         ConnectionLimiter(

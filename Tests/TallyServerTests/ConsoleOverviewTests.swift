@@ -1,6 +1,7 @@
 import Foundation
 import TallySQLite
 import TallyStore
+import TallyTestKit
 import Testing
 
 @testable import TallyServer

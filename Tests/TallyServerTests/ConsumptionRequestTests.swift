@@ -6,10 +6,11 @@ import TallyAppStore
 import TallyDevAppStore
 @testable import TallyServer
 import TallyStore
+import TallyTestKit
 import TallyTestSupport
 import Testing
 
-/// Refund defense through the real HTTP stack (issue 46): Apple's `CONSUMPTION_REQUEST`, signed by `tally
+/// Refund defense through the real HTTP stack (issue 46): Apple's `CONSUMPTION_REQUEST`, signed by `tally-dev
 /// dev-appstore`, reaches the webhook; Tally answers it from the ledger with Send Consumption Information to the
 /// stand-in's App Store Server API (which checks the token's claims and signature as Apple does), once, retried after
 /// failures, only for users who consented; Apple's later decision is recorded beside it.

@@ -120,9 +120,16 @@ struct DatabaseOutageTests {
             if !charges.isEmpty { break }
         }
         #expect(charges.count == 1 && charges.first?.amount == -cost, "\(holdExpires ? "after the hold expired" : "before it expired"): \(charges)")
-        // Once: nothing more lands however long the retries would have run.
-        server.clock.advance(by: 120)
-        try await Task.sleep(for: .milliseconds(300))
+        // Once: nothing is left to retry, so nothing more can land however long the retries would have run. The server's
+        // clock stands still from here: a settlement still kept would wait on it for its next try (0.5 s at least) and
+        // stay counted, so a count of zero is final (only a new call adds one), not a retry that is merely slow.
+        let settlements = try #require(server.services.ai).settlements
+        var left = settlements.count
+        for _ in 0..<1_000 where left > 0 {
+            try await Task.sleep(for: .milliseconds(10))
+            left = settlements.count
+        }
+        #expect(left == 0, "the settlement is still kept for another try after its charge landed")
         let entries = try await api.allEntries(user).filter { $0.reason?.hasPrefix(hold) == true }
         #expect(entries.filter { $0.kind == "capture" || $0.kind == "debit" }.count == 1, "\(entries)")
         #expect(entries.map(\.kind).sorted() == (holdExpires ? ["debit", "expire", "hold"] : ["capture", "hold"]), "\(entries)")

@@ -9,10 +9,11 @@ import Synchronization
 import TallyAppStore
 import TallyDevAppStore
 import TallyStore
+import TallyTestKit
 import TallyTestSupport
 import Testing
 
-/// `tally dev-appstore`'s App Store Server API through the real HTTP stack: bearer tokens signed with the key
+/// `tally-dev dev-appstore`'s App Store Server API through the real HTTP stack: bearer tokens signed with the key
 /// `GET /server-api-key` hands out and checked as Apple checks them, Send Consumption Information, transaction,
 /// refund and notification history, order lookup, consumption requests reaching a webhook, and injected faults.
 @Suite("dev-appstore's App Store Server API", .timeLimit(.minutes(2)))

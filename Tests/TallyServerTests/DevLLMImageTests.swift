@@ -7,10 +7,10 @@ import TallyDevLLM
 import TallyTestSupport
 import Testing
 
-/// `tally dev-llm` takes image parts as a provider does: measured from their headers, their tokens (by OpenAI's tile
+/// `tally-dev dev-llm` takes image parts as a provider does: measured from their headers, their tokens (by OpenAI's tile
 /// rule, or the patch rule) added to the text's in `usage.prompt_tokens`, each described in the answer; a URL it
 /// cannot fetch and bytes that are not an image answered with a provider's 400.
-@Suite("Local model images (tally dev-llm)", .timeLimit(.minutes(1)))
+@Suite("Local model images (tally-dev dev-llm)", .timeLimit(.minutes(1)))
 struct DevLLMImageTests {
     static let text = "What is in this picture?"
 

@@ -11,9 +11,9 @@ import TallyStore
 import TallyTestSupport
 import Testing
 
-/// `tally dev-llm`, the local model the AI gateway's tests and a developer's setup call: OpenAI's wire format,
+/// `tally-dev dev-llm`, the local model the AI gateway's tests and a developer's setup call: OpenAI's wire format,
 /// deterministic answers, real streaming, `usage`, and the scripted failures the gateway must survive.
-@Suite("Local model (tally dev-llm)", .timeLimit(.minutes(1)))
+@Suite("Local model (tally-dev dev-llm)", .timeLimit(.minutes(1)))
 struct DevLLMTests {
     static let key = "sk-dev-test-0123456789"
 
@@ -196,14 +196,14 @@ struct DevLLMTests {
         }
     }
 
-    @Test("tally dev-llm runs as its own process and answers with the key from the environment variable it names")
+    @Test("tally-dev dev-llm runs as its own process and answers with the key from the environment variable it names")
     func asAProcess() async throws {
         let output = FileManager.default.temporaryDirectory.appendingPathComponent("dev-llm-\(UUID().uuidString).out")
         defer { try? FileManager.default.removeItem(at: output) }
         var environment = ProcessInfo.processInfo.environment
         environment["DEV_LLM_TEST_KEY"] = Self.key
         let process = try ChildProcess(
-            TallyBinary.path, arguments: ["dev-llm", "--port", "0", "--api-key-env", "DEV_LLM_TEST_KEY"], environment: environment,
+            TallyBinary.devPath, arguments: ["dev-llm", "--port", "0", "--api-key-env", "DEV_LLM_TEST_KEY"], environment: environment,
             standardOutput: .file(output))
         defer { process.terminate() }
         // It prints where it listens once it does.
@@ -214,7 +214,7 @@ struct DevLLMTests {
                 .flatMap { Int($0.split(separator: ":").last?.split(separator: "/").first ?? "") }
             if port == nil { try await Task.sleep(for: .milliseconds(50)) }
         }
-        let model = DevLLMClient(port: try #require(port, "tally dev-llm never said where it listens"))
+        let model = DevLLMClient(port: try #require(port, "tally-dev dev-llm never said where it listens"))
         #expect(try await model.complete(Self.request("hello")).status == 200)
         #expect(try await model.complete(Self.request("hello"), key: nil).status == 401)
     }

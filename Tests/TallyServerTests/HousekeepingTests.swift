@@ -2,6 +2,7 @@ import Foundation
 import Logging
 import TallySQLite
 import TallyStore
+import TallyTestKit
 import Testing
 
 @testable import TallyServer

@@ -4,6 +4,7 @@ import TallyAPI
 import TallyDevAppStore
 @testable import TallyServer
 import TallyStore
+import TallyTestKit
 import Testing
 
 @Suite("Identity and sessions", .timeLimit(.minutes(5)))

@@ -2,6 +2,7 @@ import Foundation
 import Logging
 import Synchronization
 import TallyStore
+import TallyTestKit
 import Testing
 
 @testable import TallyServer

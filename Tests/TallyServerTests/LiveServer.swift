@@ -9,6 +9,7 @@ import Synchronization
 import TallyAPI
 @testable import TallyServer
 import TallyStore
+import TallyTestKit
 import Testing
 
 // Every file of the target sees `StoreKind`, `postgresURL()`, `ScratchDatabase`, `LedgerInvariants` and the rest.

@@ -6,6 +6,7 @@ import TallyAppleID
 import TallyDevAppStore
 import TallyLoad
 import TallyStore
+import TallyTestKit
 import Testing
 
 /// A `tally serve` process for ``NumericInputTests``, with everything a number can reach configured: the App Store

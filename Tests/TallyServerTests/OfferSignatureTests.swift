@@ -13,7 +13,7 @@ import Testing
 
 /// Offer signatures (`POST /v1/purchases/apple/offers`): a promotional offer or introductory offer eligibility, signed
 /// with the In-App Purchase key for the users `appStore.offers` allows, carrying the claims Apple documents, and
-/// accepted once by `tally dev-appstore` when a purchase presents it; an offer the configuration does not allow, or a
+/// accepted once by `tally-dev dev-appstore` when a purchase presents it; an offer the configuration does not allow, or a
 /// user it does not allow, gets nothing signed.
 @Suite("Offer signatures", .timeLimit(.minutes(2)))
 struct OfferSignatureTests {

@@ -5,6 +5,7 @@ import PostgresNIO
 import Synchronization
 import TallyAPI
 import TallyStore
+import TallyTestKit
 import TallyTestSupport
 import Testing
 

@@ -6,7 +6,7 @@ import TallyTestSupport
 import Testing
 
 /// The prompt estimate of a call whose usage never came (``PromptEstimator``), as a pure value: learned from
-/// completed calls of English, Japanese and code, judged against `tally dev-llm`'s own count, and attacked.
+/// completed calls of English, Japanese and code, judged against `tally-dev dev-llm`'s own count, and attacked.
 @Suite("Prompt estimate of a cancelled call", .timeLimit(.minutes(1)))
 struct PromptEstimatorTests {
     typealias Features = PromptEstimator.Features

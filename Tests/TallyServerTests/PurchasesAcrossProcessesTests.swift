@@ -3,6 +3,7 @@ import TallyAPI
 import TallyDevAppStore
 import TallyLoad
 import TallyStore
+import TallyTestKit
 import TallyTestSupport
 import Testing
 

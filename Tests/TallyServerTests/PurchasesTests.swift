@@ -5,10 +5,11 @@ import TallyAppStore
 import TallyDevAppStore
 @testable import TallyServer
 import TallyStore
+import TallyTestKit
 import Testing
 
 /// App Store purchases through the real HTTP stack, on both stores, with transactions and notifications signed by
-/// the local App Store stand-in (`tally dev-appstore`'s library, in process, on the server's clock): each refusal
+/// the local App Store stand-in (`tally-dev dev-appstore`'s library, in process, on the server's clock): each refusal
 /// credits nothing; a transaction is credited once whichever of the app and Apple comes first; refunds take back what
 /// was credited, below zero if it was spent; subscriptions move premium as Apple's notifications say.
 @Suite("App Store purchases", .timeLimit(.minutes(2)))

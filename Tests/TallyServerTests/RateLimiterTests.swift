@@ -1,5 +1,6 @@
 import Foundation
 import TallyStore
+import TallyTestKit
 import Testing
 
 @testable import TallyServer

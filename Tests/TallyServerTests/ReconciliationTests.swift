@@ -4,6 +4,7 @@ import Logging
 import TallyAPI
 import TallyDevAppStore
 import TallyStore
+import TallyTestKit
 import TallyTestSupport
 import Testing
 

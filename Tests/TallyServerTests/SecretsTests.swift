@@ -5,6 +5,7 @@ import Logging
 import TallyAPI
 import TallyLoad
 import TallyStore
+import TallyTestKit
 import Testing
 
 @testable import TallyServer

@@ -9,10 +9,11 @@ import TallyAPI
 import TallyDevLLM
 @testable import TallyServer
 import TallyStore
+import TallyTestKit
 import TallyTestSupport
 import Testing
 
-/// `client.ai` against a real server whose gateway calls a real local model (`tally dev-llm`) over loopback.
+/// `client.ai` against a real server whose gateway calls a real local model (`tally-dev dev-llm`) over loopback.
 @Suite("SDK AI gateway (real server, dev-llm upstream)", .timeLimit(.minutes(2)))
 struct AIGatewayClientTests {
     static let key = "sk-client-test-0123456789"
@@ -162,7 +163,7 @@ struct AIGatewayClientTests {
     @Test("daily answers from the cache until the user's local midnight: one model call, one charge; observers go by that midnight too", arguments: StoreKind.allCases)
     func daily(_ kind: StoreKind) async throws {
         try await Self.with(kind) { server, model in
-            let clock = TestClock()
+            let clock = ManualClock()
             let (client, transport) = try await server.readyClient(tokens: 10, clock: clock)
             let first = try await client.ai.daily("todays_prediction")
             let requests = transport.count(path: "/v1/ai/daily/todays_prediction")
@@ -184,7 +185,7 @@ struct AIGatewayClientTests {
     @Test("An observer left open over the user's local midnight shows the new day's generation, with no call from the app", arguments: StoreKind.allCases)
     func dailyObserverCrossesMidnight(_ kind: StoreKind) async throws {
         try await Self.with(kind) { server, model in
-            let clock = TestClock()
+            let clock = ManualClock()
             let (client, transport) = try await server.readyClient(tokens: 10, clock: clock)
             let sleepersBefore = clock.sleeperCount
             var states = client.observe(client.ai.dailyQuery("todays_prediction")).makeAsyncIterator()
@@ -193,13 +194,13 @@ struct AIGatewayClientTests {
             let today = try #require(shown)
             // The observation now sleeps (until that midnight on the client's clock, or a minute when it looked before
             // the value came), and asks nothing meanwhile.
-            await clock.waitForSleepers(sleepersBefore + 1)
+            try await clock.waitForSleepers(sleepersBefore + 1)
             let requests = transport.count(path: "/v1/ai/daily/todays_prediction")
             clock.advance(by: today.expiresAt.timeIntervalSince(clock.now) - 60)
             #expect(transport.count(path: "/v1/ai/daily/todays_prediction") == requests)
             // Whichever it was, it now sleeps until midnight. Wait for that sleep before passing midnight: advancing
             // while the observer is between reading the clock and sleeping would put its wake-up a day late.
-            await clock.waitForSleeper(until: today.expiresAt)
+            try await clock.waitForSleeper(until: today.expiresAt)
             // Midnight passes on both sides: the observer shows the next day's generation.
             server.serverClock.advance(by: today.expiresAt.timeIntervalSince(server.serverClock.now) + 1)
             clock.advance(by: 61)

@@ -10,7 +10,7 @@ import TallyStore
 import TallyTestSupport
 import Testing
 
-/// `client.ai` with image parts against a real server whose gateway calls a real local model (`tally dev-llm`) over
+/// `client.ai` with image parts against a real server whose gateway calls a real local model (`tally-dev dev-llm`) over
 /// loopback: the SDK's estimate is the documented rule and the server's hold, a wallet one token short is refused
 /// before any model call, refusals are the server's, and the data URL reaches the model byte for byte.
 ///

@@ -2,6 +2,7 @@ import Foundation
 import Synchronization
 import TallyAPI
 import TallyClient
+import TallyTestKit
 import Testing
 
 /// Wraps a transport and, per request, applies the next scripted fault: latency, a stale (delayed) answer,
@@ -37,10 +38,10 @@ final class FaultInjectingTransport: HTTPTransport {
     }
 
     private let wrapped: any HTTPTransport
-    private let clock: any ClientClock
+    private let clock: any TallyClock
     private let state = Mutex(State())
 
-    init(wrapping wrapped: any HTTPTransport, clock: any ClientClock) {
+    init(wrapping wrapped: any HTTPTransport, clock: any TallyClock) {
         self.wrapped = wrapped
         self.clock = clock
     }
@@ -123,7 +124,7 @@ final class FaultInjectingTransport: HTTPTransport {
 
     @Test func faultsAreConsumedInOrderThenRequestsPassThrough() async throws {
         let inner = OK()
-        let transport = FaultInjectingTransport(wrapping: inner, clock: TestClock())
+        let transport = FaultInjectingTransport(wrapping: inner, clock: ManualClock())
         transport.enqueue([.offline, .dropRequest, .status(429, retryAfter: 3), .dropResponse, .none])
         await #expect(throws: TransportError.offline) { try await transport.send(get("/v1/wallet")) }
         await #expect(throws: TransportError.connectionLost) { try await transport.send(get("/v1/wallet")) }
@@ -141,13 +142,13 @@ final class FaultInjectingTransport: HTTPTransport {
     }
 
     @Test func prefixesAndLatencyOnTheInjectedClock() async throws {
-        let clock = TestClock()
+        let clock = ManualClock()
         let transport = FaultInjectingTransport(wrapping: OK(), clock: clock)
         transport.enqueue([.status(503, retryAfter: nil)], forPathPrefix: "/v1/actions")
         transport.enqueue([.latency(2)], forPathPrefix: "/v1/wallet")
         #expect(try await transport.send(get("/v1/quotas")).status == 200)
         let slow = Task { try await transport.send(get("/v1/wallet")) }
-        await clock.waitForSleepers(1)
+        try await clock.waitForSleepers(1)
         #expect(try await transport.send(get("/v1/actions/ai.query")).status == 503)
         clock.advance(by: 2)
         #expect(try await slow.value.status == 200)
@@ -155,12 +156,12 @@ final class FaultInjectingTransport: HTTPTransport {
     }
 
     @Test func aDelayedResponseIsServedBeforeTheDelay() async throws {
-        let clock = TestClock()
+        let clock = ManualClock()
         let inner = OK()
         let transport = FaultInjectingTransport(wrapping: inner, clock: clock)
         transport.enqueue([.delayResponse(2)])
         let stale = Task { try await transport.send(get("/v1/wallet")) }
-        await clock.waitForSleepers(1)
+        try await clock.waitForSleepers(1)
         #expect(inner.served.withLock { $0 } == 1)  // the server answered before the delay began
         clock.advance(by: 1.9)
         #expect(clock.sleeperCount == 1)

@@ -1,9 +1,10 @@
 import Foundation
 import TallyClient
+import TallyTestKit
 
 extension TallyTestServer {
     /// A signed-in guest client with `tokens` granted and its wallet, quotas and price list loaded.
-    func readyClient(tokens: Int64, clock: TestClock = TestClock(), retry: RetryPolicy = RetryPolicy())
+    func readyClient(tokens: Int64, clock: ManualClock = ManualClock(), retry: RetryPolicy = RetryPolicy())
         async throws -> (Client, FaultInjectingTransport)
     {
         let (client, transport) = self.client(clock: clock, retry: retry)

@@ -2,18 +2,18 @@ import Foundation
 import TallyLoad
 import TallyTestSupport
 
-/// A child process running the built `tally` binary, with standard input to write to and its output kept in files.
+/// A child process running the built `tally-dev` binary (the SDK probes), with standard input to write to and its output kept in files.
 final class TallyProcess: Sendable {
     private let process: ChildProcess
     private let output: URL
     private let errors: URL
 
-    /// Starts `tally arguments…`; its output goes to files named after `name` in `directory`.
+    /// Starts `tally-dev arguments…`; its output goes to files named after `name` in `directory`.
     init(_ arguments: [String], name: String, directory: URL) throws {
         output = directory.appendingPathComponent("\(name).out")
         errors = directory.appendingPathComponent("\(name).err")
         process = try ChildProcess(
-            TallyBinary.path, arguments: arguments, environment: ProcessInfo.processInfo.environment, standardInput: .pipe,
+            TallyBinary.devPath, arguments: arguments, environment: ProcessInfo.processInfo.environment, standardInput: .pipe,
             standardOutput: .file(output), standardError: .file(errors))
     }
 

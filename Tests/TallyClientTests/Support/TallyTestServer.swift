@@ -6,6 +6,7 @@ import TallyAPI
 import TallyClient
 import TallyServer
 import TallyStore
+import TallyTestKit
 import TallyTestSupport
 import Testing
 
@@ -87,7 +88,7 @@ struct TallyTestServer: Sendable {
     /// values change only by the test's own calls, which keeps request counts and state sequences exact. Tests of
     /// what arrives live pass true.
     func client(
-        clock: TestClock = TestClock(), secureStore: any SecureStore = MemorySecureStore(), cacheStore: (any CacheStore)? = nil,
+        clock: ManualClock = ManualClock(), secureStore: any SecureStore = MemorySecureStore(), cacheStore: (any CacheStore)? = nil,
         retry: RetryPolicy = RetryPolicy(), through: URL? = nil, eventStream: Bool = false,
         configure: (inout ClientConfiguration) -> Void = { _ in }
     ) -> (Client, FaultInjectingTransport) {

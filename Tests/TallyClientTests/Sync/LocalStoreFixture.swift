@@ -1,6 +1,7 @@
 import Foundation
 import TallyAPI
 @testable import TallyClient
+import TallyTestKit
 
 /// A temporary directory holding one user's ``LocalDocumentStore`` file; `cleanUp()` removes it.
 struct LocalStoreFixture {
@@ -9,7 +10,7 @@ struct LocalStoreFixture {
 
     let directory: URL
     let path: URL
-    let clock = TestClock()
+    let clock = ManualClock()
 
     init() {
         directory = FileManager.default.temporaryDirectory.appendingPathComponent("LocalStore-\(UUID().uuidString)")

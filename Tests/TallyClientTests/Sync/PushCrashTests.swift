@@ -9,7 +9,7 @@ import Testing
 
 /// An app process killed at each point of a push — before the push leaves, right after it left, after the server
 /// applied it but before the answer arrived — then launched again: each mutation ends on the server exactly once.
-/// The app is a real child process (`tally sdk-sync-probe`) with its session in a `FileSecureStore` and its
+/// The app is a real child process (`tally-dev sdk-sync-probe`) with its session in a `FileSecureStore` and its
 /// documents on disk; a proxy between it and the real server kills it (SIGKILL) at the chosen point.
 @Suite("Push crash points: a killed app applies each mutation exactly once", .timeLimit(.minutes(2)))
 struct PushCrashTests {
@@ -72,7 +72,7 @@ struct PushCrashTests {
         }
     }
 
-    /// What `tally sdk-sync-probe` prints when its outbox is empty.
+    /// What `tally-dev sdk-sync-probe` prints when its outbox is empty.
     struct ProbeReport: Decodable {
         var pendingMutations: Int
         var documents: [String]

@@ -1,6 +1,7 @@
 import Foundation
 import TallyAPI
 import TallyStore
+import TallyTestKit
 import TallyTestSupport
 import Testing
 
@@ -14,7 +15,7 @@ struct SyncEngineTests {
     @Test("1,000 changes made offline are all on the server once the network returns, once each and in order", arguments: StoreKind.allCases)
     func offlineThousand(kind: StoreKind) async throws {
         try await TallyTestServer.withSync(kind) { server in
-            let clock = TestClock()
+            let clock = ManualClock()
             try await server.withSyncedClient(clock: clock) { client, transport, _ in
                 let notes = client.collection("notes", of: Note.self)
 
@@ -30,7 +31,7 @@ struct SyncEngineTests {
 
                 // The engine waits out its backoff on the clock, to try again by itself. The event stream
                 // (`/v1/sync/events`, offline too) may be waiting out its reconnect backoff by then as well.
-                await clock.waitForSleepers(1)
+                try await clock.waitForSleepers(1)
                 #expect((1...2).contains(clock.sleeperCount))
                 transport.clearFaults()
                 clock.advance(by: SyncSchedule.unreachableActive.maxDelay)
@@ -62,7 +63,7 @@ struct SyncEngineTests {
             let directory = SyncedClientFixture.directory()
             defer { try? FileManager.default.removeItem(at: directory) }
             let secureStore = MemorySecureStore()
-            let clock = TestClock()
+            let clock = ManualClock()
             let (first, transport, _) = server.syncedClient(directory: directory, clock: clock, secureStore: secureStore)
             try await first.signInAsGuest()
             try await first.waitUntilSynced()
@@ -70,7 +71,7 @@ struct SyncEngineTests {
             // that they leave in one push, whose answer is lost.
             transport.enqueue([.delayResponse(1)], forPathPrefix: "/v1/sync/pull")
             first.appDidBecomeActive()
-            await clock.waitForSleepers(1)
+            try await clock.waitForSleepers(1)
             // Every later push of this client fails too: it stands for a process that dies with the answer lost. Alive,
             // its event stream brings the server's `changed` for that push, and the retry it starts finds the push
             // taken and empties the outbox before the next launch reads it (under load, 3 to 9 runs in 20).

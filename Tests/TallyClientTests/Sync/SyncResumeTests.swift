@@ -2,13 +2,14 @@ import Foundation
 import NIOCore
 import TallyAPI
 import TallyStore
+import TallyTestKit
 import TallyTestSupport
 import Testing
 
 @testable import TallyClient
 
 /// Sync after an outage, against the real in-process server behind a proxy that stops (every connection cut, every
-/// new one refused, as with a stopped process) and starts again on the same port. The client runs on a TestClock:
+/// new one refused, as with a stopped process) and starts again on the same port. The client runs on a ManualClock:
 /// during the outage the test moves it from one of the engine's checks to the next (``SyncStatus/retryAt``), so 75 s
 /// of backoff pass in well under a second while every check really meets a refused connection; once the server is
 /// back, what counts is the clock time the client still waits plus the real time until the edit is on the server.
@@ -111,14 +112,14 @@ struct SyncResumeTests {
     @Test("A server's Retry-After is waited out: a write does not cut it, sync.now() does; a 5xx ends at the stream's return", arguments: [StoreKind.sqlite])
     func notNowIsHonoured(kind: StoreKind) async throws {
         try await TallyTestServer.withSync(kind) { server in
-            let clock = TestClock()
+            let clock = ManualClock()
             try await server.withSyncedClient(clock: clock) { client, transport, _ in
                 let notes = client.collection("notes", of: Note.self)
                 transport.enqueue([.status(429, retryAfter: 30)], forPathPrefix: "/v1/sync/push")
                 try notes.put(id: "r1", Note(date: "2027-01-01", text: "limited"))
                 let waiting = try await client.syncStatusChanges.firstValue { $0.phase == .waitingToRetry }
                 #expect(waiting.retryAt == clock.now.addingTimeInterval(30))
-                await clock.waitForSleepers(1)
+                try await clock.waitForSleepers(1)
                 clock.advance(by: 2)  // past the write spacing: a write would end an outage's wait
                 try notes.put(id: "r2", Note(date: "2027-01-02", text: "another"))
                 #expect(await !eventually(yields: 10_000) { transport.count(path: "/v1/sync/push") > 1 }, "a write cut the server's Retry-After")
@@ -154,14 +155,14 @@ struct SyncResumeTests {
     /// A synced client of a fresh server behind an ``OutageProxy``, its first sync done and its event stream open.
     static func withOutage(
         _ kind: StoreKind,
-        _ body: @Sendable (TallyTestServer, OutageProxy, Pushes, Client, FaultInjectingTransport, TestClock) async throws -> Void
+        _ body: @Sendable (TallyTestServer, OutageProxy, Pushes, Client, FaultInjectingTransport, ManualClock) async throws -> Void
     ) async throws {
         try await TallyTestServer.withSync(kind) { server in
             let pushes = Pushes()
             let proxy = try await OutageProxy(targetPort: server.port) { pushes.look(at: $0) }
             let directory = SyncedClientFixture.directory()
             defer { try? FileManager.default.removeItem(at: directory) }
-            let clock = TestClock()
+            let clock = ManualClock()
             let (client, transport, events) = server.syncedClient(
                 directory: directory, clock: clock, through: URL(string: "http://127.0.0.1:\(proxy.port)")!)
             try await client.signInAsGuest()
@@ -173,7 +174,7 @@ struct SyncResumeTests {
     }
 
     /// Waits until the engine waits for its next check (offline, due later), then moves the clock to it.
-    static func advanceToNextCheck(_ client: Client, _ clock: TestClock) async throws {
+    static func advanceToNextCheck(_ client: Client, _ clock: ManualClock) async throws {
         let due = try await nextCheck(client, clock)
         clock.advance(by: due.timeIntervalSince(clock.now))
     }
@@ -181,7 +182,7 @@ struct SyncResumeTests {
     /// The check the offline engine now sleeps until. A status can announce a check the engine never sleeps for —
     /// a write wakes it first, and it announces the next — so a status is taken only once the engine sleeps until
     /// its check, and looked at again when it moves on instead (waiting for the announced sleep alone hung).
-    static func nextCheck(_ client: Client, _ clock: TestClock) async throws -> Date {
+    static func nextCheck(_ client: Client, _ clock: ManualClock) async throws -> Date {
         while true {
             let status = try await client.syncStatusChanges.firstValue { $0.phase == .offline && $0.retryAt.map { $0 > clock.now } == true }
             let due = try #require(status.retryAt)
@@ -191,7 +192,7 @@ struct SyncResumeTests {
     }
 
     /// Waits until the engine sleeps until `due` (true), or its status no longer announces `due` (false).
-    static func sleeps(until due: Date, _ client: Client, _ clock: TestClock) async -> Bool {
+    static func sleeps(until due: Date, _ client: Client, _ clock: ManualClock) async -> Bool {
         while !Task.isCancelled {
             if clock.hasSleeper(until: due, tolerance: 0.001) { return true }
             if client.syncStatus.retryAt != due { return false }
@@ -203,7 +204,7 @@ struct SyncResumeTests {
     /// Runs `act`, then — unless `waiting` is false — moves the clock to each check the engine waits for, until the
     /// outbox is empty; the clock time moved and the real time taken.
     static func untilPushed(
-        _ client: Client, _ clock: TestClock, waiting: Bool = true, _ act: (Client) -> Void
+        _ client: Client, _ clock: ManualClock, waiting: Bool = true, _ act: (Client) -> Void
     ) async throws -> Resumed {
         let started = ContinuousClock.now
         let clockStart = clock.now

@@ -1,5 +1,6 @@
 import Foundation
 import TallyAPI
+import TallyTestKit
 import Testing
 
 @testable import TallyClient
@@ -211,7 +212,7 @@ struct SyncScheduleTests {
 
     @Test("A sign ends the waits it ends and no other; one that came during the failed attempt ends the wait at once")
     func reachabilityWaits() async throws {
-        let clock = TestClock()
+        let clock = ManualClock()
         let reachability = Reachability(clock: clock)
         // A sign that came after the attempt was sent (generation 0): the wait after its failure does not sleep.
         let sent = reachability.generation
@@ -221,7 +222,7 @@ struct SyncScheduleTests {
 
         // A Retry-After wait: a write and an answer do not end it, sync.now() does.
         let asked = Task { try await reachability.wait(30, .serverAsked, after: reachability.generation) }
-        await clock.waitForSleepers(1)
+        try await clock.waitForSleepers(1)
         reachability.signal(.localWrite)
         reachability.signal(.answered)
         #expect(clock.sleeperCount == 1)
@@ -231,14 +232,14 @@ struct SyncScheduleTests {
 
         // A wait that nothing ends elapses on the clock.
         let elapsing = Task { try await reachability.wait(1.5, .busy, after: reachability.generation) }
-        await clock.waitForSleepers(1)
+        try await clock.waitForSleepers(1)
         reachability.signal(.localWrite)
         clock.advance(by: 1.5)
         #expect(try await !elapsing.value)
 
         // Cancelled: it throws, whatever finished first.
         let cancelled = Task { try await reachability.wait(60, .unreachable, after: reachability.generation) }
-        await clock.waitForSleepers(1)
+        try await clock.waitForSleepers(1)
         cancelled.cancel()
         await #expect(throws: CancellationError.self) { try await cancelled.value }
     }

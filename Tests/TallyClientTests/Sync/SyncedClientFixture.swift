@@ -1,6 +1,7 @@
 import Foundation
 import TallyAPI
 import TallyStore
+import TallyTestKit
 import TallyTestSupport
 import Testing
 
@@ -46,7 +47,7 @@ extension TallyTestServer {
     /// (every wait is on `clock`), and its event stream open, through a fault-injecting transport; `through` is where it
     /// connects instead of the server (a proxy in front of it).
     func syncedClient(
-        directory: URL, clock: TestClock = TestClock(), secureStore: any SecureStore = MemorySecureStore(), through: URL? = nil
+        directory: URL, clock: ManualClock = ManualClock(), secureStore: any SecureStore = MemorySecureStore(), through: URL? = nil
     ) -> (Client, FaultInjectingTransport, FaultInjectingEventStreamTransport) {
         let events = FaultInjectingEventStreamTransport(wrapping: URLSessionEventStreamTransport(baseURL: through ?? baseURL))
         let (client, transport) = self.client(clock: clock, secureStore: secureStore, retry: .none, through: through, eventStream: true) {
@@ -62,7 +63,7 @@ extension TallyTestServer {
     /// Runs `body` with a signed-in guest's ``syncedClient(directory:clock:secureStore:)`` whose first sync is
     /// done, its documents in a fresh directory removed afterwards.
     func withSyncedClient<T: Sendable>(
-        clock: TestClock = TestClock(), _ body: (Client, FaultInjectingTransport, URL) async throws -> T
+        clock: ManualClock = ManualClock(), _ body: (Client, FaultInjectingTransport, URL) async throws -> T
     ) async throws -> T {
         let directory = SyncedClientFixture.directory()
         defer { try? FileManager.default.removeItem(at: directory) }

@@ -1,5 +1,6 @@
 import Foundation
 import TallyAPI
+import TallyTestKit
 import TallyTestSupport
 import Testing
 
@@ -39,7 +40,7 @@ struct SyncedCollectionTests {
     @Test("patch sends only the changed fields; an unchanged value writes nothing", arguments: StoreKind.allCases)
     func patchSendsTheDifference(kind: StoreKind) async throws {
         try await TallyTestServer.withSync(kind) { server in
-            let clock = TestClock()
+            let clock = ManualClock()
             try await server.withSyncedClient(clock: clock) { client, transport, _ in
                 transport.enqueue(Array(repeating: .offline, count: 100_000), forPathPrefix: "/v1/sync/")  // the outbox stays put
                 let notes = client.collection("notes", of: Note.self)
@@ -51,7 +52,7 @@ struct SyncedCollectionTests {
                 #expect(outbox.map(\.op) == [.put, .patch, .patch])
                 #expect(outbox[1].data == .object(["done": .bool(true)]))
                 #expect(outbox[2].data == .object(["done": .null]))
-                await clock.waitForSleepers(1)
+                try await clock.waitForSleepers(1)
                 transport.clearFaults()
                 clock.advance(by: SyncSchedule.unreachableActive.maxDelay)
                 try await client.waitUntilSynced()

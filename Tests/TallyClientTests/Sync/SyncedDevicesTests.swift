@@ -1,6 +1,7 @@
 import Foundation
 import TallyAPI
 import TallyStore
+import TallyTestKit
 import TallyTestSupport
 import Testing
 
@@ -94,7 +95,7 @@ struct SyncedDevicesTests {
     @Test("A widget's write to the shared file shows in the app at activation, without the network; the app then pushes it once", arguments: StoreKind.allCases)
     func widgetWriteSeenAtActivation(kind: StoreKind) async throws {
         try await TallyTestServer.withSync(kind) { server in
-            let clock = TestClock()
+            let clock = ManualClock()
             try await server.withSyncedClient(clock: clock) { app, transport, directory in
                 let user = try #require(await app.user)
                 let notes = app.collection("notes", of: Note.self)
@@ -116,7 +117,7 @@ struct SyncedDevicesTests {
                 try await app.waitForSync { $0.isOffline }
                 #expect(transport.requests.count - requestsBefore == 1, "one failed push, nothing answered")
 
-                await clock.waitForSleepers(1)
+                try await clock.waitForSleepers(1)
                 transport.clearFaults()
                 clock.advance(by: SyncSchedule.unreachableActive.maxDelay)
                 try await app.waitUntilSynced()

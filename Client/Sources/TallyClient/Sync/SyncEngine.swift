@@ -43,12 +43,15 @@ final class SyncEngine: Sendable {
         var nextHandler: UInt64 = 0
         /// ``SyncClient/now()`` calls waiting for the outbox to empty and a pull to complete.
         var waiters: [UInt64: CheckedContinuation<Void, any Error>] = [:]
+        /// ``nextHandler`` when the last request was sent: a failure of it is news only to the waiters up to this id. A
+        /// call made while the request was under way (the network back meanwhile) waits for a round of its own.
+        var lastSentHandler: UInt64 = 0
     }
 
     let userId: String
     let store: LocalDocumentStore
     private let remote: SyncRemote
-    private let clock: any ClientClock
+    private let clock: any TallyClock
     private let random: @Sendable () -> Double
     private let host: SyncHost
     private let reachability: Reachability
@@ -57,7 +60,7 @@ final class SyncEngine: Sendable {
     private let wake: AsyncStream<Void>.Continuation
 
     init(
-        userId: String, store: LocalDocumentStore, remote: SyncRemote, clock: any ClientClock, random: @escaping @Sendable () -> Double,
+        userId: String, store: LocalDocumentStore, remote: SyncRemote, clock: any TallyClock, random: @escaping @Sendable () -> Double,
         host: SyncHost
     ) {
         self.userId = userId
@@ -234,12 +237,16 @@ final class SyncEngine: Sendable {
         }
     }
 
-    /// A round failed: the ``SyncClient/now()`` calls waiting get `error`; what the round wanted is wanted again.
+    /// A round failed: the ``SyncClient/now()`` calls waiting get `error`, but for a round that may be tried again
+    /// only those made before its failed request was sent (a later call gets the next round, at once); what the round
+    /// wanted is wanted again.
     private func fail(_ error: any Error, keepWanting: Bool) {
         let waiters = state.withLock { state in
             if keepWanting { (state.pushWanted, state.pullWanted) = (true, true) }
-            defer { state.waiters = [:] }
-            return Array(state.waiters.values)
+            let failed = keepWanting ? state.waiters.filter { $0.key <= state.lastSentHandler } : state.waiters
+            for id in failed.keys { state.waiters[id] = nil }
+            state.lastSentHandler = state.nextHandler  // a call kept gets the next failure, sent or not: one more round at most
+            return Array(failed.values)
         }
         for waiter in waiters { waiter.resume(throwing: error) }
     }
@@ -339,7 +346,7 @@ final class SyncEngine: Sendable {
     /// moving the phase.
     private func request<T: Sendable>(_ operation: @escaping @Sendable () async throws -> T) async throws -> T {
         let (generation, now) = (reachability.generation, clock.now)
-        state.withLock { ($0.sentAt, $0.lastAttemptAt) = (generation, now) }
+        state.withLock { ($0.sentAt, $0.lastAttemptAt, $0.lastSentHandler) = (generation, now, $0.nextHandler) }
         update(.attempting)
         let value = try await operation()
         update(.answered)
