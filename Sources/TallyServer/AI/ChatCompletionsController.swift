@@ -24,19 +24,6 @@ struct ChatCompletionsController {
     /// The quotas premium calls may be counted against.
     let catalog: Catalog
 
-    /// The route of `ai`, holding and settling in `store`.
-    init(
-        ai: AIGateway, store: any TallyStorage, clock: any TallyClock, runner: CommandRunner, notifier: any ChangeNotifier,
-        catalog: Catalog
-    ) {
-        self.ai = ai
-        self.store = store
-        self.clock = clock
-        self.runner = runner
-        self.notifier = notifier
-        self.catalog = catalog
-    }
-
     @Sendable func complete(_ request: Request, context: AuthenticatedContext) async throws -> Response {
         let userId = context.identity.userId
         let reservation: RequestBodyBudget.Reservation

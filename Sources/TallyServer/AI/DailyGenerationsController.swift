@@ -30,19 +30,6 @@ struct DailyGenerationsController {
     /// Withholds free generations from unattested calls where App Attest is enforced.
     let integrity: DeviceIntegrity
 
-    /// The route of `ai`'s daily generations, charged and stored in `store`.
-    init(
-        ai: AIGateway, store: any TallyStorage, clock: any TallyClock, notifier: any ChangeNotifier, views: QuotaViews,
-        integrity: DeviceIntegrity
-    ) {
-        self.ai = ai
-        self.store = store
-        self.clock = clock
-        self.notifier = notifier
-        self.views = views
-        self.integrity = integrity
-    }
-
     /// How long a call waits for another process's generation before answering 503.
     static let waitLimit: TimeInterval = 60
     /// How often it looks.

@@ -14,13 +14,6 @@ struct AdminController {
     /// The App Store routes, with an `appStore:` section.
     let appStore: AppStoreAdminController?
 
-    /// The routes, behind `keyCheck`, acting with `tools`; `appStore`'s routes added when given.
-    init(tools: OperatorTools, keyCheck: AdminKeyMiddleware, appStore: AppStoreAdminController?) {
-        self.tools = tools
-        self.keyCheck = keyCheck
-        self.appStore = appStore
-    }
-
     private var store: any TallyStorage { tools.store }
     private var clock: any TallyClock { tools.clock }
 

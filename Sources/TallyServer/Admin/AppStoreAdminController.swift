@@ -12,12 +12,6 @@ struct AppStoreAdminController {
     /// Nil without `appStore.serverAPI`: the routes then answer 404, naming what to configure.
     let reconciliation: AppStoreReconciliation?
 
-    /// The routes of a configuration with an `appStore:` section, reconciling with `reconciliation` (nil without
-    /// `appStore.serverAPI`).
-    init(reconciliation: AppStoreReconciliation?) {
-        self.reconciliation = reconciliation
-    }
-
     private func configured() throws -> AppStoreReconciliation {
         guard let reconciliation else {
             throw APIError(.notFound, "Reconciliation needs the App Store Server API: configure appStore.serverAPI.")

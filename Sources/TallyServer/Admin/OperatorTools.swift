@@ -14,13 +14,4 @@ struct OperatorTools: Sendable {
     let runner: CommandRunner
     /// The audit rows of grants and premium changes.
     let audit: AuditLog
-
-    /// The tools over `store`.
-    init(store: any TallyStorage, clock: any TallyClock, views: QuotaViews, runner: CommandRunner, audit: AuditLog) {
-        self.store = store
-        self.clock = clock
-        self.views = views
-        self.runner = runner
-        self.audit = audit
-    }
 }

@@ -266,11 +266,4 @@ struct ConsoleSetup: Sendable {
     let showsAttestation: Bool
     /// ``LimitsConfiguration/trustedProxies``.
     let trustedProxies: [IPNetwork]
-
-    /// The setup the pages show.
-    init(databaseKind: String, showsAttestation: Bool, trustedProxies: [IPNetwork]) {
-        self.databaseKind = databaseKind
-        self.showsAttestation = showsAttestation
-        self.trustedProxies = trustedProxies
-    }
 }

@@ -13,13 +13,6 @@ struct ConsolePurchases: Sendable {
     /// The App Store settings, when configured (order lookup needs `appStore.serverAPI`).
     let appStore: AppStoreConfiguration?
 
-    /// The views of `store`'s purchases, asking Apple through `appStore`'s Server API when it has one.
-    init(store: any TallyStorage, clock: any TallyClock, appStore: AppStoreConfiguration?) {
-        self.store = store
-        self.clock = clock
-        self.appStore = appStore
-    }
-
     /// Whether `text` looks like an App Store order id (`MQ…`, the receipt email's): letters and digits, 8 to 32.
     static func isOrderId(_ text: String) -> Bool {
         (8...32).contains(text.count) && text.uppercased().hasPrefix("M") && text.allSatisfy { $0.isASCII && ($0.isLetter || $0.isNumber) }

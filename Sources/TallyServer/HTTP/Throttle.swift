@@ -76,12 +76,6 @@ struct CallerKeys: Sendable {
     /// Holds the hashing key, installed before the server serves.
     let secrets: RuntimeSecrets
 
-    /// Names callers through `trustedProxies`, hashing with the key `secrets` holds.
-    init(trustedProxies: [IPNetwork], secrets: RuntimeSecrets) {
-        self.trustedProxies = trustedProxies
-        self.secrets = secrets
-    }
-
     /// The client address a request is limited under (``ClientIP/limitKey``: IPv4 address or IPv6 /64),
     /// through the configured trusted proxies; `unknown` without a TCP peer.
     func clientAddress(_ request: Request, peer: SocketAddress?) -> String {

@@ -28,15 +28,6 @@ struct AccountRecoveryController {
     /// The rate limits of these routes (per process; see ``LimitsConfiguration``).
     var throttles: IdentityThrottles { admission.throttles }
 
-    /// The routes over `store`, admitting callers with `admission`, mailing codes through `mail` (none without one),
-    /// whose hashes are keyed by `secrets`.
-    init(store: any TallyStorage, admission: Admission, mail: AccountMail?, secrets: RuntimeSecrets) {
-        self.store = store
-        self.admission = admission
-        self.mail = mail
-        self.secrets = secrets
-    }
-
     func addPublicRoutes(to group: RouterGroup<TallyRequestContext>) {
         group.post("auth/password/forgot", use: forgot)
         group.post("auth/password/reset", use: reset)

@@ -35,19 +35,6 @@ struct AppleSignInController {
     /// The rate limits of these routes, shared with ``IdentityController``.
     var throttles: IdentityThrottles { admission.throttles }
 
-    /// The routes over `store` for `apple`'s apps, admitting callers with `admission`.
-    init(
-        store: any TallyStorage, admission: Admission, apple: SignInWithAppleConfiguration, merging: GuestMerge,
-        storedSecrets: StoredSecrets, signupGrant: Int64
-    ) {
-        self.store = store
-        self.admission = admission
-        self.apple = apple
-        self.merging = merging
-        self.storedSecrets = storedSecrets
-        self.signupGrant = signupGrant
-    }
-
     func addPublicRoutes(to group: RouterGroup<TallyRequestContext>) {
         group.post("auth/apple", use: signIn)
         group.post("webhooks/apple-id", use: notification)

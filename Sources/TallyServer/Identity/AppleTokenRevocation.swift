@@ -19,14 +19,6 @@ struct AppleTokenRevocation: Sendable {
     let storedSecrets: StoredSecrets
     let clock: any TallyClock
 
-    /// Revokes through `client` the refresh tokens `store` keeps sealed by `storedSecrets`.
-    init(client: AppleTokenClient?, store: any TallyStorage, storedSecrets: StoredSecrets, clock: any TallyClock) {
-        self.client = client
-        self.store = store
-        self.storedSecrets = storedSecrets
-        self.clock = clock
-    }
-
     /// Revokes the account's Apple refresh token. Apple unreachable or refusing is logged, and the deletion goes on: it
     /// was asked for. Nothing happens without Sign in with Apple's token settings or a stored refresh token.
     func revoke(of userId: String, logger: Logger) async {

@@ -12,12 +12,6 @@ struct AttestationController {
     /// Issues the challenges, verifies and stores the attestations.
     let integrity: DeviceIntegrity
 
-    /// The routes, verifying with `integrity` and admitting callers with `admission`.
-    init(admission: Admission, integrity: DeviceIntegrity) {
-        self.admission = admission
-        self.integrity = integrity
-    }
-
     func addPublicRoutes(to group: RouterGroup<TallyRequestContext>) {
         group.post("auth/attestation/challenge", use: challenge)
     }

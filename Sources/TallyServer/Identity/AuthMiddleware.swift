@@ -19,14 +19,6 @@ public struct AuthMiddleware: RouterMiddleware {
     let store: any TallyStorage
     let sessions: SessionCache
 
-    /// Checks tokens' signatures with `tokens`, and their sessions in `sessions` (the tokens trusted in this process)
-    /// and `store`. An embedding app uses ``init(services:)``.
-    init(tokens: TokenService, store: any TallyStorage, sessions: SessionCache) {
-        self.tokens = tokens
-        self.store = store
-        self.sessions = sessions
-    }
-
     /// Passes the request on with its caller's ``Identity`` (noted for the access log too), or answers 401.
     public func handle(_ request: Request, context: Context, next: (Request, Context) async throws -> Response) async throws -> Response {
         guard let token = request.headers[.authorization].flatMap(Self.bearer), let identity = try await identity(of: token) else {

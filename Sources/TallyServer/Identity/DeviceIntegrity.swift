@@ -31,20 +31,6 @@ struct DeviceIntegrity: Sendable {
     /// How long a challenge is accepted.
     static let challengeLifetime: TimeInterval = 300
 
-    /// Verifies with `appAttest` and `deviceCheck` (either may be nil: not configured), keeping what must hold across
-    /// processes in `store`; a guest's full grant is `signupGrant`.
-    init(
-        store: any TallyStorage, clock: any TallyClock, appAttest: AppAttestConfiguration?, deviceCheck: DeviceCheckConfiguration?,
-        signupGrant: Int64, metrics: any MetricsFactory
-    ) {
-        self.store = store
-        self.clock = clock
-        self.appAttest = appAttest
-        self.deviceCheck = deviceCheck
-        self.signupGrant = signupGrant
-        self.metrics = metrics
-    }
-
     /// Whether a call's free value needs an assertion at all (App Attest configured and not off).
     var checksAssertions: Bool { (appAttest?.mode ?? .off) != .off }
 

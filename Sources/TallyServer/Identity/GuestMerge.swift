@@ -19,17 +19,6 @@ struct GuestMerge: Sendable {
     /// Checks the assertion a merge of an attested guest needs.
     let integrity: DeviceIntegrity
 
-    /// Merges in `store`, finding callers with `auth` and ending merged guests' sessions through `sessions`.
-    init(
-        store: any TallyStorage, sessions: SessionKeeper, notifier: any ChangeNotifier, auth: AuthMiddleware, integrity: DeviceIntegrity
-    ) {
-        self.store = store
-        self.sessions = sessions
-        self.notifier = notifier
-        self.auth = auth
-        self.integrity = integrity
-    }
-
     /// Who calls a sign-in route with `Authorization: Bearer`.
     struct Caller {
         /// The caller's user and session.

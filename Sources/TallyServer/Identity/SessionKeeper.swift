@@ -13,13 +13,6 @@ struct SessionKeeper: Sendable {
     /// Tells this process's streams and the other processes that a session or an account ended.
     let notifier: any ChangeNotifier
 
-    /// Opens sessions with `tokens`, remembering their access tokens in `cache`; ends them through `notifier` too.
-    init(tokens: TokenService, cache: SessionCache, notifier: any ChangeNotifier) {
-        self.tokens = tokens
-        self.cache = cache
-        self.notifier = notifier
-    }
-
     /// A new refresh token, and what the store keeps of it.
     func refreshToken() -> (token: String, record: NewRefreshToken) {
         tokens.refreshToken()

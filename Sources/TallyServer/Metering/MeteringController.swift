@@ -17,19 +17,6 @@ struct MeteringController {
     /// Withholds free uses from unattested calls where App Attest is enforced.
     let integrity: DeviceIntegrity
 
-    /// The routes of `catalog`'s actions and quotas, run through `runner` on `store`.
-    init(
-        store: any TallyStorage, clock: any TallyClock, catalog: Catalog, views: QuotaViews, runner: CommandRunner,
-        integrity: DeviceIntegrity
-    ) {
-        self.store = store
-        self.clock = clock
-        self.catalog = catalog
-        self.views = views
-        self.runner = runner
-        self.integrity = integrity
-    }
-
     func addPublicRoutes(to group: RouterGroup<TallyRequestContext>) {
         group.get("actions", use: actions)
     }

@@ -9,11 +9,6 @@ struct OperationsController {
     /// The database `/ready` pings.
     let store: any TallyStorage
 
-    /// The probes of `store`, and the metrics route.
-    init(store: any TallyStorage) {
-        self.store = store
-    }
-
     /// Runs `body`, or throws `CancellationError` once `timeout` has passed: a database that is down
     /// must not hold readiness probes for the connection pool's own (minute-long) timeout.
     static func withTimeout(_ timeout: Duration, _ body: @escaping @Sendable () async throws -> Void) async throws {

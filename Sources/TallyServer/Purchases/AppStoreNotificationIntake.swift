@@ -16,18 +16,6 @@ struct AppStoreNotificationIntake: Sendable {
     /// The products a notification's transactions are read against.
     let appStore: AppStoreConfiguration
 
-    /// Takes notifications of `appStore`'s products into `store`.
-    init(
-        store: any TallyStorage, clock: any TallyClock, notifier: any ChangeNotifier, consumptionAnswers: ConsumptionAnswers?,
-        appStore: AppStoreConfiguration
-    ) {
-        self.store = store
-        self.clock = clock
-        self.notifier = notifier
-        self.consumptionAnswers = consumptionAnswers
-        self.appStore = appStore
-    }
-
     /// Takes `notification`: a consumption request queued first (a crash before the notification is recorded as seen
     /// leaves it queued, and Apple's retry finds it so: one row per notification), then the notification applied,
     /// the wallets it changed announced, and Apple's refund decision recorded beside its request.

@@ -23,19 +23,6 @@ struct AppStoreReconciliation {
     /// Takes the replayed notifications as the webhook takes them.
     let intake: AppStoreNotificationIntake
 
-    /// Reconciles `appStore`'s purchases in `store` with what `api` answers.
-    init(
-        store: any TallyStorage, clock: any TallyClock, notifier: any ChangeNotifier, appStore: AppStoreConfiguration,
-        api: AppStoreServerAPIClient, intake: AppStoreNotificationIntake
-    ) {
-        self.store = store
-        self.clock = clock
-        self.notifier = notifier
-        self.appStore = appStore
-        self.api = api
-        self.intake = intake
-    }
-
     /// The most history pages read in one call (20 transactions or notifications each).
     static let maxPages = 100
 

@@ -17,15 +17,6 @@ struct CollectionsController {
     /// The declared collections, each user's budget, and the keys that seal range cursors.
     let sync: SyncSetup
 
-    /// The routes of `sync`'s collections over `store`.
-    init(store: any TallyStorage, clock: any TallyClock, runner: CommandRunner, notifier: any ChangeNotifier, sync: SyncSetup) {
-        self.store = store
-        self.clock = clock
-        self.runner = runner
-        self.notifier = notifier
-        self.sync = sync
-    }
-
     func addRoutes(to group: RouterGroup<AuthenticatedContext>) {
         group.get("collections", use: list)
         group.get("collections/:collection/docs", use: query)

@@ -26,22 +26,6 @@ struct EventStream: Sendable {
     /// The version the client said it has everything up to, if it did.
     let resumeFrom: Int64?
 
-    /// `identity`'s stream from `hub`, until `expiresAt`; a `changed` event first when its documents changed after
-    /// `resumeFrom`.
-    init(
-        hub: EventHub, store: any TallyStorage, clock: any TallyClock, views: QuotaViews, cursors: CursorKeys, identity: Identity,
-        expiresAt: Date, resumeFrom: Int64?
-    ) {
-        self.hub = hub
-        self.store = store
-        self.clock = clock
-        self.views = views
-        self.cursors = cursors
-        self.identity = identity
-        self.expiresAt = expiresAt
-        self.resumeFrom = resumeFrom
-    }
-
     func run(_ writer: inout any ResponseBodyWriter) async throws {
         try await stream(&writer)
         try await writer.finish(nil)

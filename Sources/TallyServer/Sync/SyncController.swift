@@ -22,20 +22,6 @@ struct SyncController {
     /// Each user's pulls in flight in this process (``maxPullsPerUser``).
     let pulls: CallLimiter
 
-    /// The routes over `store` for `sync`'s collections, within `pushes` and `pulls`.
-    init(
-        store: any TallyStorage, clock: any TallyClock, keys: CallerKeys, notifier: any ChangeNotifier, sync: SyncSetup,
-        pushes: Throttle, pulls: CallLimiter
-    ) {
-        self.store = store
-        self.clock = clock
-        self.keys = keys
-        self.notifier = notifier
-        self.sync = sync
-        self.pushes = pushes
-        self.pulls = pulls
-    }
-
     /// Pulls one user may have in flight in this process, their answers being written included; one more is
     /// refused with 429. A user's devices pull one page at a time each: this covers several devices syncing at
     /// once, and bounds what one user's pulls hold in memory to this many pages.
@@ -123,11 +109,4 @@ struct SyncSetup: Sendable {
     let budget: SyncBudget
     /// Seals the pull and range cursors with the signing keys.
     let cursors: CursorKeys
-
-    /// The sync API of `collections` within `budget`, its cursors sealed by `cursors`.
-    init(collections: DeclaredCollections, budget: SyncBudget, cursors: CursorKeys) {
-        self.collections = collections
-        self.budget = budget
-        self.cursors = cursors
-    }
 }

@@ -29,18 +29,6 @@ struct SyncEventsController {
     /// Verifies the access token, for its expiry.
     let tokens: TokenService
 
-    /// The route, streaming what `events` hears, reading the rest from `store`.
-    init(
-        store: any TallyStorage, clock: any TallyClock, events: EventHub, views: QuotaViews, cursors: CursorKeys, tokens: TokenService
-    ) {
-        self.store = store
-        self.clock = clock
-        self.events = events
-        self.views = views
-        self.cursors = cursors
-        self.tokens = tokens
-    }
-
     /// How often a stream writes a heartbeat comment and checks its session.
     static let heartbeatInterval: TimeInterval = 15
 

@@ -11,13 +11,6 @@ struct WalletController {
     /// Runs the hold commands under their idempotency keys.
     let runner: CommandRunner
 
-    /// The routes over `store`, writing through `runner`.
-    init(store: any TallyStorage, clock: any TallyClock, runner: CommandRunner) {
-        self.store = store
-        self.clock = clock
-        self.runner = runner
-    }
-
     func addRoutes(to group: RouterGroup<AuthenticatedContext>) {
         group.get("wallet", use: wallet)
         group.get("wallet/entries", use: entries)
