@@ -73,7 +73,8 @@ public final class ManualClock: TallyClock, @unchecked Sendable {
         withLock { $0.sleepers.contains { abs($0.deadline.timeIntervalSince(date)) <= tolerance } }
     }
 
-    /// Suspends until the clock is moved to `now + seconds` or later.
+    /// Suspends until the clock is moved to `now + seconds` or later. The deadline stands on its millisecond as the clock
+    /// does, so advancing by exactly `seconds` (or to a date read from it) wakes the sleeper.
     public func sleep(for seconds: TimeInterval) async throws {
         if seconds <= 0 { return try Task.checkCancellation() }
         let id = withLock { state in
@@ -84,7 +85,8 @@ public final class ManualClock: TallyClock, @unchecked Sendable {
             try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<Void, any Error>) in
                 let cancelled = withLock { state -> Bool in
                     if Task.isCancelled { return true }
-                    state.sleepers.append(Sleeper(id: id, deadline: state.now.addingTimeInterval(seconds), continuation: continuation))
+                    state.sleepers.append(
+                        Sleeper(id: id, deadline: Self.wholeMilliseconds(state.now.addingTimeInterval(seconds)), continuation: continuation))
                     return false
                 }
                 if cancelled { continuation.resume(throwing: CancellationError()) }
