@@ -87,11 +87,24 @@ let package = Package(
             ],
             swiftSettings: swiftSettings
         ),
+        // What the three Apple-protocol modules below share, and nothing of Tally: compact JWS (base64url, the split), the
+        // ES256 bearer tokens Apple's server APIs take and their reuse, and the bounded HTTP call that carries one.
+        .target(
+            name: "TallyAppleJWS",
+            dependencies: [
+                .product(name: "Crypto", package: "swift-crypto"),
+                .product(name: "AsyncHTTPClient", package: "async-http-client"),
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOHTTP1", package: "swift-nio"),
+            ],
+            swiftSettings: swiftSettings
+        ),
         // App Store signed data (StoreKit 2 transactions, App Store Server Notifications V2): the payloads and their
         // verification (ES256, the x5c chain to a configured root, Apple's OIDs, at the payload's signedDate).
         .target(
             name: "TallyAppStore",
             dependencies: [
+                "TallyAppleJWS",
                 .product(name: "JWTKit", package: "jwt-kit"),
                 .product(name: "X509", package: "swift-certificates"),
                 .product(name: "SwiftASN1", package: "swift-asn1"),
@@ -106,10 +119,11 @@ let package = Package(
         ),
         // App Attest and DeviceCheck: Apple's attestation and assertion objects verified (CBOR and WebAuthn
         // authenticator data read bounded and total; the x5c chain to the App Attestation root) and DeviceCheck's two
-        // bits, so free uses can belong to real devices. No Tally module: it speaks Apple's protocols.
+        // bits, so free uses can belong to real devices. No Tally module but TallyAppleJWS: it speaks Apple's protocols.
         .target(
             name: "TallyAppAttest",
             dependencies: [
+                "TallyAppleJWS",
                 .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "X509", package: "swift-certificates"),
                 .product(name: "SwiftASN1", package: "swift-asn1"),
@@ -121,10 +135,12 @@ let package = Package(
             swiftSettings: swiftSettings
         ),
         // Sign in with Apple: identity tokens and account notifications verified (RS256 with Apple's keys, fetched and
-        // cached), the client secret, and Apple's token and revoke endpoints. No Tally module: it speaks Apple's protocol.
+        // cached), the client secret, and Apple's token and revoke endpoints. No Tally module but TallyAppleJWS: it speaks
+        // Apple's protocol.
         .target(
             name: "TallyAppleID",
             dependencies: [
+                "TallyAppleJWS",
                 .product(name: "Crypto", package: "swift-crypto"),
                 // RSA (`_RSA.Signing`): Apple signs identity tokens with RS256.
                 .product(name: "CryptoExtras", package: "swift-crypto"),
@@ -307,8 +323,9 @@ let package = Package(
         .testTarget(
             name: "TallyAppleIDTests",
             dependencies: [
-                // The verifier and the token client against the stand-in's Sign in with Apple, served over loopback HTTP.
-                "TallyAppleID", "TallyDevAppStore", tallyTestKit,
+                // The verifier and the token client against the stand-in's Sign in with Apple, served over loopback HTTP;
+                // TallyAppleJWS, the pieces it shares with the DeviceCheck and App Store Server API clients.
+                "TallyAppleID", "TallyAppleJWS", "TallyDevAppStore", tallyTestKit,
                 .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "AsyncHTTPClient", package: "async-http-client"),
                 .product(name: "Crypto", package: "swift-crypto"),

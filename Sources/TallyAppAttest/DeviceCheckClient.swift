@@ -4,7 +4,7 @@ import Foundation
 import Logging
 import NIOCore
 import NIOHTTP1
-import Synchronization
+import TallyAppleJWS
 
 /// Apple's DeviceCheck per-device data, as the app's server calls it ("Accessing and modifying per-device data"): two
 /// bits Apple keeps per device for the team, across reinstalls, read with `POST /v1/query_two_bits` and written with
@@ -56,10 +56,7 @@ public struct DeviceCheckClient: Sendable {
             guard !keyId.isEmpty, !teamId.isEmpty else {
                 throw DeviceCheckError(.unauthorized, status: nil, "the DeviceCheck key id and the team id must both be set")
             }
-            let key: P256.Signing.PrivateKey
-            do {
-                key = try P256.Signing.PrivateKey(pemRepresentation: privateKeyPEM)
-            } catch {
+            guard let key = try? P256.Signing.PrivateKey(pemRepresentation: privateKeyPEM) else {
                 throw DeviceCheckError(.unauthorized, status: nil, "the DeviceCheck key is not a P-256 private key in PEM (the .p8 file)")
             }
             self.init(keyId: keyId, teamId: teamId, privateKey: key, baseURL: baseURL, timeout: timeout)
@@ -74,7 +71,7 @@ public struct DeviceCheckClient: Sendable {
     private let httpClient: HTTPClient
     private let now: @Sendable () -> Date
     private let logger: Logger
-    private let bearer: BearerCache
+    private let bearer: BearerTokenCache
 
     /// A client calling with `httpClient`, reading time from `now`.
     public init(
@@ -85,7 +82,7 @@ public struct DeviceCheckClient: Sendable {
         self.httpClient = httpClient
         self.now = now
         self.logger = logger
-        bearer = BearerCache()
+        bearer = BearerTokenCache()
     }
 
     // MARK: Calls
@@ -134,18 +131,15 @@ public struct DeviceCheckClient: Sendable {
         request.headers.add(name: "Authorization", value: "Bearer \(try token(at: now))")
         request.headers.add(name: "Content-Type", value: "application/json")
         request.body = .bytes(ByteBuffer(bytes: try Self.body(deviceToken: deviceToken, at: now, bits: bits)))
-        let status: HTTPResponseStatus
-        let answer: Data
+        let answer: BoundedHTTPCall.Answer
         do {
-            let response = try await httpClient.execute(request, timeout: configuration.timeout)
-            status = response.status
-            answer = Data(try await response.body.collect(upTo: 64 << 10).readableBytesView)
+            answer = try await BoundedHTTPCall.execute(request, on: httpClient, timeout: configuration.timeout, maximumBytes: 64 << 10)
         } catch {
-            throw DeviceCheckError(.unavailable, status: nil, "Apple's \(endpoint) could not be reached: \(Self.describe(error))")
+            throw DeviceCheckError(.unavailable, status: nil, "Apple's \(endpoint) could not be reached: \(error.reason)")
         }
-        logger.debug("devicecheck: \(endpoint) answered", metadata: ["devicecheck.status": "\(status.code)"])
-        if status == .ok { return answer }
-        throw failure(endpoint, status: Int(status.code), answer: answer)
+        logger.debug("devicecheck: \(endpoint) answered", metadata: ["devicecheck.status": "\(answer.status.code)"])
+        if answer.status == .ok { return answer.body }
+        throw failure(endpoint, status: Int(answer.status.code), answer: answer.body)
     }
 
     /// The error for a status other than 200.
@@ -187,70 +181,18 @@ public struct DeviceCheckClient: Sendable {
         }
     }
 
-    private static func describe(_ error: any Error) -> String {
-        if error is CancellationError { return "cancelled" }
-        let text = String(describing: error)
-        if text.contains("deadlineExceeded") || text.localizedCaseInsensitiveContains("timeout") { return "timed out" }
-        if text.localizedCaseInsensitiveContains("refused") { return "connection refused" }
-        return "the request failed (\(type(of: error)))"
-    }
-
     // MARK: Bearer token
 
-    /// The token to send at `now`: the cached one while it is younger than ``tokenReuse``, else a new one.
+    /// The token to send at `now`: the cached one while it is younger than ``tokenReuse``, else a compact JWS (ES256) of
+    /// `{"iss": teamId, "iat": now}` with header `{"alg": "ES256", "kid": keyId}`.
     private func token(at now: Date) throws(DeviceCheckError) -> String {
-        if let token = bearer.token(at: now) { return token }
-        let token = try sign(at: now)
-        bearer.keep(token, issuedAt: now)
-        return token
-    }
-
-    private struct Header: Encodable {
-        var alg = "ES256"
-        var kid: String
-    }
-
-    private struct Claims: Encodable {
-        var iss: String
-        var iat: Int64
-    }
-
-    /// A compact JWS (ES256) of `{"iss": teamId, "iat": now}` with header `{"alg": "ES256", "kid": keyId}`.
-    private func sign(at now: Date) throws(DeviceCheckError) -> String {
-        let encoder = JSONEncoder()
-        encoder.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
-        do {
-            let header = try encoder.encode(Header(kid: configuration.keyId))
-            let claims = try encoder.encode(Claims(iss: configuration.teamId, iat: Int64(now.timeIntervalSince1970.rounded(.down))))
-            let input = Self.base64URL(header) + "." + Self.base64URL(claims)
-            let signature = try configuration.privateKey.signature(for: Data(input.utf8))
-            return input + "." + Self.base64URL(signature.rawRepresentation)
-        } catch {
-            throw DeviceCheckError(.unauthorized, status: nil, "the DeviceCheck key could not sign")
+        try bearer.token(at: now, reuse: Self.tokenReuse) { () throws(DeviceCheckError) -> String in
+            let signer = ES256BearerSigner(keyId: configuration.keyId, key: configuration.privateKey)
+            guard let iat = ES256BearerSigner.numericDate(now), let token = signer.sign(BearerClaims(iss: configuration.teamId, iat: iat))
+            else { throw DeviceCheckError(.unauthorized, status: nil, "the DeviceCheck key could not sign") }
+            return token
         }
     }
-
-    static func base64URL(_ data: Data) -> String {
-        data.base64EncodedString().replacingOccurrences(of: "+", with: "-").replacingOccurrences(of: "/", with: "_")
-            .replacingOccurrences(of: "=", with: "")
-    }
-}
-
-/// The bearer token in use and when it was signed, shared by copies of a ``DeviceCheckClient``.
-private final class BearerCache: Sendable {
-    private let cached = Mutex<(token: String, issuedAt: Date)?>(nil)
-
-    /// The cached token if it is younger than ``DeviceCheckClient/tokenReuse`` at `now` (and not from `now`'s future).
-    func token(at now: Date) -> String? {
-        cached.withLock { cached in
-            guard let cached, (0..<DeviceCheckClient.tokenReuse).contains(now.timeIntervalSince(cached.issuedAt)) else { return nil }
-            return cached.token
-        }
-    }
-
-    func keep(_ token: String, issuedAt: Date) { cached.withLock { $0 = (token, issuedAt) } }
-
-    func clear() { cached.withLock { $0 = nil } }
 }
 
 /// A device's two DeviceCheck bits.

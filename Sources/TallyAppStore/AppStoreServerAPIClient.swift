@@ -3,7 +3,7 @@ import Foundation
 import Logging
 import NIOCore
 import NIOHTTP1
-import Synchronization
+import TallyAppleJWS
 
 /// Apple's App Store Server API, as the app's server calls it: Send Consumption Information, Get Transaction History,
 /// Get Notification History, Look Up Order ID and Get Refund History, each against the environment the transaction
@@ -42,7 +42,7 @@ public final class AppStoreServerAPIClient: Sendable {
     private let now: @Sendable () -> Date
     private let sleep: @Sendable (TimeInterval) async throws -> Void
     private let logger: Logger
-    private let cached = Mutex<(token: String, expires: Date)?>(nil)
+    private let bearerCache = BearerTokenCache()
 
     /// A client signing with `signer`, reading time from `now` and waiting between attempts with `sleep`.
     public init(
@@ -160,20 +160,17 @@ public final class AppStoreServerAPIClient: Sendable {
             request.headers.add(name: "Content-Type", value: "application/json")
             request.body = .bytes(ByteBuffer(bytes: body))
         }
-        let status: HTTPResponseStatus
-        let answer: Data
-        let retryAfter: TimeInterval?
+        let answer: BoundedHTTPCall.Answer
         do {
-            let response = try await httpClient.execute(request, timeout: configuration.timeout)
-            status = response.status
-            retryAfter = response.headers.first(name: "Retry-After").flatMap(TimeInterval.init)
-            answer = Data(try await response.body.collect(upTo: 4 << 20).readableBytesView)
+            answer = try await BoundedHTTPCall.execute(request, on: httpClient, timeout: configuration.timeout, maximumBytes: 4 << 20)
         } catch {
-            throw AppStoreServerAPIError(.unavailable, status: nil, "Apple's \(what) endpoint could not be reached: \(Self.describe(error))")
+            throw AppStoreServerAPIError(.unavailable, status: nil, "Apple's \(what) endpoint could not be reached: \(error.reason)")
         }
+        let status = answer.status
         logger.debug("appstore-api: \(what) answered", metadata: ["appstore.status": "\(status.code)"])
-        if (200..<300).contains(status.code) { return answer }
-        let detail = try? JSONDecoder().decode(ErrorAnswer.self, from: answer)
+        if (200..<300).contains(status.code) { return answer.body }
+        let retryAfter = answer.headers.first(name: "Retry-After").flatMap(TimeInterval.init)
+        let detail = try? JSONDecoder().decode(ErrorAnswer.self, from: answer.body)
         let code: AppStoreServerAPIError.Code =
             switch status.code {
             case 401: .unauthorized
@@ -182,7 +179,7 @@ public final class AppStoreServerAPIClient: Sendable {
             default: .rejected
             }
         if code == .unauthorized {
-            cached.withLock { $0 = nil }  // a key rotated or a clock off: the next call signs anew
+            bearerCache.clear()  // a key rotated or a clock off: the next call signs anew
             logger.error("appstore-api: Apple refused the In-App Purchase key (401): check keyId, issuerId and the key")
         }
         throw AppStoreServerAPIError(
@@ -190,18 +187,21 @@ public final class AppStoreServerAPIClient: Sendable {
             "Apple answered \(what) with status \(status.code)\(detail?.errorMessage.map { ": \($0)" } ?? "")")
     }
 
-    /// The token to send now: the cached one until five minutes before it expires.
+    /// The token to send now: the cached one until five minutes before it expires (one signed after now is not reused).
     private func bearer() throws(AppStoreServerAPIError) -> String {
         let now = now()
-        if let (token, expires) = cached.withLock({ $0 }), expires.timeIntervalSince(now) > 300 { return token }
-        let token: String
+        return try bearerCache.token(at: now, reuse: configuration.tokenLifetime - 300) { () throws(AppStoreServerAPIError) in
+            try sign(at: now)
+        }
+    }
+
+    /// A new token, valid from `now` for ``Configuration/tokenLifetime``.
+    private func sign(at now: Date) throws(AppStoreServerAPIError) -> String {
         do {
-            token = try signer.token(now: now, lifetime: configuration.tokenLifetime)
+            return try signer.token(now: now, lifetime: configuration.tokenLifetime)
         } catch {
             throw AppStoreServerAPIError(.unauthorized, status: nil, "the App Store Server API token could not be made: \(error.message)")
         }
-        cached.withLock { $0 = (token, now.addingTimeInterval(configuration.tokenLifetime)) }
-        return token
     }
 
     private struct ErrorAnswer: Decodable {
@@ -222,14 +222,6 @@ public final class AppStoreServerAPIClient: Sendable {
         var allowed = CharacterSet.alphanumerics
         allowed.insert(charactersIn: "-._~")
         return text.addingPercentEncoding(withAllowedCharacters: allowed) ?? ""
-    }
-
-    private static func describe(_ error: any Error) -> String {
-        if error is CancellationError { return "cancelled" }
-        let text = String(describing: error)
-        if text.contains("deadlineExceeded") || text.localizedCaseInsensitiveContains("timeout") { return "timed out" }
-        if text.localizedCaseInsensitiveContains("refused") { return "connection refused" }
-        return "the request failed (\(type(of: error)))"
     }
 }
 

@@ -1,5 +1,5 @@
-import Crypto
 import Foundation
+import TallyAppleJWS
 
 /// The bearer token of the App Store Server API: a JWT the app's team signs with an In-App Purchase key (the `.p8`
 /// file from App Store Connect, P-256) — header `{"alg":"ES256","kid":keyId,"typ":"JWT"}`, claims `iss` the issuer
@@ -33,7 +33,7 @@ public struct AppStoreServerAPIToken: Sendable {
 
     /// The credentials.
     public let credentials: Credentials
-    private let key: P256.Signing.PrivateKey
+    private let signer: ES256BearerSigner
 
     /// A signer with the `.p8` key in `privateKeyPEM` (PKCS#8 or SEC1 PEM). Throws ``AppStoreConfigurationError`` for a
     /// key that is not P-256 PEM or an empty id.
@@ -41,58 +41,29 @@ public struct AppStoreServerAPIToken: Sendable {
         guard !credentials.keyId.isEmpty, !credentials.issuerId.isEmpty, !credentials.bundleId.isEmpty else {
             throw AppStoreConfigurationError("the In-App Purchase key's id, the issuer id and the bundle id must all be set")
         }
-        do {
-            key = try P256.Signing.PrivateKey(pemRepresentation: privateKeyPEM)
-        } catch {
+        guard let signer = ES256BearerSigner(keyId: credentials.keyId, pem: privateKeyPEM, type: "JWT") else {
             throw AppStoreConfigurationError("the In-App Purchase key is not a P-256 private key in PEM (the .p8 file)")
         }
+        self.signer = signer
         self.credentials = credentials
-    }
-
-    private struct Header: Encodable {
-        var alg = "ES256"
-        var kid: String
-        var typ = "JWT"
-    }
-
-    private struct Claims: Encodable {
-        var iss: String
-        var iat: Int64
-        var exp: Int64
-        var aud: String
-        var bid: String
     }
 
     /// A token valid from `now` for `lifetime` (at most 60 minutes).
     public func token(now: Date, lifetime: TimeInterval) throws(AppStoreConfigurationError) -> String {
-        guard lifetime > 0, lifetime <= Self.maximumLifetime, let seconds = Int64(exactly: lifetime.rounded(.down)),
-            let issuedAt = Int64(exactly: now.timeIntervalSince1970.rounded(.down))
+        guard
+            let claims = BearerClaims(
+                iss: credentials.issuerId, issuedAt: now, lifetime: lifetime, maximumLifetime: Self.maximumLifetime, aud: Self.audience,
+                bid: credentials.bundleId)
         else { throw AppStoreConfigurationError("a token lives more than 0 s and at most 60 minutes, from a time it can carry") }
-        return try compactJWS(
-            Claims(iss: credentials.issuerId, iat: issuedAt, exp: issuedAt + seconds, aud: Self.audience, bid: credentials.bundleId))
+        return try compactJWS(claims)
     }
 
-    static func base64URL(_ data: Data) -> String {
-        data.base64EncodedString().replacingOccurrences(of: "+", with: "-").replacingOccurrences(of: "/", with: "_")
-            .replacingOccurrences(of: "=", with: "")
-    }
-}
-
-extension AppStoreServerAPIToken {
     /// A compact JWS of `claims` signed with the In-App Purchase key, as Apple's "Generating JWS to sign App Store
     /// requests" specifies: header `{"alg":"ES256","kid":keyId,"typ":"JWT"}`, and the claims as given (which carry
     /// `iss`, `iat`, `aud`, `bid` and `nonce` themselves: see ``AppStoreOfferClaims``).
     public func compactJWS(_ claims: some Encodable) throws(AppStoreConfigurationError) -> String {
-        let encoder = JSONEncoder()
-        encoder.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
-        do {
-            let header = try encoder.encode(Header(kid: credentials.keyId))
-            let signingInput = Self.base64URL(header) + "." + Self.base64URL(try encoder.encode(claims))
-            let signature = try key.signature(for: Data(signingInput.utf8))
-            return signingInput + "." + Self.base64URL(signature.rawRepresentation)
-        } catch {
-            throw AppStoreConfigurationError("the In-App Purchase key could not sign")
-        }
+        guard let jws = signer.sign(claims) else { throw AppStoreConfigurationError("the In-App Purchase key could not sign") }
+        return jws
     }
 }
 
@@ -129,10 +100,10 @@ public struct AppStoreOfferClaims: Codable, Sendable, Hashable {
         productId: String, offerIdentifier: String, transactionId: String?, credentials: AppStoreServerAPIToken.Credentials, now: Date,
         nonce: UUID = UUID()
     ) -> AppStoreOfferClaims {
-        AppStoreOfferClaims(
-            iss: credentials.issuerId, iat: Int64(exactly: now.timeIntervalSince1970.rounded(.down)) ?? 0, aud: promotionalAudience,
-            bid: credentials.bundleId, nonce: nonce.uuidString.lowercased(), productId: productId, offerIdentifier: offerIdentifier,
-            transactionId: transactionId)
+        var claims = AppStoreOfferClaims(aud: promotionalAudience, productId: productId, credentials: credentials, now: now, nonce: nonce)
+        claims.offerIdentifier = offerIdentifier
+        claims.transactionId = transactionId
+        return claims
     }
 
     /// Claims saying whether the customer of `transactionId` may have `productId`'s introductory offer.
@@ -140,9 +111,19 @@ public struct AppStoreOfferClaims: Codable, Sendable, Hashable {
         productId: String, allow: Bool, transactionId: String, credentials: AppStoreServerAPIToken.Credentials, now: Date,
         nonce: UUID = UUID()
     ) -> AppStoreOfferClaims {
-        AppStoreOfferClaims(
-            iss: credentials.issuerId, iat: Int64(exactly: now.timeIntervalSince1970.rounded(.down)) ?? 0, aud: introductoryAudience,
-            bid: credentials.bundleId, nonce: nonce.uuidString.lowercased(), productId: productId, allowIntroductoryOffer: allow,
-            transactionId: transactionId)
+        var claims = AppStoreOfferClaims(aud: introductoryAudience, productId: productId, credentials: credentials, now: now, nonce: nonce)
+        claims.allowIntroductoryOffer = allow
+        claims.transactionId = transactionId
+        return claims
+    }
+
+    /// The claims every offer signature has: `credentials`' issuer and app, signed at `now` with `nonce`, for `aud`.
+    private init(aud: String, productId: String, credentials: AppStoreServerAPIToken.Credentials, now: Date, nonce: UUID) {
+        iss = credentials.issuerId
+        iat = ES256BearerSigner.numericDate(now) ?? 0
+        self.aud = aud
+        bid = credentials.bundleId
+        self.nonce = nonce.uuidString.lowercased()
+        self.productId = productId
     }
 }

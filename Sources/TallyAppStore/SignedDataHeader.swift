@@ -1,5 +1,6 @@
 import Foundation
 import SwiftASN1
+import TallyAppleJWS
 import X509
 
 /// What the verifier reads of a JWS before trusting it: the header's `alg` and `x5c` (steps 1 and 2's count), and the
@@ -23,9 +24,7 @@ struct SignedDataHeader {
     }
 
     init(_ jws: String) throws(AppStoreVerificationError) {
-        // Split on the bytes, as jwt-kit does (splitting the String's Characters took a tenth of a verification).
-        let parts = jws.utf8.split(separator: UInt8(ascii: "."), omittingEmptySubsequences: false).map { Substring($0) }
-        guard parts.count == 3, let headerBytes = Self.base64URLDecoded(parts[0]) else {
+        guard let parts = CompactJWS(jws), let headerBytes = Base64URL.decode(parts.header) else {
             throw AppStoreVerificationError.malformed("not a JWS (three base64url parts)")
         }
         guard let fields = try? JSONDecoder().decode(Fields.self, from: headerBytes) else {
@@ -44,13 +43,13 @@ struct SignedDataHeader {
         }
         self.leafDER = Array(leaf)
         self.intermediate = intermediate
-        self.payloadPart = parts[1]
+        self.payloadPart = parts.payload
     }
 
     /// The payload's `signedDate` (unverified: only the instant the chain is checked at), within
     /// ``AppStoreChainRules/validationTimes``.
     func signedDate(decoder: JSONDecoder) throws(AppStoreVerificationError) -> Date {
-        guard let bytes = Self.base64URLDecoded(payloadPart), let probe = try? decoder.decode(SignedDateProbe.self, from: bytes) else {
+        guard let bytes = Base64URL.decode(payloadPart), let probe = try? decoder.decode(SignedDateProbe.self, from: bytes) else {
             throw AppStoreVerificationError.malformed("the payload has no signedDate in milliseconds")
         }
         guard AppStoreChainRules.validationTimes.contains(probe.signedDate) else {
@@ -77,26 +76,5 @@ struct SignedDataHeader {
         case nil:
             return .untrusted(.noPathToConfiguredRoot, "the chain does not lead to a configured root")
         }
-    }
-
-    /// base64url (RFC 4648 §5, without padding) to bytes; nil when it is not. On the bytes: Foundation's
-    /// `replacingOccurrences` on Linux took a third of a verification.
-    static func base64URLDecoded(_ part: Substring) -> Data? {
-        var bytes = Array(part.utf8)
-        for index in bytes.indices {
-            switch bytes[index] {
-            case UInt8(ascii: "-"): bytes[index] = UInt8(ascii: "+")
-            case UInt8(ascii: "_"): bytes[index] = UInt8(ascii: "/")
-            case UInt8(ascii: "="): return nil
-            default: break
-            }
-        }
-        switch bytes.count % 4 {
-        case 2: bytes += [UInt8(ascii: "="), UInt8(ascii: "=")]
-        case 3: bytes.append(UInt8(ascii: "="))
-        case 1: return nil
-        default: break
-        }
-        return Data(base64Encoded: Data(bytes))
     }
 }

@@ -1,5 +1,5 @@
-import Crypto
 import Foundation
+import TallyAppleJWS
 
 /// The `client_secret` of Apple's token and revoke endpoints: a JWT the app's team signs with its Sign in with Apple
 /// key (the `.p8` file, P-256): header `{"alg":"ES256","kid":keyId}`, claims `iss` team id, `iat`, `exp` (at most six
@@ -16,55 +16,29 @@ public enum AppleClientSecret {
     public static func make(
         teamId: String, keyId: String, clientId: String, privateKeyPEM: String, now: Date, lifetime: TimeInterval = 3600
     ) throws(AppleIDConfigurationError) -> String {
-        try make(teamId: teamId, keyId: keyId, clientId: clientId, key: try privateKey(pem: privateKeyPEM), now: now, lifetime: lifetime)
+        try make(teamId: teamId, clientId: clientId, signer: try signer(keyId: keyId, pem: privateKeyPEM), now: now, lifetime: lifetime)
     }
 
-    /// The `.p8` key in `pem`.
-    static func privateKey(pem: String) throws(AppleIDConfigurationError) -> P256.Signing.PrivateKey {
-        do {
-            return try P256.Signing.PrivateKey(pemRepresentation: pem)
-        } catch {
+    /// The signer of the `.p8` key in `pem`, named `keyId`.
+    static func signer(keyId: String, pem: String) throws(AppleIDConfigurationError) -> ES256BearerSigner {
+        guard let signer = ES256BearerSigner(keyId: keyId, pem: pem) else {
             throw AppleIDConfigurationError("the Sign in with Apple private key is not a P-256 private key in PEM")
         }
+        return signer
     }
 
-    private struct Header: Encodable {
-        var alg = "ES256"
-        var kid: String
-    }
-
-    private struct Claims: Encodable {
-        var iss: String
-        var iat: Int64
-        var exp: Int64
-        var aud: String
-        var sub: String
-    }
-
-    /// The secret signed with `key` (parsed once by ``AppleTokenClient``).
+    /// The secret signed by `signer` (made once by ``AppleTokenClient``).
     static func make(
-        teamId: String, keyId: String, clientId: String, key: P256.Signing.PrivateKey, now: Date, lifetime: TimeInterval
+        teamId: String, clientId: String, signer: ES256BearerSigner, now: Date, lifetime: TimeInterval
     ) throws(AppleIDConfigurationError) -> String {
-        guard !teamId.isEmpty, !keyId.isEmpty, !clientId.isEmpty else {
+        guard !teamId.isEmpty, !signer.keyId.isEmpty, !clientId.isEmpty else {
             throw AppleIDConfigurationError("the team id, key id and client id must all be set")
         }
-        guard lifetime > 0, lifetime <= maximumLifetime, let seconds = Int64(exactly: lifetime.rounded(.down)) else {
-            throw AppleIDConfigurationError("a client secret lives more than 0 s and at most six months")
-        }
-        guard let issuedAt = Int64(exactly: now.timeIntervalSince1970.rounded(.down)) else {
-            throw AppleIDConfigurationError("the clock reads no time a client secret can carry")
-        }
-        let encoder = JSONEncoder()
-        encoder.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
-        do {
-            let header = try encoder.encode(Header(kid: keyId))
-            let claims = try encoder.encode(
-                Claims(iss: teamId, iat: issuedAt, exp: issuedAt + seconds, aud: audience, sub: clientId))
-            let signingInput = AppleBase64URL.encode(header) + "." + AppleBase64URL.encode(claims)
-            let signature = try key.signature(for: Data(signingInput.utf8))
-            return signingInput + "." + AppleBase64URL.encode(signature.rawRepresentation)
-        } catch {
-            throw AppleIDConfigurationError("the client secret could not be signed")
-        }
+        guard
+            let claims = BearerClaims(
+                iss: teamId, issuedAt: now, lifetime: lifetime, maximumLifetime: maximumLifetime, aud: audience, sub: clientId)
+        else { throw AppleIDConfigurationError("a client secret lives more than 0 s and at most six months, from a time it can carry") }
+        guard let secret = signer.sign(claims) else { throw AppleIDConfigurationError("the client secret could not be signed") }
+        return secret
     }
 }

@@ -1,6 +1,7 @@
 import Crypto
 import CryptoExtras
 import Foundation
+import TallyAppleJWS
 
 /// A compact JWS as Apple signs identity tokens and account notifications, split but not yet believed: the header's
 /// `alg` and `kid` choose the key; nothing of the payload is read before the signature verifies.
@@ -20,9 +21,8 @@ struct AppleJWS {
     /// Splits `token`; refuses what is not a compact JWS (`malformed`), an `alg` other than `RS256`
     /// (`unsupported_algorithm`: `none` and `HS256` among them) and a header without `kid` (`malformed`).
     init(_ token: String) throws(AppleIDVerificationError) {
-        let parts = token.utf8.split(separator: UInt8(ascii: "."), omittingEmptySubsequences: false).map { Substring($0) }
-        guard parts.count == 3, let headerBytes = AppleBase64URL.decode(parts[0]), let payload = AppleBase64URL.decode(parts[1]),
-            let signature = AppleBase64URL.decode(parts[2])
+        guard let parts = CompactJWS(token), let headerBytes = Base64URL.decode(parts.header),
+            let payload = Base64URL.decode(parts.payload), let signature = Base64URL.decode(parts.signature)
         else { throw AppleIDVerificationError.malformed("not a JWS (three base64url parts)") }
         guard let header = try? JSONDecoder().decode(Header.self, from: headerBytes) else {
             throw AppleIDVerificationError.malformed("the JWS header is not a JSON object with string alg and kid")
@@ -32,7 +32,7 @@ struct AppleJWS {
         self.kid = kid
         self.payload = payload
         self.signature = signature
-        signingInput = Data(parts[0].utf8) + Data([UInt8(ascii: ".")]) + Data(parts[1].utf8)
+        signingInput = parts.signingInput
     }
 
     /// The SHA-256 hex of what the signature covers (the header and payload exactly as sent): one token's name,

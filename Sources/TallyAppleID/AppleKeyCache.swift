@@ -2,6 +2,7 @@ import Crypto
 import CryptoExtras
 import Foundation
 import Logging
+import TallyAppleJWS
 
 /// Apple's signing keys, fetched when first needed and kept: a token's `kid` is looked up here, and a `kid` not held
 /// is fetched for again — at most once per ``minimumRefetchInterval`` (so a flood of made-up `kid`s cannot make the
@@ -100,7 +101,7 @@ public actor AppleKeyCache {
         var usable: [String: _RSA.Signing.PublicKey] = [:]
         for jwk in set.keys {
             guard jwk.kty == "RSA", jwk.alg ?? "RS256" == "RS256", jwk.use ?? "sig" == "sig",
-                let modulus = AppleBase64URL.decode(jwk.n), let exponent = AppleBase64URL.decode(jwk.e),
+                let modulus = Base64URL.decode(jwk.n), let exponent = Base64URL.decode(jwk.e),
                 let key = try? _RSA.Signing.PublicKey(n: modulus, e: exponent)
             else {
                 logger.debug("apple-id: a key of the set is skipped (not an RS256 key of at least 2048 bits)", metadata: ["apple.kid": "\(jwk.kid)"])

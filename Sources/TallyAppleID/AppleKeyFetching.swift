@@ -2,6 +2,7 @@ import AsyncHTTPClient
 import Foundation
 import NIOCore
 import NIOHTTP1
+import TallyAppleJWS
 
 /// Where ``AppleKeyCache`` gets Apple's key set from: ``AppleKeyFetcher`` over HTTPS in a server, anything in a test.
 public protocol AppleKeyFetching: Sendable {
@@ -48,31 +49,16 @@ public struct AppleKeyFetcher: AppleKeyFetching {
         var request = HTTPClientRequest(url: url)
         request.method = .GET
         request.headers.add(name: "Accept", value: "application/json")
-        let body: ByteBuffer
-        let status: HTTPResponseStatus
+        let answer: BoundedHTTPCall.Answer
         do {
-            let response = try await httpClient.execute(request, timeout: timeout)
-            status = response.status
-            body = try await response.body.collect(upTo: maximumBytes)
+            answer = try await BoundedHTTPCall.execute(request, on: httpClient, timeout: timeout, maximumBytes: maximumBytes)
         } catch {
-            throw AppleKeyFetchError(AppleHTTPFailure.describe(error))
+            throw AppleKeyFetchError(error.reason)
         }
-        guard status == .ok else { throw AppleKeyFetchError("the key set was answered with status \(status.code)") }
-        guard let set = try? JSONDecoder().decode(AppleJSONWebKeySet.self, from: Data(body.readableBytesView)) else {
+        guard answer.status == .ok else { throw AppleKeyFetchError("the key set was answered with status \(answer.status.code)") }
+        guard let set = try? JSONDecoder().decode(AppleJSONWebKeySet.self, from: answer.body) else {
             throw AppleKeyFetchError("the answer is not a JSON Web Key Set")
         }
         return set
-    }
-}
-
-/// Words for a failed request that say what happened without quoting a body or a header.
-enum AppleHTTPFailure {
-    static func describe(_ error: any Error) -> String {
-        if error is CancellationError { return "cancelled" }
-        let text = String(describing: error)
-        if text.contains("deadlineExceeded") || text.contains("Timeout") || text.contains("timeout") { return "timed out" }
-        if text.localizedCaseInsensitiveContains("refused") { return "connection refused" }
-        if text.contains("responseTooLarge") || text.contains("tooManyBytes") { return "the answer is too large" }
-        return "the request failed (\(type(of: error)))"
     }
 }

@@ -1,5 +1,6 @@
 import Crypto
 import Foundation
+import TallyAppleJWS
 
 /// The nonce of a Sign in with Apple request: the app makes a random raw nonce, gives Apple its SHA-256 hex (Apple
 /// signs that into the identity token's `nonce` claim) and sends the raw one to the server, which hashes it again and
@@ -11,7 +12,7 @@ public enum AppleNonce {
     public static func make() -> (raw: String, hashed: String) {
         var generator = SystemRandomNumberGenerator()
         let bytes = (0..<32).map { _ in UInt8.random(in: .min ... .max, using: &generator) }
-        let raw = AppleBase64URL.encode(bytes)
+        let raw = Base64URL.encode(bytes)
         return (raw, hash(raw))
     }
 

@@ -1,9 +1,9 @@
 import AsyncHTTPClient
-import Crypto
 import Foundation
 import Logging
 import NIOCore
 import NIOHTTP1
+import TallyAppleJWS
 
 /// Apple's token endpoints for Sign in with Apple, as the app's server calls them: the authorization code exchanged
 /// for a refresh token (kept to revoke at account deletion), and that refresh token revoked. Each call signs a fresh
@@ -39,7 +39,7 @@ public struct AppleTokenClient: Sendable, CustomStringConvertible {
 
     /// The configuration.
     public let configuration: Configuration
-    private let key: P256.Signing.PrivateKey
+    private let signer: ES256BearerSigner
     private let httpClient: HTTPClient
     private let logger: Logger
 
@@ -49,7 +49,7 @@ public struct AppleTokenClient: Sendable, CustomStringConvertible {
     public init(
         configuration: Configuration, privateKeyPEM: String, httpClient: HTTPClient = .shared, logger: Logger = Logger(label: "tally.apple-id")
     ) throws(AppleIDConfigurationError) {
-        key = try AppleClientSecret.privateKey(pem: privateKeyPEM)
+        signer = try AppleClientSecret.signer(keyId: configuration.keyId, pem: privateKeyPEM)
         self.configuration = configuration
         self.httpClient = httpClient
         self.logger = logger
@@ -64,7 +64,7 @@ public struct AppleTokenClient: Sendable, CustomStringConvertible {
     /// A client secret valid from `now` for the configured lifetime.
     public func clientSecret(now: Date) throws(AppleIDConfigurationError) -> String {
         try AppleClientSecret.make(
-            teamId: configuration.teamId, keyId: configuration.keyId, clientId: configuration.clientId, key: key, now: now,
+            teamId: configuration.teamId, clientId: configuration.clientId, signer: signer, now: now,
             lifetime: configuration.clientSecretLifetime)
     }
 
@@ -113,23 +113,20 @@ public struct AppleTokenClient: Sendable, CustomStringConvertible {
         request.headers.add(name: "Content-Type", value: "application/x-www-form-urlencoded")
         request.headers.add(name: "Accept", value: "application/json")
         request.body = .bytes(ByteBuffer(string: Self.formEncoded(form)))
-        let status: HTTPResponseStatus
-        let body: Data
+        let answer: BoundedHTTPCall.Answer
         do {
-            let response = try await httpClient.execute(request, timeout: configuration.timeout)
-            status = response.status
-            body = Data(try await response.body.collect(upTo: 1 << 20).readableBytesView)
+            answer = try await BoundedHTTPCall.execute(request, on: httpClient, timeout: configuration.timeout, maximumBytes: 1 << 20)
         } catch {
-            let reason = AppleHTTPFailure.describe(error)
-            logger.warning("apple-id: the \(what) request failed", metadata: ["apple.error": "\(reason)"])
-            throw AppleTokenError(.unavailable, status: nil, "Apple's \(what) endpoint could not be reached: \(reason)")
+            logger.warning("apple-id: the \(what) request failed", metadata: ["apple.error": "\(error.reason)"])
+            throw AppleTokenError(.unavailable, status: nil, "Apple's \(what) endpoint could not be reached: \(error.reason)")
         }
-        logger.debug("apple-id: \(what) answered", metadata: ["apple.status": "\(status.code)"])
-        if status == .ok { return body }
-        if (400..<500).contains(status.code), let answer = try? JSONDecoder().decode(ErrorAnswer.self, from: body) {
-            throw AppleTokenError(AppleTokenError.Code(rawValue: answer.error), status: Int(status.code), "Apple refused the \(what) request")
+        let status = answer.status.code
+        logger.debug("apple-id: \(what) answered", metadata: ["apple.status": "\(status)"])
+        if status == 200 { return answer.body }
+        if (400..<500).contains(status), let refusal = try? JSONDecoder().decode(ErrorAnswer.self, from: answer.body) {
+            throw AppleTokenError(AppleTokenError.Code(rawValue: refusal.error), status: Int(status), "Apple refused the \(what) request")
         }
-        throw AppleTokenError(.unavailable, status: Int(status.code), "Apple's \(what) endpoint answered status \(status.code)")
+        throw AppleTokenError(.unavailable, status: Int(status), "Apple's \(what) endpoint answered status \(status)")
     }
 
     /// `application/x-www-form-urlencoded`: every byte but the unreserved ones (RFC 3986) percent-encoded.
