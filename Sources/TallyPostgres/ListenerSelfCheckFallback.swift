@@ -53,18 +53,8 @@ public final class ListenerFallbackPoller: Service, Sendable {
     /// Polls every ``interval`` while delivery is polling, until the task is cancelled or the service group
     /// shuts down gracefully. A failed read (the database down) changes nothing: the next one tries again.
     public func run() async {
-        var failures = 0
-        while !Task.isCancelled && !Task.isShuttingDownGracefully {
-            if state.withLock({ $0.delivery }) == .polling {
-                do {
-                    try await poll()
-                    failures = 0
-                } catch {
-                    failures += 1
-                    if failures == 10 { logger.warning("postgres: polling for events keeps failing", metadata: ["error": "\(PostgresFailure(error))"]) }
-                }
-            }
-            try? await cancelWhenGracefulShutdown { try await self.clock.sleep(for: self.interval) }
+        await clock.repeatPolling(every: interval, logger: logger, warning: "postgres: polling for events keeps failing") {
+            if state.withLock({ $0.delivery }) == .polling { try await poll() }
         }
     }
 

@@ -5,20 +5,14 @@ import TallyStore
 
 /// An account as read inside a transaction that holds its wallet's row lock.
 struct LockedAccount {
-    var user: UserRecord
-    var wallet: WalletState
-    /// Every quota counter of the account, by quota.
-    var counters: [String: QuotaCounter]
-    /// A guest's installation and its counters.
-    var installation: InstallationCounters?
+    /// The user, the wallet, every quota counter and a guest's installation with its counters.
+    var state: AccountState
     /// Whether an open hold has expired by `now` and is not yet released.
     var hasExpiredHolds: Bool
     /// The hold the command names, if any (locked too).
     var hold: HoldRecord?
     /// A ledger entry id taken from the sequence after every earlier entry of the account.
     var entryId: Int64?
-
-    var state: AccountState { AccountState(user: user, wallet: wallet, counters: counters, installation: installation) }
 }
 
 /// What the idempotency check found.
@@ -99,8 +93,9 @@ extension PostgresStore {
             """, logger: logger)
         guard let row = rows.first.map(Columns.init) else { return nil }
         return LockedAccount(
-            user: try UserRecord(row), wallet: try WalletState(row), counters: try readCounters(row),
-            installation: try readInstallation(row),
+            state: AccountState(
+                user: try UserRecord(row), wallet: try WalletState(row), counters: try readCounters(row),
+                installation: try readInstallation(row)),
             hasExpiredHolds: try row["has_expired_holds"], hold: try HoldRecord.read(row), entryId: try row["entry_id"])
     }
 
@@ -111,7 +106,7 @@ extension PostgresStore {
         _ account: inout LockedAccount, allocateEntryId: Bool, now: Date, on connection: PooledConnection
     ) async throws {
         guard account.hasExpiredHolds else { return }
-        let userId = account.user.id
+        let userId = account.state.user.id
         let rows = try await connection.rows(
             """
             SELECT \(unescaped: HoldRecord.columns(of: "h")) FROM holds h
@@ -121,9 +116,9 @@ extension PostgresStore {
         let expired = try rows.compactMap { try HoldRecord.read(Columns($0)) }
         account.hasExpiredHolds = false
         guard !expired.isEmpty else { return }
-        let wallets = try await expire(expired, wallets: [userId: account.wallet], now: now, on: connection)
+        let wallets = try await expire(expired, wallets: [userId: account.state.wallet], now: now, on: connection)
         guard let wallet = wallets[userId] else { throw RetryTransaction() }
-        account.wallet = wallet
+        account.state.wallet = wallet
         if var hold = account.hold, expired.contains(where: { $0.id == hold.id }) {
             hold.status = .expired
             account.hold = hold

@@ -10,20 +10,14 @@ import TallyStore
 /// wallet row (ledger writes update it; counter, profile and credential writes rewrite it unchanged), so a
 /// stale account fails its write and is read again.
 struct CachedAccount: Sendable {
-    var user: UserRecord
-    var wallet: WalletState
-    /// Every quota counter of the account, by quota.
-    var counters: [String: QuotaCounter]
-    /// A guest's installation and its counters. Only its guest writes them, and every action of the guest
-    /// moves the wallet row, so the stamp covers them too.
-    var installation: InstallationCounters?
+    /// The user, the wallet, every quota counter and a guest's installation with its counters (only its guest writes
+    /// those, and every action of the guest moves the wallet row, so the stamp covers them too).
+    var state: AccountState
     /// The wallet row's `xmin` as text.
     var stamp: String
     /// An id for the account's next ledger entry, taken from the sequence after every entry the account had
     /// at `stamp` (so later than all of them, as long as the stamp still matches); `nil` when none was taken.
     var entryId: Int64?
-
-    var state: AccountState { AccountState(user: user, wallet: wallet, counters: counters, installation: installation) }
 }
 
 /// The accounts this process wrote last, so that an action on one of them is a single statement (the write,
@@ -73,11 +67,12 @@ final class AccountCache: @unchecked Sendable {
 
     /// Remembers `account` as this process just wrote it (forgets it when something is held).
     func store(_ account: CachedAccount, trusted: Bool) {
-        guard account.wallet.held == 0 else { return remove(account.user.id) }
+        let userId = account.state.user.id
+        guard account.state.wallet.held == 0 else { return remove(userId) }
         let now = ContinuousClock.now
         lock.withLock {
-            if entries.count >= Self.capacity, entries[account.user.id] == nil { entries.removeAll(keepingCapacity: true) }
-            entries[account.user.id] = Entry(account: account, trusted: trusted, storedAt: now)
+            if entries.count >= Self.capacity, entries[userId] == nil { entries.removeAll(keepingCapacity: true) }
+            entries[userId] = Entry(account: account, trusted: trusted, storedAt: now)
         }
     }
 

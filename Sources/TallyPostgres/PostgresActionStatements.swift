@@ -53,10 +53,10 @@ struct ActionBatchWriteStatement<Shape: BatchShape>: PostgresPreparedStatement {
     func makeBindings() throws -> PostgresBindings {
         var ledger = LedgerRows(), keys = KeyRows(), actions = ActionRows(Shape.self)
         // In user order, so that two processes' batches lock shared wallets in the same order (no deadlock).
-        for write in writes.sorted(by: { $0.account.user.id < $1.account.user.id }) {
+        for write in writes.sorted(by: { $0.account.state.user.id < $1.account.state.user.id }) {
             let entries = write.plan.entry.map { [(id: write.account.entryId, entry: $0)] } ?? []
             let stamp = write.account.stamp.isEmpty ? nil : write.account.stamp
-            ledger.move(userId: write.account.user.id, from: write.account.wallet, stamp: stamp, entries: entries, now: write.now)
+            ledger.move(userId: write.account.state.user.id, from: write.account.state.wallet, stamp: stamp, entries: entries, now: write.now)
             keys.append(write.remembered)
             actions.append(write)
         }
@@ -72,7 +72,7 @@ struct ActionBatchWriteStatement<Shape: BatchShape>: PostgresPreparedStatement {
             let row = Columns(row)
             byUser[try row["user_id"]] = ActionWritten(stamp: try row["stamp"], nextEntryId: try row["next_entry_id"])
         }
-        return writes.map { byUser[$0.account.user.id] }
+        return writes.map { byUser[$0.account.state.user.id] }
     }
 }
 
@@ -220,7 +220,7 @@ extension PostgresStore {
         func send<Shape: BatchShape>(_: Shape.Type) async throws -> [ActionWritten?] {
             let statement = ActionBatchWriteStatement<Shape>(writes: writes)
             let rows = if let connection { try await connection.execute(statement, logger: logger) } else { try await prepared(statement) }
-            note(Shape.write, writes.map { .user($0.account.user.id) }, on: connection)
+            note(Shape.write, writes.map { .user($0.account.state.user.id) }, on: connection)
             return try statement.results(rows)
         }
         let movesHolds = writes.contains { $0.plan.newHold != nil || $0.plan.settleHold != nil }

@@ -190,7 +190,8 @@ struct AccountReadResult: Sendable {
         let body: Data? = try row["body"]
         let entryId: Int64? = try row["entry_id"]
         hold = try HoldRecord.read(row)
-        account = CachedAccount(user: user, wallet: wallet, counters: counters, installation: installation, stamp: stamp, entryId: entryId)
+        account = CachedAccount(
+            state: AccountState(user: user, wallet: wallet, counters: counters, installation: installation), stamp: stamp, entryId: entryId)
         if let fingerprint, let status, let body {
             stored = (fingerprint, StoredResponse(status: Int(status), body: [UInt8](body)))
         }

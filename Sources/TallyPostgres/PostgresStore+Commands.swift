@@ -97,8 +97,7 @@ struct LockedPlan {
     /// same transaction: profile, wallet and counters moved, its entry id used (a command that names no hold).
     var applied: LockedAccount {
         var after = account
-        (after.user, after.wallet, after.counters, after.installation) =
-            (outcome.state.user, outcome.state.wallet, outcome.state.counters, outcome.state.installation)
+        after.state = outcome.state
         if plan.entry != nil { after.entryId = nil }
         return after
     }

@@ -156,7 +156,8 @@ extension PostgresStore {
         // No row: the wallet moved, another process wrote it (this one's actions take turns).
         guard let written else { return false }
         var after = action.account
-        (after.wallet, after.counters, after.installation) = (outcome.state.wallet, outcome.state.counters, outcome.state.installation)
+        (after.state.wallet, after.state.counters, after.state.installation) =
+            (outcome.state.wallet, outcome.state.counters, outcome.state.installation)
         after.stamp = written.stamp
         if action.plan.entry != nil { after.entryId = written.nextEntryId }
         accounts.store(after, trusted: trusted)

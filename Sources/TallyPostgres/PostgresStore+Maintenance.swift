@@ -145,10 +145,11 @@ extension PostgresStore {
         var statement = BoundStatement()
         let source = statement.relation([ledger], as: "b")
         let ids = statement.bind(ordered.map(\.id))
+        let status = statement.bind(HoldStatus.expired.rawValue)
         let settledAt = statement.bind(now.millis)
         let rows = try await run(
-            Writes.expireHolds(source: source, ids: ids, settledAt: settledAt), statement, changing: byUser.keys.map(ChangedRows.user),
-            on: connection)
+            Writes.expireHolds(source: source, ids: ids, status: status, settledAt: settledAt), statement,
+            changing: byUser.keys.map(ChangedRows.user), on: connection)
         let counts = try Self.single(rows, "the release of expired holds")
         // Under the wallet locks nothing else can settle these holds or move these wallets; if something
         // did, the books read are stale: start over rather than write entries that do not add up.

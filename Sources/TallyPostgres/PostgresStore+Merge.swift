@@ -136,11 +136,12 @@ extension PostgresStore {
         var statement = BoundStatement()
         let source = statement.relation([ledger], as: "b")
         let holds = statement.bind(plan.releasedHolds)
+        let status = statement.bind(HoldStatus.released.rawValue)
         let movedHolds = statement.bind(plan.movedHolds)
         let (guest, account) = (statement.bind(guestId), statement.bind(accountId))
         let settledAt = statement.bind(now.millis)
         let write = Writes.mergeLedger(
-            source: source, released: holds, carried: movedHolds, guest: guest, account: account, settledAt: settledAt)
+            source: source, released: holds, status: status, carried: movedHolds, guest: guest, account: account, settledAt: settledAt)
         let moved = try Self.single(
             try await run(write, statement, changing: [.user(guestId), .user(accountId)], on: connection), "the merge's ledger write")
         // Under the locks nothing else settles these holds or moves these wallets; if something did, start over.

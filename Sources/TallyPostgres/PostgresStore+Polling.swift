@@ -1,4 +1,8 @@
+import Foundation
+import Logging
 import PostgresNIO
+import ServiceLifecycle
+import TallyAPI
 import TallyStore
 
 /// What the listener's self-check and its fallback read and send (``PostgresNotifications/SelfCheck``,
@@ -39,6 +43,26 @@ extension PostgresStore {
                     revocation.sessionId.map { .sessionEnded(userId: revocation.userId, sessionId: $0) }
                         ?? .accountDeleted(userId: revocation.userId)
                 })
+        }
+    }
+}
+
+extension TallyClock {
+    /// Runs `poll` every `interval` until the task is cancelled or the service group shuts down gracefully: how the
+    /// revocation feed (``PostgresStore/followRevocations()``) and the listener's fallback (``ListenerFallbackPoller``)
+    /// are polled. A failed poll changes nothing (the next one tries again); the tenth failure in a row is logged as
+    /// `warning`, with the error without its values (``PostgresFailure``).
+    func repeatPolling(every interval: TimeInterval, logger: Logger, warning: Logger.Message, _ poll: () async throws -> Void) async {
+        var failures = 0
+        while !Task.isCancelled && !Task.isShuttingDownGracefully {
+            do {
+                try await poll()
+                failures = 0
+            } catch {
+                failures += 1
+                if failures == 10 { logger.warning(warning, metadata: ["error": "\(PostgresFailure(error))"]) }
+            }
+            try? await cancelWhenGracefulShutdown { try await self.sleep(for: interval) }
         }
     }
 }

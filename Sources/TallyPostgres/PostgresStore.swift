@@ -288,16 +288,8 @@ extension PostgresStore: Service {
     /// Polls the revocation feed every ``revocationPollInterval``. A failed poll (the schema not migrated
     /// yet, the database down) only leaves the cache stale, so lookups go to the database.
     func followRevocations() async {
-        var failures = 0
-        while !Task.isCancelled && !Task.isShuttingDownGracefully {
-            do {
-                try await pollRevocations()
-                failures = 0
-            } catch {
-                failures += 1
-                if failures == 10 { logger.warning("postgres: the revocation feed keeps failing", metadata: ["error": "\(error)"]) }
-            }
-            try? await cancelWhenGracefulShutdown { try await self.clock.sleep(for: Self.revocationPollInterval) }
+        await clock.repeatPolling(every: Self.revocationPollInterval, logger: logger, warning: "postgres: the revocation feed keeps failing") {
+            try await pollRevocations()
         }
     }
 }

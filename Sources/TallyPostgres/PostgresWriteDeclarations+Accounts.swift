@@ -28,9 +28,10 @@ extension Writes {
     /// A redeemed reset code's account: the password set, the email verified, an Apple identity removed if the email
     /// was not verified before, and every live session revoked and listed in the revocation feed.
     static func resetPassword(userId: SQLParam, passwordHash: SQLParam, now: SQLParam) -> PostgresWrite {
-        PostgresWrite(
+        let revoke = revokeLive(sessions: "user_id IN (SELECT id FROM account)", now: now)
+        return PostgresWrite(
             StoreWrite(
-                .users, .sessions, .sessionRevocations,
+                .users,
                 sql: """
                     WITH before AS (
                       SELECT email_verified_at IS NULL AND apple_sub IS NOT NULL AS remove_apple FROM users WHERE id = \(userId)
@@ -42,14 +43,9 @@ extension Writes {
                         apple_linked_at = CASE WHEN email_verified_at IS NULL THEN NULL ELSE apple_linked_at END,
                         apple_consent_revoked_at = CASE WHEN email_verified_at IS NULL THEN NULL ELSE apple_consent_revoked_at END
                       WHERE id = \(userId) AND email IS NOT NULL RETURNING id
-                    ), revoked AS (
-                      UPDATE sessions SET revoked_at = \(now)
-                      WHERE user_id IN (SELECT id FROM account) AND revoked_at IS NULL RETURNING id, user_id
-                    ), feed AS (
-                      INSERT INTO session_revocations (session_id, user_id) SELECT id, user_id FROM revoked
-                    )
+                    ), \(revoke.sql)
                     SELECT (SELECT remove_apple FROM before) AS remove_apple, ARRAY(SELECT id FROM revoked) AS revoked FROM account
-                    """))
+                    """), with: [revoke])
     }
 
     /// The email marked verified; returns the account.
@@ -68,22 +64,18 @@ extension Writes {
     static func changePassword(userId: SQLParam, passwordHash: SQLParam, purpose: SQLParam, keeping: SQLParam, now: SQLParam)
         -> PostgresWrite
     {
-        PostgresWrite(
+        let revoke = revokeLive(sessions: "user_id IN (SELECT id FROM account) AND id <> \(keeping)", now: now)
+        return PostgresWrite(
             StoreWrite(
-                .users, .accountCodes, .sessions, .sessionRevocations,
+                .users, .accountCodes,
                 sql: """
                     WITH account AS (
                       UPDATE users SET password_hash = \(passwordHash) WHERE id = \(userId) AND email IS NOT NULL RETURNING id
                     ), reset_code AS (
                       DELETE FROM account_codes WHERE user_id = (SELECT id FROM account) AND purpose = \(purpose)
-                    ), revoked AS (
-                      UPDATE sessions SET revoked_at = \(now)
-                      WHERE user_id IN (SELECT id FROM account) AND revoked_at IS NULL AND id <> \(keeping) RETURNING id, user_id
-                    ), feed AS (
-                      INSERT INTO session_revocations (session_id, user_id) SELECT id, user_id FROM revoked
-                    )
+                    ), \(revoke.sql)
                     SELECT (SELECT count(*) FROM account) AS changed, ARRAY(SELECT id FROM revoked) AS revoked
-                    """))
+                    """), with: [revoke])
     }
 
     /// A code redeemed or discarded.
@@ -140,22 +132,18 @@ extension Writes {
     /// An Apple consent revoked (if linked by the event and not revoked yet), the account's live sessions revoked and
     /// listed in the revocation feed; returns the account's id and the sessions'.
     static func revokeAppleConsent(subject: SQLParam, eventTime: SQLParam, now: SQLParam) -> PostgresWrite {
-        PostgresWrite(
+        let revoke = revokeLive(sessions: "user_id IN (SELECT id FROM account)", now: now)
+        return PostgresWrite(
             StoreWrite(
-                .users, .sessions, .sessionRevocations,
+                .users,
                 sql: """
                     WITH account AS (
                       UPDATE users SET apple_consent_revoked_at = \(eventTime), apple_refresh_token = NULL
                       WHERE apple_sub = \(subject) AND apple_linked_at <= \(eventTime) AND apple_consent_revoked_at IS NULL
                       RETURNING id
-                    ), revoked AS (
-                      UPDATE sessions SET revoked_at = \(now)
-                      WHERE user_id IN (SELECT id FROM account) AND revoked_at IS NULL RETURNING id, user_id
-                    ), feed AS (
-                      INSERT INTO session_revocations (session_id, user_id) SELECT id, user_id FROM revoked
-                    )
+                    ), \(revoke.sql)
                     SELECT id, ARRAY(SELECT id FROM revoked ORDER BY id) AS revoked FROM account
-                    """))
+                    """), with: [revoke])
     }
 
     /// A batch of expired token uses and of notices past their keeping deleted.
@@ -238,20 +226,17 @@ extension Writes {
         userId: SQLParam, at: SQLParam, operatorSession: SQLParam, action: SQLParam, auditUserId: SQLParam, before: SQLParam,
         after: SQLParam
     ) -> PostgresWrite {
-        PostgresWrite(
+        let revoke = revokeLive(sessions: "user_id = \(userId)", now: at)
+        return PostgresWrite(
             StoreWrite(
-                .sessions, .sessionRevocations, .consoleAudit,
+                .consoleAudit,
                 sql: """
-                    WITH revoked AS (
-                      UPDATE sessions SET revoked_at = \(at) WHERE user_id = \(userId) AND revoked_at IS NULL RETURNING id, user_id
-                    ), feed AS (
-                      INSERT INTO session_revocations (session_id, user_id) SELECT id, user_id FROM revoked
-                    ), audit AS (
+                    WITH \(revoke.sql), audit AS (
                       INSERT INTO console_audit (at, operator_session, action, user_id, before, after)
                       VALUES (\(at), \(operatorSession), \(action), \(auditUserId), \(before), \(after))
                     )
                     SELECT id FROM revoked ORDER BY id
-                    """))
+                    """), with: [revoke])
     }
 
     // MARK: Guest merges
@@ -266,27 +251,25 @@ extension Writes {
                 ON CONFLICT (user_id) DO UPDATE SET version = sync_state.version WHERE false
                 """), name: "lockSyncState")
 
-    /// The merge's holds released or carried over and both wallets moved by the entries of the relation `source`.
-    static func mergeLedger(source: String, released: SQLParam, carried: SQLParam, guest: SQLParam, account: SQLParam, settledAt: SQLParam)
-        -> PostgresWrite
-    {
+    /// The merge's holds released (settled as `status`) or carried over and both wallets moved by the entries of the
+    /// relation `source`.
+    static func mergeLedger(
+        source: String, released: SQLParam, status: SQLParam, carried: SQLParam, guest: SQLParam, account: SQLParam, settledAt: SQLParam
+    ) -> PostgresWrite {
+        let settle = settleHolds(ids: released, status: status, settledAt: settledAt)
         let append = append(from: "b")
         return PostgresWrite(
             StoreWrite(
                 .holds,
                 sql: """
-                    WITH released AS (
-                      UPDATE holds SET status = 'released', settled_at = \(settledAt)::BIGINT
-                      WHERE id = ANY(\(released)::TEXT[]) AND status = 'open'
-                      RETURNING 1
-                    ), carried AS (
+                    WITH \(settle.sql), carried AS (
                       UPDATE holds SET user_id = \(account)::TEXT
                       WHERE id = ANY(\(carried)::TEXT[]) AND user_id = \(guest)::TEXT AND status = 'open'
                       RETURNING 1
                     ), b AS (\(source)), \(append.sql)
-                    SELECT (SELECT count(*) FROM released) AS released, (SELECT count(*) FROM carried) AS carried,
+                    SELECT (SELECT count(*) FROM settled) AS released, (SELECT count(*) FROM carried) AS carried,
                            (SELECT count(*) FROM moved) AS moved
-                    """), with: [append])
+                    """), with: [settle, append])
     }
 
     /// The merge's account rows: the guest marked merged, the account's premium, purchases, subscriptions and sync
@@ -374,19 +357,16 @@ extension Writes {
 
     /// The guest's live sessions revoked and listed in the revocation feed, and the merge recorded; returns the ids.
     static func mergeRevoke(guest: SQLParam, account: SQLParam, summary: SQLParam, now: SQLParam) -> PostgresWrite {
-        PostgresWrite(
+        let revoke = revokeLive(sessions: "user_id = \(guest)", now: now)
+        return PostgresWrite(
             StoreWrite(
-                .sessions, .sessionRevocations, .merges,
+                .merges,
                 sql: """
-                    WITH revoked AS (
-                      UPDATE sessions SET revoked_at = \(now) WHERE user_id = \(guest) AND revoked_at IS NULL RETURNING id, user_id
-                    ), feed AS (
-                      INSERT INTO session_revocations (session_id, user_id) SELECT id, user_id FROM revoked
-                    ), merged AS (
+                    WITH \(revoke.sql), merged AS (
                       INSERT INTO merges (guest_id, account_id, summary, merged_at)
                       VALUES (\(guest), \(account), \(summary), \(now))
                     )
                     SELECT id FROM revoked
-                    """))
+                    """), with: [revoke])
     }
 }

@@ -13,14 +13,15 @@ extension Writes {
             append(from: "b"), remember(from: "k"), rememberAlone(source: relation), ledgerMove(source: relation),
             changeProfile(source: relation, timezone: p, language: p, premiumUntil: p), batchHolds, batchInstallationCounts,
             actionBatch(source: relation, carried: [], holds: nil, installations: nil, holdCheck: "NULL"),
-            expireHolds(source: relation, ids: p, settledAt: p),
+            settleHolds(ids: p, status: p, settledAt: p), expireHolds(source: relation, ids: p, status: p, settledAt: p),
             // Accounts and sessions.
             insertAccount(
                 userId: p, deviceHash: p, ipHash: p, appleSubject: p, appleEmail: p, appleRefreshToken: p, appleLinkedAt: p, sessionId: p,
                 refreshHash: p, refreshExpiresAt: p, now: p),
             openSession(
                 userId: p, deviceHash: p, appleSubject: p, sessionId: p, refreshHash: p, refreshExpiresAt: p, keep: p, now: p),
-            rotateRefreshToken(hash: p, nextHash: p, nextExpiresAt: p, now: p), revokeSession(id: p, now: p),
+            rotateRefreshToken(hash: p, nextHash: p, nextExpiresAt: p, now: p), revokeLive(sessions: "true", now: p),
+            revokeSession(id: p, now: p),
             linkCredentials(userId: p, email: p, passwordHash: p),
             countSignInFailure(account: p, address: p, failures: p, lastAt: p, lockedUntil: p, total: p, totalLastAt: p),
             clearSignInFailures(account: p, address: p), deleteAccount(id: p),
@@ -34,7 +35,7 @@ extension Writes {
             takeAppleNotice(id: p, keepUntil: p, now: p), unlinkApple(userId: p),
             insertAudit(at: p, operatorSession: p, action: p, userId: p, before: p, after: p, returning: false),
             consoleRevokeSessions(userId: p, at: p, operatorSession: p, action: p, auditUserId: p, before: p, after: p),
-            lockSyncState, mergeLedger(source: relation, released: p, carried: p, guest: p, account: p, settledAt: p),
+            lockSyncState, mergeLedger(source: relation, released: p, status: p, carried: p, guest: p, account: p, settledAt: p),
             mergeAccounts(guest: p, account: p, purchasedPremiumUntil: p, premiumUntil: p, quotas: p, used: p, windowEnds: p),
             mergeDocuments(guest: p, account: p, collections: p, ids: p, data: p, rangeValues: p, hasRanges: p, versions: p, now: p),
             mergeSyncState(userId: p, version: p, purgedThrough: p, documents: p, bytes: p),

@@ -2,7 +2,8 @@ import Foundation
 import TallyStore
 
 /// Every write statement of the PostgreSQL store, each declared once with the tables its text changes (``StoreWrite``):
-/// the one place that says what a statement touches. This file has the ledger's statements and the sessions'; the
+/// the one place that says what a statement touches. This file has the ledger's statements and the sessions' (with the
+/// fragment every revocation of live sessions composes, ``revokeLive(sessions:now:)``); the
 /// `PostgresWriteDeclarations+*.swift` files the others, by area; the ledger's two fragments
 /// (``append(from:carrying:)``, ``remember(from:)``) are declared in `PostgresLedger.swift`, the ledger's one place. Outside the migrations (`PostgresSchema*.swift`) no
 /// `INSERT`, `UPDATE` or `DELETE` text is written anywhere else (`WriteDeclarationTests` reads the sources for it).
@@ -10,8 +11,9 @@ import TallyStore
 /// - A text without values is a `static let`; one built with values is a `static func` that takes them as placeholders
 ///   (``SQLParam``, bound by the caller's ``BoundStatement``), so the literal with its `\(…)` sits inside the
 ///   `StoreWrite(` call and no value reaches it. Callers run ``PostgresWrite/sql`` with that statement.
-/// - A fragment interpolated into other statements (``append(from:carrying:)``, ``remember(from:)``) is a declaration
-///   of its own, named by the statements that interpolate it (`with:`), which thereby change its tables too.
+/// - A fragment interpolated into other statements (``append(from:carrying:)``, ``remember(from:)``,
+///   ``revokeLive(sessions:now:)``) is a declaration of its own, named by the statements that interpolate it (`with:`),
+///   which thereby change its tables too.
 /// - Running a declaration notes the rows it changed (``PostgresStore/run(_:_:changing:on:)``,
 ///   ``PostgresStore/note(_:_:on:)``); this process's caches forget them when the transaction commits.
 enum Writes {
@@ -107,20 +109,32 @@ enum Writes {
                     """), with: [append, remember] + [holds, installations].compactMap { $0 })
     }
 
-    /// Expired holds (`ids`) released, with their wallets moved by the entries of the relation `source`.
-    static func expireHolds(source: String, ids: SQLParam, settledAt: SQLParam) -> PostgresWrite {
-        let append = append(from: "b")
-        return PostgresWrite(
+    /// `settled`: the open holds among `ids` (a text array) settled as `status` (released or expired: nothing captured)
+    /// at `settledAt`, in a statement's `WITH`; a row each. The holds a statement settles without a capture, beside the
+    /// entries that give their tokens back (``append(from:carrying:)``).
+    static func settleHolds(ids: SQLParam, status: SQLParam, settledAt: SQLParam) -> PostgresWrite {
+        PostgresWrite(
             StoreWrite(
                 .holds,
                 sql: """
-                    WITH settled AS (
-                      UPDATE holds SET status = 'expired', settled_at = \(settledAt)::BIGINT
+                    settled AS (
+                      UPDATE holds SET status = \(status)::TEXT, settled_at = \(settledAt)::BIGINT
                       WHERE id = ANY(\(ids)::TEXT[]) AND status = 'open'
                       RETURNING 1
-                    ), b AS (\(source)), \(append.sql)
+                    )
+                    """))
+    }
+
+    /// Expired holds (`ids`) settled as `status` (expired), with their wallets moved by the entries of the relation `source`.
+    static func expireHolds(source: String, ids: SQLParam, status: SQLParam, settledAt: SQLParam) -> PostgresWrite {
+        let settle = settleHolds(ids: ids, status: status, settledAt: settledAt)
+        let append = append(from: "b")
+        return PostgresWrite(
+            StoreWrite(
+                sql: """
+                    WITH \(settle.sql), b AS (\(source)), \(append.sql)
                     SELECT (SELECT count(*) FROM settled) AS settled, (SELECT count(*) FROM moved) AS moved
-                    """), with: [append])
+                    """), with: [settle, append])
     }
 
     // MARK: Accounts and sessions
@@ -164,9 +178,16 @@ enum Writes {
         userId: SQLParam, deviceHash: SQLParam, appleSubject: SQLParam, sessionId: SQLParam, refreshHash: SQLParam,
         refreshExpiresAt: SQLParam, keep: SQLParam, now: SQLParam
     ) -> PostgresWrite {
-        PostgresWrite(
+        let revoke = revokeLive(
+            sessions: """
+                id IN (
+                  SELECT id FROM sessions WHERE user_id IN (SELECT id FROM account) AND revoked_at IS NULL
+                  ORDER BY \(SessionCap.newestFirst) OFFSET \(keep)
+                )
+                """, now: now)
+        return PostgresWrite(
             StoreWrite(
-                .sessions, .refreshTokens, .sessionRevocations,
+                .sessions, .refreshTokens,
                 sql: """
                     WITH account AS (
                       SELECT \(UserRecord.columns()) FROM users WHERE id = \(userId)::TEXT
@@ -179,18 +200,9 @@ enum Writes {
                     ), token AS (
                       INSERT INTO refresh_tokens (token_hash, session_id, expires_at)
                       SELECT \(refreshHash), id, \(refreshExpiresAt) FROM session
-                    ), excess AS (
-                      UPDATE sessions SET revoked_at = \(now)
-                      WHERE id IN (
-                        SELECT id FROM sessions WHERE user_id IN (SELECT id FROM account) AND revoked_at IS NULL
-                        ORDER BY \(SessionCap.newestFirst) OFFSET \(keep)
-                      ) AND revoked_at IS NULL
-                      RETURNING id, user_id
-                    ), feed AS (
-                      INSERT INTO session_revocations (session_id, user_id) SELECT id, user_id FROM excess
-                    )
-                    SELECT \(UserRecord.columnNames), ARRAY(SELECT id FROM excess) AS revoked FROM account
-                    """))
+                    ), \(revoke.sql)
+                    SELECT \(UserRecord.columnNames), ARRAY(SELECT id FROM revoked) AS revoked FROM account
+                    """), with: [revoke])
     }
 
     /// A refresh token claimed (once, across processes) and its successor stored; returns the token's session, its
@@ -219,17 +231,26 @@ enum Writes {
                     """))
     }
 
-    /// A session revoked (the first revocation time kept) and listed in the revocation feed.
-    static func revokeSession(id: SQLParam, now: SQLParam) -> PostgresWrite {
+    /// `revoked` and `feed`: the live sessions the condition `sessions` selects (on a `sessions` row) revoked at `now` and
+    /// listed in the revocation feed, in a statement's `WITH`; `revoked` returns each one's `id` and `user_id`. Every
+    /// revocation of a live session is this fragment (the first revocation time kept: a revoked session is not live).
+    static func revokeLive(sessions condition: String, now: SQLParam) -> PostgresWrite {
         PostgresWrite(
             StoreWrite(
                 .sessions, .sessionRevocations,
                 sql: """
-                    WITH revoked AS (
-                      UPDATE sessions SET revoked_at = \(now) WHERE id = \(id) AND revoked_at IS NULL RETURNING id, user_id
+                    revoked AS (
+                      UPDATE sessions SET revoked_at = \(now) WHERE (\(condition)) AND revoked_at IS NULL RETURNING id, user_id
+                    ), feed AS (
+                      INSERT INTO session_revocations (session_id, user_id) SELECT id, user_id FROM revoked
                     )
-                    INSERT INTO session_revocations (session_id, user_id) SELECT id, user_id FROM revoked
                     """))
+    }
+
+    /// A session revoked (the first revocation time kept) and listed in the revocation feed; returns its id if it was live.
+    static func revokeSession(id: SQLParam, now: SQLParam) -> PostgresWrite {
+        let revoke = revokeLive(sessions: "id = \(id)", now: now)
+        return PostgresWrite(StoreWrite(sql: "WITH \(revoke.sql) SELECT id FROM revoked"), with: [revoke])
     }
 
     /// A guest linked to an email and password and detached from its installation, its wallet row rewritten unchanged

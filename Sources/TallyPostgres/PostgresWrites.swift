@@ -28,9 +28,7 @@ extension PostgresStore {
             try await changeProfile(user, of: account, remembering: remembered, now: now, on: connection)
             return
         }
-        let locked = CachedAccount(
-            user: account.user, wallet: account.wallet, counters: account.counters, installation: account.installation, stamp: "",
-            entryId: account.entryId)
+        let locked = CachedAccount(state: account.state, stamp: "", entryId: account.entryId)
         let write = ActionWrite(account: locked, hold: account.hold, plan: plan, remembered: remembered, now: now)
         // Under the wallet's lock the wallet is as read; if it moved anyway, start over.
         guard case .some(.some) = try await writeActions([write], on: connection).first else { throw RetryTransaction() }
@@ -42,14 +40,14 @@ extension PostgresStore {
         _ user: UserRecord, of account: LockedAccount, remembering remembered: Remembered?, now: Date, on connection: PooledConnection
     ) async throws {
         var ledger = LedgerRows(), keys = KeyRows()
-        ledger.move(userId: account.user.id, from: account.wallet, now: now)
+        ledger.move(userId: account.state.user.id, from: account.state.wallet, now: now)
         keys.append(remembered)
         var statement = BoundStatement()
         let source = statement.relation([ledger, keys], as: "b")
         let write = Writes.changeProfile(
             source: source, timezone: statement.bind(user.timezone), language: statement.bind(user.language),
             premiumUntil: statement.bind(user.premiumUntil?.millis))
-        let rows = try await run(write, statement, changing: [.user(account.user.id)], on: connection)
+        let rows = try await run(write, statement, changing: [.user(account.state.user.id)], on: connection)
         guard try Self.single(rows, "a profile change")["moved"] == Int64(1) else { throw RetryTransaction() }
     }
 

@@ -30,7 +30,7 @@ extension SQLiteStore: AccountCodeStore {
             try db.run(SQLiteWrites.resetPassword, changing: .user(userId), arguments: [passwordHash, now.millis, userId])
             if removeApple { try Self.unlinkApple(userId: userId, db) }
             return PasswordReset(
-                revokedSessions: try self.revokeSessions(db, userId: userId, keeping: nil, now: now), appleIdentityRemoved: removeApple)
+                revokedSessions: try self.revokeSessions(ofUser: userId, now: now, db), appleIdentityRemoved: removeApple)
         }
     }
 
@@ -52,7 +52,7 @@ extension SQLiteStore: AccountCodeStore {
             guard db.changesCount == 1 else { throw StoreError(.userNotFound) }
             try db.run(
                 SQLiteWrites.deleteAccountCode, changing: .user(userId), arguments: [userId, AccountCodePurpose.passwordReset.rawValue])
-            return try self.revokeSessions(db, userId: userId, keeping: keepingSession, now: now)
+            return try self.revokeSessions(ofUser: userId, keeping: keepingSession, now: now, db)
         }
     }
 
@@ -79,15 +79,5 @@ extension SQLiteStore: AccountCodeStore {
         case .absent:
             return false
         }
-    }
-
-    /// Revokes every live session of the user but `keeping` (the session cache forgets each as the transaction
-    /// commits); returns their ids.
-    private func revokeSessions(_ db: Database, userId: String, keeping: String?, now: Date) throws -> [String] {
-        let ids = try db.fetchValues(
-            String.self, sql: "SELECT id FROM sessions WHERE user_id = ? AND revoked_at IS NULL AND id IS NOT ?",
-            arguments: [userId, keeping])
-        try db.run(SQLiteWrites.revokeSessionsOfUser, changing: ids.map(ChangedRows.session), arguments: [now.millis, userId, keeping])
-        return ids
     }
 }

@@ -204,12 +204,13 @@ extension SQLiteStore: IdentityStore {
         return db.changesCount > 0
     }
 
-    /// Revokes every live session of the account in the caller's transaction (the cache forgets them as it commits);
-    /// returns their ids.
-    func revokeSessions(ofUser userId: String, now: Date, _ db: Database) throws -> [String] {
+    /// Revokes every live session of the account but `keeping` (`nil`: none kept) in the caller's transaction (the
+    /// cache forgets them as it commits); returns their ids.
+    func revokeSessions(ofUser userId: String, keeping: String? = nil, now: Date, _ db: Database) throws -> [String] {
         let ids = try db.fetchValues(
-            String.self, sql: "SELECT id FROM sessions WHERE user_id = ? AND revoked_at IS NULL ORDER BY id", arguments: [userId])
-        try db.run(SQLiteWrites.revokeSessionsOfUser, changing: ids.map(ChangedRows.session), arguments: [now.millis, userId, nil])
+            String.self, sql: "SELECT id FROM sessions WHERE user_id = ? AND revoked_at IS NULL AND id IS NOT ? ORDER BY id",
+            arguments: [userId, keeping])
+        try db.run(SQLiteWrites.revokeSessionsOfUser, changing: ids.map(ChangedRows.session), arguments: [now.millis, userId, keeping])
         return ids
     }
 

@@ -85,7 +85,8 @@ extension SQLiteStore: MergeStore {
         let (guestId, accountId) = (plan.summary.guestId, plan.summary.accountId)
         let both: [ChangedRows] = [.user(guestId), .user(accountId)]
         for holdId in plan.releasedHolds {
-            try db.run(SQLiteWrites.releaseHold, changing: .user(guestId), arguments: [now.millis, holdId])
+            try db.run(
+                SQLiteWrites.settleHold, changing: .user(guestId), arguments: [HoldStatus.released.rawValue, nil, now.millis, holdId])
             guard db.changesCount == 1 else { throw StoreError(.holdNotOpen) }
         }
         for holdId in plan.movedHolds {

@@ -292,7 +292,7 @@ public final class SQLiteStore: MaintenanceStore {
         guard let first = rows.first else { return 0 }
         var wallet = WalletState(balance: first["wallet_balance"], held: first["wallet_held"], version: first["wallet_version"])
         for hold in rows.map(HoldRecord.init(row:)) {
-            try db.run(SQLiteWrites.expireHold, changing: .user(userId), arguments: [now.millis, hold.id])
+            try db.run(SQLiteWrites.settleHold, changing: .user(userId), arguments: [HoldStatus.expired.rawValue, nil, now.millis, hold.id])
             wallet = try append(LedgerPlanner.expiry(of: hold), userId: userId, from: wallet, now: now, db).wallet
         }
         return rows.count

@@ -54,10 +54,6 @@ extension SQLiteWrites {
 
     // MARK: Merges (SQLiteStore+Merge)
 
-    /// Releases a guest's open hold.
-    static let releaseHold = StoreWrite(
-        .holds, sql: "UPDATE holds SET status = 'released', settled_at = ? WHERE id = ? AND status = 'open'")
-
     /// Moves a guest's open hold to the account.
     static let moveHold = StoreWrite(
         .holds, sql: "UPDATE holds SET user_id = ? WHERE id = ? AND user_id = ? AND status = 'open'")

@@ -33,13 +33,10 @@ enum SQLiteWrites {
     static let openHold = StoreWrite(
         .holds, sql: "INSERT INTO holds (id, user_id, amount, status, created_at, expires_at) VALUES (?, ?, ?, 'open', ?, ?)")
 
-    /// Settles an open hold (captured or released).
+    /// Settles an open hold: captured (with its amount), or released or expired (the amount `NULL`): a command's
+    /// settlement, an expiry, a merge's release.
     static let settleHold = StoreWrite(
         .holds, sql: "UPDATE holds SET status = ?, captured_amount = ?, settled_at = ? WHERE id = ? AND status = 'open'")
-
-    /// Marks an open hold expired.
-    static let expireHold = StoreWrite(
-        .holds, sql: "UPDATE holds SET status = 'expired', settled_at = ? WHERE id = ? AND status = 'open'")
 
     /// Stores an account's quota counter.
     static let storeQuotaCounter = StoreWrite(
@@ -202,7 +199,6 @@ enum SQLiteWrites {
         ("rememberResponse", rememberResponse),
         ("openHold", openHold),
         ("settleHold", settleHold),
-        ("expireHold", expireHold),
         ("storeQuotaCounter", storeQuotaCounter),
         ("storeInstallationCounter", storeInstallationCounter),
         ("changeProfile", changeProfile),
@@ -241,7 +237,6 @@ enum SQLiteWrites {
         ("listSubscription", listSubscription),
         ("storeSubscription", storeSubscription),
         ("setPurchasedPremium", setPurchasedPremium),
-        ("releaseHold", releaseHold),
         ("moveHold", moveHold),
         ("markMerged", markMerged),
         ("setMergedPremium", setMergedPremium),

@@ -412,14 +412,14 @@ private struct CacheWorld {
             return
         }
         let stored = WalletState(balance: try wallet["balance"], held: try wallet["held"], version: try wallet["version"])
-        #expect(entry.account.wallet == stored, "\(context): wallet of \(user) cached as \(entry.account.wallet), stored as \(stored)")
+        #expect(entry.account.state.wallet == stored, "\(context): wallet of \(user) cached as \(entry.account.state.wallet), stored as \(stored)")
         #expect(entry.account.stamp == (try wallet["stamp"] as String), "\(context): wallet row of \(user) moved since it was cached")
-        #expect(entry.account.user == (try await uncached.user(id: user)), "\(context): user row of \(user) changed since it was cached")
+        #expect(entry.account.state.user == (try await uncached.user(id: user)), "\(context): user row of \(user) changed since it was cached")
         var counters: [String: QuotaCounter] = [:]
         for row in try await uncached.rows("SELECT quota, used, window_end FROM quota_counters WHERE user_id = \(user)").map(Columns.init) {
             counters[try row["quota"]] = QuotaCounter(used: Int(try row["used"] as Int64), windowEnd: Date(millis: try row["window_end"]))
         }
-        #expect(entry.account.counters == counters, "\(context): quota counters of \(user) cached as \(entry.account.counters), stored as \(counters)")
+        #expect(entry.account.state.counters == counters, "\(context): quota counters of \(user) cached as \(entry.account.state.counters), stored as \(counters)")
     }
 }
 
