@@ -194,45 +194,17 @@ public final class DevAppAttest: Sendable {
         let intermediate: Certificate
         let intermediateKey: P384.Signing.PrivateKey
 
-        static let year: TimeInterval = 365 * 24 * 3600
         static let day: TimeInterval = 24 * 3600
 
-        static func name(_ commonName: String, unit: String? = nil) throws -> DistinguishedName {
-            try DistinguishedName {
-                CommonName(commonName)
-                if let unit { OrganizationalUnitName(unit) }
-                OrganizationName("Tally (development stand-in, not Apple)")
-                CountryName("US")
-            }
-        }
-
-        /// A new root and intermediate, valid from a year before `now` (20 and 10 years).
+        /// A new root and intermediate (P-384, signed with `ecdsaWithSHA384`), valid from a year before `now` (20 and 10 years).
         static func generate(now: Date) throws -> Authority {
-            let rootKey = P384.Signing.PrivateKey()
-            let rootPublicKey = Certificate.PublicKey(rootKey.publicKey)
-            let rootName = try name("Tally Dev App Attestation Root CA")
-            let root = try Certificate(
-                version: .v3, serialNumber: .init(), publicKey: rootPublicKey, notValidBefore: now.addingTimeInterval(-year),
-                notValidAfter: now.addingTimeInterval(20 * year), issuer: rootName, subject: rootName, signatureAlgorithm: .ecdsaWithSHA384,
-                extensions: try Certificate.Extensions {
-                    Critical(BasicConstraints.isCertificateAuthority(maxPathLength: nil))
-                    Critical(KeyUsage(keyCertSign: true, cRLSign: true))
-                    SubjectKeyIdentifier(hash: rootPublicKey)
-                },
-                issuerPrivateKey: .init(rootKey))
+            let rootKey = Certificate.PrivateKey(P384.Signing.PrivateKey())
+            let root = try DevCertificateAuthority.makeRoot(
+                key: rootKey, now: now, name: "Tally Dev App Attestation Root CA", signatureAlgorithm: .ecdsaWithSHA384)
             let intermediateKey = P384.Signing.PrivateKey()
-            let intermediatePublicKey = Certificate.PublicKey(intermediateKey.publicKey)
-            let intermediate = try Certificate(
-                version: .v3, serialNumber: .init(), publicKey: intermediatePublicKey, notValidBefore: now.addingTimeInterval(-year),
-                notValidAfter: now.addingTimeInterval(10 * year), issuer: rootName, subject: try name("Tally Dev App Attestation CA 1"),
-                signatureAlgorithm: .ecdsaWithSHA384,
-                extensions: try Certificate.Extensions {
-                    Critical(BasicConstraints.isCertificateAuthority(maxPathLength: 0))
-                    Critical(KeyUsage(keyCertSign: true, cRLSign: true))
-                    SubjectKeyIdentifier(hash: intermediatePublicKey)
-                    AuthorityKeyIdentifier(keyIdentifier: try root.extensions.subjectKeyIdentifier?.keyIdentifier)
-                },
-                issuerPrivateKey: .init(rootKey))
+            let intermediate = try DevCertificateAuthority.makeIntermediate(
+                publicKey: Certificate.PublicKey(intermediateKey.publicKey), name: "Tally Dev App Attestation CA 1", issuer: root,
+                issuerKey: rootKey, now: now, signatureAlgorithm: .ecdsaWithSHA384)
             return Authority(root: root, intermediate: intermediate, intermediateKey: intermediateKey)
         }
 
@@ -250,8 +222,8 @@ public final class DevAppAttest: Sendable {
             return try Certificate(
                 version: .v3, serialNumber: .init(), publicKey: Certificate.PublicKey(publicKey),
                 notValidBefore: now.addingTimeInterval(-Self.day), notValidAfter: now.addingTimeInterval(3 * Self.day), issuer: intermediate.subject,
-                subject: try Self.name(hex, unit: "AAA Certification"), signatureAlgorithm: .ecdsaWithSHA256, extensions: extensions,
-                issuerPrivateKey: .init(intermediateKey))
+                subject: try DevCertificateAuthority.name(hex, unit: "AAA Certification"), signatureAlgorithm: .ecdsaWithSHA256,
+                extensions: extensions, issuerPrivateKey: .init(intermediateKey))
         }
 
         /// The nonce extension's value: DER `SEQUENCE { [1] EXPLICIT OCTET STRING nonce }` (`30 24 A1 22 04 20 …`).

@@ -309,7 +309,7 @@ public final class DevAppleID: Sendable {
             throw OAuthFailure(error: "unsupported_grant_type", reason: "only authorization_code is served", status: 400)
         }
         guard let code, !code.isEmpty else { throw OAuthFailure.invalidRequest("no code") }
-        let check = try await checkClient(clientId: clientId, clientSecret: clientSecret)
+        let check = try checkClient(clientId: clientId, clientSecret: clientSecret)
         let now = clock.now
         let grant = try state.withLock { state throws(OAuthFailure) -> Grant in
             guard var grant = state.grants[code] else { throw OAuthFailure.invalidGrant("the code was not issued here") }
@@ -341,7 +341,7 @@ public final class DevAppleID: Sendable {
     @discardableResult
     public func revoke(clientId: String?, clientSecret: String?, token: String?, tokenTypeHint: String?) async throws(OAuthFailure) -> Revocation {
         guard let token, !token.isEmpty else { throw OAuthFailure.invalidRequest("no token") }
-        let check = try await checkClient(clientId: clientId, clientSecret: clientSecret)
+        let check = try checkClient(clientId: clientId, clientSecret: clientSecret)
         let now = clock.now
         return state.withLock { state in
             let sub = state.refreshTokens.removeValue(forKey: token)
@@ -357,33 +357,25 @@ public final class DevAppleID: Sendable {
     /// Every revocation, in order.
     public var revocations: [Revocation] { state.withLock { $0.revocations } }
 
-    private struct ClientSecretClaims: JWTPayload {
+    private struct ClientSecretClaims: Decodable {
         var iss: String
         var iat: Double
         var exp: Double
         var aud: AudienceClaim
         var sub: String
-        func verify(using _: some JWTAlgorithm) async throws {}
-    }
-
-    private struct ClientSecretHeader: Decodable {
-        var alg: String?
-        var kid: String?
     }
 
     /// The client id is the configured one and the secret an ES256 JWT as Apple requires (its signature verified when
     /// the app's public key is configured).
-    private func checkClient(clientId: String?, clientSecret: String?) async throws(OAuthFailure) -> ClientSecretCheck {
+    private func checkClient(clientId: String?, clientSecret: String?) throws(OAuthFailure) -> ClientSecretCheck {
         guard clientId == configuration.clientId else { throw OAuthFailure.invalidClient("client_id is not \(configuration.clientId)") }
         guard let clientSecret else { throw OAuthFailure.invalidClient("no client_secret") }
-        let parts = clientSecret.split(separator: ".", omittingEmptySubsequences: false)
-        guard parts.count == 3, let headerBytes = AppleBase64URL.decode(parts[0]), let payloadBytes = AppleBase64URL.decode(parts[1]),
-            let header = try? JSONDecoder().decode(ClientSecretHeader.self, from: headerBytes)
-        else { throw OAuthFailure.invalidClient("the client secret is not a JWT") }
+        guard let token = DevReceivedJWS(clientSecret), let header = token.header else {
+            throw OAuthFailure.invalidClient("the client secret is not a JWT")
+        }
         guard header.alg == "ES256" else { throw OAuthFailure.invalidClient("the client secret is not ES256") }
         if let keyId = configuration.keyId, header.kid != keyId { throw OAuthFailure.invalidClient("the client secret's kid is not \(keyId)") }
-        let decoder = JSONDecoder()
-        guard let claims = try? decoder.decode(ClientSecretClaims.self, from: payloadBytes) else {
+        guard let claims = token.claims(as: ClientSecretClaims.self) else {
             throw OAuthFailure.invalidClient("the client secret lacks iss, iat, exp, aud or sub")
         }
         if let teamId = configuration.teamId, claims.iss != teamId { throw OAuthFailure.invalidClient("the client secret's iss is not \(teamId)") }
@@ -396,14 +388,10 @@ public final class DevAppleID: Sendable {
             throw OAuthFailure.invalidClient("the client secret is not valid now, or lives longer than six months")
         }
         guard let publicKey = configuration.clientPublicKey else { return .unverified }
-        do {
-            let keys = JWTKeyCollection()
-            await keys.add(ecdsa: try ES256PublicKey(backing: publicKey))
-            _ = try await keys.verify(clientSecret, as: ClientSecretClaims.self)
-            return .verified
-        } catch {
+        guard token.isSigned(by: publicKey) else {
             throw OAuthFailure.invalidClient("the client secret's signature does not verify with the app's key")
         }
+        return .verified
     }
 
     // MARK: Account notifications

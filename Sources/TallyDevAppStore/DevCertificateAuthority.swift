@@ -37,9 +37,9 @@ public struct DevCertificateAuthority: Sendable {
     /// 10, the leaf for 2 (wide, so a test clock standing anywhere near `now` is inside them).
     public static func generate(now: Date) throws -> DevCertificateAuthority {
         let rootKey = P256.Signing.PrivateKey()
-        let root = try makeRoot(key: rootKey, now: now, name: "Tally Dev App Store Root CA")
+        let root = try makeRoot(key: .init(rootKey), now: now, name: "Tally Dev App Store Root CA")
         let intermediateKey = P256.Signing.PrivateKey()
-        let intermediate = try makeIntermediate(key: intermediateKey, issuer: root, issuerKey: rootKey, now: now, appleOID: true)
+        let intermediate = try appStoreIntermediate(key: intermediateKey, issuer: root, issuerKey: rootKey, now: now, appleOID: true)
         let leafKey = P256.Signing.PrivateKey()
         let leaf = try makeLeaf(
             key: leafKey, issuer: intermediate, issuerKey: intermediateKey, notBefore: now.addingTimeInterval(-year),
@@ -130,7 +130,7 @@ public struct DevCertificateAuthority: Sendable {
         case .intermediateWithoutAppleOID?:
             let now = intermediate.notValidBefore.addingTimeInterval(Self.year)
             let otherKey = P256.Signing.PrivateKey()
-            let other = try Self.makeIntermediate(key: otherKey, issuer: root, issuerKey: rootKey, now: now, appleOID: false)
+            let other = try Self.appStoreIntermediate(key: otherKey, issuer: root, issuerKey: rootKey, now: now, appleOID: false)
             let key = P256.Signing.PrivateKey()
             let leaf = try Self.makeLeaf(
                 key: key, issuer: other, issuerKey: otherKey, notBefore: self.leaf.notValidBefore, notAfter: self.leaf.notValidAfter,
@@ -149,11 +149,15 @@ public struct DevCertificateAuthority: Sendable {
 
     // MARK: Making certificates
 
-    private static let year: TimeInterval = 365 * 24 * 3600
+    /// A year, in seconds: the unit of the stand-ins' validity periods.
+    static let year: TimeInterval = 365 * 24 * 3600
 
-    private static func name(_ commonName: String) throws -> DistinguishedName {
+    /// A stand-in certificate's name: `commonName` (and the unit, if any), of the organization "Tally (development
+    /// stand-in, not Apple)", in the US.
+    static func name(_ commonName: String, unit: String? = nil) throws -> DistinguishedName {
         try DistinguishedName {
             CommonName(commonName)
+            if let unit { OrganizationalUnitName(unit) }
             OrganizationName("Tally (development stand-in, not Apple)")
             CountryName("US")
         }
@@ -164,24 +168,30 @@ public struct DevCertificateAuthority: Sendable {
         Certificate.Extension(oid: oid, critical: false, value: [0x05, 0x00])
     }
 
-    private static func makeRoot(key: P256.Signing.PrivateKey, now: Date, name commonName: String) throws -> Certificate {
-        let publicKey = Certificate.PublicKey(key.publicKey)
+    /// A self-signed root CA certificate named `commonName` for `key`, valid from a year before `now` for 20 years (the
+    /// stand-ins' roots: this one's, P-256, and App Attest's, P-384 signed with `ecdsaWithSHA384`).
+    static func makeRoot(
+        key: Certificate.PrivateKey, now: Date, name commonName: String, signatureAlgorithm: Certificate.SignatureAlgorithm = .ecdsaWithSHA256
+    ) throws -> Certificate {
+        let publicKey = key.publicKey
         let name = try name(commonName)
         return try Certificate(
             version: .v3, serialNumber: .init(), publicKey: publicKey, notValidBefore: now.addingTimeInterval(-year),
-            notValidAfter: now.addingTimeInterval(20 * year), issuer: name, subject: name, signatureAlgorithm: .ecdsaWithSHA256,
+            notValidAfter: now.addingTimeInterval(20 * year), issuer: name, subject: name, signatureAlgorithm: signatureAlgorithm,
             extensions: try Certificate.Extensions {
                 Critical(BasicConstraints.isCertificateAuthority(maxPathLength: nil))
                 Critical(KeyUsage(keyCertSign: true, cRLSign: true))
                 SubjectKeyIdentifier(hash: publicKey)
             },
-            issuerPrivateKey: .init(key))
+            issuerPrivateKey: key)
     }
 
-    private static func makeIntermediate(
-        key: P256.Signing.PrivateKey, issuer: Certificate, issuerKey: P256.Signing.PrivateKey, now: Date, appleOID: Bool
+    /// An intermediate CA certificate (path length 0) named `commonName` for `publicKey`, issued by `issuer` with
+    /// `issuerKey`, valid from a year before `now` for 10 years; with `appleOID`, Apple's intermediate extension.
+    static func makeIntermediate(
+        publicKey: Certificate.PublicKey, name commonName: String, issuer: Certificate, issuerKey: Certificate.PrivateKey, now: Date,
+        signatureAlgorithm: Certificate.SignatureAlgorithm = .ecdsaWithSHA256, appleOID: Bool = false
     ) throws -> Certificate {
-        let publicKey = Certificate.PublicKey(key.publicKey)
         var extensions = try Certificate.Extensions {
             Critical(BasicConstraints.isCertificateAuthority(maxPathLength: 0))
             Critical(KeyUsage(keyCertSign: true, cRLSign: true))
@@ -191,9 +201,18 @@ public struct DevCertificateAuthority: Sendable {
         if appleOID { try extensions.append(appleExtension(AppStoreChainRules.intermediateOID)) }
         return try Certificate(
             version: .v3, serialNumber: .init(), publicKey: publicKey, notValidBefore: now.addingTimeInterval(-year),
-            notValidAfter: now.addingTimeInterval(10 * year), issuer: issuer.subject,
-            subject: try name(appleOID ? "Tally Dev App Store Intermediate" : "Tally Dev App Store Intermediate (no Apple extension)"),
-            signatureAlgorithm: .ecdsaWithSHA256, extensions: extensions, issuerPrivateKey: .init(issuerKey))
+            notValidAfter: now.addingTimeInterval(10 * year), issuer: issuer.subject, subject: try name(commonName),
+            signatureAlgorithm: signatureAlgorithm, extensions: extensions, issuerPrivateKey: issuerKey)
+    }
+
+    /// This authority's intermediate for `key`, with Apple's extension or (a bad chain's) without it.
+    private static func appStoreIntermediate(
+        key: P256.Signing.PrivateKey, issuer: Certificate, issuerKey: P256.Signing.PrivateKey, now: Date, appleOID: Bool
+    ) throws -> Certificate {
+        try makeIntermediate(
+            publicKey: Certificate.PublicKey(key.publicKey),
+            name: appleOID ? "Tally Dev App Store Intermediate" : "Tally Dev App Store Intermediate (no Apple extension)", issuer: issuer,
+            issuerKey: .init(issuerKey), now: now, appleOID: appleOID)
     }
 
     private static func makeLeaf(

@@ -26,9 +26,7 @@ public struct DevDeviceCheckKey: Sendable {
 
     /// A new key with a random key id and team id.
     public static func generate() -> DevDeviceCheckKey {
-        let alphabet = Array("ABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789")
-        func id() -> String { String((0..<10).map { _ in alphabet.randomElement() ?? "A" }) }
-        return DevDeviceCheckKey(keyId: id(), teamId: id(), privateKey: P256.Signing.PrivateKey())
+        DevDeviceCheckKey(keyId: DevServerAPIKey.randomId(), teamId: DevServerAPIKey.randomId(), privateKey: P256.Signing.PrivateKey())
     }
 }
 
@@ -114,26 +112,16 @@ public final class DevDeviceCheck: Sendable {
     /// signature by the key, `iat` at most an hour old and at most a minute ahead (else 401 "Unable to verify
     /// authorization token"); `iss` the team id (else 403: a token of another team).
     func refusal(of authorization: String?, now: Date) -> DevDeviceCheckRefusal? {
-        guard let authorization, authorization.hasPrefix("Bearer ") else { return .badAuthorization }
-        let parts = authorization.dropFirst("Bearer ".count).trimmingCharacters(in: .whitespaces)
-            .split(separator: ".", omittingEmptySubsequences: false)
-        guard parts.count == 3, let headerJSON = DevServerAPIKey.base64URLDecode(parts[0]),
-            let claimsJSON = DevServerAPIKey.base64URLDecode(parts[1]), let signature = DevServerAPIKey.base64URLDecode(parts[2])
-        else { return .badAuthorization }
-        guard let header = try? JSONDecoder().decode(Header.self, from: headerJSON), header.alg == "ES256", header.kid == key.keyId,
-            let claims = try? JSONDecoder().decode(Claims.self, from: claimsJSON), let iat = claims.iat,
-            let ecdsa = try? P256.Signing.ECDSASignature(rawRepresentation: signature),
-            key.privateKey.publicKey.isValidSignature(ecdsa, for: Data("\(parts[0]).\(parts[1])".utf8))
+        guard let authorization, let bearer = DevReceivedJWS.bearerToken(authorization), let token = DevReceivedJWS(bearer) else {
+            return .badAuthorization
+        }
+        guard let header = token.header, header.alg == "ES256", header.kid == key.keyId, let claims = token.claims(as: Claims.self),
+            let iat = claims.iat, token.isSigned(by: key.privateKey.publicKey)
         else { return .unverified }
         let seconds = now.timeIntervalSince1970
         guard iat <= seconds + Self.allowedSkew, iat >= seconds - Self.maximumTokenAge else { return .unverified }
         guard claims.iss == key.teamId else { return .forbidden }
         return nil
-    }
-
-    private struct Header: Decodable {
-        var alg: String?
-        var kid: String?
     }
 
     private struct Claims: Decodable {

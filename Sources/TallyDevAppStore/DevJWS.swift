@@ -61,15 +61,20 @@ public enum DevJWS {
     public static func payloadJSON(of jws: String) -> Data? {
         let parts = jws.split(separator: ".", omittingEmptySubsequences: false)
         guard parts.count == 3 else { return nil }
-        var text = parts[1].replacingOccurrences(of: "-", with: "+").replacingOccurrences(of: "_", with: "/")
-        while text.utf8.count % 4 != 0 { text += "=" }
-        return Data(base64Encoded: text)
+        return base64URLDecode(parts[1])
     }
 
     /// base64url without padding.
     public static func base64URL(_ data: Data) -> String {
         data.base64EncodedString().replacingOccurrences(of: "+", with: "-").replacingOccurrences(of: "/", with: "_")
             .replacingOccurrences(of: "=", with: "")
+    }
+
+    /// base64url (padding optional) decoded; nil when it is not.
+    static func base64URLDecode(_ text: Substring) -> Data? {
+        var base64 = text.replacingOccurrences(of: "-", with: "+").replacingOccurrences(of: "_", with: "/")
+        while base64.utf8.count % 4 != 0 { base64 += "=" }
+        return Data(base64Encoded: base64)
     }
 
     private static func tampered(_ payloadJSON: [UInt8]) throws -> Data {

@@ -226,7 +226,7 @@ struct DevServerAPI: Sendable {
     ) throws -> (records: [Record], hasMore: Bool, next: String) {
         var offset = 0
         if let token {
-            guard let data = DevServerAPIKey.base64URLDecode(Substring(token)), let text = String(data: data, encoding: .utf8),
+            guard let data = DevJWS.base64URLDecode(Substring(token)), let text = String(data: data, encoding: .utf8),
                 text.hasPrefix("dev-appstore:"), let value = Int(text.dropFirst("dev-appstore:".count)), value >= 0
             else { throw invalid }
             offset = min(value, records.count)

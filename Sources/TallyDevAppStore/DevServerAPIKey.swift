@@ -32,10 +32,14 @@ public struct DevServerAPIKey: Sendable {
 
     /// A new key with a random key id and issuer id.
     public static func generate() -> DevServerAPIKey {
-        let alphabet = Array("ABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789")
-        let keyId = String((0..<10).map { _ in alphabet.randomElement() ?? "A" })
-        return DevServerAPIKey(keyId: keyId, issuerId: UUID().uuidString.lowercased(), privateKey: P256.Signing.PrivateKey())
+        DevServerAPIKey(keyId: randomId(), issuerId: UUID().uuidString.lowercased(), privateKey: P256.Signing.PrivateKey())
     }
+
+    /// The characters of the ids Apple's developer account writes in 10 (key ids, team ids).
+    static let idAlphabet = Array("ABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789")
+
+    /// A new random 10-character id, as Apple writes key ids and team ids.
+    static func randomId() -> String { String((0..<10).map { _ in idAlphabet.randomElement() ?? "A" }) }
 
     /// The key in the PEM (PKCS#8 `.p8`, or SEC1) file at `path`. The key id is taken from an App Store Connect file
     /// name (`AuthKey_<KEYID>.p8`), else derived from the public key; the issuer id is derived from the public key:
@@ -48,9 +52,8 @@ public struct DevServerAPIKey: Sendable {
         let name = URL(fileURLWithPath: path).deletingPathExtension().lastPathComponent
         let named = name.hasPrefix("AuthKey_") ? String(name.dropFirst("AuthKey_".count)) : nil
         let digest = Array(SHA256.hash(data: privateKey.publicKey.derRepresentation))
-        let alphabet = Array("ABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789")
-        let derived = String(digest.prefix(10).map { alphabet[Int($0) % alphabet.count] })
-        let keyId = named.flatMap { $0.count == 10 && $0.allSatisfy(alphabet.contains) ? $0 : nil } ?? derived
+        let derived = String(digest.prefix(10).map { idAlphabet[Int($0) % idAlphabet.count] })
+        let keyId = named.flatMap { $0.count == 10 && $0.allSatisfy(idAlphabet.contains) ? $0 : nil } ?? derived
         var uuid = Array(digest.suffix(16))
         uuid[6] = (uuid[6] & 0x0F) | 0x40
         uuid[8] = (uuid[8] & 0x3F) | 0x80
@@ -60,13 +63,6 @@ public struct DevServerAPIKey: Sendable {
                 uuid[13], uuid[14], uuid[15]
             ))
         return DevServerAPIKey(keyId: keyId, issuerId: issuerId.uuidString.lowercased(), privateKey: privateKey)
-    }
-
-    /// The token's header fields Apple checks.
-    private struct Header: Decodable {
-        var alg: String?
-        var kid: String?
-        var typ: String?
     }
 
     /// `aud`: a string, or an array of one.
@@ -98,17 +94,13 @@ public struct DevServerAPIKey: Sendable {
     /// after now and at most 60 minutes after `iat`; an ES256 signature by this key.
     public func refusal(of authorization: String?, bundleId: String, now: Date) -> String? {
         guard let authorization else { return "no Authorization header" }
-        guard authorization.hasPrefix("Bearer ") else { return "the Authorization header is not a Bearer token" }
-        let token = authorization.dropFirst("Bearer ".count).trimmingCharacters(in: .whitespaces)
-        let parts = token.split(separator: ".", omittingEmptySubsequences: false)
-        guard parts.count == 3, let headerJSON = Self.base64URLDecode(parts[0]), let claimsJSON = Self.base64URLDecode(parts[1]),
-            let signature = Self.base64URLDecode(parts[2])
-        else { return "the token is not a compact JWS" }
-        guard let header = try? JSONDecoder().decode(Header.self, from: headerJSON) else { return "the token's header is not JSON" }
+        guard let bearer = DevReceivedJWS.bearerToken(authorization) else { return "the Authorization header is not a Bearer token" }
+        guard let token = DevReceivedJWS(bearer) else { return "the token is not a compact JWS" }
+        guard let header = token.header else { return "the token's header is not JSON" }
         guard header.alg == "ES256" else { return "the token's alg is not ES256" }
         guard header.typ == "JWT" else { return "the token's typ is not JWT" }
         guard header.kid == keyId else { return "the token's kid is not the key id \(keyId)" }
-        guard let claims = try? JSONDecoder().decode(Claims.self, from: claimsJSON) else { return "the token's claims are not the JSON Apple takes" }
+        guard let claims = token.claims(as: Claims.self) else { return "the token's claims are not the JSON Apple takes" }
         guard claims.iss == issuerId else { return "the token's iss is not the issuer id \(issuerId)" }
         guard claims.aud?.values == [Self.audience] else { return "the token's aud is not \(Self.audience)" }
         guard claims.bid == bundleId else { return "the token's bid is not the bundle id \(bundleId)" }
@@ -117,17 +109,8 @@ public struct DevServerAPIKey: Sendable {
         guard iat <= seconds + 60 else { return "the token's iat is in the future" }
         guard exp > seconds else { return "the token has expired" }
         guard exp - iat <= Self.maximumLifetime else { return "the token lives longer than 60 minutes (exp - iat > 3600)" }
-        guard let ecdsa = try? P256.Signing.ECDSASignature(rawRepresentation: signature),
-            privateKey.publicKey.isValidSignature(ecdsa, for: Data("\(parts[0]).\(parts[1])".utf8))
-        else { return "the token's signature does not verify with the key \(keyId)" }
+        guard token.isSigned(by: privateKey.publicKey) else { return "the token's signature does not verify with the key \(keyId)" }
         return nil
-    }
-
-    /// base64url (padding optional) decoded; nil when it is not.
-    static func base64URLDecode(_ text: Substring) -> Data? {
-        var base64 = text.replacingOccurrences(of: "-", with: "+").replacingOccurrences(of: "_", with: "/")
-        while base64.utf8.count % 4 != 0 { base64 += "=" }
-        return Data(base64Encoded: base64)
     }
 }
 
@@ -165,14 +148,11 @@ extension DevServerAPIKey {
         func refused(_ why: String) -> Result<VerifiedOffer, DevAppStore.Failure> {
             .failure(DevAppStore.Failure(code: "invalid_offer", message: "the offer signature is refused: \(why)", status: 400))
         }
-        let parts = compactJWS.split(separator: ".", omittingEmptySubsequences: false)
-        guard parts.count == 3, let headerJSON = Self.base64URLDecode(parts[0]), let claimsJSON = Self.base64URLDecode(parts[1]),
-            let signature = Self.base64URLDecode(parts[2])
-        else { return refused("not a compact JWS") }
-        guard let header = try? JSONDecoder().decode([String: String].self, from: headerJSON),
-            header["alg"] == "ES256", header["typ"] == "JWT", header["kid"] == keyId
-        else { return refused("the header is not {alg: ES256, typ: JWT, kid: \(keyId)}") }
-        guard let claims = try? JSONDecoder().decode(OfferClaims.self, from: claimsJSON) else { return refused("the claims are not JSON") }
+        guard let token = DevReceivedJWS(compactJWS) else { return refused("not a compact JWS") }
+        guard let header = token.header, header.alg == "ES256", header.typ == "JWT", header.kid == keyId else {
+            return refused("the header is not {alg: ES256, typ: JWT, kid: \(keyId)}")
+        }
+        guard let claims = token.claims(as: OfferClaims.self) else { return refused("the claims are not JSON") }
         guard claims.iss == issuerId else { return refused("iss is not the issuer id") }
         guard claims.bid == bundleId else { return refused("bid is not the bundle id") }
         guard claims.aud == audience else { return refused("aud is not \(audience)") }
@@ -188,9 +168,7 @@ extension DevServerAPIKey {
         guard let iat = claims.iat, iat <= now.timeIntervalSince1970 + 60, iat > now.timeIntervalSince1970 - 86_400 else {
             return refused("iat is not within the last 24 hours")
         }
-        guard let ecdsa = try? P256.Signing.ECDSASignature(rawRepresentation: signature),
-            privateKey.publicKey.isValidSignature(ecdsa, for: Data("\(parts[0]).\(parts[1])".utf8))
-        else { return refused("the signature does not verify with the key \(keyId)") }
+        guard token.isSigned(by: privateKey.publicKey) else { return refused("the signature does not verify with the key \(keyId)") }
         return .success(VerifiedOffer(nonce: nonce, allowIntroductoryOffer: claims.allowIntroductoryOffer))
     }
 }

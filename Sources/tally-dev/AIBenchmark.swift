@@ -50,9 +50,7 @@ struct AIBenchmark: AsyncParsableCommand {
         case "hold": result = try await hold(client, gateway: viaGateway)
         default: throw ValidationError("mode must be overhead or hold")
         }
-        let encoder = JSONEncoder()
-        encoder.outputFormatting = [.sortedKeys]
-        print(String(decoding: try encoder.encode(result), as: UTF8.self))
+        try BenchmarkRuns.printJSON(result)
     }
 
     /// Where streams go.

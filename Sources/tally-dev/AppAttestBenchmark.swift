@@ -34,15 +34,6 @@ struct AppAttestBenchmark: AsyncParsableCommand {
 
     static func sha256(_ bytes: [UInt8]) -> [UInt8] { Array(SHA256.hash(data: bytes)) }
 
-    static func median(_ values: [Double]) -> Double { values.sorted()[values.count / 2] }
-
-    /// One JSON line on standard output.
-    static func printJSON(_ value: some Encodable) throws {
-        let encoder = JSONEncoder()
-        encoder.outputFormatting = [.sortedKeys]
-        print(String(decoding: try encoder.encode(value), as: UTF8.self))
-    }
-
     /// The `X-Tally-Assertion` value a device sends on `POST actionPath` with the idempotency key `nonce` and no body:
     /// a new assertion by `keyId` (its counter one more than the last) over ``AssertionHeader/clientData(method:path:nonce:bodySHA256:)``.
     static func assertionHeader(_ standIn: DevAppAttest, keyId: String, nonce: String) throws -> String {
@@ -67,12 +58,7 @@ struct AppAttestBenchmark: AsyncParsableCommand {
                 attestations are valid at its clock's now, at which they are verified.
                 """)
 
-        @Option(help: "Distinct attestations (and assertions) verified in each run.") var count = 2_000
-        @Option(help: "Runs; the median is reported.") var runs = 5
-
-        func validate() throws {
-            guard count > 0, runs > 0 else { throw ValidationError("--count and --runs must be positive") }
-        }
+        @OptionGroup var options: BenchmarkRuns
 
         struct Result: Codable {
             var count: Int
@@ -96,6 +82,7 @@ struct AppAttestBenchmark: AsyncParsableCommand {
         }
 
         func run() async throws {
+            let (count, runs) = (options.count, options.runs)
             let clock = DevSystemClock()
             let standIn = DevAppAttest(clock: clock)
             let verifier = try AppAttestVerifier(
@@ -110,17 +97,19 @@ struct AppAttestBenchmark: AsyncParsableCommand {
                     bundleId: AppAttestBenchmark.bundleId, environment: .development)
                 return Attestation(keyId: keyId, keyIdBytes: Array(Data(base64Encoded: keyId)!), challenge: challenge, object: object)
             }
-            AppAttestBenchmark.note("made \(made.count) attestations in \(String(format: "%.1f", PurchasesBenchmark.Sign.seconds(.now - started))) s")
-            let (warmUp, measured) = (made.prefix(200), Array(made.dropFirst(200)))
+            AppAttestBenchmark.note("made \(made.count) attestations in \(String(format: "%.1f", BenchmarkRuns.seconds(.now - started))) s")
+            let (warmUp, measured) = (Array(made.prefix(200)), Array(made.dropFirst(200)))
             var rates: [Double] = [], assertionMicros: [Double] = [], samples: [Double] = [], ignored: [Double] = []
             var keys: [AttestedKey] = []
             var assertionBytes = 0
             samples.reserveCapacity(count * runs)
-            let cpuBefore = PurchasesBenchmark.Verify.cpuSeconds()
-            let wallBefore = ContinuousClock.now
-            for run in 1...runs {
-                _ = try await Self.verify(Array(warmUp), with: verifier, at: clock.now, samples: &ignored)
-                let (rate, verified) = try await Self.verify(measured, with: verifier, at: clock.now, samples: &samples)
+            let cpu = try await options.measure { run in
+                let date = clock.now
+                func verify(_ attestation: Attestation) async throws -> AttestedKey {
+                    try await verifier.verifyAttestation(attestation.object, keyId: attestation.keyIdBytes, challenge: attestation.challenge, at: date)
+                }
+                _ = try await BenchmarkRuns.timeEach(warmUp, samples: &ignored, verify)
+                let (rate, verified) = try await BenchmarkRuns.timeEach(measured, samples: &samples, verify)
                 rates.append(rate)
                 if keys.isEmpty { keys = verified }
                 // One assertion by each key, made before the clock starts; the key's counter was run − 1.
@@ -137,35 +126,16 @@ struct AppAttestBenchmark: AsyncParsableCommand {
                         object, clientData: clientData, publicKey: keys[index].publicKey, storedCounter: UInt32(run - 1))
                     guard counter == UInt32(run) else { throw BenchmarkFailure("assertion counter \(counter), not \(run)") }
                 }
-                assertionMicros.append(PurchasesBenchmark.Sign.seconds(.now - start) * 1e6 / Double(assertions.count))
+                assertionMicros.append(BenchmarkRuns.seconds(.now - start) * 1e6 / Double(assertions.count))
                 AppAttestBenchmark.note(
                     "run \(run)/\(runs): \(Int(rate)) attestations/s; an assertion \(String(format: "%.1f", assertionMicros[run - 1])) µs")
             }
-            let cpu = (PurchasesBenchmark.Verify.cpuSeconds() - cpuBefore) / PurchasesBenchmark.Sign.seconds(.now - wallBefore)
             let (p50, p99) = SDKBenchmark.percentiles(&samples)
-            try AppAttestBenchmark.printJSON(
+            try BenchmarkRuns.printJSON(
                 Result(
-                    count: count, runs: rates, attestationsPerSecond: AppAttestBenchmark.median(rates), p50Micros: p50, p99Micros: p99,
-                    assertionRuns: assertionMicros, assertionMicros: AppAttestBenchmark.median(assertionMicros), cpuPerWallSecond: cpu,
+                    count: count, runs: rates, attestationsPerSecond: BenchmarkRuns.median(rates), p50Micros: p50, p99Micros: p99,
+                    assertionRuns: assertionMicros, assertionMicros: BenchmarkRuns.median(assertionMicros), cpuPerWallSecond: cpu,
                     attestationBytes: measured[0].object.count, assertionBytes: assertionBytes))
-        }
-
-        /// Verifies each of `attestations` in turn at `date`, appending each one's µs to `samples`; answers
-        /// attestations per second and the keys.
-        static func verify(
-            _ attestations: [Attestation], with verifier: AppAttestVerifier, at date: Date, samples: inout [Double]
-        ) async throws -> (Double, [AttestedKey]) {
-            var keys: [AttestedKey] = []
-            keys.reserveCapacity(attestations.count)
-            let started = ContinuousClock.now
-            for attestation in attestations {
-                let one = ContinuousClock.now
-                keys.append(
-                    try await verifier.verifyAttestation(
-                        attestation.object, keyId: attestation.keyIdBytes, challenge: attestation.challenge, at: date))
-                samples.append(PurchasesBenchmark.Sign.seconds(.now - one) * 1e6)
-            }
-            return (Double(attestations.count) / PurchasesBenchmark.Sign.seconds(.now - started), keys)
         }
     }
 
@@ -270,12 +240,12 @@ struct AppAttestBenchmark: AsyncParsableCommand {
                         a.cpu, b.cpu, b.cpu - a.cpu, a.wall, b.wall))
             }
             let header = try AppAttestBenchmark.assertionHeader(standIn, keyId: keys[0], nonce: UUID().uuidString)
-            try AppAttestBenchmark.printJSON(
+            try BenchmarkRuns.printJSON(
                 Result(
                     runs: runs, requests: requests, users: users, connections: connections, offCPUMicros: offCPU, enforceCPUMicros: enforceCPU,
-                    offCPUMicrosMedian: AppAttestBenchmark.median(offCPU), enforceCPUMicrosMedian: AppAttestBenchmark.median(enforceCPU),
-                    addedCPUMicros: AppAttestBenchmark.median(addedCPU), offWallMicrosMedian: AppAttestBenchmark.median(offWall),
-                    enforceWallMicrosMedian: AppAttestBenchmark.median(enforceWall), addedWallMicros: AppAttestBenchmark.median(addedWall),
+                    offCPUMicrosMedian: BenchmarkRuns.median(offCPU), enforceCPUMicrosMedian: BenchmarkRuns.median(enforceCPU),
+                    addedCPUMicros: BenchmarkRuns.median(addedCPU), offWallMicrosMedian: BenchmarkRuns.median(offWall),
+                    enforceWallMicrosMedian: BenchmarkRuns.median(enforceWall), addedWallMicros: BenchmarkRuns.median(addedWall),
                     assertionHeaderBytes: header.utf8.count))
         }
     }
@@ -389,7 +359,7 @@ struct AppAttestBenchmark: AsyncParsableCommand {
                 }
                 try await group.waitForAll()
             }
-            let wall = PurchasesBenchmark.Sign.seconds(.now - started)
+            let wall = BenchmarkRuns.seconds(.now - started)
             let cpu = try cpuSeconds() - cpuBefore
             return (cpu * 1e6 / Double(count), wall * 1e6 / Double(count))
         }

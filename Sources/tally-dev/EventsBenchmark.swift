@@ -27,8 +27,6 @@ struct EventsBenchmark: AsyncParsableCommand {
         let result = try await EventFanoutBenchmark.run(options) { line in
             FileHandle.standardError.write(Data("[bench-events] \(line)\n".utf8))
         }
-        let encoder = JSONEncoder()
-        encoder.outputFormatting = [.sortedKeys]
-        print(String(decoding: try encoder.encode(result), as: UTF8.self))
+        try BenchmarkRuns.printJSON(result)
     }
 }

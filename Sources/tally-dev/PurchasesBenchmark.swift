@@ -5,12 +5,6 @@ import TallyAPI
 import TallyAppStore
 import TallyDevAppStore
 
-#if canImport(Glibc)
-import Glibc
-#elseif canImport(Darwin)
-import Darwin
-#endif
-
 /// `tally-dev bench-purchases`: what `scripts/bench` needs to measure `POST /v1/purchases/apple` — a certificate authority
 /// the server trusts, StoreKit 2 transactions signed under it for the benchmark users — and a one-core micro-benchmark of
 /// the verification every purchase costs.
@@ -108,7 +102,7 @@ struct PurchasesBenchmark: AsyncParsableCommand {
             var text = ""
             for index in 0..<count { text += chunks[index % parts][index / parts] }
             try Data(text.utf8).write(to: URL(fileURLWithPath: out))
-            let seconds = Self.seconds(ContinuousClock.now - started)
+            let seconds = BenchmarkRuns.seconds(ContinuousClock.now - started)
             PurchasesBenchmark.note(
                 "signed \(count) transactions for \(ids.count) users in \(String(format: "%.1f", seconds)) s "
                     + "(\(text.utf8.count / count) bytes a line)")
@@ -117,10 +111,6 @@ struct PurchasesBenchmark: AsyncParsableCommand {
         static func lines(_ path: String) throws -> [String] {
             try String(contentsOfFile: path, encoding: .utf8).split(whereSeparator: \.isNewline)
                 .map { $0.trimmingCharacters(in: .whitespaces) }.filter { !$0.isEmpty }
-        }
-
-        static func seconds(_ duration: Duration) -> Double {
-            Double(duration.components.seconds) + Double(duration.components.attoseconds) / 1e18
         }
     }
 
@@ -137,12 +127,7 @@ struct PurchasesBenchmark: AsyncParsableCommand {
                 one core).
                 """)
 
-        @Option(help: "Distinct transactions verified in each run.") var count = 2_000
-        @Option(help: "Runs; the median is reported.") var runs = 5
-
-        func validate() throws {
-            guard count > 0, runs > 0 else { throw ValidationError("--count and --runs must be positive") }
-        }
+        @OptionGroup var options: BenchmarkRuns
 
         struct Result: Codable {
             var count: Int
@@ -156,6 +141,7 @@ struct PurchasesBenchmark: AsyncParsableCommand {
         }
 
         func run() async throws {
+            let (count, runs) = (options.count, options.runs)
             let authority = try DevCertificateAuthority.generate(now: Date())
             let chain = try authority.chain()
             let signed = try (0..<(count + 200)).map { index in
@@ -164,38 +150,19 @@ struct PurchasesBenchmark: AsyncParsableCommand {
             let (warmUp, measured) = (signed.prefix(200), Array(signed.dropFirst(200)))
             var rates: [Double] = [], replays: [Double] = [], samples: [Double] = [], ignored: [Double] = []
             samples.reserveCapacity(count * runs)
-            let cpuBefore = Self.cpuSeconds()
-            let wallBefore = ContinuousClock.now
-            for run in 1...runs {
+            let cpu = try await options.measure { run in
                 let verifier = try AppStoreVerifier(
                     rootCertificates: [authority.rootDER], bundleId: PurchasesBenchmark.bundleId, environments: [.sandbox])
                 for jws in warmUp { _ = try await verifier.verifyTransaction(jws) }
-                rates.append(try await Self.verify(measured, with: verifier, samples: &samples))
-                replays.append(try await Self.verify(measured, with: verifier, samples: &ignored))
+                rates.append(try await BenchmarkRuns.timeEach(measured, samples: &samples) { _ = try await verifier.verifyTransaction($0) }.perSecond)
+                replays.append(try await BenchmarkRuns.timeEach(measured, samples: &ignored) { _ = try await verifier.verifyTransaction($0) }.perSecond)
                 PurchasesBenchmark.note("run \(run)/\(runs): \(Int(rates[run - 1])) verifications/s; the same again: \(Int(replays[run - 1]))/s")
             }
-            let cpu = (Self.cpuSeconds() - cpuBefore) / Sign.seconds(ContinuousClock.now - wallBefore)
             let (p50, p99) = SDKBenchmark.percentiles(&samples)
-            let result = Result(
-                count: count, runs: rates, verificationsPerSecond: rates.sorted()[rates.count / 2], p50Micros: p50, p99Micros: p99,
-                replayVerificationsPerSecond: replays.sorted()[replays.count / 2], cpuPerWallSecond: cpu, jwsBytes: measured[0].utf8.count)
-            let encoder = JSONEncoder()
-            encoder.outputFormatting = [.sortedKeys]
-            print(String(decoding: try encoder.encode(result), as: UTF8.self))
+            try BenchmarkRuns.printJSON(
+                Result(
+                    count: count, runs: rates, verificationsPerSecond: BenchmarkRuns.median(rates), p50Micros: p50, p99Micros: p99,
+                    replayVerificationsPerSecond: BenchmarkRuns.median(replays), cpuPerWallSecond: cpu, jwsBytes: measured[0].utf8.count))
         }
-
-        /// Verifies each of `signed` in turn, appending each one's µs to `samples`; answers verifications per second.
-        static func verify(_ signed: [String], with verifier: AppStoreVerifier, samples: inout [Double]) async throws -> Double {
-            let started = ContinuousClock.now
-            for jws in signed {
-                let one = ContinuousClock.now
-                _ = try await verifier.verifyTransaction(jws)
-                samples.append(Sign.seconds(ContinuousClock.now - one) * 1e6)
-            }
-            return Double(signed.count) / Sign.seconds(ContinuousClock.now - started)
-        }
-
-        /// CPU seconds this process has used (all its threads): `clock()`, whose CLOCKS_PER_SEC is 10⁶ on Linux and Darwin.
-        static func cpuSeconds() -> Double { Double(clock()) / 1e6 }
     }
 }

@@ -2,7 +2,7 @@ import Foundation
 import Histogram
 
 /// The books check's result over every account.
-public struct BooksResult: Sendable, Codable, Hashable {
+public struct BooksResult: Sendable, Codable, Hashable, ViolationTally {
     /// Accounts checked.
     public var accounts = 0
     /// Accounts whose books could not be read.
@@ -29,17 +29,12 @@ public struct BooksResult: Sendable, Codable, Hashable {
         captures += expectation.holds.values.filter { if case .captured = $0 { true } else { false } }.count
         refused += expectation.refused
         uncertain += expectation.uncertain.values.reduce(0, +)
-        guard let found else {
-            unreadable += 1
-            return
-        }
-        violationCount += found.count
-        violations += found.prefix(max(0, 100 - violations.count))
+        tally(found)
     }
 }
 
 /// The sync users' check: every acknowledged mutation on the server exactly once (``SyncBooksChecker``).
-public struct SyncBooksResult: Sendable, Codable, Hashable {
+public struct SyncBooksResult: Sendable, Codable, Hashable, ViolationTally {
     /// Sync users checked.
     public var users = 0
     /// Users whose documents could not be read, or whose outbox could not be emptied at the end.
@@ -63,6 +58,23 @@ public struct SyncBooksResult: Sendable, Codable, Hashable {
         changedEvents += user.eventCounts.changed
         walletEvents += user.eventCounts.wallet
         if !settled { unsettled += 1 }
+        tally(found)
+    }
+}
+
+/// A check's count of what it could not read and of what it found wrong (``BooksResult``, ``SyncBooksResult``).
+protocol ViolationTally {
+    /// What could not be read.
+    var unreadable: Int { get set }
+    /// The first 100 violations.
+    var violations: [Violation] { get set }
+    /// How many violations there were.
+    var violationCount: Int { get set }
+}
+
+extension ViolationTally {
+    /// Counts the violations `found` in one account or user (nil: it could not be read), keeping the first 100 of all.
+    mutating func tally(_ found: [Violation]?) {
         guard let found else {
             unreadable += 1
             return
