@@ -346,6 +346,17 @@ struct CacheRun {
                 holds.append((guest, holdId))
             }
         }
+        if chance(70) {
+            // A document of the guest's, which the merge writes into the account (`mergeDocument`): where the account
+            // has none, or over the account's tombstone of it. Not left to chance elsewhere: the ids of users and
+            // sessions are random, so which guest merges (and whether it has documents) differs from run to run.
+            let id = "m\(number(0...2))"
+            if chance(50) {
+                try await fixture.put(account, Self.notes, id, #"{"text": "account's"}"#)
+                try await fixture.delete(account, Self.notes, id)
+            }
+            try await fixture.put(guest, Self.notes, id, #"{"text": "\#(number(0...99))"}"#)
+        }
         // Time passes first (the cached wallets are not read between), so that the first hold has expired.
         fixture.clock.advance(by: TimeInterval(number(61...300)))
         _ = try await store.merge(guestId: guest, into: account, now: now)
