@@ -90,6 +90,43 @@ struct JSONWriter {
         raw("]")
     }
 
+    /// Appends `key` — literal JSON: the punctuation before the member and its quoted name, `,"name":` — and an
+    /// integer. The keyed forms below write one member a line, keys sorted by hand as `JSONEncoder` sorts them.
+    mutating func int(_ key: StaticString, _ value: some BinaryInteger) {
+        raw(key)
+        int(value)
+    }
+
+    /// Appends `key` (literal JSON, as in ``int(_:_:)``) and a JSON string.
+    mutating func string(_ key: StaticString, _ value: String) {
+        raw(key)
+        string(value)
+    }
+
+    /// Appends `key` (literal JSON, as in ``int(_:_:)``) and a date.
+    mutating func date(_ key: StaticString, _ value: Date) {
+        raw(key)
+        date(value)
+    }
+
+    /// Appends `key` (literal JSON, as in ``int(_:_:)``) and `true` or `false`.
+    mutating func bool(_ key: StaticString, _ value: Bool) {
+        raw(key)
+        bool(value)
+    }
+
+    /// Appends `key` (literal JSON, as in ``int(_:_:)``) and a value's JSON.
+    mutating func value(_ key: StaticString, _ value: some JSONWritable) {
+        raw(key)
+        value.write(to: &self)
+    }
+
+    /// Appends `key` (literal JSON, as in ``int(_:_:)``) and a JSON array of `values`.
+    mutating func array(_ key: StaticString, _ values: [some JSONWritable]) {
+        raw(key)
+        array(values)
+    }
+
     /// Appends `true` or `false`.
     mutating func bool(_ value: Bool) {
         if value { raw("true") } else { raw("false") }
@@ -149,142 +186,95 @@ struct JSONWriter {
 
 extension Wallet: JSONWritable {
     func write(to json: inout JSONWriter) {
-        json.raw(#"{"available":"#)
-        json.int(available)
-        json.raw(#","balance":"#)
-        json.int(balance)
-        json.raw(#","held":"#)
-        json.int(held)
-        json.raw(#","version":"#)
-        json.int(version)
+        json.int(#"{"available":"#, available)
+        json.int(#","balance":"#, balance)
+        json.int(#","held":"#, held)
+        json.int(#","version":"#, version)
         json.raw("}")
     }
 }
 
 extension Quota: JSONWritable {
     func write(to json: inout JSONWriter) {
-        json.raw(#"{"limit":"#)
-        json.int(limit)
-        json.raw(#","name":"#)
-        json.string(name)
-        json.raw(#","remaining":"#)
-        json.int(remaining)
-        json.raw(#","resetsAt":"#)
-        json.date(resetsAt)
-        json.raw(#","unlimited":"#)
-        json.bool(unlimited)
-        json.raw(#","used":"#)
-        json.int(used)
+        json.int(#"{"limit":"#, limit)
+        json.string(#","name":"#, name)
+        json.int(#","remaining":"#, remaining)
+        json.date(#","resetsAt":"#, resetsAt)
+        json.bool(#","unlimited":"#, unlimited)
+        json.int(#","used":"#, used)
         json.raw("}")
     }
 }
 
 extension ActionResult: JSONWritable {
     func write(to json: inout JSONWriter) {
-        json.raw(#"{"action":"#)
-        json.string(action)
-        json.raw(#","paidWith":"#)
-        json.string(paidWith.rawValue)
-        json.raw(#","quotas":"#)
-        json.array(quotas)
-        json.raw(#","tokensCharged":"#)
-        json.int(tokensCharged)
-        json.raw(#","wallet":"#)
-        wallet.write(to: &json)
+        json.string(#"{"action":"#, action)
+        json.string(#","paidWith":"#, paidWith.rawValue)
+        json.array(#","quotas":"#, quotas)
+        json.int(#","tokensCharged":"#, tokensCharged)
+        json.value(#","wallet":"#, wallet)
         json.raw("}")
     }
 }
 
 extension Hold: JSONWritable {
     func write(to json: inout JSONWriter) {
-        json.raw(#"{"amount":"#)
-        json.int(amount)
-        if let capturedAmount {
-            json.raw(#","capturedAmount":"#)
-            json.int(capturedAmount)
-        }
-        json.raw(#","expiresAt":"#)
-        json.date(expiresAt)
-        json.raw(#","holdId":"#)
-        json.string(holdId)
-        json.raw(#","status":"#)
-        json.string(status)
-        json.raw(#","wallet":"#)
-        wallet.write(to: &json)
+        json.int(#"{"amount":"#, amount)
+        if let capturedAmount { json.int(#","capturedAmount":"#, capturedAmount) }
+        json.date(#","expiresAt":"#, expiresAt)
+        json.string(#","holdId":"#, holdId)
+        json.string(#","status":"#, status)
+        json.value(#","wallet":"#, wallet)
         json.raw("}")
     }
 }
 
 extension LedgerEntry: JSONWritable {
     func write(to json: inout JSONWriter) {
-        json.raw(#"{"amount":"#)
-        json.int(amount)
-        json.raw(#","balanceAfter":"#)
-        json.int(balanceAfter)
-        json.raw(#","createdAt":"#)
-        json.date(createdAt)
-        json.raw(#","heldChange":"#)
-        json.int(heldChange)
-        json.raw(#","id":"#)
-        json.int(id)
-        json.raw(#","kind":"#)
-        json.string(kind)
-        if let reason {
-            json.raw(#","reason":"#)
-            json.string(reason)
-        }
+        json.int(#"{"amount":"#, amount)
+        json.int(#","balanceAfter":"#, balanceAfter)
+        json.date(#","createdAt":"#, createdAt)
+        json.int(#","heldChange":"#, heldChange)
+        json.int(#","id":"#, id)
+        json.string(#","kind":"#, kind)
+        if let reason { json.string(#","reason":"#, reason) }
         json.raw("}")
     }
 }
 
 extension GrantResponse: JSONWritable {
     func write(to json: inout JSONWriter) {
-        json.raw(#"{"entry":"#)
-        entry.write(to: &json)
-        json.raw(#","wallet":"#)
-        wallet.write(to: &json)
+        json.value(#"{"entry":"#, entry)
+        json.value(#","wallet":"#, wallet)
         json.raw("}")
     }
 }
 
 extension QuotaList: JSONWritable {
     func write(to json: inout JSONWriter) {
-        json.raw(#"{"items":"#)
-        json.array(items)
+        json.array(#"{"items":"#, items)
         json.raw("}")
     }
 }
 
 extension ErrorResponse: JSONWritable {
     func write(to json: inout JSONWriter) {
-        json.raw(#"{"error":{"code":"#)
-        json.string(error.code.rawValue)
+        json.string(#"{"error":{"code":"#, error.code.rawValue)
         if let current = error.current {
-            json.raw(#","current":"#)
-            current.write(to: &json)
+            json.value(#","current":"#, current)
         } else if error.code == .versionConflict {
             json.raw(#","current":null"#)  // the document does not exist: said, not left out
         }
-        json.raw(#","message":"#)
-        json.string(error.message)
+        json.string(#","message":"#, error.message)
         json.raw("}")
         if let guest {
-            json.raw(#","guest":{"balance":"#)
-            json.int(guest.balance)
-            json.raw(#","documents":"#)
-            json.int(guest.documents)
-            json.raw(#","purchases":"#)
-            json.int(guest.purchases)
+            json.int(#","guest":{"balance":"#, guest.balance)
+            json.int(#","documents":"#, guest.documents)
+            json.int(#","purchases":"#, guest.purchases)
             json.raw("}")
         }
-        if let quotas {
-            json.raw(#","quotas":"#)
-            json.array(quotas)
-        }
-        if let wallet {
-            json.raw(#","wallet":"#)
-            wallet.write(to: &json)
-        }
+        if let quotas { json.array(#","quotas":"#, quotas) }
+        if let wallet { json.value(#","wallet":"#, wallet) }
         json.raw("}")
     }
 }

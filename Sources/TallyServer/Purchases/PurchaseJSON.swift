@@ -6,28 +6,15 @@ import TallyAPI
 
 extension Purchase: JSONWritable {
     func write(to json: inout JSONWriter) {
-        json.raw(#"{"environment":"#)
-        json.string(environment)
-        json.raw(#","kind":"#)
-        json.string(kind.rawValue)
-        json.raw(#","originalTransactionId":"#)
-        json.string(originalTransactionId)
-        if let premiumUntil {
-            json.raw(#","premiumUntil":"#)
-            json.date(premiumUntil)
-        }
-        json.raw(#","productId":"#)
-        json.string(productId)
-        json.raw(#","purchasedAt":"#)
-        json.date(purchasedAt)
-        json.raw(#","status":"#)
-        json.string(status.rawValue)
-        if let tokens {
-            json.raw(#","tokens":"#)
-            json.int(tokens)
-        }
-        json.raw(#","transactionId":"#)
-        json.string(transactionId)
+        json.string(#"{"environment":"#, environment)
+        json.string(#","kind":"#, kind.rawValue)
+        json.string(#","originalTransactionId":"#, originalTransactionId)
+        if let premiumUntil { json.date(#","premiumUntil":"#, premiumUntil) }
+        json.string(#","productId":"#, productId)
+        json.date(#","purchasedAt":"#, purchasedAt)
+        json.string(#","status":"#, status.rawValue)
+        if let tokens { json.int(#","tokens":"#, tokens) }
+        json.string(#","transactionId":"#, transactionId)
         json.raw("}")
     }
 }
@@ -36,14 +23,11 @@ extension PurchaseResponse: JSONWritable {
     func write(to json: inout JSONWriter) {
         json.raw("{")
         if let premiumUntil {
-            json.raw(#""premiumUntil":"#)
-            json.date(premiumUntil)
+            json.date(#""premiumUntil":"#, premiumUntil)
             json.raw(",")
         }
-        json.raw(#""purchase":"#)
-        purchase.write(to: &json)
-        json.raw(#","wallet":"#)
-        wallet.write(to: &json)
+        json.value(#""purchase":"#, purchase)
+        json.value(#","wallet":"#, wallet)
         json.raw("}")
     }
 }

@@ -22,18 +22,13 @@ extension JSONWriter {
     private mutating func documentFields(
         collection: String, id: String, deleted: Bool, updatedAt: Date, version: Int64, data: (inout JSONWriter) -> Void
     ) {
-        raw(#"{"collection":"#)
-        string(collection)
+        string(#"{"collection":"#, collection)
         raw(#","data":"#)
         data(&self)
-        raw(#","deleted":"#)
-        bool(deleted)
-        raw(#","id":"#)
-        string(id)
-        raw(#","updatedAt":"#)
-        date(updatedAt)
-        raw(#","version":"#)
-        int(version)
+        bool(#","deleted":"#, deleted)
+        string(#","id":"#, id)
+        date(#","updatedAt":"#, updatedAt)
+        int(#","version":"#, version)
         raw("}")
     }
 
@@ -82,10 +77,7 @@ struct DocumentPageBody: JSONWritable {
             json.document(record, projected: fields.map { Self.project(record.data, to: $0) })
         }
         json.raw("]")
-        if let nextCursor {
-            json.raw(#","nextCursor":"#)
-            json.string(nextCursor)
-        }
+        if let nextCursor { json.string(#","nextCursor":"#, nextCursor) }
         json.raw("}")
     }
 
@@ -107,10 +99,8 @@ struct PullBody: JSONWritable {
             if index > 0 { json.raw(",") }
             json.document(record)
         }
-        json.raw(#"],"cursor":"#)
-        json.string(cursor)
-        json.raw(#","hasMore":"#)
-        json.bool(page.hasMore)
+        json.string(#"],"cursor":"#, cursor)
+        json.bool(#","hasMore":"#, page.hasMore)
         json.raw(#","lastMutationIds":{"#)
         for (index, clientId) in page.lastMutationIds.keys.sorted().enumerated() {
             if index > 0 { json.raw(",") }
@@ -131,30 +121,24 @@ struct PushBody: JSONWritable {
     let outcome: PushOutcome
 
     func write(to json: inout JSONWriter) {
-        json.raw(#"{"lastMutationId":"#)
-        json.int(outcome.lastMutationId)
+        json.int(#"{"lastMutationId":"#, outcome.lastMutationId)
         json.raw(#","results":["#)
         for (index, (id, result)) in zip(ids, outcome.results).enumerated() {
             if index > 0 { json.raw(",") }
             switch result {
             case .applied(let record):
                 Self.head(id, status: "applied", into: &json)
-                json.raw(#","version":"#)
-                json.int(record.version)
+                json.int(#","version":"#, record.version)
             case .conflict(let current):
                 json.raw(#"{"current":"#)
                 json.document(orNull: current)
-                json.raw(#","id":"#)
-                json.int(id)
+                json.int(#","id":"#, id)
                 json.raw(#","status":"conflict""#)
             case .rejected(let code, _):
                 let error = APIError(StoreError(code)).body.error
-                json.raw(#"{"error":{"code":"#)
-                json.string(error.code.rawValue)
-                json.raw(#","message":"#)
-                json.string(error.message)
-                json.raw(#"},"id":"#)
-                json.int(id)
+                json.string(#"{"error":{"code":"#, error.code.rawValue)
+                json.string(#","message":"#, error.message)
+                json.int(#"},"id":"#, id)
                 json.raw(#","status":"rejected""#)
             case .duplicate:
                 Self.head(id, status: "duplicate", into: &json)
@@ -166,8 +150,7 @@ struct PushBody: JSONWritable {
 
     /// `{"id":…,"status":"…"`: the start of a result without `current` or `error`.
     private static func head(_ id: Int64, status: StaticString, into json: inout JSONWriter) {
-        json.raw(#"{"id":"#)
-        json.int(id)
+        json.int(#"{"id":"#, id)
         json.raw(#","status":""#)
         json.raw(status)
         json.raw(#"""#)
