@@ -175,13 +175,22 @@ struct DevStream: Sendable {
         state.streamOpened()
         defer { state.streamClosed() }
         try await writer.write(event(chunk([.init(index: 0, delta: .init(role: "assistant", content: ""), finishReason: nil)], nil)))
-        try await pace.sleep(for: configuration.firstTokenDelay)
+        // Tokens come on a schedule, as a model generates them whoever reads: each `tokenInterval` after the last one
+        // was due, not after its write returned (a slower reader would otherwise slow the model down).
+        var due = NIODeadline.now() + TimeAmount(configuration.firstTokenDelay)
+        try await pace.sleep(until: due)
         let marked = chunk([.init(index: 0, delta: .init(content: TokenEvent.marker), finishReason: nil)], nil)
         let token = try TokenEvent(marked)
         for (index, word) in words.enumerated() {
             if index == behaviour.failAfterChunks { try await fail(&writer) }
-            if index == behaviour.pauseAfterChunks { await state.pause() }
-            if index > 0 { try await pace.sleep(for: configuration.tokenInterval) }
+            if index == behaviour.pauseAfterChunks {
+                await state.pause()
+                due = .now()  // the schedule starts again when the model is let go
+            }
+            if index > 0 {
+                due = due + TimeAmount(configuration.tokenInterval)
+                try await pace.sleep(until: due)
+            }
             try await writer.write(token.event(word))
             state.chunkWritten()
             if index == 0, let huge {

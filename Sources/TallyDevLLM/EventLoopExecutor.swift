@@ -23,7 +23,13 @@ public final class EventLoopExecutor: TaskExecutor {
     /// Waits `duration` on the loop's own timer (cancellable), instead of a timer thread that would wake the loop.
     public func sleep(for duration: Duration) async throws {
         guard duration > .zero else { return }
-        let scheduled = eventLoop.scheduleTask(in: TimeAmount(duration)) {}
+        try await sleep(until: .now() + TimeAmount(duration))
+    }
+
+    /// Waits until `deadline` on the loop's own timer (cancellable); returns at once when it has passed.
+    public func sleep(until deadline: NIODeadline) async throws {
+        guard deadline > .now() else { return }
+        let scheduled = eventLoop.scheduleTask(deadline: deadline) {}
         try await withTaskCancellationHandler {
             try await scheduled.futureResult.get()
         } onCancel: {
