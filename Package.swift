@@ -156,7 +156,7 @@ let package = Package(
         .target(
             name: "TallyDevAppStore",
             dependencies: [
-                tallyAPI, "TallyAppStore", "TallyAppleID", "TallyAppAttest",
+                tallyAPI, "TallyAppStore", "TallyAppleID", "TallyAppleJWS", "TallyAppAttest",
                 .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "JWTKit", package: "jwt-kit"),
                 .product(name: "X509", package: "swift-certificates"),

@@ -37,9 +37,7 @@ struct AppleJWS {
 
     /// The SHA-256 hex of what the signature covers (the header and payload exactly as sent): one token's name,
     /// however its signature part is spelt (base64url leaves a signature's last bits free, so the whole text is not).
-    var digest: String {
-        SHA256.hash(data: signingInput).map { byte in (byte < 16 ? "0" : "") + String(byte, radix: 16) }.joined()
-    }
+    var digest: String { AppleNonce.sha256Hex(signingInput) }
 
     /// Checks the RS256 signature (RSASSA-PKCS1-v1_5 over SHA-256) with `key` (`invalid_signature`).
     func verify(with key: _RSA.Signing.PublicKey) throws(AppleIDVerificationError) {

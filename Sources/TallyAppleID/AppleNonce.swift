@@ -17,10 +17,10 @@ public enum AppleNonce {
     }
 
     /// The lowercase hex SHA-256 of the raw nonce's UTF-8 bytes.
-    public static func hash(_ raw: String) -> String {
-        SHA256.hash(data: Data(raw.utf8)).map { byte in
-            let hex = String(byte, radix: 16)
-            return byte < 16 ? "0" + hex : hex
-        }.joined()
+    public static func hash(_ raw: String) -> String { sha256Hex(Data(raw.utf8)) }
+
+    /// The lowercase hex SHA-256 of `data` (a nonce's hash, a token's digest).
+    static func sha256Hex(_ data: Data) -> String {
+        SHA256.hash(data: data).map { byte in (byte < 16 ? "0" : "") + String(byte, radix: 16) }.joined()
     }
 }

@@ -9,6 +9,7 @@ import NIOHTTP1
 import Synchronization
 import TallyAPI
 import TallyAppleID
+import TallyAppleJWS
 
 /// What to get wrong in an identity token or an account notification, for tests of every refusal a verifier must make.
 /// Nil (the default everywhere) signs as Apple does. The raw values are the HTTP API's `defect` strings.
@@ -496,10 +497,10 @@ public final class DevAppleID: Sendable {
         case .algNone?, .algHS256?:
             let none = defect == .algNone
             let header = try encoder.encode(["alg": none ? "none" : "HS256", "kid": kid, "typ": "JWT"])
-            let input = DevJWS.base64URL(header) + "." + DevJWS.base64URL(try encoder.encode(claims))
+            let input = Base64URL.encode(header) + "." + Base64URL.encode(try encoder.encode(claims))
             let secret = SymmetricKey(data: Data(signer.privateKey.publicKey.pemRepresentation.utf8))
             let signature = none ? Data() : Data(HMAC<SHA256>.authenticationCode(for: Data(input.utf8), using: secret))
-            return input + "." + DevJWS.base64URL(signature)
+            return input + "." + Base64URL.encode(signature)
         default:
             let keys = JWTKeyCollection()
             await keys.add(rsa: try Insecure.RSA.PrivateKey(backing: signer.privateKey), digestAlgorithm: .sha256, kid: JWKIdentifier(string: kid))
@@ -508,7 +509,7 @@ public final class DevAppleID: Sendable {
             var changed = claims
             tamper(&changed)
             let parts = token.split(separator: ".")
-            return parts[0] + "." + DevJWS.base64URL(try encoder.encode(changed)) + "." + parts[2]
+            return parts[0] + "." + Base64URL.encode(try encoder.encode(changed)) + "." + parts[2]
         }
     }
 
@@ -517,9 +518,9 @@ public final class DevAppleID: Sendable {
     public func sign(claimsJSON: [UInt8]) throws -> String {
         let signer = state.withLock { $0.keys.signing }
         let header = try JSONSerialization.data(withJSONObject: ["alg": "RS256", "kid": signer.kid, "typ": "JWT"], options: [.sortedKeys])
-        let input = DevJWS.base64URL(header) + "." + DevJWS.base64URL(Data(claimsJSON))
+        let input = Base64URL.encode(header) + "." + Base64URL.encode(claimsJSON)
         let signature = try signer.privateKey.signature(for: Data(input.utf8), padding: .insecurePKCS1v1_5)
-        return input + "." + DevJWS.base64URL(signature.rawRepresentation)
+        return input + "." + Base64URL.encode(signature.rawRepresentation)
     }
 
     /// A key the set never holds (made once).

@@ -1,6 +1,7 @@
 import CryptoExtras
 import Foundation
 import TallyAppleID
+import TallyAppleJWS
 
 /// The stand-in's Sign in with Apple signing keys: RSA-2048, each named by a `kid`, the last one signing. Served as a
 /// key set like `https://appleid.apple.com/auth/keys` (``jwks``) and kept in the `--certs` directory
@@ -22,7 +23,7 @@ public struct DevAppleIDKeys: Sendable {
         /// A new RSA-2048 key with a random `kid` (10 base64url characters, like Apple's).
         public static func generate() throws -> Key {
             var generator = SystemRandomNumberGenerator()
-            let kid = AppleBase64URL.encode((0..<8).map { _ in UInt8.random(in: .min ... .max, using: &generator) }).prefix(10)
+            let kid = Base64URL.encode((0..<8).map { _ in UInt8.random(in: .min ... .max, using: &generator) }).prefix(10)
             return Key(kid: String(kid), privateKey: try _RSA.Signing.PrivateKey(keySize: .bits2048))
         }
 
@@ -30,7 +31,7 @@ public struct DevAppleIDKeys: Sendable {
         public var jwk: AppleJSONWebKey {
             let primitives = try? privateKey.publicKey.getKeyPrimitives()
             return AppleJSONWebKey(
-                kid: kid, n: AppleBase64URL.encode(primitives?.modulus ?? Data()), e: AppleBase64URL.encode(primitives?.publicExponent ?? Data()))
+                kid: kid, n: Base64URL.encode(primitives?.modulus ?? Data()), e: Base64URL.encode(primitives?.publicExponent ?? Data()))
         }
     }
 

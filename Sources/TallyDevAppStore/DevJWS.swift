@@ -2,6 +2,7 @@ import Crypto
 import Foundation
 import SwiftASN1
 import TallyAppStore
+import TallyAppleJWS
 import X509
 
 /// What to get wrong when signing, for tests of every refusal a verifier must make. Nil (the default everywhere) signs
@@ -41,7 +42,7 @@ public enum DevJWS {
         if case .algorithm(let name)? = defect { algorithm = name }
         let x5c = try chain.certificates.map { Data(try DevCertificateAuthority.der($0)).base64EncodedString() }
         let header = try JSONSerialization.data(withJSONObject: ["alg": algorithm, "x5c": x5c], options: [.sortedKeys, .withoutEscapingSlashes])
-        let signingInput = base64URL(header) + "." + base64URL(Data(payloadJSON))
+        let signingInput = Base64URL.encode(header) + "." + Base64URL.encode(payloadJSON)
         let signature: Data
         switch algorithm {
         case "none":
@@ -52,30 +53,20 @@ public enum DevJWS {
         default:
             signature = try chain.key.signature(for: Data(signingInput.utf8)).rawRepresentation
         }
-        var payloadPart = base64URL(Data(payloadJSON))
-        if defect == .tamperedPayload { payloadPart = base64URL(try tampered(payloadJSON)) }
-        return base64URL(header) + "." + payloadPart + "." + base64URL(signature)
+        var payloadPart = Base64URL.encode(payloadJSON)
+        if defect == .tamperedPayload { payloadPart = Base64URL.encode(try tampered(payloadJSON)) }
+        return Base64URL.encode(header) + "." + payloadPart + "." + Base64URL.encode(signature)
     }
 
     /// The payload part of `jws`, decoded (unverified): for tests and logs of the stand-in's own output.
     public static func payloadJSON(of jws: String) -> Data? {
         let parts = jws.split(separator: ".", omittingEmptySubsequences: false)
         guard parts.count == 3 else { return nil }
-        return base64URLDecode(parts[1])
+        return Base64URL.decode(parts[1])
     }
 
-    /// base64url without padding.
-    public static func base64URL(_ data: Data) -> String {
-        data.base64EncodedString().replacingOccurrences(of: "+", with: "-").replacingOccurrences(of: "/", with: "_")
-            .replacingOccurrences(of: "=", with: "")
-    }
-
-    /// base64url (padding optional) decoded; nil when it is not.
-    static func base64URLDecode(_ text: Substring) -> Data? {
-        var base64 = text.replacingOccurrences(of: "-", with: "+").replacingOccurrences(of: "_", with: "/")
-        while base64.utf8.count % 4 != 0 { base64 += "=" }
-        return Data(base64Encoded: base64)
-    }
+    /// base64url without padding (TallyAppleJWS's ``Base64URL``), for callers that do not import TallyAppleJWS.
+    public static func base64URL(_ data: Data) -> String { Base64URL.encode(data) }
 
     private static func tampered(_ payloadJSON: [UInt8]) throws -> Data {
         guard var object = try JSONSerialization.jsonObject(with: Data(payloadJSON)) as? [String: Any] else { return Data(payloadJSON) }

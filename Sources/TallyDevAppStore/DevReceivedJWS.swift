@@ -1,11 +1,13 @@
 import Crypto
 import Foundation
+import TallyAppleJWS
 
 /// An ES256 compact JWS a stand-in received, taken apart as Apple's services take the ones they check (the App Store
 /// Server API's and DeviceCheck's bearer tokens, offer signatures, Sign in with Apple's client secret): three base64url
 /// parts, the header and claims JSON decoded on demand, the signature (raw r‖s) checked against a P-256 key over
 /// `header.claims`. What the header and claims must say, and how a refusal is answered, is each caller's. The stand-in's
-/// own code, apart from the signers it checks (TallyAppleJWS), so that a fault of theirs is not repeated here.
+/// own code, apart from the signers it checks (TallyAppleJWS), so that a fault of theirs is not repeated here: only the
+/// plain base64url decoding (``Base64URL``) is shared.
 struct DevReceivedJWS {
     /// The header fields the checks read.
     struct Header: Decodable {
@@ -23,8 +25,8 @@ struct DevReceivedJWS {
     /// `compact` taken apart; nil when it is not three base64url parts.
     init?(_ compact: String) {
         let parts = compact.split(separator: ".", omittingEmptySubsequences: false)
-        guard parts.count == 3, let headerJSON = DevJWS.base64URLDecode(parts[0]), let claimsJSON = DevJWS.base64URLDecode(parts[1]),
-            let signature = DevJWS.base64URLDecode(parts[2])
+        guard parts.count == 3, let headerJSON = Base64URL.decode(parts[0]), let claimsJSON = Base64URL.decode(parts[1]),
+            let signature = Base64URL.decode(parts[2])
         else { return nil }
         (self.headerJSON, self.claimsJSON, self.signature) = (headerJSON, claimsJSON, signature)
         signingInput = Data("\(parts[0]).\(parts[1])".utf8)

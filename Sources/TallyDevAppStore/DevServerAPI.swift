@@ -3,6 +3,7 @@ import Hummingbird
 import NIOCore
 import TallyAPI
 import TallyAppStore
+import TallyAppleJWS
 
 /// The App Store Server API (`https://api.storekit.itunes.apple.com/inApps/…`) as Apple serves it, over a
 /// ``DevAppStore``'s transactions and notifications, with its stand-in controls (mounted by
@@ -226,13 +227,13 @@ struct DevServerAPI: Sendable {
     ) throws -> (records: [Record], hasMore: Bool, next: String) {
         var offset = 0
         if let token {
-            guard let data = DevJWS.base64URLDecode(Substring(token)), let text = String(data: data, encoding: .utf8),
+            guard let data = Base64URL.decode(token), let text = String(data: data, encoding: .utf8),
                 text.hasPrefix("dev-appstore:"), let value = Int(text.dropFirst("dev-appstore:".count)), value >= 0
             else { throw invalid }
             offset = min(value, records.count)
         }
         let end = min(offset + pageSize, records.count)
-        return (Array(records[offset..<end]), end < records.count, DevJWS.base64URL(Data("dev-appstore:\(end)".utf8)))
+        return (Array(records[offset..<end]), end < records.count, Base64URL.encode(Data("dev-appstore:\(end)".utf8)))
     }
 
     // MARK: Bodies and answers

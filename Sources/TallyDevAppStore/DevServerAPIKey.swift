@@ -1,5 +1,6 @@
 import Crypto
 import Foundation
+import JWTKit
 
 /// An In-App Purchase key as App Store Connect issues one for the App Store Server API: an ES256 (P-256) private key,
 /// its 10-character key id and the team's issuer id (a UUID). A server signs each request's bearer token with it
@@ -65,26 +66,12 @@ public struct DevServerAPIKey: Sendable {
         return DevServerAPIKey(keyId: keyId, issuerId: issuerId.uuidString.lowercased(), privateKey: privateKey)
     }
 
-    /// `aud`: a string, or an array of one.
-    private struct Audience: Decodable {
-        var values: [String]
-
-        init(from decoder: any Decoder) throws {
-            let container = try decoder.singleValueContainer()
-            if let value = try? container.decode(String.self) {
-                values = [value]
-            } else {
-                values = try container.decode([String].self)
-            }
-        }
-    }
-
-    /// The token's claims Apple checks.
+    /// The token's claims Apple checks (`aud` a string or an array, as jwt-kit reads it).
     private struct Claims: Decodable {
         var iss: String?
         var iat: Double?
         var exp: Double?
-        var aud: Audience?
+        var aud: AudienceClaim?
         var bid: String?
     }
 
@@ -102,7 +89,7 @@ public struct DevServerAPIKey: Sendable {
         guard header.kid == keyId else { return "the token's kid is not the key id \(keyId)" }
         guard let claims = token.claims(as: Claims.self) else { return "the token's claims are not the JSON Apple takes" }
         guard claims.iss == issuerId else { return "the token's iss is not the issuer id \(issuerId)" }
-        guard claims.aud?.values == [Self.audience] else { return "the token's aud is not \(Self.audience)" }
+        guard claims.aud?.value == [Self.audience] else { return "the token's aud is not \(Self.audience)" }
         guard claims.bid == bundleId else { return "the token's bid is not the bundle id \(bundleId)" }
         guard let iat = claims.iat, let exp = claims.exp else { return "the token lacks iat or exp" }
         let seconds = now.timeIntervalSince1970

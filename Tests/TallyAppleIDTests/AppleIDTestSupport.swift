@@ -6,6 +6,7 @@ import NIOCore
 import NIOHTTP1
 import Synchronization
 import TallyAppleID
+import TallyAppleJWS
 import TallyDevAppStore
 import TallyTestKit
 
@@ -176,12 +177,12 @@ func object(_ data: Data) throws -> [String: Any] {
 /// The decoded JSON of a JWT's part `index` (0 header, 1 payload), unverified.
 func jwtPart(_ token: String, _ index: Int) throws -> [String: Any] {
     let parts = token.split(separator: ".", omittingEmptySubsequences: false)
-    guard parts.count == 3, let data = AppleBase64URL.decode(parts[index]) else { return [:] }
+    guard parts.count == 3, let data = Base64URL.decode(parts[index]) else { return [:] }
     return try object(data)
 }
 
 /// `token` with its header replaced by `header` (the payload and signature kept).
 func withHeader(_ token: String, _ header: String) -> String {
     let parts = token.split(separator: ".", omittingEmptySubsequences: false)
-    return AppleBase64URL.encode(Data(header.utf8)) + "." + parts[1] + "." + parts[2]
+    return Base64URL.encode(Data(header.utf8)) + "." + parts[1] + "." + parts[2]
 }

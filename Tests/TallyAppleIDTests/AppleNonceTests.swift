@@ -1,5 +1,6 @@
 import Foundation
 import TallyAppleID
+import TallyAppleJWS
 import Testing
 
 @Suite("Sign in with Apple nonces", .timeLimit(.minutes(1)))
@@ -8,7 +9,7 @@ struct AppleNonceTests {
     func hash() {
         #expect(AppleNonce.hash("abc") == "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad")
         let (raw, hashed) = AppleNonce.make()
-        #expect(AppleBase64URL.decode(raw)?.count == 32)
+        #expect(Base64URL.decode(raw)?.count == 32)
         #expect(hashed == AppleNonce.hash(raw) && hashed.count == 64)
         #expect(AppleNonce.make().raw != raw)
     }

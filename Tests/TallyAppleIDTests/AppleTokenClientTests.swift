@@ -1,6 +1,7 @@
 import Crypto
 import Foundation
 import TallyAppleID
+import TallyAppleJWS
 import TallyDevAppStore
 import Testing
 
@@ -33,7 +34,7 @@ struct AppleTokenClientTests {
         #expect(claims["aud"] as? String == "https://appleid.apple.com")
         #expect(claims["iat"] as? Int == 1_800_000_000 && claims["exp"] as? Int == 1_800_086_400)
         let parts = secret.split(separator: ".")
-        let signature = try P256.Signing.ECDSASignature(rawRepresentation: try #require(AppleBase64URL.decode(parts[2])))
+        let signature = try P256.Signing.ECDSASignature(rawRepresentation: try #require(Base64URL.decode(parts[2])))
         #expect(key.publicKey.isValidSignature(signature, for: Data((parts[0] + "." + parts[1]).utf8)))
 
         #expect(throws: AppleIDConfigurationError.self) {

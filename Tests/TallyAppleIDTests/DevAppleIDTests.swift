@@ -1,5 +1,6 @@
 import Foundation
 import TallyAppleID
+import TallyAppleJWS
 import TallyDevAppStore
 import TallyTestKit
 import Testing
@@ -34,7 +35,7 @@ struct DevAppleIDTests {
             #expect(status == 200)
             try #require(set.keys.count == 1)
             #expect(set.keys[0].kty == "RSA" && set.keys[0].alg == "RS256" && set.keys[0].use == "sig" && set.keys[0].e == "AQAB")
-            #expect(AppleBase64URL.decode(set.keys[0].n)?.count == 256, "RSA-2048")
+            #expect(Base64URL.decode(set.keys[0].n)?.count == 256, "RSA-2048")
 
             let nonce = AppleNonce.make()
             let body = #"{"sub":"000042.feedface.0042","email":"me@example.com","isPrivateEmail":false,"nonce":"\#(nonce.raw)"}"#
