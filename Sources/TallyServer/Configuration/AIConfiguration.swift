@@ -124,13 +124,7 @@ public struct AIConfiguration: Sendable {
             guard let url = URL(string: baseURL), ["http", "https"].contains(url.scheme ?? ""), url.host != nil else {
                 throw ConfigurationError("ai.upstream.baseURL must be an http(s) URL such as https://api.openai.com/v1")
             }
-            var apiKey: String?
-            if let apiKeyEnv {
-                guard let value = environment[apiKeyEnv], !value.isEmpty else {
-                    throw ConfigurationError("ai.upstream.apiKeyEnv names \(apiKeyEnv), which is not set in the environment")
-                }
-                apiKey = value
-            }
+            let apiKey = try apiKeyEnv.map { try ConfigurationChecks.environmentValue($0, namedBy: "ai.upstream.apiKeyEnv", in: environment) }
             let cap = AIUpstream.CapField(rawValue: capField ?? AIUpstream.CapField.maxCompletionTokens.rawValue)
             guard let cap else { throw ConfigurationError("ai.upstream.capField must be max_completion_tokens or max_tokens") }
             let timeout = timeoutSeconds ?? 300
@@ -285,30 +279,23 @@ public struct AIConfiguration: Sendable {
             }
         }
 
-        private struct Key: CodingKey {
-            var stringValue: String
-            var intValue: Int? { nil }
-            init(stringValue: String) { self.stringValue = stringValue }
-            init?(intValue: Int) { nil }
-        }
-
         init(from decoder: any Decoder) throws {
             if let word = try? decoder.singleValueContainer().decode(String.self) {
                 self.word = word
                 return
             }
-            let container = try decoder.container(keyedBy: Key.self)
+            let container = try decoder.container(keyedBy: ConfigurationKey.self)
             guard container.allKeys.map(\.stringValue) == ["quota"] else {
                 throw DecodingError.dataCorrupted(
                     .init(codingPath: decoder.codingPath, debugDescription: "premium is tokens, free or {quota: name}, with no other key"))
             }
-            quota = try container.decode(String.self, forKey: Key(stringValue: "quota"))
+            quota = try container.decode(String.self, forKey: ConfigurationKey(stringValue: "quota"))
         }
 
         func encode(to encoder: any Encoder) throws {
             if let quota {
-                var container = encoder.container(keyedBy: Key.self)
-                try container.encode(quota, forKey: Key(stringValue: "quota"))
+                var container = encoder.container(keyedBy: ConfigurationKey.self)
+                try container.encode(quota, forKey: ConfigurationKey(stringValue: "quota"))
             } else {
                 var container = encoder.singleValueContainer()
                 try container.encode(word ?? "tokens")

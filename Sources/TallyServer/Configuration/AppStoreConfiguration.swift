@@ -143,14 +143,7 @@ public struct AppStoreConfiguration: Sendable {
             guard (0...Limits.maxAmount).contains(sandboxTokens) else {
                 throw ConfigurationError("appStore.sandbox.tokensPerAccount must be between 0 (no Sandbox credits) and \(Limits.maxAmount)")
             }
-            var roots: [Data] = []
-            for path in rootCertificates ?? [] {
-                let url = path.hasPrefix("/") || directory == nil ? URL(fileURLWithPath: path) : directory!.appendingPathComponent(path)
-                guard let data = try? Data(contentsOf: url) else {
-                    throw ConfigurationError("appStore.rootCertificates: cannot read \(url.path)")
-                }
-                roots.append(data)
-            }
+            let roots = try ConfigurationChecks.readFiles(rootCertificates ?? [], relativeTo: directory, place: "appStore.rootCertificates")
             guard !products.isEmpty else { throw ConfigurationError("appStore.products must list at least one product") }
             guard onlineChecks != true else {
                 // Refused rather than silently off: an operator who asks for revocation checks must know there are none.

@@ -60,14 +60,9 @@ public struct AppStoreServerAPISettings: Sendable {
         /// The settings for `bundleId`, the key read from `environment`.
         func settings(bundleId: String, environment: [String: String]) throws -> AppStoreServerAPISettings {
             for (name, url) in [("productionURL", productionURL), ("sandboxURL", sandboxURL)] {
-                guard let url else { continue }
-                guard let parsed = URL(string: url), parsed.scheme == "https" || (parsed.scheme == "http" && SignInWithAppleConfiguration.File.isLoopback(parsed.host)) else {
-                    throw ConfigurationError("appStore.serverAPI.\(name) must be an https URL (or http to loopback), found \"\(url)\"")
-                }
+                if let url { try ConfigurationChecks.requireHTTPS(url, place: "appStore.serverAPI.\(name)") }
             }
-            guard let pem = environment[privateKeyEnv], !pem.isEmpty else {
-                throw ConfigurationError("appStore.serverAPI.privateKeyEnv names \(privateKeyEnv), which is not set in the environment")
-            }
+            let pem = try ConfigurationChecks.environmentValue(privateKeyEnv, namedBy: "appStore.serverAPI.privateKeyEnv", in: environment)
             let signer: AppStoreServerAPIToken
             do {
                 signer = try AppStoreServerAPIToken(

@@ -96,6 +96,14 @@ enum ConfigurationDecoding {
     }
 }
 
+/// A key of a mapping in the file, by its name: for the structs that read or write their keys themselves.
+struct ConfigurationKey: CodingKey {
+    var stringValue: String
+    var intValue: Int? { nil }
+    init(stringValue: String) { self.stringValue = stringValue }
+    init?(intValue: Int) { nil }
+}
+
 /// Where a value is in the file: `limits.signInLockout`, `actions[0]`, `ai.models[1].name`.
 struct ConfigurationPath: CustomStringConvertible, Hashable {
     /// A step: a key of a mapping or an index in a list.

@@ -9,6 +9,12 @@ public enum DeviceIntegrityMode: String, Sendable, Hashable, CaseIterable {
     case monitor
     /// A spend of free value without a valid assertion is refused (`403 attestation_required`); paid calls still work.
     case enforce
+
+    /// The mode a file names (the key `place`'s value; nil: `monitor`).
+    init(file name: String?, place: String) throws {
+        guard let mode = Self(rawValue: name ?? "monitor") else { throw ConfigurationError("\(place) must be off, monitor or enforce") }
+        self = mode
+    }
 }
 
 /// App Attest (the configuration file's `appAttest:` section): which app's keys are accepted, in which environment,
@@ -85,17 +91,8 @@ public struct AppAttestConfiguration: Sendable {
             guard let environment = AppAttestEnvironment(rawValue: environment ?? "production") else {
                 throw ConfigurationError("appAttest.environment must be production or development")
             }
-            guard let mode = DeviceIntegrityMode(rawValue: mode ?? "monitor") else {
-                throw ConfigurationError("appAttest.mode must be off, monitor or enforce")
-            }
-            var roots: [Data] = []
-            for path in rootCertificates ?? [] {
-                let url = path.hasPrefix("/") || directory == nil ? URL(fileURLWithPath: path) : directory!.appendingPathComponent(path)
-                guard let data = try? Data(contentsOf: url) else {
-                    throw ConfigurationError("appAttest.rootCertificates: cannot read \(url.path)")
-                }
-                roots.append(data)
-            }
+            let mode = try DeviceIntegrityMode(file: mode, place: "appAttest.mode")
+            let roots = try ConfigurationChecks.readFiles(rootCertificates ?? [], relativeTo: directory, place: "appAttest.rootCertificates")
             return try AppAttestConfiguration(
                 teamId: teamId, bundleId: bundleId, environment: environment, mode: mode,
                 unattestedFreeUses: unattested?.freeUses ?? false, unattestedSignupGrant: unattested?.signupGrant ?? false,
@@ -153,18 +150,12 @@ public struct DeviceCheckConfiguration: Sendable {
         }
 
         func configuration(environment: [String: String], now: @escaping @Sendable () -> Date) throws -> DeviceCheckConfiguration {
-            guard let mode = DeviceIntegrityMode(rawValue: mode ?? "monitor") else {
-                throw ConfigurationError("deviceCheck.mode must be off, monitor or enforce")
-            }
+            let mode = try DeviceIntegrityMode(file: mode, place: "deviceCheck.mode")
             let bit = signupGrantBit ?? 0
             guard bit == 0 || bit == 1 else { throw ConfigurationError("deviceCheck.signupGrantBit must be 0 or 1") }
             let base = url ?? DeviceCheckClient.productionURL
-            guard let parsed = URL(string: base),
-                parsed.scheme == "https" || (parsed.scheme == "http" && SignInWithAppleConfiguration.File.isLoopback(parsed.host))
-            else { throw ConfigurationError("deviceCheck.url must be an https URL (or http to loopback), found \"\(base)\"") }
-            guard let pem = environment[privateKeyEnv], !pem.isEmpty else {
-                throw ConfigurationError("deviceCheck.privateKeyEnv names \(privateKeyEnv), which is not set in the environment")
-            }
+            try ConfigurationChecks.requireHTTPS(base, place: "deviceCheck.url")
+            let pem = try ConfigurationChecks.environmentValue(privateKeyEnv, namedBy: "deviceCheck.privateKeyEnv", in: environment)
             do {
                 let settings = try DeviceCheckClient.Configuration(keyId: keyId, teamId: teamId, privateKeyPEM: pem, baseURL: base)
                 return DeviceCheckConfiguration(

@@ -62,26 +62,41 @@ public struct LimitsConfiguration: Sendable {
     ///   signInLockout: {failures: 5, seconds: 900, accountFailures: 20, maxDelaySeconds: 300}
     ///   sessionsPerUser: 50
     /// ```
+    ///
+    /// Its keys are ``keys``, decoded and written in that order.
     struct File: Codable, Equatable {
         var trustedProxies: [String]?
-        var signInPerAddress: Rate?
         var signInLockout: Lockout?
-        var linkPerUser: Rate?
-        var linkPerAddress: Rate?
-        var refreshPerSession: Rate?
-        var refreshFailuresPerAddress: Rate?
-        var guestSignInsPerDevice: Rate?
-        var adminFailuresPerAddress: Rate?
         var sessionsPerUser: Int?
-        var syncPushesPerUser: Rate?
-        var passwordForgotPerEmail: Rate?
-        var passwordForgotPerAddress: Rate?
-        var codeAttemptsPerAddress: Rate?
-        var verificationMailsPerUser: Rate?
-        var purchasesPerUser: Rate?
-        var appStoreNotificationsPerAddress: Rate?
-        var appleIDNotificationsPerAddress: Rate?
-        var attestationsPerAddress: Rate?
+        /// The rate limits given, by key.
+        var rates: [String: Rate] = [:]
+
+        /// A key of the section: one of the three above, or a rate limit (a ``Rate``) setting the property `path`.
+        enum Key {
+            case trustedProxies, signInLockout, sessionsPerUser
+            case rate(any WritableKeyPath<LimitsConfiguration, RateLimit> & Sendable)
+        }
+
+        /// Every key of the section, in file order: each property of ``LimitsConfiguration`` by its name.
+        static let keys: KeyValuePairs<String, Key> = [
+            "trustedProxies": .trustedProxies, "signInPerAddress": .rate(\.signInPerAddress), "signInLockout": .signInLockout,
+            "linkPerUser": .rate(\.linkPerUser), "linkPerAddress": .rate(\.linkPerAddress), "refreshPerSession": .rate(\.refreshPerSession),
+            "refreshFailuresPerAddress": .rate(\.refreshFailuresPerAddress), "guestSignInsPerDevice": .rate(\.guestSignInsPerDevice),
+            "adminFailuresPerAddress": .rate(\.adminFailuresPerAddress), "sessionsPerUser": .sessionsPerUser,
+            "syncPushesPerUser": .rate(\.syncPushesPerUser), "passwordForgotPerEmail": .rate(\.passwordForgotPerEmail),
+            "passwordForgotPerAddress": .rate(\.passwordForgotPerAddress), "codeAttemptsPerAddress": .rate(\.codeAttemptsPerAddress),
+            "verificationMailsPerUser": .rate(\.verificationMailsPerUser), "purchasesPerUser": .rate(\.purchasesPerUser),
+            "appStoreNotificationsPerAddress": .rate(\.appStoreNotificationsPerAddress),
+            "appleIDNotificationsPerAddress": .rate(\.appleIDNotificationsPerAddress), "attestationsPerAddress": .rate(\.attestationsPerAddress),
+        ]
+
+        /// The rate limits of ``keys``, in file order.
+        static var rateKeys: [(name: String, path: WritableKeyPath<LimitsConfiguration, RateLimit>)] {
+            keys.compactMap { name, key in
+                guard case .rate(let path) = key else { return nil }
+                return (name, path)
+            }
+        }
 
         /// The limits the section gives, the defaults for the keys it does not.
         func configuration() throws -> LimitsConfiguration {
@@ -93,24 +108,35 @@ public struct LimitsConfiguration: Sendable {
         /// The section that gives exactly `limits`.
         init(effective limits: LimitsConfiguration) {
             trustedProxies = limits.trustedProxies.map(\.description)
-            signInPerAddress = Rate(limits.signInPerAddress)
             signInLockout = Lockout(effective: limits.signInLockout)
-            linkPerUser = Rate(limits.linkPerUser)
-            linkPerAddress = Rate(limits.linkPerAddress)
-            refreshPerSession = Rate(limits.refreshPerSession)
-            refreshFailuresPerAddress = Rate(limits.refreshFailuresPerAddress)
-            guestSignInsPerDevice = Rate(limits.guestSignInsPerDevice)
-            adminFailuresPerAddress = Rate(limits.adminFailuresPerAddress)
             sessionsPerUser = limits.sessionsPerUser
-            syncPushesPerUser = Rate(limits.syncPushesPerUser)
-            passwordForgotPerEmail = Rate(limits.passwordForgotPerEmail)
-            passwordForgotPerAddress = Rate(limits.passwordForgotPerAddress)
-            codeAttemptsPerAddress = Rate(limits.codeAttemptsPerAddress)
-            verificationMailsPerUser = Rate(limits.verificationMailsPerUser)
-            purchasesPerUser = Rate(limits.purchasesPerUser)
-            appStoreNotificationsPerAddress = Rate(limits.appStoreNotificationsPerAddress)
-            appleIDNotificationsPerAddress = Rate(limits.appleIDNotificationsPerAddress)
-            attestationsPerAddress = Rate(limits.attestationsPerAddress)
+            for (name, path) in Self.rateKeys { rates[name] = Rate(limits[keyPath: path]) }
+        }
+
+        init(from decoder: any Decoder) throws {
+            let container = try decoder.container(keyedBy: ConfigurationKey.self)
+            for (name, key) in Self.keys {
+                let codingKey = ConfigurationKey(stringValue: name)
+                switch key {
+                case .trustedProxies: trustedProxies = try container.decodeIfPresent([String].self, forKey: codingKey)
+                case .signInLockout: signInLockout = try container.decodeIfPresent(Lockout.self, forKey: codingKey)
+                case .sessionsPerUser: sessionsPerUser = try container.decodeIfPresent(Int.self, forKey: codingKey)
+                case .rate: rates[name] = try container.decodeIfPresent(Rate.self, forKey: codingKey)
+                }
+            }
+        }
+
+        func encode(to encoder: any Encoder) throws {
+            var container = encoder.container(keyedBy: ConfigurationKey.self)
+            for (name, key) in Self.keys {
+                let codingKey = ConfigurationKey(stringValue: name)
+                switch key {
+                case .trustedProxies: try container.encodeIfPresent(trustedProxies, forKey: codingKey)
+                case .signInLockout: try container.encodeIfPresent(signInLockout, forKey: codingKey)
+                case .sessionsPerUser: try container.encodeIfPresent(sessionsPerUser, forKey: codingKey)
+                case .rate: try container.encodeIfPresent(rates[name], forKey: codingKey)
+                }
+            }
         }
 
         private func apply(to limits: inout LimitsConfiguration) throws {
@@ -122,24 +148,8 @@ public struct LimitsConfiguration: Sendable {
                     return network
                 }
             }
-            let rates: [(String, Rate?, WritableKeyPath<LimitsConfiguration, RateLimit>)] = [
-                ("signInPerAddress", signInPerAddress, \.signInPerAddress), ("linkPerUser", linkPerUser, \.linkPerUser),
-                ("linkPerAddress", linkPerAddress, \.linkPerAddress), ("refreshPerSession", refreshPerSession, \.refreshPerSession),
-                ("refreshFailuresPerAddress", refreshFailuresPerAddress, \.refreshFailuresPerAddress),
-                ("guestSignInsPerDevice", guestSignInsPerDevice, \.guestSignInsPerDevice),
-                ("adminFailuresPerAddress", adminFailuresPerAddress, \.adminFailuresPerAddress),
-                ("syncPushesPerUser", syncPushesPerUser, \.syncPushesPerUser),
-                ("passwordForgotPerEmail", passwordForgotPerEmail, \.passwordForgotPerEmail),
-                ("passwordForgotPerAddress", passwordForgotPerAddress, \.passwordForgotPerAddress),
-                ("codeAttemptsPerAddress", codeAttemptsPerAddress, \.codeAttemptsPerAddress),
-                ("verificationMailsPerUser", verificationMailsPerUser, \.verificationMailsPerUser),
-                ("purchasesPerUser", purchasesPerUser, \.purchasesPerUser),
-                ("appStoreNotificationsPerAddress", appStoreNotificationsPerAddress, \.appStoreNotificationsPerAddress),
-                ("appleIDNotificationsPerAddress", appleIDNotificationsPerAddress, \.appleIDNotificationsPerAddress),
-                ("attestationsPerAddress", attestationsPerAddress, \.attestationsPerAddress),
-            ]
-            for (name, rate, path) in rates {
-                guard let rate else { continue }
+            for (name, path) in Self.rateKeys {
+                guard let rate = rates[name] else { continue }
                 guard rate.limit >= 1, rate.seconds.value > 0, rate.seconds.value <= 86_400 else {
                     throw ConfigurationError("limits.\(name): limit must be at least 1 and seconds between 0 and 86400")
                 }

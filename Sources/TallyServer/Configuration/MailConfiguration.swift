@@ -44,22 +44,16 @@ public struct MailConfiguration: Sendable, CustomStringConvertible {
 
         func configuration(environment: [String: String]) throws -> MailConfiguration {
             guard let url = URL(string: webhookURL), let scheme = url.scheme?.lowercased(), let host = url.host, !host.isEmpty,
-                scheme == "https" || (scheme == "http" && MailConfiguration.isLoopback(host))
+                scheme == "https" || (scheme == "http" && ConfigurationChecks.isLoopback(host.lowercased()))
             else {
                 throw ConfigurationError("mail.webhookURL must be an https URL (http only to 127.0.0.1, ::1 or localhost)")
             }
             let variable = secretEnv ?? "TALLY_MAIL_SECRET"
-            guard let secret = environment[variable], !secret.isEmpty else {
-                throw ConfigurationError("mail.secretEnv names \(variable), which is not set in the environment")
-            }
+            let secret = try ConfigurationChecks.environmentValue(variable, namedBy: "mail.secretEnv", in: environment)
             guard secret.utf8.count >= MailConfiguration.minimumSecretBytes else {
                 throw ConfigurationError("\(variable) must be at least \(MailConfiguration.minimumSecretBytes) bytes (a random secret)")
             }
             return MailConfiguration(webhookURL: webhookURL, secret: secret, secretEnv: variable)
         }
-    }
-
-    static func isLoopback(_ host: String) -> Bool {
-        ["127.0.0.1", "::1", "[::1]", "localhost"].contains(host.lowercased())
     }
 }

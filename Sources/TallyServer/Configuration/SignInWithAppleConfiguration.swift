@@ -76,10 +76,7 @@ public struct SignInWithAppleConfiguration: Sendable {
                 throw ConfigurationError("signInWithApple.audiences must list the app's bundle id (and any Services ID)")
             }
             for (name, url) in [("keysURL", keysURL), ("tokenURL", tokenURL), ("revokeURL", revokeURL)] {
-                guard let url else { continue }
-                guard let parsed = URL(string: url), parsed.scheme == "https" || (parsed.scheme == "http" && Self.isLoopback(parsed.host)) else {
-                    throw ConfigurationError("signInWithApple.\(name) must be an https URL (or http to loopback), found \"\(url)\"")
-                }
+                if let url { try ConfigurationChecks.requireHTTPS(url, place: "signInWithApple.\(name)") }
             }
             let named = [teamId, keyId, clientId, privateKeyEnv].compactMap { $0 }
             guard named.isEmpty || named.count == 4 else {
@@ -92,9 +89,7 @@ public struct SignInWithAppleConfiguration: Sendable {
                 }
                 return try SignInWithAppleConfiguration(audiences: audiences, keysURL: keysURL ?? AppleKeyFetcher.appleKeysURL)
             }
-            guard let pem = environment[privateKeyEnv], !pem.isEmpty else {
-                throw ConfigurationError("signInWithApple.privateKeyEnv names \(privateKeyEnv), which is not set in the environment")
-            }
+            let pem = try ConfigurationChecks.environmentValue(privateKeyEnv, namedBy: "signInWithApple.privateKeyEnv", in: environment)
             var settings = AppleTokenClient.Configuration(teamId: teamId, keyId: keyId, clientId: clientId)
             if let tokenURL { settings.tokenURL = tokenURL }
             if let revokeURL { settings.revokeURL = revokeURL }
@@ -102,7 +97,5 @@ public struct SignInWithAppleConfiguration: Sendable {
                 audiences: audiences, keysURL: keysURL ?? AppleKeyFetcher.appleKeysURL, tokenSettings: settings, privateKeyPEM: pem,
                 privateKeyEnv: privateKeyEnv)
         }
-
-        static func isLoopback(_ host: String?) -> Bool { ["127.0.0.1", "localhost", "::1", "[::1]"].contains(host ?? "") }
     }
 }
