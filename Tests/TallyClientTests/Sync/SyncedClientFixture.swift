@@ -92,6 +92,14 @@ extension Client {
         try await waitForSync { $0.lastSyncedAt != nil && $0.pendingMutations == 0 && !$0.isSyncing }
     }
 
+    /// Waits until nothing the sign-in started still talks to the server, so that no answer of it comes later, as a
+    /// sign that the server is back: the price list's background fetch has ended and the event stream has connected
+    /// (its `connected` is handled before its first event, the user's wallet, which only the stream puts in the
+    /// cache here). Yields, never sleeps; the suite's time limit fails a stream that never connects.
+    func waitUntilQuiet() async throws {
+        try await waitUntil { background.count == 0 && value(walletQuery) != nil }
+    }
+
     /// The signed-in user's client id (the document store's).
     var syncClientId: String { get throws { try syncHost.engine().store.clientId } }
 }

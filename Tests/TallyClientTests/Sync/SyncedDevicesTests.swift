@@ -109,13 +109,20 @@ struct SyncedDevicesTests {
                 try widget.write(.put(DocumentKey(collection: "notes", id: "w1"), .object(["date": .string("2027-01-05"), "text": .string("from the widget")])))
                 try widget.close()
 
+                // Nothing the sign-in started is still on its way when the network goes: an answer to it coming after the push
+                // was sent (the price list's background fetch, the event stream's first connection) would be a sign that the
+                // server is back, on which the engine rightly pushes again at once.
+                try await app.waitUntilQuiet()
                 transport.enqueue(Array(repeating: .offline, count: 100_000), forPathPrefix: "/v1/")
                 let requestsBefore = transport.requests.count
                 app.appDidBecomeActive()
                 #expect(try notes.get(id: "w1")?.text == "from the widget")
                 #expect(await seen.next() == .some(Note(date: "2027-01-05", text: "from the widget")))
                 try await app.waitForSync { $0.isOffline }
-                #expect(transport.requests.count - requestsBefore == 1, "one failed push, nothing answered")
+                let sent = transport.requests.dropFirst(requestsBefore).filter { $0.path.hasPrefix("/v1/sync/") }
+                #expect(sent.map { "\($0.method) \($0.path)" } == ["POST /v1/sync/push"], "one failed push of the outbox, no other sync request")
+                let push = try TallyJSON.decoder().decode(SyncPushRequest.self, from: try #require(sent.first?.body))
+                #expect(push.mutations.map(\.docId) == ["w1"] && push.mutations.first?.op == .put, "the widget's write")
 
                 try await clock.waitForSleepers(1)
                 transport.clearFaults()
