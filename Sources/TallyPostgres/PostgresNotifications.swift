@@ -120,9 +120,13 @@ public final class PostgresNotifications: Service, Sendable {
     var probesSent: UInt64 { state.withLock { $0.check.probesSent } }
 
     /// Queues `event` for the other processes. Cheap: a lock and a dictionary insert.
-    public func publish(_ event: ChangeEvent) {
+    public func publish(_ event: ChangeEvent) { publish([event]) }
+
+    /// Queues `events` for the other processes together: they go out in one batch (a user's events in one payload),
+    /// so a process that hears one has heard them all (the sessions a password reset ends).
+    public func publish(_ events: [ChangeEvent]) {
         let bell = state.withLock { state in
-            state.batch.add(event, maxUsers: Self.maxPendingUsers)
+            for event in events { state.batch.add(event, maxUsers: Self.maxPendingUsers) }
             defer { state.bell = nil }
             return state.bell
         }

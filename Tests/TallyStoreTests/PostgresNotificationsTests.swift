@@ -15,30 +15,34 @@ import Testing
 struct PostgresNotificationsTests {
     @Test("What one process publishes every other one hears, exactly once; a process skips its own")
     func deliversToOthersOnly() async throws {
-        try await ScratchDatabase.with(baseURL: try postgresURL()) { url in
-            let clock = ManualClock()
-            let a = Recorder(), b = Recorder()
-            let notifierA = try Self.notifier(url, clock, a), notifierB = try Self.notifier(url, clock, b)
-            try await withThrowingTaskGroup(of: Void.self) { group in
-                group.addTask { await notifierA.run() }
-                group.addTask { await notifierB.run() }
-                defer { group.cancelAll() }
-                try await a.waitUntilListening(1)
-                try await b.waitUntilListening(1)
-                let user = UUID().uuidString.lowercased()
-                notifierA.publish(.documents(userId: user, version: 3))
-                notifierA.publish(.wallet(userId: user))
-                notifierA.publish(.sessionEnded(userId: user, sessionId: "s1"))
-                try await b.waitForEvents(3)
-                #expect(
-                    Set(b.events)
-                        == [.documents(userId: user, version: 3), .wallet(userId: user), .sessionEnded(userId: user, sessionId: "s1")])
-                // A marker from B, heard by A: A's own notifications, sent before it, were heard and skipped by then.
-                notifierB.publish(.accountDeleted(userId: user))
-                try await a.waitForEvents(1)
-                #expect(a.events == [.accountDeleted(userId: user)], "A heard only B's event, not its own")
-                #expect(b.events.count == 3, "B did not hear its own")
-            }
+        try await Self.withTwoListening { notifierA, a, notifierB, b in
+            let user = UUID().uuidString.lowercased()
+            notifierA.publish(.documents(userId: user, version: 3))
+            notifierA.publish(.wallet(userId: user))
+            notifierA.publish(.sessionEnded(userId: user, sessionId: "s1"))
+            try await b.waitForEvents(3)
+            #expect(
+                Set(b.events)
+                    == [.documents(userId: user, version: 3), .wallet(userId: user), .sessionEnded(userId: user, sessionId: "s1")])
+            // A marker from B, heard by A: A's own notifications, sent before it, were heard and skipped by then.
+            notifierB.publish(.accountDeleted(userId: user))
+            try await a.waitForEvents(1)
+            #expect(a.events == [.accountDeleted(userId: user)], "A heard only B's event, not its own")
+            #expect(b.events.count == 3, "B did not hear its own")
+        }
+    }
+
+    @Test("Events published together are heard together: a reset's fifty ended sessions in one delivery")
+    func publishedTogetherHeardTogether() async throws {
+        try await Self.withTwoListening { notifierA, a, notifierB, b in
+            let user = UUID().uuidString.lowercased()
+            // The session cap's worth, as a password reset ends them: a process that heard one must have heard all,
+            // or a client whose stream ended could still be served with another of the account's tokens there.
+            let ended = (0..<50).map { _ in ChangeEvent.sessionEnded(userId: user, sessionId: UUID().uuidString.lowercased()) }
+            notifierA.publish(ended)
+            try await b.waitForEvents(50)
+            #expect(Set(b.events) == Set(ended))
+            #expect(b.deliveries == [50], "one delivery of all fifty")
         }
     }
 
@@ -131,6 +135,25 @@ struct PostgresNotificationsTests {
         return logger
     }()
 
+    /// Runs `body` with two notifiers on a database of their own (and what each handed its owner), both listening.
+    static func withTwoListening(
+        _ body: (PostgresNotifications, Recorder, PostgresNotifications, Recorder) async throws -> Void
+    ) async throws {
+        try await ScratchDatabase.with(baseURL: try postgresURL()) { url in
+            let clock = ManualClock()
+            let a = Recorder(), b = Recorder()
+            let notifierA = try Self.notifier(url, clock, a), notifierB = try Self.notifier(url, clock, b)
+            try await withThrowingTaskGroup(of: Void.self) { group in
+                group.addTask { await notifierA.run() }
+                group.addTask { await notifierB.run() }
+                defer { group.cancelAll() }
+                try await a.waitUntilListening(1)
+                try await b.waitUntilListening(1)
+                try await body(notifierA, a, notifierB, b)
+            }
+        }
+    }
+
     static func notifier(_ url: String, _ clock: ManualClock, _ recorder: Recorder) throws -> PostgresNotifications {
         PostgresNotifications(
             connection: try PostgresStore.configuration(url: url).connection, clock: clock, logger: logger
@@ -141,16 +164,22 @@ struct PostgresNotificationsTests {
 /// What a notifier handed its owner.
 final class Recorder: Sendable {
     private let state = Mutex<(listening: [Bool], events: [ChangeEvent], lost: Int)>(([], [], 0))
+    private let sizes = Mutex<[Int]>([])
 
     func record(_ input: PostgresNotifications.Input) {
         state.withLock { state in
             switch input {
             case .listening(let reconnected): state.listening.append(reconnected)
-            case .events(let events): state.events += events
+            case .events(let events):
+                state.events += events
+                sizes.withLock { $0.append(events.count) }
             case .eventsLost: state.lost += 1
             }
         }
     }
+
+    /// How many events each delivery handed over, in order.
+    var deliveries: [Int] { sizes.withLock { $0 } }
 
     var listening: [Bool] { state.withLock { $0.listening } }
     var events: [ChangeEvent] { state.withLock { $0.events } }

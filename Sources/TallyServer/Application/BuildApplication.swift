@@ -38,7 +38,7 @@ public func buildApplication(
     let events = EventHub(metrics: metrics)
     let sessions = SessionCache(clock: clock)
     let store: any TallyStorage
-    var relay: (@Sendable (ChangeEvent) -> Void)?
+    var relay: (@Sendable ([ChangeEvent]) -> Void)?
     var postgres: PostgresWiring?
     if let url = configuration.databaseURL {
         let wiring = try PostgresWiring(

@@ -20,7 +20,7 @@ import TallyStore
 struct PostgresWiring {
     let store: PostgresStore
     let services: [any Service]
-    let relay: @Sendable (ChangeEvent) -> Void
+    let relay: @Sendable ([ChangeEvent]) -> Void
     /// This process's row among the running instances, once ``join(signing:adminKey:logger:)`` wrote it.
     private let joined = JoinedInstance()
 
@@ -42,8 +42,9 @@ struct PostgresWiring {
         let direct = try listenURL.map { try PostgresStore.configuration(url: $0, maximumConnections: 1).connection }
         let store = PostgresStore(configuration: pool, direct: direct, logger: logger)
         self.store = store
-        // What another process announced, heard or polled: a session ended is dropped from the caches first (the
-        // store's own, unless the revocation feed is what told: its poll already did).
+        // What another process announced, heard or polled: every session the list ends is dropped from the caches
+        // (the store's own, unless the revocation feed is what told: its poll already did) before any stream hears of
+        // one, so a client whose stream ended is refused at once with each session ended with it (a password reset).
         let hear: @Sendable ([ChangeEvent], _ polledFeed: Bool) -> Void = { list, polledFeed in
             for event in list {
                 switch event {
@@ -56,8 +57,8 @@ struct PostgresWiring {
                 case .documents, .wallet:
                     break
                 }
-                events.deliver(event)
             }
+            for event in list { events.deliver(event) }
         }
         store.onRevocationsPolled { hear($0, true) }
         let poller = ListenerFallbackPoller(store: store, clock: clock, logger: logger, watched: events.watchedUsers) { hear($0, false) }

@@ -57,7 +57,7 @@ public struct TallyServices: Sendable {
     /// they end to `sessions`). `logger` is the mail service's.
     init(
         store: any TallyStorage, clock: any TallyClock, configuration: TallyConfiguration, metrics: any MetricsFactory,
-        events: EventHub? = nil, sessions: SessionCache? = nil, relay: (@Sendable (ChangeEvent) -> Void)? = nil,
+        events: EventHub? = nil, sessions: SessionCache? = nil, relay: (@Sendable ([ChangeEvent]) -> Void)? = nil,
         logger: Logger = Logger(label: "tally"), ready: StartupGate = StartupGate()
     ) {
         self.store = store

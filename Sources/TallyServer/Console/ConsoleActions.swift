@@ -83,7 +83,7 @@ extension ConsoleController {
             audit: NewAuditEntry(
                 at: clock.now, operatorSession: session.label, action: "revoke_sessions", userId: userId,
                 before: "live_sessions=\(live)", after: "live_sessions=0"))
-        for sessionId in revoked { userSessions.end(sessionId: sessionId, of: userId) }
+        userSessions.end(sessionIds: revoked, of: userId)
         context.logger.notice("console revoked sessions", metadata: ["tally.user": .string(userId), "tally.operator": .string(session.label)])
         return Self.redirect("/console/users/\(userId)?done=revoked")
     }

@@ -151,7 +151,7 @@ struct AccountRecoveryController {
     /// Ends revoked sessions now: this process's token cache, their event streams and, through the notifier, the
     /// other processes' caches and streams (the store's revocation feed is their fallback).
     private func endSessions(_ revoked: [String], of userId: String) {
-        for sessionId in revoked { admission.sessions.end(sessionId: sessionId, of: userId) }
+        admission.sessions.end(sessionIds: revoked, of: userId)
     }
 
     private func bcrypt(_ password: String) async throws -> String {

@@ -72,7 +72,7 @@ struct AppleSignInController {
         switch event.type {
         case .consentRevoked:
             if let revoked = try await store.revokeAppleConsent(notice, now: now) {
-                for sessionId in revoked.revokedSessions { admission.sessions.end(sessionId: sessionId, of: revoked.userId) }
+                admission.sessions.end(sessionIds: revoked.revokedSessions, of: revoked.userId)
                 context.logger.info("apple consent revoked", metadata: ["tally.user": .string(revoked.userId)])
                 disposition = "applied"
             }

@@ -71,7 +71,7 @@ struct GuestMerge: Sendable {
         let outcome = try await storeCall { try await store.merge(guestId: guestId, into: accountId, now: now) }
         let summary = outcome.summary
         if !outcome.replayed {
-            for sessionId in summary.revokedSessions { sessions.end(sessionId: sessionId, of: guestId) }
+            sessions.end(sessionIds: summary.revokedSessions, of: guestId)
             notifier.walletChanged(userId: accountId)
             if let version = summary.documentsVersion { notifier.documentsChanged(userId: accountId, version: version) }
             logger.info(

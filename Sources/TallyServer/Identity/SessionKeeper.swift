@@ -33,12 +33,16 @@ struct SessionKeeper: Sendable {
         return JSONResponse.make(status: status, body: tokens, headers: [.cacheControl: "no-store"])
     }
 
-    /// Ends a revoked session now: this process's token cache, its event streams and, through the notifier, the
-    /// other processes' caches and streams (the store's revocation feed is their fallback).
-    func end(sessionId: String, of userId: String) {
-        cache.evict(sessionId: sessionId)
-        notifier.sessionEnded(userId: userId, sessionId: sessionId)
+    /// Ends revoked sessions of `userId` now: this process's token cache, its event streams and, through the
+    /// notifier, the other processes' caches and streams, all in one announcement (the store's revocation feed is
+    /// their fallback).
+    func end(sessionIds: [String], of userId: String) {
+        for sessionId in sessionIds { cache.evict(sessionId: sessionId) }
+        notifier.sessionsEnded(userId: userId, sessionIds: sessionIds)
     }
+
+    /// Ends one revoked session now (``end(sessionIds:of:)``).
+    func end(sessionId: String, of userId: String) { end(sessionIds: [sessionId], of: userId) }
 
     /// Ends every session of a deleted account, here and (through the notifier) on the other processes.
     func accountDeleted(_ userId: String) {

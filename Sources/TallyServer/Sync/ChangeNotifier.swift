@@ -9,8 +9,9 @@ protocol ChangeNotifier: Sendable {
     func documentsChanged(userId: String, version: Int64)
     /// The user's wallet or quotas changed (an action, a grant, a hold, a capture, an expiry, a premium change).
     func walletChanged(userId: String)
-    /// The session signed out: its streams end.
-    func sessionEnded(userId: String, sessionId: String)
+    /// The sessions signed out or were revoked together (a password reset ends them all): their streams end. One
+    /// announcement, so that a process that hears of one has heard of them all.
+    func sessionsEnded(userId: String, sessionIds: [String])
     /// The account was deleted: its streams end.
     func accountDeleted(userId: String)
 }
@@ -21,15 +22,18 @@ protocol ChangeNotifier: Sendable {
 struct EventNotifier: ChangeNotifier {
     let hub: EventHub
     /// Carries events to the other processes; nil when there are none (SQLite: one process owns the file).
-    let relay: (@Sendable (ChangeEvent) -> Void)?
+    let relay: (@Sendable ([ChangeEvent]) -> Void)?
 
-    func documentsChanged(userId: String, version: Int64) { publish(.documents(userId: userId, version: version)) }
-    func walletChanged(userId: String) { publish(.wallet(userId: userId)) }
-    func sessionEnded(userId: String, sessionId: String) { publish(.sessionEnded(userId: userId, sessionId: sessionId)) }
-    func accountDeleted(userId: String) { publish(.accountDeleted(userId: userId)) }
+    func documentsChanged(userId: String, version: Int64) { publish([.documents(userId: userId, version: version)]) }
+    func walletChanged(userId: String) { publish([.wallet(userId: userId)]) }
+    func sessionsEnded(userId: String, sessionIds: [String]) {
+        guard !sessionIds.isEmpty else { return }
+        publish(sessionIds.map { .sessionEnded(userId: userId, sessionId: $0) })
+    }
+    func accountDeleted(userId: String) { publish([.accountDeleted(userId: userId)]) }
 
-    private func publish(_ event: ChangeEvent) {
-        hub.deliver(event)
-        relay?(event)
+    private func publish(_ events: [ChangeEvent]) {
+        for event in events { hub.deliver(event) }
+        relay?(events)
     }
 }
