@@ -242,55 +242,77 @@ public struct ChatUsage: Codable, Hashable, Sendable {
 }
 
 /// A whole answer (`stream` false).
-public struct ChatCompletion: Codable, Hashable, Sendable {
-    /// One choice of the answer.
-    public struct Choice: Codable, Hashable, Sendable {
-        /// Its position (0 for the only one).
-        public var index: Int
-        /// The assistant's message.
-        public var message: ChatMessage
-        /// `stop`, `length`, …
-        public var finishReason: String?
+public typealias ChatCompletion = ChatAnswer<ChatCompletionChoice>
 
-        /// Creates a choice.
-        public init(index: Int, message: ChatMessage, finishReason: String?) {
-            self.index = index
-            self.message = message
-            self.finishReason = finishReason
-        }
+/// One Server-Sent Event of a streamed answer (`data: {…}`; the stream ends with `data: [DONE]`).
+public typealias ChatCompletionChunk = ChatAnswer<ChatChunkChoice>
 
-        private enum CodingKeys: String, CodingKey {
-            case index, message
-            case finishReason = "finish_reason"
-        }
-    }
+/// A choice of an answer: the assistant's whole message (``ChatCompletionChoice``) or what a stream's chunk adds to
+/// it (``ChatChunkChoice``).
+public protocol ChatAnswerChoice: Codable, Hashable, Sendable {
+    /// The `object` of the answers carrying it: `chat.completion` or `chat.completion.chunk`.
+    static var object: String { get }
+}
 
-    /// The answer's id.
+/// An answer or a streamed answer's chunk: its id, time and model, and its choices (``ChatCompletion``,
+/// ``ChatCompletionChunk``).
+public struct ChatAnswer<AnswerChoice: ChatAnswerChoice>: Codable, Hashable, Sendable {
+    /// One choice: ``ChatCompletionChoice`` or ``ChatChunkChoice``.
+    public typealias Choice = AnswerChoice
+
+    /// The answer's id (the same in every chunk).
     public var id: String
-    /// `chat.completion`.
+    /// `chat.completion` or `chat.completion.chunk`.
     public var object: String
-    /// When it was made, in seconds since 1970.
+    /// When the answer began, in seconds since 1970.
     public var created: Int
-    /// The model that answered.
+    /// The model that answers.
     public var model: String
-    /// The choices (one).
+    /// The choices (one); a stream's usage chunk has none.
     public var choices: [Choice]
-    /// What the call cost in tokens.
+    /// What the call cost in tokens: in a whole answer, and in a stream's last chunk when the request asked for it
+    /// (`stream_options.include_usage`).
     public var usage: ChatUsage?
 
-    /// Creates an answer.
-    public init(id: String, created: Int, model: String, choices: [Choice], usage: ChatUsage?) {
-        self.id = id
-        self.object = "chat.completion"
-        self.created = created
-        self.model = model
-        self.choices = choices
-        self.usage = usage
+    /// Creates an answer or a chunk.
+    public init(id: String, created: Int, model: String, choices: [Choice], usage: ChatUsage? = nil) {
+        (self.id, self.object, self.created, self.model) = (id, Choice.object, created, model)
+        (self.choices, self.usage) = (choices, usage)
     }
 }
 
-/// One Server-Sent Event of a streamed answer (`data: {…}`; the stream ends with `data: [DONE]`).
-public struct ChatCompletionChunk: Codable, Hashable, Sendable {
+extension ChatAnswer where AnswerChoice == ChatChunkChoice {
+    /// What a chunk adds to the message.
+    public typealias Delta = ChatChunkChoice.Delta
+}
+
+/// One choice of a whole answer.
+public struct ChatCompletionChoice: ChatAnswerChoice {
+    /// `chat.completion`.
+    public static var object: String { "chat.completion" }
+    /// Its position (0 for the only one).
+    public var index: Int
+    /// The assistant's message.
+    public var message: ChatMessage
+    /// `stop`, `length`, …
+    public var finishReason: String?
+
+    /// Creates a choice.
+    public init(index: Int, message: ChatMessage, finishReason: String?) {
+        (self.index, self.message, self.finishReason) = (index, message, finishReason)
+    }
+
+    private enum CodingKeys: String, CodingKey {
+        case index, message
+        case finishReason = "finish_reason"
+    }
+}
+
+/// One choice's delta in a streamed answer's chunk.
+public struct ChatChunkChoice: ChatAnswerChoice {
+    /// `chat.completion.chunk`.
+    public static var object: String { "chat.completion.chunk" }
+
     /// What a chunk adds to the message.
     public struct Delta: Codable, Hashable, Sendable {
         /// `assistant`, in the first chunk.
@@ -300,54 +322,25 @@ public struct ChatCompletionChunk: Codable, Hashable, Sendable {
 
         /// Creates a delta.
         public init(role: String? = nil, content: String? = nil) {
-            self.role = role
-            self.content = content
+            (self.role, self.content) = (role, content)
         }
     }
 
-    /// One choice's delta.
-    public struct Choice: Codable, Hashable, Sendable {
-        /// Its position (0 for the only one).
-        public var index: Int
-        /// What it adds.
-        public var delta: Delta
-        /// Set in the choice's last chunk.
-        public var finishReason: String?
+    /// Its position (0 for the only one).
+    public var index: Int
+    /// What it adds.
+    public var delta: Delta
+    /// Set in the choice's last chunk.
+    public var finishReason: String?
 
-        /// Creates a choice delta.
-        public init(index: Int, delta: Delta, finishReason: String?) {
-            self.index = index
-            self.delta = delta
-            self.finishReason = finishReason
-        }
-
-        private enum CodingKeys: String, CodingKey {
-            case index, delta
-            case finishReason = "finish_reason"
-        }
+    /// Creates a choice delta.
+    public init(index: Int, delta: Delta, finishReason: String?) {
+        (self.index, self.delta, self.finishReason) = (index, delta, finishReason)
     }
 
-    /// The answer's id (the same in every chunk).
-    public var id: String
-    /// `chat.completion.chunk`.
-    public var object: String
-    /// When the answer began, in seconds since 1970.
-    public var created: Int
-    /// The model that answers.
-    public var model: String
-    /// The choices' deltas; empty in the usage chunk.
-    public var choices: [Choice]
-    /// Set only in the last chunk, when the request asked for it (`stream_options.include_usage`).
-    public var usage: ChatUsage?
-
-    /// Creates a chunk.
-    public init(id: String, created: Int, model: String, choices: [Choice], usage: ChatUsage? = nil) {
-        self.id = id
-        self.object = "chat.completion.chunk"
-        self.created = created
-        self.model = model
-        self.choices = choices
-        self.usage = usage
+    private enum CodingKeys: String, CodingKey {
+        case index, delta
+        case finishReason = "finish_reason"
     }
 }
 
