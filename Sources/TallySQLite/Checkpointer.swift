@@ -12,11 +12,16 @@ import Synchronization
 /// without blocking the writer or the readers). The log starts over from its beginning only once a checkpoint
 /// has copied all of it, which a checkpoint racing steady writes rarely does; so when the log passes
 /// ``backstop`` pages the writer checkpoints it itself, as SQLite would, with most of it already copied.
+/// Passive checkpoints give way to each other and to readers, so on a starved machine the log could still grow
+/// with every commit; past ``ceiling`` pages the writer waits for a checkpoint that copies the whole log and lets
+/// the next commit start it over (the bound holds however the threads are scheduled).
 final class Checkpointer: Sendable {
     /// Log pages after which a background checkpoint is asked for (SQLite's automatic one runs at 1,000).
     let threshold: Int32
     /// Log pages after which the writer checkpoints in its own commit.
     let backstop: Int32
+    /// Log pages after which the writer waits for the whole log to be copied (four backstops).
+    var ceiling: Int32 { backstop * 4 }
     private let connection: DatabaseQueue
     private let pending = Atomic<Bool>(false)
 
@@ -39,13 +44,25 @@ final class Checkpointer: Sendable {
         sqlite3_wal_hook(db.sqliteConnection, { box, connection, _, pages in
             guard let box else { return SQLITE_OK }
             let checkpointer = Unmanaged<WeakCheckpointer>.fromOpaque(box).takeUnretainedValue().checkpointer
-            if pages >= checkpointer?.backstop ?? 1_000 {
+            if let checkpointer, pages >= checkpointer.ceiling {
+                // A checkpoint under way elsewhere makes this one fail at once (no busy handler for that lock):
+                // wait for the background one, which never waits for the writer, then copy the rest.
+                if sqlite3_wal_checkpoint_v2(connection, nil, SQLITE_CHECKPOINT_RESTART, nil, nil) == SQLITE_BUSY {
+                    checkpointer.waitForBackground()
+                    sqlite3_wal_checkpoint_v2(connection, nil, SQLITE_CHECKPOINT_RESTART, nil, nil)
+                }
+            } else if pages >= checkpointer?.backstop ?? 1_000 {
                 sqlite3_wal_checkpoint_v2(connection, nil, SQLITE_CHECKPOINT_PASSIVE, nil, nil)
             } else if pages >= checkpointer?.threshold ?? .max {
                 checkpointer?.checkpointInBackground()
             }
             return SQLITE_OK
         }, box)
+    }
+
+    /// Returns once the background checkpoint that is pending, if any, is done (its connection's queue is serial).
+    private func waitForBackground() {
+        try? connection.inDatabase { _ in }
     }
 
     /// Puts one passive checkpoint on the checkpointing connection, unless one is pending already.
