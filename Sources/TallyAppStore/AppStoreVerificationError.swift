@@ -1,28 +1,8 @@
 /// Why a signed payload was refused: one named error per rule of ``AppStoreVerifier``, with a stable ``code`` for an
 /// API's error answer. Its ``message`` says which rule failed and never quotes the payload, a certificate or the token.
 public struct AppStoreVerificationError: Error, Hashable, Sendable, CustomStringConvertible {
-    /// The refusal's stable name (`invalid_signature`, `untrusted_chain`, …).
-    public struct Code: AppStoreStringValue {
-        /// The code as an API answers it.
-        public let rawValue: String
-        /// Wraps a code string.
-        public init(rawValue: String) { self.rawValue = rawValue }
-
-        /// Not a JWS, or a header or payload that is not what the App Store signs.
-        public static let malformed = Self(rawValue: "malformed")
-        /// The header's `alg` is not `ES256`.
-        public static let unsupportedAlgorithm = Self(rawValue: "unsupported_algorithm")
-        /// The `x5c` chain does not lead to a configured root under Apple's rules (``reason`` says which).
-        public static let untrustedChain = Self(rawValue: "untrusted_chain")
-        /// The signature does not verify with the leaf certificate's key (the payload or header was changed).
-        public static let invalidSignature = Self(rawValue: "invalid_signature")
-        /// Signed for another app's bundle id.
-        public static let wrongBundle = Self(rawValue: "wrong_bundle")
-        /// Signed for an environment the configuration does not accept (or one never accepted: `Xcode`, `LocalTesting`).
-        public static let wrongEnvironment = Self(rawValue: "wrong_environment")
-        /// A Production notification for another app id, or with none configured to compare with.
-        public static let wrongApp = Self(rawValue: "wrong_app")
-    }
+    /// The refusal's stable name (`invalid_signature`, `untrusted_chain`, …), as an API answers it.
+    public typealias Code = AppStoreValue<AppStoreValueKind.VerificationFailure>
 
     /// The rule of the certificate chain that failed (``Code/untrustedChain`` only).
     public enum ChainReason: String, Hashable, Sendable {
@@ -73,4 +53,21 @@ public struct AppStoreConfigurationError: Error, Hashable, Sendable, CustomStrin
     public init(_ message: String) { self.message = message }
     /// The message.
     public var description: String { message }
+}
+
+extension AppStoreValue where Kind == AppStoreValueKind.VerificationFailure {
+    /// Not a JWS, or a header or payload that is not what the App Store signs.
+    public static var malformed: Self { Self(rawValue: "malformed") }
+    /// The header's `alg` is not `ES256`.
+    public static var unsupportedAlgorithm: Self { Self(rawValue: "unsupported_algorithm") }
+    /// The `x5c` chain does not lead to a configured root under Apple's rules (``AppStoreVerificationError/reason`` says which).
+    public static var untrustedChain: Self { Self(rawValue: "untrusted_chain") }
+    /// The signature does not verify with the leaf certificate's key (the payload or header was changed).
+    public static var invalidSignature: Self { Self(rawValue: "invalid_signature") }
+    /// Signed for another app's bundle id.
+    public static var wrongBundle: Self { Self(rawValue: "wrong_bundle") }
+    /// Signed for an environment the configuration does not accept (or one never accepted: `Xcode`, `LocalTesting`).
+    public static var wrongEnvironment: Self { Self(rawValue: "wrong_environment") }
+    /// A Production notification for another app id, or with none configured to compare with.
+    public static var wrongApp: Self { Self(rawValue: "wrong_app") }
 }
