@@ -48,11 +48,9 @@ public struct AppleIdentityVerifier: Sendable {
         self.maximumNotificationAge = maximumNotificationAge
     }
 
+    /// What an identity token says beyond ``Envelope``.
     private struct IdentityClaims: Decodable {
-        var iss: String
-        var aud: AppleAudienceClaim
         var exp: Double
-        var iat: Double
         var sub: String
         var nonce: String?
         var email: String?
@@ -65,10 +63,8 @@ public struct AppleIdentityVerifier: Sendable {
     /// one: nil skips the nonce rule (and with it the protection against a token taken from another request). A token
     /// that verifies verifies again until it expires: taking each once is the caller's (``AppleIdentity/tokenDigest``).
     public func verify(identityToken: String, rawNonce: String?, now: Date) async throws(AppleIDVerificationError) -> AppleIdentity {
-        let jws = try await verifiedJWS(identityToken, now: now)
+        let (jws, audience, issuedAt) = try await verified(identityToken, "identity token", now: now)
         let claims = try jws.claims(IdentityClaims.self, "identity token")
-        let audience = try check(issuer: claims.iss, audience: claims.aud)
-        let issuedAt = try AppleInstant.date(seconds: claims.iat, claim: "iat")
         let expiresAt = try AppleInstant.date(seconds: claims.exp, claim: "exp")
         guard expiresAt > issuedAt else { throw AppleIDVerificationError.malformed("the token expires before it was issued") }
         guard now <= expiresAt.addingTimeInterval(leeway) else { throw AppleIDVerificationError(.expired, "the token has expired") }
@@ -88,10 +84,8 @@ public struct AppleIdentityVerifier: Sendable {
             tokenDigest: jws.digest)
     }
 
+    /// What a notification says beyond ``Envelope``.
     private struct NotificationClaims: Decodable {
-        var iss: String
-        var aud: AppleAudienceClaim
-        var iat: Double
         var jti: String
         var events: String
     }
@@ -109,11 +103,9 @@ public struct AppleIdentityVerifier: Sendable {
     /// ``maximumNotificationAge``, then its `events` claim — a JSON string — decoded. `event_time` is read as
     /// milliseconds when it is beyond the year 5138 in seconds (Apple has sent both).
     public func verifyNotification(_ payload: String, now: Date) async throws(AppleIDVerificationError) -> AppleAccountEvent {
-        let jws = try await verifiedJWS(payload, now: now)
-        let claims = try jws.claims(NotificationClaims.self, "notification")
-        let audience = try check(issuer: claims.iss, audience: claims.aud)
-        let issuedAt = try AppleInstant.date(seconds: claims.iat, claim: "iat")
+        let (jws, audience, issuedAt) = try await verified(payload, "notification", now: now)
         try check(issuedAt: issuedAt, now: now, maximumAge: maximumNotificationAge)
+        let claims = try jws.claims(NotificationClaims.self, "notification")
         guard let events = try? JSONDecoder().decode(Events.self, from: Data(claims.events.utf8)) else {
             throw AppleIDVerificationError.malformed("the notification's events claim is not the JSON Apple sends")
         }
@@ -128,6 +120,24 @@ public struct AppleIdentityVerifier: Sendable {
     }
 
     // MARK: Rules
+
+    /// The claims every token and notification of Apple's carries.
+    private struct Envelope: Decodable {
+        var iss: String
+        var aud: AppleAudienceClaim
+        var iat: Double
+    }
+
+    /// Steps 1 to 4, the same for a token and a notification (`what`, for messages): the JWS verified, its issuer and
+    /// audience; the audience the token names and its `iat` (whose age each caller checks, after its own rules).
+    private func verified(
+        _ token: String, _ what: String, now: Date
+    ) async throws(AppleIDVerificationError) -> (jws: AppleJWS, audience: String, issuedAt: Date) {
+        let jws = try await verifiedJWS(token, now: now)
+        let envelope = try jws.claims(Envelope.self, what)
+        let audience = try check(issuer: envelope.iss, audience: envelope.aud)
+        return (jws, audience, try AppleInstant.date(seconds: envelope.iat, claim: "iat"))
+    }
 
     /// Steps 1 to 3: the JWS split, its key found, its signature verified.
     private func verifiedJWS(_ token: String, now: Date) async throws(AppleIDVerificationError) -> AppleJWS {
