@@ -53,7 +53,12 @@ struct SQLiteCommittedCacheTests {
         // would let it reach 1,000), however the threads are scheduled.
         #expect(largestLog > 0 && largestLog <= (4 * 32 + 16) * (4096 + 24) + 32, "largest log \(largestLog) bytes")
         #expect(try await store!.wallet(userId: userId, now: now)?.balance == Int64(grants))
+        // The writer's last job may hold the store a moment after the caller's answer: reopen once it is gone.
+        weak let closing = store
         store = nil
+        let deadline = ContinuousClock.now + .seconds(30)
+        while closing != nil, ContinuousClock.now < deadline { await Task.yield() }
+        try #require(closing == nil, "the store was never released")
         let reopened = try SQLiteStore(path: path)
         #expect(try await reopened.wallet(userId: userId, now: now)?.balance == Int64(grants))
         #expect(try await reopened.entries(userId: userId, before: nil, limit: 100).count == 100)
