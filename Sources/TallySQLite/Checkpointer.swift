@@ -1,3 +1,4 @@
+import Foundation
 import GRDB
 import GRDBSQLite
 import Synchronization
@@ -22,13 +23,17 @@ final class Checkpointer: Sendable {
     let backstop: Int32
     /// Log pages after which the writer waits for the whole log to be copied (four backstops).
     var ceiling: Int32 { backstop * 4 }
+    /// The writer's busy timeout, restored after its checkpoint at the ceiling (which runs without one).
+    let writerBusyMilliseconds: Int32
     private let connection: DatabaseQueue
     private let pending = Atomic<Bool>(false)
 
-    /// Opens the checkpointing connection to the database at `path` (which must exist already).
-    init(path: String, threshold: Int32, backstop: Int32) throws {
+    /// Opens the checkpointing connection to the database at `path` (which must exist already); `writerBusy` is the
+    /// writer's busy timeout in seconds.
+    init(path: String, threshold: Int32, backstop: Int32, writerBusy: TimeInterval) throws {
         precondition(0 < threshold && threshold < backstop)
         (self.threshold, self.backstop) = (threshold, backstop)
+        writerBusyMilliseconds = Int32(writerBusy * 1000)
         var configuration = Configuration()
         configuration.label = "tally.checkpointer"
         configuration.busyMode = .timeout(10)
@@ -45,12 +50,15 @@ final class Checkpointer: Sendable {
             guard let box else { return SQLITE_OK }
             let checkpointer = Unmanaged<WeakCheckpointer>.fromOpaque(box).takeUnretainedValue().checkpointer
             if let checkpointer, pages >= checkpointer.ceiling {
-                // A checkpoint under way elsewhere makes this one fail at once (no busy handler for that lock):
+                // Without a busy timeout: a long read must not stall every write (the log starts over at a later
+                // commit, once readers have left it). A checkpoint under way elsewhere makes this one fail at once:
                 // wait for the background one, which never waits for the writer, then copy the rest.
+                sqlite3_busy_timeout(connection, 0)
                 if sqlite3_wal_checkpoint_v2(connection, nil, SQLITE_CHECKPOINT_RESTART, nil, nil) == SQLITE_BUSY {
                     checkpointer.waitForBackground()
                     sqlite3_wal_checkpoint_v2(connection, nil, SQLITE_CHECKPOINT_RESTART, nil, nil)
                 }
+                sqlite3_busy_timeout(connection, checkpointer.writerBusyMilliseconds)
             } else if pages >= checkpointer?.backstop ?? 1_000 {
                 sqlite3_wal_checkpoint_v2(connection, nil, SQLITE_CHECKPOINT_PASSIVE, nil, nil)
             } else if pages >= checkpointer?.threshold ?? .max {

@@ -57,14 +57,15 @@ public final class SQLiteStore: MaintenanceStore {
         ownership = try Self.takeOwnership(of: path)
         changes = WriterChanges(wallets: wallets, sessions: sessions, pages: pages, replays: replays, counting: countingWrites)
         var configuration = Configuration()
-        configuration.busyMode = .timeout(10)
+        configuration.busyMode = .timeout(Self.busyTimeout)
         configuration.foreignKeysEnabled = true
         configuration.prepareDatabase { db in
             try db.run(sql: "PRAGMA synchronous = NORMAL")
         }
         do {
             pool = try DatabasePool(path: path, configuration: configuration)
-            checkpointer = try Checkpointer(path: path, threshold: checkpoint.threshold, backstop: checkpoint.backstop)
+            checkpointer = try Checkpointer(
+                path: path, threshold: checkpoint.threshold, backstop: checkpoint.backstop, writerBusy: Self.busyTimeout)
             quickReaders = try QuickReaders(path: path, count: 2, configuration: configuration)
             pool.writeWithoutTransaction { db in checkpointer.watch(db) }
         } catch {
@@ -76,6 +77,9 @@ public final class SQLiteStore: MaintenanceStore {
     deinit {
         close(ownership)
     }
+
+    /// How long a connection waits for a lock another holds, in seconds.
+    static let busyTimeout: TimeInterval = 10
 
     /// The database file is in use by another store.
     public struct DatabaseInUse: Error, CustomStringConvertible {
