@@ -1,4 +1,3 @@
-import Foundation
 import GRDB
 import GRDBSQLite
 import Synchronization
@@ -28,12 +27,11 @@ final class Checkpointer: Sendable {
     private let connection: DatabaseQueue
     private let pending = Atomic<Bool>(false)
 
-    /// Opens the checkpointing connection to the database at `path` (which must exist already); `writerBusy` is the
-    /// writer's busy timeout in seconds.
-    init(path: String, threshold: Int32, backstop: Int32, writerBusy: TimeInterval) throws {
+    /// Opens the checkpointing connection to the database at `path` (which must exist already); `writerBusyMilliseconds`
+    /// is the writer's busy timeout.
+    init(path: String, threshold: Int32, backstop: Int32, writerBusyMilliseconds: Int32) throws {
         precondition(0 < threshold && threshold < backstop)
-        (self.threshold, self.backstop) = (threshold, backstop)
-        writerBusyMilliseconds = Int32(writerBusy * 1000)
+        (self.threshold, self.backstop, self.writerBusyMilliseconds) = (threshold, backstop, writerBusyMilliseconds)
         var configuration = Configuration()
         configuration.label = "tally.checkpointer"
         configuration.busyMode = .timeout(10)

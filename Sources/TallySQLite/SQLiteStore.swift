@@ -57,7 +57,7 @@ public final class SQLiteStore: MaintenanceStore {
         ownership = try Self.takeOwnership(of: path)
         changes = WriterChanges(wallets: wallets, sessions: sessions, pages: pages, replays: replays, counting: countingWrites)
         var configuration = Configuration()
-        configuration.busyMode = .timeout(Self.busyTimeout)
+        configuration.busyMode = .timeout(TimeInterval(Self.busyMilliseconds) / 1000)
         configuration.foreignKeysEnabled = true
         configuration.prepareDatabase { db in
             try db.run(sql: "PRAGMA synchronous = NORMAL")
@@ -65,7 +65,7 @@ public final class SQLiteStore: MaintenanceStore {
         do {
             pool = try DatabasePool(path: path, configuration: configuration)
             checkpointer = try Checkpointer(
-                path: path, threshold: checkpoint.threshold, backstop: checkpoint.backstop, writerBusy: Self.busyTimeout)
+                path: path, threshold: checkpoint.threshold, backstop: checkpoint.backstop, writerBusyMilliseconds: Self.busyMilliseconds)
             quickReaders = try QuickReaders(path: path, count: 2, configuration: configuration)
             pool.writeWithoutTransaction { db in checkpointer.watch(db) }
         } catch {
@@ -78,8 +78,8 @@ public final class SQLiteStore: MaintenanceStore {
         close(ownership)
     }
 
-    /// How long a connection waits for a lock another holds, in seconds.
-    static let busyTimeout: TimeInterval = 10
+    /// How long a connection waits for a lock another holds, in milliseconds.
+    static let busyMilliseconds: Int32 = 10_000
 
     /// The database file is in use by another store.
     public struct DatabaseInUse: Error, CustomStringConvertible {
