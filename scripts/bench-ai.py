@@ -295,25 +295,26 @@ def bystander(args):
 
 def peers(args):
     tokens = lines(args.tokens)
-    paths = ["direct", "tally", "litellm"]
+    paths = ["direct", "relay", "tally", "litellm"]
     report = {}
     failures = []
     for concurrency in args.concurrency:
         for kind in ["text"] + args.image.split(","):
             image = None if kind == "text" else kind
             bodies = {"direct": question(args.upstream_model, image, args.max_tokens, True),
+                      "relay": question(args.upstream_model, image, args.max_tokens, True),
                       "tally": question(args.model, image, args.max_tokens, True),
                       "litellm": question(args.model, image, args.max_tokens, True)}
-            ports = {"direct": args.upstream_port, "tally": args.port, "litellm": args.litellm_port}
+            ports = {"direct": args.upstream_port, "relay": args.relay_port, "tally": args.port, "litellm": args.litellm_port}
             rows = {path: [] for path in paths}
             deadline = time.monotonic() + args.seconds
 
             def worker(i):
-                turn = i % 3
+                turn = i % len(paths)
                 while time.monotonic() < deadline:
-                    path = paths[turn % 3]
+                    path = paths[turn % len(paths)]
                     turn += 1
-                    key = {"direct": args.upstream_key, "tally": "tally:" + tokens[i],
+                    key = {"direct": args.upstream_key, "relay": args.upstream_key, "tally": "tally:" + tokens[i],
                            "litellm": args.litellm_key}[path]
                     try:
                         status, first, total, text, _ = call(ports[path], bodies[path], key, True)
@@ -335,7 +336,7 @@ def peers(args):
                 case[path] = {"n": len(rows[path]),
                               "first_byte": stats([first for first, _ in rows[path]]),
                               "total": stats([total for _, total in rows[path]])}
-            for path in ("tally", "litellm"):
+            for path in ("relay", "tally", "litellm"):
                 for measure in ("first_byte", "total"):
                     for q in ("p50", "p99"):
                         mine, direct = case[path][measure][q], case["direct"][measure][q]
@@ -449,26 +450,32 @@ def render_images(args):
 
 def render_peers(args):
     r, b = json.loads(args.result), json.loads(args.books)
-    lines_ = ["| case | measure | direct p50 / p99 | Tally p50 / p99 | LiteLLM p50 / p99 | added p50: Tally / LiteLLM | LiteLLM ÷ Tally | ≥ 10× |",
-              "|---|---|---|---|---|---|---|---|"]
+    lines_ = ["| case | measure | direct p50 / p99 | floor: C relay p50 / p99 | Tally p50 / p99 | LiteLLM p50 / p99 "
+              "| added p50: floor / Tally / LiteLLM | LiteLLM ÷ Tally | ≥ 10× |",
+              "|---|---|---|---|---|---|---|---|---|"]
     ok = r["failure_count"] == 0
     answered = 0
     for name, case in r["cases"].items():
         concurrency = name.rsplit("@", 1)[1]
         answered += case["tally"]["n"]
-        label = f"{concurrency} streams, {case['label']} ({case['direct']['n']} / {case['tally']['n']} / {case['litellm']['n']} calls)"
+        calls = " / ".join(str(case[p]["n"]) for p in ("direct", "relay", "tally", "litellm"))
+        label = f"{concurrency} streams, {case['label']} ({calls} calls)"
         for measure, title in (("first_byte", "first byte"), ("total", "total")):
+            floor = case["relay"][f"added_{measure}_p50"]
             mine, theirs = case["tally"][f"added_{measure}_p50"], case["litellm"][f"added_{measure}_p50"]
             met = mine is not None and theirs is not None and theirs > 0 and mine * 10 <= theirs
             ok = ok and met
             ratio = "—" if not mine or theirs is None else (f"{theirs / mine:.0f}×" if mine > 0 else "Tally ≤ 0")
-            cells = [f"{ms(case[p][measure]['p50'])} / {ms(case[p][measure]['p99'])}" for p in ("direct", "tally", "litellm")]
-            lines_.append(f"| {label} | {title} (ms) | {' | '.join(cells)} | {signed(mine)} / {signed(theirs)} | {ratio} | {'met' if met else '**not met**'} |")
+            cells = [f"{ms(case[p][measure]['p50'])} / {ms(case[p][measure]['p99'])}" for p in ("direct", "relay", "tally", "litellm")]
+            lines_.append(f"| {label} | {title} (ms) | {' | '.join(cells)} | {signed(floor)} / {signed(mine)} / {signed(theirs)} "
+                          f"| {ratio} | {'met' if met else '**not met**'} |")
     books_ok = b["ok"] and b["captures"] == answered
     ok = ok and books_ok
     lines_.append("")
-    lines_.append(f"LiteLLM {args.litellm_version}'s proxy, one worker, no database. "
-                  f"Streams of 20 tokens {args.token_ms} ms apart; every worker cycles the three paths. Calls other than 200: "
+    lines_.append(f"LiteLLM {args.litellm_version}'s proxy, one worker, no database. The floor: scripts/bench-lib/relay.c, which "
+                  "reads each body whole and sends it on unchanged (the second upload that any gateway pays which must see "
+                  "the whole body before calling; nothing else). "
+                  f"Streams of 20 tokens {args.token_ms} ms apart; every worker cycles the four paths. Calls other than 200: "
                   f"{r['failure_count']}{' (' + '; '.join(dict.fromkeys(r['failures'])) + ')' if r['failures'] else ''}. Tally's books: "
                   f"{b['users']} users, {b['held']} held, {b['captures']} captures for {answered} answers "
                   f"({'balanced' if books_ok else '**not balanced**'}).")
@@ -486,6 +493,7 @@ def main():
     for name in ("images", "peers"):
         p = sub.add_parser(name)
         p.add_argument("--port", type=int, required=True, help="tally serve's API port")
+        p.add_argument("--relay-port", type=int, required=True, help="scripts/bench-lib/relay.c's port, on dev-llm")
         p.add_argument("--upstream-port", type=int, required=True, help="tally-dev dev-llm's port")
         p.add_argument("--upstream-key", required=True)
         p.add_argument("--tokens", required=True, help="user access tokens, one a line")
@@ -496,7 +504,6 @@ def main():
     p = sub.choices["images"]
     p.add_argument("--server-pid", type=int, required=True)
     p.add_argument("--upstream-pid", type=int, required=True, help="tally-dev dev-llm's pid (its CPU time)")
-    p.add_argument("--relay-port", type=int, required=True, help="scripts/bench-lib/relay.c's port, on dev-llm")
     p.add_argument("--concurrency", type=int, default=32)
     p.add_argument("--rounds", type=int, default=3)
     p.add_argument("--pause", type=float, default=0.5)
@@ -507,7 +514,7 @@ def main():
     p.add_argument("--litellm-port", type=int, required=True)
     p.add_argument("--litellm-key", required=True)
     p.add_argument("--concurrency", type=lambda s: [int(c) for c in s.split(",")], default=[6, 32])
-    p.add_argument("--seconds", type=float, default=15)
+    p.add_argument("--seconds", type=float, default=20)
     p = sub.add_parser("books")
     p.add_argument("--admin-port", type=int, required=True)
     p.add_argument("--admin-key", required=True)
