@@ -28,13 +28,13 @@ final class Checkpointer: Sendable {
     private let pending = Atomic<Bool>(false)
 
     /// Opens the checkpointing connection to the database at `path` (which must exist already); `writerBusyMilliseconds`
-    /// is the writer's busy timeout.
+    /// is the writer's busy timeout, and this connection's.
     init(path: String, threshold: Int32, backstop: Int32, writerBusyMilliseconds: Int32) throws {
         precondition(0 < threshold && threshold < backstop)
         (self.threshold, self.backstop, self.writerBusyMilliseconds) = (threshold, backstop, writerBusyMilliseconds)
         var configuration = Configuration()
         configuration.label = "tally.checkpointer"
-        configuration.busyMode = .timeout(10)
+        configuration.busyMode = .timeout(Double(writerBusyMilliseconds) / 1000)
         connection = try DatabaseQueue(path: path, configuration: configuration)
     }
 
