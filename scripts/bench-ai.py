@@ -182,7 +182,8 @@ def images(args):
 
     results = {"direct": [], "relay": [], "gateway": []}
     own = []  # each answered gateway call's own time (its Server-Timing `gateway`), ms
-    cpu = {(path, who): 0.0 for path in results for who in ("tally", "dev-llm")}  # CPU seconds during each path's bursts
+    processes = {"tally": args.server_pid, "dev-llm": args.upstream_pid, "relay": args.relay_pid}
+    cpu = {(path, who): 0.0 for path in results for who in processes}  # CPU seconds during each path's bursts
     windows = []  # (start, end) of each gateway burst
     failures = []
     orders = (("direct", "relay", "gateway"), ("gateway", "direct", "relay"), ("relay", "gateway", "direct"))
@@ -209,13 +210,13 @@ def images(args):
 
             threads = [threading.Thread(target=one, args=(i,), daemon=True) for i in range(args.concurrency)]
             started = time.monotonic()
-            cpu_before = cpu_seconds(args.server_pid), cpu_seconds(args.upstream_pid)
+            cpu_before = {who: cpu_seconds(pid) for who, pid in processes.items()}
             for thread in threads:
                 thread.start()
             for thread in threads:
                 thread.join(TIMEOUT * 2)
-            cpu[path, "tally"] += cpu_seconds(args.server_pid) - cpu_before[0]
-            cpu[path, "dev-llm"] += cpu_seconds(args.upstream_pid) - cpu_before[1]
+            for who, pid in processes.items():
+                cpu[path, who] += cpu_seconds(pid) - cpu_before[who]
             if any(thread.is_alive() for thread in threads):
                 failures.append(f"{path}: a burst did not end within {TIMEOUT * 2} s")
             if path == "gateway":
@@ -442,7 +443,7 @@ def render_images(args):
 |---|---|---|---|
 | answers | direct {d['n']} × 200; Tally {g['n']} × 200, {r['gateway_busy']} × 503 `busy` (p50 {ms(r['gateway_busy_ms']['p50'])} ms; {at_once} bodies fit in `requestBytesInFlight`); other statuses or resets: {r['failure_count']} | every answer 200 or 503 `busy` | {verdict(answers_ok)} |
 | server RSS before / peak / after (every 100 ms, {r['rss_samples']} samples) | {r['rss_before'] / MIB:.1f} / {r['rss_peak'] / MIB:.1f} / {r['rss_after'] / MIB:.1f} MiB: growth **{growth / MIB:.1f} MiB** | ≤ {BODY_COPIES} × `requestBytesInFlight` + {RSS_CONSTANT // MIB} MiB = {bound / MIB:.0f} MiB | {verdict(rss_ok)} |
-| CPU a call (the processes' user + system time over the bursts ÷ answered calls) | Tally {cpu_ms('gateway tally', g['n'])} ms an answered gateway call (its `busy` answers' drained bodies included); dev-llm {cpu_ms('direct dev-llm', d['n'])} ms a direct call, {cpu_ms('gateway dev-llm', g['n'])} ms a call through Tally | — | — |
+| CPU a call (the processes' user + system time over the bursts ÷ answered calls) | Tally {cpu_ms('gateway tally', g['n'])} ms an answered gateway call (its `busy` answers' drained bodies included), the relay {cpu_ms('relay relay', f['n'])} ms a relayed call (likewise); dev-llm {cpu_ms('direct dev-llm', d['n'])} ms a direct call, {cpu_ms('gateway dev-llm', g['n'])} ms a call through Tally | — | — |
 | a bystander's `GET /v1/wallet` during the Tally bursts, p50 / p99 ({wallet['n']} calls) | {ms(wallet['p50'])} / {ms(wallet['p99'])} ms; errors {r['wallet_errors']} | p99 ≤ 50 ms | {verdict(wallet['p99'] is not None and wallet['p99'] <= 50 and r['wallet_errors'] == 0)} |
 | books after the burst | {b['users']} users: every ledger sums to its wallet, {b['held']} held, {b['captures']} captures for {g['n']} answers | balanced | {verdict(books_ok)} |{failures}""")
     return 0 if answers_ok and books_ok and rss_ok and r["wallet_errors"] == 0 else 1
@@ -504,6 +505,7 @@ def main():
     p = sub.choices["images"]
     p.add_argument("--server-pid", type=int, required=True)
     p.add_argument("--upstream-pid", type=int, required=True, help="tally-dev dev-llm's pid (its CPU time)")
+    p.add_argument("--relay-pid", type=int, required=True, help="the relay's pid (its CPU time)")
     p.add_argument("--concurrency", type=int, default=32)
     p.add_argument("--rounds", type=int, default=3)
     p.add_argument("--pause", type=float, default=0.5)
