@@ -22,19 +22,17 @@ final class Checkpointer: Sendable {
     let backstop: Int32
     /// Log pages after which the writer waits for the whole log to be copied (four backstops).
     var ceiling: Int32 { backstop * 4 }
-    /// The writer's busy timeout, restored after its checkpoint at the ceiling (which runs without one).
-    let writerBusyMilliseconds: Int32
     private let connection: DatabaseQueue
     private let pending = Atomic<Bool>(false)
 
-    /// Opens the checkpointing connection to the database at `path` (which must exist already); `writerBusyMilliseconds`
-    /// is the writer's busy timeout, and this connection's.
-    init(path: String, threshold: Int32, backstop: Int32, writerBusyMilliseconds: Int32) throws {
+    /// Opens the checkpointing connection to the database at `path` (which must exist already), with the store's busy
+    /// timeout (``SQLiteStore/busyMilliseconds``).
+    init(path: String, threshold: Int32, backstop: Int32) throws {
         precondition(0 < threshold && threshold < backstop)
-        (self.threshold, self.backstop, self.writerBusyMilliseconds) = (threshold, backstop, writerBusyMilliseconds)
+        (self.threshold, self.backstop) = (threshold, backstop)
         var configuration = Configuration()
         configuration.label = "tally.checkpointer"
-        configuration.busyMode = .timeout(Double(writerBusyMilliseconds) / 1000)
+        configuration.busyMode = .timeout(Double(SQLiteStore.busyMilliseconds) / 1000)
         connection = try DatabaseQueue(path: path, configuration: configuration)
     }
 
@@ -56,7 +54,7 @@ final class Checkpointer: Sendable {
                     checkpointer.waitForBackground()
                     sqlite3_wal_checkpoint_v2(connection, nil, SQLITE_CHECKPOINT_RESTART, nil, nil)
                 }
-                sqlite3_busy_timeout(connection, checkpointer.writerBusyMilliseconds)
+                sqlite3_busy_timeout(connection, SQLiteStore.busyMilliseconds)
             } else if pages >= checkpointer?.backstop ?? 1_000 {
                 sqlite3_wal_checkpoint_v2(connection, nil, SQLITE_CHECKPOINT_PASSIVE, nil, nil)
             } else if pages >= checkpointer?.threshold ?? .max {

@@ -64,8 +64,7 @@ public final class SQLiteStore: MaintenanceStore {
         }
         do {
             pool = try DatabasePool(path: path, configuration: configuration)
-            checkpointer = try Checkpointer(
-                path: path, threshold: checkpoint.threshold, backstop: checkpoint.backstop, writerBusyMilliseconds: Self.busyMilliseconds)
+            checkpointer = try Checkpointer(path: path, threshold: checkpoint.threshold, backstop: checkpoint.backstop)
             quickReaders = try QuickReaders(path: path, count: 2, configuration: configuration)
             pool.writeWithoutTransaction { db in checkpointer.watch(db) }
         } catch {
@@ -78,7 +77,8 @@ public final class SQLiteStore: MaintenanceStore {
         close(ownership)
     }
 
-    /// How long a connection waits for a lock another holds, in milliseconds.
+    /// How long a connection waits for a lock another holds, in milliseconds (the writer's, the readers' and the
+    /// checkpointer's; the writer's checkpoint at the ceiling runs without one, then restores it).
     static let busyMilliseconds: Int32 = 10_000
 
     /// The database file is in use by another store.
