@@ -32,7 +32,8 @@ struct GuardedHTTP1Channel: ServerChildChannel {
     /// cost ~2 ms less CPU each and a burst of them answers sooner. A request of a few hundred bytes still reads into a
     /// small buffer. One read a connection before the event loop turns (`maxMessagesPerRead` 1, NIO's default 4), so a
     /// turn copies at most 512 KiB an uploading connection and a small request sharing the loop is not kept waiting:
-    /// with 1 MiB, or 4 reads a turn, a bystander's p99 passed 50 ms during a burst (benchmarks/bench-ai-reads-*).
+    /// with 1 MiB, or 4 reads a turn, a bystander's p99 passed 50 ms during a burst
+    /// (benchmarks/bench-ai-reads-2026-11-28-458cc07.md).
     static let reads = AdaptiveRecvByteBufferAllocator(minimum: 64, initial: 2048, maximum: 512 * 1024)
 
     func handle(value: Value, logger: Logger) async {
