@@ -15,7 +15,7 @@ struct GuardedHTTP1Channel: ServerChildChannel {
         let guardHandler = ConnectionGuardHandler(limiter: limiter)
         do {
             try channel.pipeline.syncOperations.addHandler(guardHandler)
-            try channel.syncOptions?.setOption(ChannelOptions.recvAllocator, value: Self.reads)
+            try channel.syncOptions?.setOption(ChannelOptions.recvAllocator, value: Self.readSizes)
             try channel.syncOptions?.setOption(ChannelOptions.maxMessagesPerRead, value: 1)
         } catch {
             return channel.eventLoop.makeFailedFuture(error)
@@ -28,13 +28,13 @@ struct GuardedHTTP1Channel: ServerChildChannel {
     }
 
     /// Reads that grow with what a connection sends, up to 512 KiB: an upload of megabytes (a chat body with images)
-    /// then takes a twentieth of the reads, wake-ups and window updates of NIO's default 64 KiB ceiling — 8 MiB images
+    /// then takes an eighth of the reads, wake-ups and window updates of NIO's default 64 KiB ceiling — 8 MiB images
     /// cost ~2 ms less CPU each and a burst of them answers sooner. A request of a few hundred bytes still reads into a
     /// small buffer. One read a connection before the event loop turns (`maxMessagesPerRead` 1, NIO's default 4), so a
     /// turn copies at most 512 KiB an uploading connection and a small request sharing the loop is not kept waiting:
     /// with 1 MiB, or 4 reads a turn, a bystander's p99 passed 50 ms during a burst
     /// (benchmarks/bench-ai-reads-2026-11-28-458cc07.md).
-    static let reads = AdaptiveRecvByteBufferAllocator(minimum: 64, initial: 2048, maximum: 512 * 1024)
+    static let readSizes = AdaptiveRecvByteBufferAllocator(minimum: 64, initial: 2048, maximum: 512 * 1024)
 
     func handle(value: Value, logger: Logger) async {
         await http1.handle(value: value, logger: logger)
