@@ -183,8 +183,11 @@ final class ConfigurationShape {
     /// found where the other was expected; values are left to the decoder.
     func check(_ node: Node, at path: ConfigurationPath, problems: inout [String]) {
         switch (kind, node) {
-        case (.value, _), _ where node.null != nil:
-            // A value's type, and an empty key (`limits:` alone, which keeps the defaults), are the decoder's to judge.
+        case (.value, _):
+            // A value's type is the decoder's to judge,
+            return
+        case _ where node.null != nil:
+            // and so is an empty key (`limits:` alone, which keeps the defaults).
             return
         case (.list, .sequence(let sequence)):
             for (index, item) in sequence.enumerated() {
