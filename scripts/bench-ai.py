@@ -507,7 +507,7 @@ def main():
     p.add_argument("--upstream-pid", type=int, required=True, help="tally-dev dev-llm's pid (its CPU time)")
     p.add_argument("--relay-pid", type=int, required=True, help="the relay's pid (its CPU time)")
     p.add_argument("--concurrency", type=int, default=32)
-    p.add_argument("--rounds", type=int, default=3)
+    p.add_argument("--rounds", type=int, default=30)
     p.add_argument("--pause", type=float, default=0.5)
     p.add_argument("--settle", type=float, default=3)
     p.add_argument("--bystander-rate", type=float, default=20)

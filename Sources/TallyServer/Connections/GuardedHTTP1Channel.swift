@@ -15,8 +15,10 @@ struct GuardedHTTP1Channel: ServerChildChannel {
         let guardHandler = ConnectionGuardHandler(limiter: limiter)
         do {
             try channel.pipeline.syncOperations.addHandler(guardHandler)
-            try channel.syncOptions?.setOption(ChannelOptions.recvAllocator, value: Self.readSizes)
-            try channel.syncOptions?.setOption(ChannelOptions.maxMessagesPerRead, value: 1)
+            if let options = channel.syncOptions {
+                try options.setOption(ChannelOptions.recvAllocator, value: Self.readSizes)
+                try options.setOption(ChannelOptions.maxMessagesPerRead, value: 1)
+            }
         } catch {
             return channel.eventLoop.makeFailedFuture(error)
         }
