@@ -308,6 +308,7 @@ def peers(args):
                       "litellm": question(args.model, image, args.max_tokens, True)}
             ports = {"direct": args.upstream_port, "relay": args.relay_port, "tally": args.port, "litellm": args.litellm_port}
             rows = {path: [] for path in paths}
+            own = []  # Tally's Server-Timing gateway (ms) a call
             deadline = time.monotonic() + args.seconds
 
             def worker(i):
@@ -318,7 +319,7 @@ def peers(args):
                     key = {"direct": args.upstream_key, "relay": args.upstream_key, "tally": "tally:" + tokens[i],
                            "litellm": args.litellm_key}[path]
                     try:
-                        status, first, total, text, _ = call(ports[path], bodies[path], key, True)
+                        status, first, total, text, headers = call(ports[path], bodies[path], key, True)
                     except (OSError, http.client.HTTPException) as error:
                         failures.append(f"{path} {kind} x{concurrency}: {type(error).__name__}: {error}")
                         continue
@@ -326,6 +327,8 @@ def peers(args):
                         failures.append(f"{path} {kind} x{concurrency}: {status} {text[:200]!r}")
                         continue
                     rows[path].append((first, total))
+                    if path == "tally" and timing(headers, "gateway") is not None:
+                        own.append(timing(headers, "gateway"))
 
             threads = [threading.Thread(target=worker, args=(i,), daemon=True) for i in range(concurrency)]
             for thread in threads:
@@ -342,6 +345,7 @@ def peers(args):
                     for q in ("p50", "p99"):
                         mine, direct = case[path][measure][q], case["direct"][measure][q]
                         case[path][f"added_{measure}_{q}"] = None if mine is None or direct is None else mine - direct
+            case["tally"]["gateway"] = stats(own)
             case["label"] = "text" if image is None else f"{os.path.basename(image)} ({os.path.getsize(image) / 1024:.0f} KiB)"
             report[f"{kind}@{concurrency}"] = case
             print(f"peers {case['label']} x{concurrency}: " + ", ".join(
@@ -475,6 +479,11 @@ def render_peers(args):
                           f"| {ratio} | {'met' if met else '**not met**'} |")
     books_ok = b["ok"] and b["captures"] == answered
     ok = ok and books_ok
+    lines_.append("")
+    lines_.append("Tally's own time a call, as its `Server-Timing: gateway` says (the body read whole → the upstream request: "
+                  "parse, checks, hold; no upload), p50 / p99 ms: " + "; ".join(
+                      f"{case['label'].split(' (')[0]} × {name.rsplit('@', 1)[1]} {ms(case['tally']['gateway']['p50'])} / "
+                      f"{ms(case['tally']['gateway']['p99'])}" for name, case in r["cases"].items() if "gateway" in case["tally"]) + ".")
     lines_.append("")
     lines_.append(f"LiteLLM {args.litellm_version}'s proxy, one worker, no database. The floor: scripts/bench-lib/relay.c, which "
                   "reads each body whole and sends it on unchanged (the second upload that any gateway pays which must see "
