@@ -51,14 +51,16 @@ struct ChatRequest: Sendable {
         let configuration = ai.configuration
         @Sendable func parsed() throws(APIError) -> ChatRequest { try parse(buffer, user: user, configuration: configuration) }
         // A body with images (megabytes: milliseconds to read, check and write again) is handled on the gateway's
-        // low-priority threads, so that the cooperative threads and the event loops keep answering everyone else.
-        var chat = buffer.readableBytes > Self.offloadedBodyBytes ? try await ai.bulk.run { try parsed() } : try parsed()
+        // low-priority threads, so that the cooperative threads and the event loops keep answering everyone else;
+        // one of a photo's size at a time here (``BulkWork/run(bytes:_:)``).
+        let size = buffer.readableBytes
+        var chat = size > Self.offloadedBodyBytes ? try await ai.bulk.run(bytes: size) { try parsed() } : try parsed()
         chat.reservation = reservation
         chat.bodyRead = bodyRead
         return chat
     }
 
-    /// Bodies larger than this are parsed on ``BulkWork``'s threads.
+    /// Bodies larger than this are parsed through ``BulkWork`` (on its threads unless one of a photo's size, alone).
     static let offloadedBodyBytes = 256 * 1024
 
     /// Checks the JSON `bytes` against the configuration and builds the upstream request of `user` (a Tally user id,
