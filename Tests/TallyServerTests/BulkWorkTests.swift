@@ -44,8 +44,7 @@ struct BulkWorkTests {
 
     /// The calling thread's nice value.
     static func niceness() -> Int32 {
-        errno = 0
-        return getpriority(__priority_which_t(PRIO_PROCESS.rawValue), 0)
+        getpriority(__priority_which_t(PRIO_PROCESS.rawValue), 0)
     }
 }
 #endif
