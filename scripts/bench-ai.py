@@ -327,8 +327,9 @@ def peers(args):
                         failures.append(f"{path} {kind} x{concurrency}: {status} {text[:200]!r}")
                         continue
                     rows[path].append((first, total))
-                    if path == "tally" and timing(headers, "gateway") is not None:
-                        own.append(timing(headers, "gateway"))
+                    gateway = timing(headers, "gateway") if path == "tally" else None
+                    if gateway is not None:
+                        own.append(gateway)
 
             threads = [threading.Thread(target=worker, args=(i,), daemon=True) for i in range(concurrency)]
             for thread in threads:
