@@ -398,12 +398,11 @@ def books(args):
 # ---------------------------------------------------------------- Markdown
 
 MIB = 1 << 20
-# The bound the image burst's RSS growth must meet. At most requestBytesInFlight bytes of bodies are admitted at once,
-# and while its call runs an admitted body lives about four times: the parsed request, the upstream body (an array
-# grown by appending), the idempotency fingerprint of a non-streamed call (its canonical bytes made into a String;
-# made with or without an Idempotency-Key) and the HTTP client's copy until the answer is read; a fifth for the
-# transient copies (the bytes read, until parsed; the canonical bytes, until made a String). The constant is the
-# allocator's slack and the connections' buffers. docs/ai-gateway.md says "about three times": see BENCHMARKS.md.
+# The bound the image burst's RSS growth must meet. At most requestBytesInFlight bytes of bodies are admitted at once.
+# While its call runs an admitted body lives once (the collected buffer: its messages are sent upstream from it and
+# its images measured in it), plus the socket reads until collected and whatever the HTTP client holds until the
+# answer is read; the bound allows five copies, from when the parse made strings and an upstream body of its own. The
+# constant is the allocator's slack and the connections' buffers.
 BODY_COPIES = 5
 RSS_CONSTANT = 128 * MIB
 

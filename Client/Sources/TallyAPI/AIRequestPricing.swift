@@ -58,6 +58,29 @@ public enum AIPricing {
     /// scheme (`image_url_not_allowed`), audio (`audio_not_supported`), an unknown `detail`, part type or part field
     /// (`invalid_field`).
     public static func measure(request body: [JSONKey: JSONValue], model: AIModelSpec) throws(AIContentRefusal) -> PromptMeasure {
+        try measure(request: body, model: model) { url, maxBytes in ImageDataURL.measure(url, maxBytes: maxBytes) }
+    }
+
+    /// ``measure(request:model:)`` of a body read as ``JSONObjectText`` from `text`, whose `data:` URLs left in the
+    /// text (`dataURLs`) are measured where they lie; nil when a stand-in is not the URL of exactly one image part
+    /// (a `data:` URL written as text, say), whose body must then be read again whole.
+    @_spi(Gateway)
+    public static func measure(
+        request body: [JSONKey: JSONValue], dataURLs: [String: Range<Int>], in text: UnsafeBufferPointer<UInt8>, model: AIModelSpec
+    ) throws(AIContentRefusal) -> PromptMeasure? {
+        var used: Set<String> = []
+        var reused = false
+        let measure = try measure(request: body, model: model) { url, maxBytes in
+            guard let range = dataURLs[url] else { return ImageDataURL.measure(url, maxBytes: maxBytes) }
+            reused = reused || !used.insert(url).inserted
+            return ImageDataURL.measure(utf8: UnsafeBufferPointer(rebasing: text[range]), maxBytes: maxBytes, base64Checked: true)
+        }
+        return !reused && used.count == dataURLs.count ? measure : nil
+    }
+
+    private static func measure(
+        request body: [JSONKey: JSONValue], model: AIModelSpec, dataURL: (String, Int) -> Result<ImageDataURL, ImageDataURL.Failure>
+    ) throws(AIContentRefusal) -> PromptMeasure {
         guard case .array(let messages)? = body["messages"] else {
             return PromptMeasure(textTokens: PromptBound.tokens(request: body), images: [])
         }
@@ -74,7 +97,7 @@ public enum AIPricing {
                     if let rule = model.images, images.count == rule.maxPerRequest {
                         throw AIContentRefusal(.tooManyImages, "At most \(rule.maxPerRequest) images a request on '\(model.name)'.")
                     }
-                    images.append(try measureImage(part, model: model, message: index, part: partIndex))
+                    images.append(try measureImage(part, model: model, message: index, part: partIndex, dataURL: dataURL))
                 case .string("input_audio")?, .string("audio")?:
                     throw AIContentRefusal(
                         .audioNotSupported, "Audio parts are not supported: audio is billed by its length, which a hold cannot bound.")
@@ -91,7 +114,9 @@ public enum AIPricing {
         return PromptMeasure(textTokens: PromptBound.tokens(request: textBody), images: images)
     }
 
-    private static func measureImage(_ part: JSONValue, model: AIModelSpec, message: Int, part index: Int) throws(AIContentRefusal) -> MeasuredImage {
+    private static func measureImage(
+        _ part: JSONValue, model: AIModelSpec, message: Int, part index: Int, dataURL: (String, Int) -> Result<ImageDataURL, ImageDataURL.Failure>
+    ) throws(AIContentRefusal) -> MeasuredImage {
         guard let rule = model.images else {
             throw AIContentRefusal(.imagesNotSupported, "The model '\(model.name)' does not take images.")
         }
@@ -112,7 +137,7 @@ public enum AIPricing {
         default: throw AIContentRefusal(.invalidField, "An image's 'detail' must be low, high or auto.")
         }
         if url.utf8.prefix(5).map({ $0 | 0x20 }).elementsEqual("data:".utf8) {
-            switch ImageDataURL.measure(url, maxBytes: rule.maxBytes) {
+            switch dataURL(url, rule.maxBytes) {
             case .success(let measured):
                 let tokens = rule.tokens(width: measured.header.width, height: measured.header.height, detail: detail)
                 return MeasuredImage(message: message, part: index, detail: detail, source: .data(measured), tokens: tokens)

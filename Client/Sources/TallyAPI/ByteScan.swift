@@ -47,8 +47,12 @@ enum ByteScan {
     }
 
     /// Whether every byte is in the standard base64 alphabet (`A–Z a–z 0–9 + /`; no padding).
-    static func isBase64Alphabet(_ bytes: UnsafeBufferPointer<UInt8>) -> Bool {
-        var index = 0
+    static func isBase64Alphabet(_ bytes: UnsafeBufferPointer<UInt8>) -> Bool { base64Run(bytes, from: 0) == bytes.count }
+
+    /// The index of the first byte from `start` outside the standard base64 alphabet (`A–Z a–z 0–9 + /`), or
+    /// `bytes.count`: where a `data:` URL's base64 ends.
+    static func base64Run(_ bytes: UnsafeBufferPointer<UInt8>, from start: Int) -> Int {
+        var index = max(start, 0)
         if let base = bytes.baseAddress {
             let raw = UnsafeRawPointer(base)
             // Ranges as one unsigned comparison each (a byte below the range wraps past it): the form that stays in
@@ -60,10 +64,11 @@ enum ByteScan {
                 let bytes = chunk(raw, index)
                 let valid = ((bytes &- upper) .< letters) .| ((bytes &- lower) .< letters) .| ((bytes &- digit) .< digits)
                     .| (bytes .== plus) .| (bytes .== slash)
-                if !all(valid) { return false }
+                if !all(valid) { break }
                 index += Chunk.scalarCount
             }
         }
-        return bytes[index...].allSatisfy { Base64Bytes.value($0) != nil }
+        while index < bytes.count, Base64Bytes.value(bytes[index]) != nil { index += 1 }
+        return index
     }
 }

@@ -31,8 +31,9 @@ public struct ImageDataURL: Sendable, Hashable {
         return url.withUTF8 { measure(utf8: $0, maxBytes: maxBytes) }
     }
 
-    /// Measures a `data:` URL given as UTF-8 bytes.
-    static func measure(utf8 url: UnsafeBufferPointer<UInt8>, maxBytes: Int) -> Result<ImageDataURL, Failure> {
+    /// Measures a `data:` URL given as UTF-8 bytes; `base64Checked`: the caller has found every byte after its first
+    /// comma in the base64 alphabet but for up to two `=` at the end (``JSONObjectText``), which is not checked again.
+    static func measure(utf8 url: UnsafeBufferPointer<UInt8>, maxBytes: Int, base64Checked: Bool = false) -> Result<ImageDataURL, Failure> {
         let prefix = Array("data:".utf8)
         guard url.count > prefix.count, zip(url, prefix).allSatisfy({ $0.0 | 0x20 == $0.1 | 0x20 }),
             let comma = url.firstIndex(of: UInt8(ascii: ","))
@@ -45,7 +46,7 @@ public struct ImageDataURL: Sendable, Hashable {
             return .failure(.unsupportedType(String(pieces[0].prefix(64))))
         }
         let text = UnsafeBufferPointer(rebasing: url[(comma + 1)...])
-        guard let bytes = Base64Bytes(text) else { return .failure(.invalidBase64) }
+        guard let bytes = Base64Bytes(text, alphabetChecked: base64Checked) else { return .failure(.invalidBase64) }
         guard bytes.count <= maxBytes else { return .failure(.tooLarge(bytes: bytes.count, limit: maxBytes)) }
         switch ImageHeader.read(bytes) {
         case .failure(let failure): return .failure(.header(failure))
@@ -65,13 +66,13 @@ struct Base64Bytes: RandomAccessCollection {
     let count: Int
 
     /// A view of `text`, or nil when it is not standard base64 (alphabet `A–Z a–z 0–9 + /`, `=` padding only at the
-    /// end, a length that is a multiple of 4).
-    init?(_ text: UnsafeBufferPointer<UInt8>) {
+    /// end, a length that is a multiple of 4); `alphabetChecked`: the caller has checked the alphabet before the `=`.
+    init?(_ text: UnsafeBufferPointer<UInt8>, alphabetChecked: Bool = false) {
         guard text.count % 4 == 0 else { return nil }
         // Up to two `=` at the end; before them, only the alphabet (checked sixteen bytes at a time: this runs over megabytes).
         var end = text.count
         while end > 0, text.count - end < 2, text[end - 1] == UInt8(ascii: "=") { end -= 1 }
-        guard ByteScan.isBase64Alphabet(UnsafeBufferPointer(rebasing: text[..<end])) else { return nil }
+        guard alphabetChecked || ByteScan.isBase64Alphabet(UnsafeBufferPointer(rebasing: text[..<end])) else { return nil }
         self.text = text
         self.count = text.count / 4 * 3 - (text.count - end)
     }

@@ -169,10 +169,22 @@ extension JSONValue {
     public static func parse(_ text: String) throws(JSONParseError) -> JSONValue { try parse(Array(text.utf8)) }
 }
 
-private struct JSONParser {
+struct JSONParser {
     let bytes: UnsafeBufferPointer<UInt8>
     var index = 0
     var depth = 0
+    /// Set: base64 `data:` URL strings are not read into strings but noted in ``dataURLs`` under a stand-in that
+    /// starts with this (``JSONObjectText``).
+    var standInPrefix: String?
+    /// The stand-ins of the `data:` URLs left in the text, and where each URL's text lies (between its quotes).
+    var dataURLs: [String: Range<Int>] = [:]
+    /// Where each top-level member's value lies, when the text is an object.
+    var members: [JSONKey: Range<Int>] = [:]
+
+    init(bytes: UnsafeBufferPointer<UInt8>, standInPrefix: String? = nil) {
+        self.bytes = bytes
+        self.standInPrefix = standInPrefix
+    }
 
     mutating func document() throws(JSONParseError) -> JSONValue {
         let value = try self.value()
@@ -198,7 +210,14 @@ private struct JSONParser {
         switch bytes[index] {
         case UInt8(ascii: "{"): return try object()
         case UInt8(ascii: "["): return try array()
-        case UInt8(ascii: "\""): return .string(try string())
+        case UInt8(ascii: "\""):
+            if let prefix = standInPrefix, let url = dataURL() {
+                index = url.upperBound + 1
+                let standIn = prefix + String(dataURLs.count)
+                dataURLs[standIn] = url
+                return .string(standIn)
+            }
+            return .string(try string())
         case UInt8(ascii: "t"): try literal("true"); return .bool(true)
         case UInt8(ascii: "f"): try literal("false"); return .bool(false)
         case UInt8(ascii: "n"): try literal("null"); return .null
@@ -236,7 +255,10 @@ private struct JSONParser {
             skipWhitespace()
             guard index < bytes.count, bytes[index] == UInt8(ascii: ":") else { throw fail("expected ':'") }
             index += 1
+            skipWhitespace()
+            let start = index
             let value = try self.value()
+            if depth == 1 { members[key] = start..<index }
             guard fields.updateValue(value, forKey: key) == nil else { throw fail("duplicate key") }
             skipWhitespace()
             guard index < bytes.count else { throw fail("unexpected end") }
@@ -302,6 +324,26 @@ private struct JSONParser {
     }
 
     func isDigit(_ byte: UInt8) -> Bool { byte >= UInt8(ascii: "0") && byte <= UInt8(ascii: "9") }
+
+    /// At an opening quote: the text between the quotes when the string is a base64 `data:` URL (`data:` in any
+    /// case, printable ASCII to its first comma within 256 bytes, then only the base64 alphabet and up to two `=`),
+    /// which as JSON needs no unescaping and as base64 no second check; nil for every other string. One vector scan
+    /// over an image's megabytes, nothing copied.
+    func dataURL() -> Range<Int>? {
+        let start = index + 1
+        guard start + 5 <= bytes.count, zip(bytes[start..<start + 5], "data:".utf8).allSatisfy({ $0 | 0x20 == $1 }) else { return nil }
+        var comma = start + 5
+        while comma < bytes.count, bytes[comma] != UInt8(ascii: ",") {
+            let byte = bytes[comma]
+            guard comma - start < 256, byte >= 0x20, byte < 0x7F, byte != UInt8(ascii: "\""), byte != UInt8(ascii: "\\") else { return nil }
+            comma += 1
+        }
+        guard comma < bytes.count else { return nil }
+        var end = ByteScan.base64Run(bytes, from: comma + 1)
+        for _ in 0..<2 where end < bytes.count && bytes[end] == UInt8(ascii: "=") { end += 1 }
+        guard end < bytes.count, bytes[end] == UInt8(ascii: "\"") else { return nil }
+        return start..<end
+    }
 
     /// A string starting at the opening quote; validates UTF-8 and escapes.
     mutating func string() throws(JSONParseError) -> String {

@@ -1,6 +1,6 @@
 import Foundation
 import Hummingbird
-import TallyAPI
+@_spi(Gateway) import TallyAPI
 import TallyStore
 
 /// A client's Chat Completions request, checked, bounded and rewritten for the upstream: a pure function of the
@@ -23,8 +23,10 @@ struct ChatRequest: Sendable {
     /// The body sent upstream (made where the body is parsed: for a large one, off the cooperative threads), its
     /// `messages` the client's bytes as sent.
     let upstreamBody: UpstreamBody
-    /// The client's body as sent.
+    /// The client's body as parsed: an image's `data:` URL is a stand-in when ``body`` is kept.
     let clientBody: [JSONKey: JSONValue]
+    /// The body's bytes, when ``clientBody`` holds stand-ins for `data:` URLs left in them (``JSONObjectText``).
+    let body: ByteBuffer?
     /// The body's bytes in this process's ``RequestBodyBudget``: given back when the last copy of this request goes
     /// (the call's end), since until then its bytes live on here and in the upstream request.
     private(set) var reservation: RequestBodyBudget.Reservation?
@@ -34,8 +36,12 @@ struct ChatRequest: Sendable {
     /// A true upper bound on the prompt's tokens: the text's bound plus every image's tokens.
     var promptBound: Int { measure.tokens }
 
-    /// The client's body in canonical form, for the `Idempotency-Key` fingerprint (non-streamed calls only).
-    var canonicalBody: [UInt8] { JSONValue.object(clientBody).bytes }
+    /// The client's body in canonical form, for the `Idempotency-Key` fingerprint (non-streamed calls only); a body
+    /// whose images were measured where they lie is parsed again whole for it.
+    var canonicalBody: [UInt8] {
+        guard let body, let whole = try? JSONValue.parse(body.readableBytesView) else { return JSONValue.object(clientBody).bytes }
+        return whole.bytes
+    }
 
     /// The most the call can cost: what is held before the upstream is called.
     var maxCost: Int64 { model.cost(promptTokens: promptBound, completionTokens: completionLimit) }
@@ -66,15 +72,28 @@ struct ChatRequest: Sendable {
     /// Checks the JSON `bytes` against the configuration and builds the upstream request of `user` (a Tally user id,
     /// sent upstream as `user` for the provider's abuse monitoring). Every content part is checked and measured by
     /// ``AIPricing/measure(request:model:)`` — the function an app estimates with —, whose refusals answer 400 with
-    /// their codes; the messages reach the upstream as sent, byte for byte.
+    /// their codes; the messages reach the upstream as sent, byte for byte. An image's `data:` URL is measured where
+    /// it lies in `bytes` (``JSONObjectText``), never copied into a string.
     static func parse(_ bytes: ByteBuffer, user: String, configuration: AIConfiguration) throws(APIError) -> ChatRequest {
-        let body: JSONValue
-        do {
-            body = try JSONValue.parse(bytes.readableBytesView)
-        } catch {
-            throw APIError(.invalidJSON, "The body is not valid JSON: \(error.description).")
+        // Read again whole only when a `data:` URL is not an image's (written as text, say): its stand-in would be
+        // counted, not its text.
+        if let request = try parse(bytes, user: user, configuration: configuration, leavingDataURLs: true) { return request }
+        // Read whole, no stand-in is left to miss: never nil.
+        guard let request = try parse(bytes, user: user, configuration: configuration, leavingDataURLs: false) else {
+            throw APIError(.invalidImage, "The request's images could not be measured.")
         }
-        guard var object = body.objectValue else { throw APIError(.invalidJSON, "The body must be a JSON object.") }
+        return request
+    }
+
+    private static func parse(
+        _ bytes: ByteBuffer, user: String, configuration: AIConfiguration, leavingDataURLs: Bool
+    ) throws(APIError) -> ChatRequest? {
+        let text: JSONObjectText
+        switch bytes.withContiguousBytes({ bytes in Result { () throws(JSONParseError) in try JSONObjectText(bytes, leavingDataURLs: leavingDataURLs) } }) {
+        case .success(let parsed): text = parsed
+        case .failure(let error): throw APIError(.invalidJSON, "The body is not valid JSON: \(error.description).")
+        }
+        guard var object = text.value.objectValue else { throw APIError(.invalidJSON, "The body must be a JSON object.") }
         // Only fields a hold accounts for reach the provider (ChatRequestFields): a clear refusal, not a silent drop,
         // since a field a client sends changes what it gets.
         if let field = object.keys.filter({ ChatRequestFields.all[$0.string] == nil }).min() {
@@ -88,7 +107,9 @@ struct ChatRequest: Sendable {
             throw APIError(
                 .unknownModel, "No model named '\(name.prefix(128))' (models: \(configuration.models.map(\.name).joined(separator: ", "))).")
         }
-        guard case .array(let messages)? = object["messages"], !messages.isEmpty, messages.count <= 4_096 else {
+        guard case .array(let messages)? = object["messages"], !messages.isEmpty, messages.count <= 4_096,
+            let messagesText = text.members["messages"]
+        else {
             throw APIError(.invalidField, "'messages' must be a non-empty array (at most 4096).")
         }
         for message in messages {
@@ -118,11 +139,16 @@ struct ChatRequest: Sendable {
         let limit = model.completionLimit(requested: requested)
         // Every byte of each message's text (role, name, text, tool calls, JSON punctuation) bounds its tokens; each
         // image costs what the model's rule says of its pixel size. A refusal names what is wrong; nothing is held.
+        let measured = bytes.withContiguousBytes { bytes in
+            Result { () throws(AIContentRefusal) in
+                try AIPricing.measure(request: object, dataURLs: text.dataURLs, in: bytes, model: model)
+            }
+        }
         let measure: PromptMeasure
-        do throws(AIContentRefusal) {
-            measure = try AIPricing.measure(request: object, model: model)
-        } catch {
-            throw APIError(error.code, error.message)
+        switch measured {
+        case .success(let found?): measure = found
+        case .success(nil): return nil
+        case .failure(let error): throw APIError(error.code, error.message)
         }
 
         let clientBody = object
@@ -136,23 +162,20 @@ struct ChatRequest: Sendable {
         let request = ChatRequest(
             model: model, stream: stream, clientWantsUsage: clientWantsUsage, completionLimit: limit, measure: measure,
             textFeatures: PromptEstimator.Features(request: clientBody, bound: measure.textTokens),
-            upstreamBody: upstreamBody(object, bytes: bytes), clientBody: clientBody)
+            upstreamBody: upstreamBody(object, messages: bytes.getSlice(at: bytes.readerIndex + messagesText.lowerBound, length: messagesText.count)!),
+            clientBody: clientBody, body: text.dataURLs.isEmpty ? nil : bytes)
         guard request.maxCost <= Limits.maxAmount else { throw APIError(.invalidField, "The request is too large to hold for.") }
         return request
     }
 
-    /// `object` (the upstream's fields) with its `messages` the client's own bytes (a slice of `bytes`, no copy) when
-    /// their key is written plainly, as nearly always; else written again.
-    private static func upstreamBody(_ object: [JSONKey: JSONValue], bytes: ByteBuffer) -> UpstreamBody {
+    /// `object` (the upstream's fields) with its `messages` the client's own bytes (a slice of the body, no copy).
+    private static func upstreamBody(_ object: [JSONKey: JSONValue], messages: ByteBuffer) -> UpstreamBody {
         var rest = object
-        let messages = rest.removeValue(forKey: "messages") ?? .null
-        let range = bytes.withUnsafeReadableBytes { JSONMemberRange.of("messages", in: $0) }
-        let sent = range.flatMap { bytes.getSlice(at: bytes.readerIndex + $0.lowerBound, length: $0.count) }
-            ?? ByteBuffer(bytes: messages.bytes)
+        rest["messages"] = nil
         // `rest` holds at least `model` and `user`: `{…}` opens with a member to follow the messages.
         var tail = JSONValue.object(rest).bytes
         tail[0] = UInt8(ascii: ",")
-        return UpstreamBody(parts: [ByteBuffer(string: #"{"messages":"#), sent, ByteBuffer(bytes: tail)])
+        return UpstreamBody(parts: [ByteBuffer(string: #"{"messages":"#), messages, ByteBuffer(bytes: tail)])
     }
 
     private static func flag(_ value: JSONValue?, _ field: String) throws(APIError) -> Bool? {
@@ -196,5 +219,12 @@ struct ChatCharge: Sendable, Hashable {
             ?? (estimated, min(chunks, request.completionLimit), false)
         let amount = min(request.model.cost(promptTokens: prompt, completionTokens: completion), request.maxCost)
         return ChatCharge(promptTokens: prompt, completionTokens: completion, amount: amount, fromUsage: fromUsage)
+    }
+}
+
+extension ByteBuffer {
+    /// `body` of the readable bytes, where they lie (a buffer's storage is contiguous).
+    fileprivate func withContiguousBytes<T>(_ body: (UnsafeBufferPointer<UInt8>) -> T) -> T {
+        readableBytesView.withContiguousStorageIfAvailable(body)!
     }
 }
