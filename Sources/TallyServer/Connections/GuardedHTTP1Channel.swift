@@ -29,14 +29,14 @@ struct GuardedHTTP1Channel: ServerChildChannel {
         }.nonisolated()
     }
 
-    /// Reads that grow with what a connection sends, up to 512 KiB: an upload of megabytes (a chat body with images)
-    /// then takes an eighth of the reads, wake-ups and window updates of NIO's default 64 KiB ceiling — 8 MiB images
-    /// cost ~2 ms less CPU each and a burst of them answers sooner. A request of a few hundred bytes still reads into a
-    /// small buffer. One read a connection before the event loop turns (`maxMessagesPerRead` 1, NIO's default 4), so a
-    /// turn copies at most 512 KiB an uploading connection and a small request sharing the loop is not kept waiting:
-    /// with 1 MiB, or 4 reads a turn, a bystander's p99 passed 50 ms during a burst
-    /// (benchmarks/bench-ai-reads-2026-11-28-458cc07.md).
-    static let readSizes = AdaptiveRecvByteBufferAllocator(minimum: 64, initial: 2048, maximum: 512 * 1024)
+    /// Reads that grow with what a connection sends, up to 256 KiB: an upload of megabytes (a chat body with images)
+    /// then takes a quarter of the reads, wake-ups and window updates of NIO's default 64 KiB ceiling, and a burst of
+    /// 8 MiB images answers sooner. A request of a few hundred bytes still reads into a small buffer. One read a
+    /// connection before the event loop turns (`maxMessagesPerRead` 1, NIO's default 4), so a turn copies at most
+    /// 256 KiB an uploading connection and a small request sharing the loop is not kept waiting: a bystander's p99
+    /// during such a burst is 30-34 ms with 256 KiB, 42-45 with 384 KiB, 44-71 with 512 KiB, over 50 with 1 MiB or
+    /// 4 reads a turn (benchmarks/bench-ai-reads-2026-11-28-458cc07.md, bench-ai-in-place-2026-11-29-8a55053.md).
+    static let readSizes = AdaptiveRecvByteBufferAllocator(minimum: 64, initial: 2048, maximum: 256 * 1024)
 
     func handle(value: Value, logger: Logger) async {
         await http1.handle(value: value, logger: logger)
