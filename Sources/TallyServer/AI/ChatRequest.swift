@@ -23,10 +23,8 @@ struct ChatRequest: Sendable {
     /// The body sent upstream (made where the body is parsed: for a large one, off the cooperative threads), its
     /// `messages` the client's bytes as sent.
     let upstreamBody: UpstreamBody
-    /// The client's body as parsed: an image's `data:` URL is a stand-in when ``body`` is kept.
-    let clientBody: [JSONKey: JSONValue]
-    /// The body's bytes, when ``clientBody`` holds stand-ins for `data:` URLs left in them (``JSONObjectText``).
-    let body: ByteBuffer?
+    /// The client's body as sent.
+    let body: ByteBuffer
     /// The body's bytes in this process's ``RequestBodyBudget``: given back when the last copy of this request goes
     /// (the call's end), since until then its bytes live on here and in the upstream request.
     private(set) var reservation: RequestBodyBudget.Reservation?
@@ -36,12 +34,9 @@ struct ChatRequest: Sendable {
     /// A true upper bound on the prompt's tokens: the text's bound plus every image's tokens.
     var promptBound: Int { measure.tokens }
 
-    /// The client's body in canonical form, for the `Idempotency-Key` fingerprint (non-streamed calls only); a body
-    /// whose images were measured where they lie is parsed again whole for it.
-    var canonicalBody: [UInt8] {
-        guard let body, let whole = try? JSONValue.parse(body.readableBytesView) else { return JSONValue.object(clientBody).bytes }
-        return whole.bytes
-    }
+    /// The client's body in canonical form, for the `Idempotency-Key` fingerprint (non-streamed calls only): parsed
+    /// again whole, since the request's own reading left its images in the bytes (``JSONObjectText``).
+    var canonicalBody: [UInt8] { ((try? JSONValue.parse(body.readableBytesView)) ?? .null).bytes }
 
     /// The most the call can cost: what is held before the upstream is called.
     var maxCost: Int64 { model.cost(promptTokens: promptBound, completionTokens: completionLimit) }
@@ -151,7 +146,7 @@ struct ChatRequest: Sendable {
         case .failure(let error): throw APIError(error.code, error.message)
         }
 
-        let clientBody = object
+        let textFeatures = PromptEstimator.Features(request: object, bound: measure.textTokens)
         object["model"] = .string(model.upstreamModel)
         object["max_tokens"] = nil
         object["max_completion_tokens"] = nil
@@ -161,9 +156,9 @@ struct ChatRequest: Sendable {
         object["user"] = .string(user)
         let request = ChatRequest(
             model: model, stream: stream, clientWantsUsage: clientWantsUsage, completionLimit: limit, measure: measure,
-            textFeatures: PromptEstimator.Features(request: clientBody, bound: measure.textTokens),
+            textFeatures: textFeatures,
             upstreamBody: upstreamBody(object, messages: bytes.getSlice(at: bytes.readerIndex + messagesText.lowerBound, length: messagesText.count)!),
-            clientBody: clientBody, body: text.dataURLs.isEmpty ? nil : bytes)
+            body: bytes)
         guard request.maxCost <= Limits.maxAmount else { throw APIError(.invalidField, "The request is too large to hold for.") }
         return request
     }
@@ -225,6 +220,6 @@ struct ChatCharge: Sendable, Hashable {
 extension ByteBuffer {
     /// `body` of the readable bytes, where they lie (a buffer's storage is contiguous).
     fileprivate func withContiguousBytes<T>(_ body: (UnsafeBufferPointer<UInt8>) -> T) -> T {
-        readableBytesView.withContiguousStorageIfAvailable(body)!
+        withUnsafeReadableBytes { body($0.assumingMemoryBound(to: UInt8.self)) }
     }
 }
