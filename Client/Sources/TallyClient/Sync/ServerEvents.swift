@@ -103,6 +103,9 @@ struct ServerEventStream: Sendable {
                 failure = .transport(error)
             } catch let error as ClientError where [.offline, .timedOut, .rateLimited, .server].contains(error.code) {
                 failure = .transport(.offline)  // the token's refresh could not reach the server
+            } catch is CancellationError where !Task.isCancelled {
+                // A request ended as cancelled though this task was not: a lost connection, never the end of the stream.
+                failure = .transport(.connectionLost)
             }
             lastEventId = parser.lastEventId
             serverDelay = parser.reconnectionDelay ?? serverDelay

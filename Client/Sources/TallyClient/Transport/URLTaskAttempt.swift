@@ -17,8 +17,11 @@ final class URLTaskAttempt<Value: Sendable>: Sendable {
     private struct State {
         var continuation: CheckedContinuation<Value, any Error>?
         var task: URLSessionTask?
-        /// How the attempt ended, once it has.
+        /// Whether the attempt has ended.
         var ended = false
+        /// Whether it ended by the caller's cancellation or the deadline, so that its task is to be cancelled; an
+        /// answer ends it without (a stream's body is still to come).
+        var cancelsTask = false
     }
 
     private let state = Locked(State())
@@ -40,12 +43,14 @@ final class URLTaskAttempt<Value: Sendable>: Sendable {
         }
         guard !ended else { return continuation.resume(throwing: CancellationError()) }
         task.resume()
-        // Only a resumed task is cancelled (`end` cancels the task it finds here).
-        let endedMeanwhile = state.withLock { state -> Bool in
+        // Only a resumed task is cancelled (`end` cancels the task it finds here). An attempt that ended meanwhile is
+        // cancelled only if the caller or the deadline ended it: a stream's head that came first (a busy machine, a
+        // near server) leaves its task running, whose body is the stream.
+        let cancelNow = state.withLock { state -> Bool in
             if !state.ended { state.task = task }
-            return state.ended
+            return state.ended && state.cancelsTask
         }
-        if endedMeanwhile { cancelLater(task, on: delegateQueue) }
+        if cancelNow { cancelLater(task, on: delegateQueue) }
         // A timer of its own, off the cooperative pool: it fires even when the pool's threads are all busy.
         DispatchQueue.global().asyncAfter(deadline: .now() + max(0, min(deadline, 1e9))) { [weak self] in
             self?.end(.failure(TransportError.timedOut), cancellingTask: true)
@@ -61,7 +66,7 @@ final class URLTaskAttempt<Value: Sendable>: Sendable {
     private func end(_ result: Result<Value, any Error>, cancellingTask: Bool) {
         let (continuation, task) = state.withLock { state -> (CheckedContinuation<Value, any Error>?, URLSessionTask?) in
             guard !state.ended else { return (nil, nil) }
-            state.ended = true
+            (state.ended, state.cancelsTask) = (true, cancellingTask)
             defer { (state.continuation, state.task) = (nil, nil) }
             return (state.continuation, state.task)
         }
