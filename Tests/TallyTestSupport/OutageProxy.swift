@@ -15,25 +15,35 @@ public final class OutageProxy: Sendable {
     private let channels = Channels()
     private let onRequestBytes: @Sendable (ByteBuffer) -> Void
 
-    /// The listener and the forwarded connections.
+    /// The listener, the forwarded connections, and how many cuts there were: a connection accepted before a cut but
+    /// set up after it (its forward still connecting) is closed, never forwarded across the cut.
     private final class Channels: Sendable {
-        let state = Mutex<(listener: (any Channel)?, open: [any Channel])>((nil, []))
+        let state = Mutex<(listener: (any Channel)?, open: [any Channel], cuts: Int)>((nil, [], 0))
+
+        /// Keeps `channel` to be closed by the next cut, unless a cut came after the listener of `cuts` was bound.
+        func keep(_ channel: any Channel, boundAfter cuts: Int) -> Bool {
+            state.withLock { state in
+                guard state.cuts == cuts else { return false }
+                state.open.append(channel)
+                return true
+            }
+        }
     }
 
     /// Listens on a free loopback port and forwards to `targetHost:targetPort`.
     public init(targetHost: String = "127.0.0.1", targetPort: Int, onRequestBytes: @escaping @Sendable (ByteBuffer) -> Void = { _ in }) async throws {
         target = try SocketAddress.makeAddressResolvingHost(targetHost, port: targetPort)
         self.onRequestBytes = onRequestBytes
-        let listener = try await Self.bind(port: 0, target: target, group: group, channels: channels, onRequestBytes: onRequestBytes)
+        let listener = try await Self.bind(port: 0, cuts: 0, target: target, group: group, channels: channels, onRequestBytes: onRequestBytes)
         port = listener.localAddress?.port ?? 0
         channels.state.withLock { $0.listener = listener }
     }
 
     /// Closes every forwarded connection and stops listening: connects are refused until ``restore()``.
     public func cut() async {
-        let (listener, open) = channels.state.withLock { channels in
-            defer { channels = (nil, []) }
-            return channels
+        let (listener, open) = channels.state.withLock { state in
+            defer { (state.listener, state.open, state.cuts) = (nil, [], state.cuts + 1) }
+            return (state.listener, state.open)
         }
         try? await listener?.close()
         for channel in open { try? await channel.close() }
@@ -41,7 +51,8 @@ public final class OutageProxy: Sendable {
 
     /// Listens on the same port again.
     public func restore() async throws {
-        let listener = try await Self.bind(port: port, target: target, group: group, channels: channels, onRequestBytes: onRequestBytes)
+        let cuts = channels.state.withLock { $0.cuts }
+        let listener = try await Self.bind(port: port, cuts: cuts, target: target, group: group, channels: channels, onRequestBytes: onRequestBytes)
         channels.state.withLock { $0.listener = listener }
     }
 
@@ -49,20 +60,25 @@ public final class OutageProxy: Sendable {
     public func stop() async { await cut() }
 
     private static func bind(
-        port: Int, target: SocketAddress, group: any EventLoopGroup, channels: Channels, onRequestBytes: @escaping @Sendable (ByteBuffer) -> Void
+        port: Int, cuts: Int, target: SocketAddress, group: any EventLoopGroup, channels: Channels,
+        onRequestBytes: @escaping @Sendable (ByteBuffer) -> Void
     ) async throws -> any Channel {
         try await ServerBootstrap(group: group)
             .serverChannelOption(.socketOption(.so_reuseaddr), value: 1)
             .childChannelOption(.autoRead, value: false)
             .childChannelInitializer { inbound in
+                guard channels.keep(inbound, boundAfter: cuts) else { return inbound.eventLoop.makeFailedFuture(ChannelError.ioOnClosedChannel) }
                 let forward = Forward(to: nil, observe: onRequestBytes)
                 return inbound.pipeline.addHandler(forward).flatMap {
                     ClientBootstrap(group: inbound.eventLoop)
                         .channelInitializer { outbound in outbound.pipeline.addHandler(Forward(to: inbound, observe: nil)) }
                         .connect(to: target)
                 }.flatMap { outbound in
+                    guard channels.keep(outbound, boundAfter: cuts) else {
+                        outbound.close(promise: nil)
+                        return inbound.eventLoop.makeFailedFuture(ChannelError.ioOnClosedChannel)  // closed just below
+                    }
                     forward.partner = outbound
-                    channels.state.withLock { $0.open += [inbound, outbound] }
                     return inbound.setOption(.autoRead, value: true)
                 }.flatMapError { error in
                     inbound.close(promise: nil)
