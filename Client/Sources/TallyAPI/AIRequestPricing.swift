@@ -136,7 +136,7 @@ public enum AIPricing {
             detail = known
         default: throw AIContentRefusal(.invalidField, "An image's 'detail' must be low, high or auto.")
         }
-        if url.utf8.prefix(5).map({ $0 | 0x20 }).elementsEqual("data:".utf8) {
+        if ImageDataURL.hasDataScheme(url.utf8.prefix(5)) {
             switch dataURL(url, rule.maxBytes) {
             case .success(let measured):
                 let tokens = rule.tokens(width: measured.header.width, height: measured.header.height, detail: detail)

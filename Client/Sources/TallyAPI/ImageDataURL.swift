@@ -31,15 +31,18 @@ public struct ImageDataURL: Sendable, Hashable {
         return url.withUTF8 { measure(utf8: $0, maxBytes: maxBytes) }
     }
 
+    /// Whether `bytes` start with the scheme `data:`, in any case: the one test of it that the pricing, its measure and
+    /// the gateway's JSON reader share.
+    static func hasDataScheme(_ bytes: some Collection<UInt8>) -> Bool {
+        bytes.count >= 5 && zip(bytes, "data:".utf8).allSatisfy { $0 | 0x20 == $1 }
+    }
+
     /// Measures a `data:` URL given as UTF-8 bytes; `base64Checked`: the caller has found every byte after its first
     /// comma in the base64 alphabet but for up to two `=` at the end (``JSONObjectText``), which is not checked again.
     static func measure(utf8 url: UnsafeBufferPointer<UInt8>, maxBytes: Int, base64Checked: Bool = false) -> Result<ImageDataURL, Failure> {
-        let prefix = Array("data:".utf8)
-        guard url.count > prefix.count, zip(url, prefix).allSatisfy({ $0.0 | 0x20 == $0.1 | 0x20 }),
-            let comma = url.firstIndex(of: UInt8(ascii: ","))
-        else { return .failure(.notBase64DataURL) }
+        guard hasDataScheme(url), let comma = url.firstIndex(of: UInt8(ascii: ",")) else { return .failure(.notBase64DataURL) }
         // "image/png;charset=x;base64": the type, parameters, and base64 last.
-        let meta = String(decoding: url[prefix.count..<comma], as: UTF8.self)
+        let meta = String(decoding: url[5..<comma], as: UTF8.self)
         let pieces = meta.split(separator: ";", omittingEmptySubsequences: false)
         guard pieces.count >= 2, pieces.last?.lowercased() == "base64" else { return .failure(.notBase64DataURL) }
         guard let declared = ImageHeader.Format(mimeType: String(pieces[0])) else {

@@ -331,7 +331,7 @@ struct JSONParser {
     /// over an image's megabytes, nothing copied.
     func dataURL() -> Range<Int>? {
         let start = index + 1
-        guard start + 5 <= bytes.count, zip(bytes[start..<start + 5], "data:".utf8).allSatisfy({ $0 | 0x20 == $1 }) else { return nil }
+        guard ImageDataURL.hasDataScheme(bytes[start...]) else { return nil }
         var comma = start + 5
         while comma < bytes.count, bytes[comma] != UInt8(ascii: ",") {
             let byte = bytes[comma]
