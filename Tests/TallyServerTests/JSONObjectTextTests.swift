@@ -72,6 +72,7 @@ struct JSONObjectTextTests {
             #"data:image/png;base64,AA\/A"#, "data:image/png;base64,AA A", "data:image/png;base64,AAA===", #"data:image/p\"ng;base64,AA"#,
             "data:image/png;base64,AAé", "dat:image/png;base64,AA", "data:image/png;base64" + String(repeating: "A", count: 300),
             "data:" + String(repeating: "x", count: 300) + ",AA", #"data:image/png;base64,AA\u0041"#, "https://example.com/a.png",
+            #"data\u001aimage/png;base64,AA=="#,
         ]
         for url in kept {
             let body = #"{"u":""# + url + #""}"#
@@ -79,6 +80,10 @@ struct JSONObjectTextTests {
             let whole = try JSONValue.parse(body)
             #expect(parsed.dataURLs.isEmpty && parsed.value == whole, "\(url)")
         }
+        // A control byte where the colon goes is no scheme: written raw it is not JSON at all, and no URL is left.
+        let control = Array(#"{"u":"data"#.utf8) + [0x1A] + Array(#"image/png;base64,AA=="}"#.utf8)
+        #expect(throws: JSONParseError.self) { try control.withUnsafeBufferPointer { try JSONObjectText($0, leavingDataURLs: true) } }
+        #expect(ImageDataURL.measure("data\u{1A}image/png;base64,AA==", maxBytes: 100) == .failure(.notBase64DataURL))
         // The stand-ins differ from one parse to the next: no client can write one.
         let body = #"{"u":"data:image/png;base64,AA=="}"#
         let first = try Self.text(body).dataURLs.keys, second = try Self.text(body).dataURLs.keys

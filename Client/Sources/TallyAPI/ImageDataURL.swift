@@ -31,10 +31,11 @@ public struct ImageDataURL: Sendable, Hashable {
         return url.withUTF8 { measure(utf8: $0, maxBytes: maxBytes) }
     }
 
-    /// Whether `bytes` start with the scheme `data:`, in any case: the one test of it that the pricing, its measure and
-    /// the gateway's JSON reader share.
+    /// Whether `bytes` start with the scheme `data:`, its letters in any case: the one test of it that the pricing, its
+    /// measure and the gateway's JSON reader share. Only letters fold (`| 0x20` would also take the control byte 0x1A
+    /// for the colon).
     static func hasDataScheme(_ bytes: some Collection<UInt8>) -> Bool {
-        bytes.count >= 5 && zip(bytes, "data:".utf8).allSatisfy { $0 | 0x20 == $1 }
+        bytes.count >= 5 && zip(bytes, "data:".utf8).allSatisfy { byte, expected in byte == expected || (expected != UInt8(ascii: ":") && byte | 0x20 == expected) }
     }
 
     /// Measures a `data:` URL given as UTF-8 bytes; `base64Checked`: the caller has found every byte after its first
