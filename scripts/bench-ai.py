@@ -8,6 +8,9 @@
              every answer must be 200 or 503 `busy`
   peers      text and image questions at each --concurrency, every worker cycling dev-llm directly, Tally and
              LiteLLM's proxy (so all three see the same load): time to first byte and total, p50/p99, per path
+  ab         two builds of Tally on one dev-llm, every worker cycling dev-llm directly, A and B, short streams (one
+             token: thousands of calls a round): each round's first-byte p50 of the three and B - A, so that a change
+             worth a tenth of a millisecond shows (scripts/bench-lib/gateway-ab)
   books      every listed user's ledger entries sum to its balance and held, nothing held, the gateway's captures
   bystander  (used by images) GET /v1/wallet at --rate a second until its standard input closes
   render-images, render-peers
@@ -115,6 +118,20 @@ def call(port, body, key, stream):
         return resp.status, (first_byte - started) * 1000, (ended - started) * 1000, first + rest, dict(resp.getheaders())
     finally:
         conn.close()
+
+
+def streamed(port, body, key, label, failures):
+    """call() of a stream that must answer 200 with events: (first_byte_ms, total_ms, headers), or None with the
+    failure noted in failures under label."""
+    try:
+        status, first, total, text, headers = call(port, body, key, True)
+    except (OSError, http.client.HTTPException) as error:
+        failures.append(f"{label}: {type(error).__name__}: {error}")
+        return None
+    if status != 200 or b"data:" not in text:
+        failures.append(f"{label}: {status} {text[:200]!r}")
+        return None
+    return first, total, headers
 
 
 def timing(headers, name):
@@ -318,14 +335,10 @@ def peers(args):
                     turn += 1
                     key = {"direct": args.upstream_key, "relay": args.upstream_key, "tally": "tally:" + tokens[i],
                            "litellm": args.litellm_key}[path]
-                    try:
-                        status, first, total, text, headers = call(ports[path], bodies[path], key, True)
-                    except (OSError, http.client.HTTPException) as error:
-                        failures.append(f"{path} {kind} x{concurrency}: {type(error).__name__}: {error}")
+                    answer = streamed(ports[path], bodies[path], key, f"{path} {kind} x{concurrency}", failures)
+                    if answer is None:
                         continue
-                    if status != 200 or b"data:" not in text:
-                        failures.append(f"{path} {kind} x{concurrency}: {status} {text[:200]!r}")
-                        continue
+                    first, total, headers = answer
                     rows[path].append((first, total))
                     gateway = timing(headers, "gateway") if path == "tally" else None
                     if gateway is not None:
@@ -356,6 +369,43 @@ def peers(args):
 
 
 # ---------------------------------------------------------------- books
+
+def ab(args):
+    tokens = {"a": lines(args.tokens_a), "b": lines(args.tokens_b)}
+    ports = {"direct": args.upstream_port, "a": args.port_a, "b": args.port_b}
+    image = None if args.image == "text" else args.image
+    bodies = {"direct": question(args.upstream_model, image, args.max_tokens, True),
+              "a": question(args.model, image, args.max_tokens, True), "b": question(args.model, image, args.max_tokens, True)}
+    paths = ["direct", "a", "b"]
+    rounds, failures = [], []
+    for _ in range(args.rounds):
+        rows = {path: [] for path in paths}
+        deadline = time.monotonic() + args.seconds
+
+        def worker(i):
+            turn = i
+            while time.monotonic() < deadline:
+                path = paths[turn % len(paths)]
+                turn += 1
+                key = args.upstream_key if path == "direct" else "tally:" + tokens[path][i % len(tokens[path])]
+                answer = streamed(ports[path], bodies[path], key, path, failures)
+                if answer is not None:
+                    rows[path].append(answer[0])
+
+        threads = [threading.Thread(target=worker, args=(i,), daemon=True) for i in range(args.concurrency)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join(args.seconds + TIMEOUT * 2)
+        p50 = {path: median(rows[path]) for path in paths}
+        rounds.append({"n": min(len(rows[path]) for path in paths), **p50, "b_minus_a": p50["b"] - p50["a"]})
+        print(f"ab round {len(rounds)}: n {rounds[-1]['n']} direct {p50['direct']:.2f} a {p50['a']:.2f} b {p50['b']:.2f} "
+              f"b-a {p50['b'] - p50['a']:+.3f} ms", file=sys.stderr)
+    summary = {path: median([r[path] for r in rounds]) for path in paths}
+    summary["b_minus_a"] = median([r["b_minus_a"] for r in rounds])
+    print(json.dumps({"rounds": rounds, "median": summary, "failures": failures[:10], "failure_count": len(failures)}))
+    return 1 if failures else 0
+
 
 def books(args):
     admin = {"Authorization": "Bearer " + args.admin_key}
@@ -529,6 +579,20 @@ def main():
     p.add_argument("--litellm-key", required=True)
     p.add_argument("--concurrency", type=lambda s: [int(c) for c in s.split(",")], default=[6, 32])
     p.add_argument("--seconds", type=float, default=20)
+    p = sub.add_parser("ab")
+    p.add_argument("--port-a", type=int, required=True)
+    p.add_argument("--port-b", type=int, required=True)
+    p.add_argument("--tokens-a", required=True)
+    p.add_argument("--tokens-b", required=True)
+    p.add_argument("--upstream-port", type=int, required=True)
+    p.add_argument("--upstream-key", required=True)
+    p.add_argument("--image", default="text", help="an image file, or text")
+    p.add_argument("--model", default="vision")
+    p.add_argument("--upstream-model", default="dev")
+    p.add_argument("--max-tokens", type=int, default=1)
+    p.add_argument("--concurrency", type=int, default=1)
+    p.add_argument("--seconds", type=float, default=20)
+    p.add_argument("--rounds", type=int, default=3)
     p = sub.add_parser("books")
     p.add_argument("--admin-port", type=int, required=True)
     p.add_argument("--admin-key", required=True)
@@ -548,7 +612,7 @@ def main():
     sub.choices["render-peers"].add_argument("--token-ms", type=int, required=True)
     sub.choices["render-peers"].add_argument("--litellm-version", default="?")
     args = parser.parse_args()
-    commands = {"png": png, "images": images, "peers": peers, "books": books, "bystander": bystander,
+    commands = {"png": png, "images": images, "peers": peers, "ab": ab, "books": books, "bystander": bystander,
                 "render-images": render_images, "render-peers": render_peers}
     sys.exit(commands[args.command](args) or 0)
 
