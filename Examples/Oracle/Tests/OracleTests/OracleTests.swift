@@ -76,10 +76,13 @@ struct OracleTests {
             defer { follower.cancel() }
             try await server.grant(2, to: try await Self.userId(session))
             let base = Date(timeIntervalSince1970: 1_800_000_000)
-            for (index, question) in ["One?", "Two?", "Three?"].enumerated() {
-                try session.ask(question, at: base.addingTimeInterval(Double(index)))
-            }
-            #expect(session.history.count == 3, "shown at once")
+            try session.ask("One?", at: base)
+            try session.ask("Two?", at: base.addingTimeInterval(1))
+            // Both are paid for, so nothing can take them back: each shows the moment it is asked.
+            #expect(session.history.map(\.question) == ["One?", "Two?"], "shown at once")
+            // One token short: shown too, until the server refuses it. Its refusal may come back before the next
+            // line on a loaded machine (the sync engine pushes on its own thread), so it is not counted here.
+            try session.ask("Three?", at: base.addingTimeInterval(2))
             await Self.synced(session.client)
             for _ in 0..<300 where session.notice == nil || session.history.count != 2 { try await Task.sleep(for: .milliseconds(10)) }
             #expect(session.history.map(\.question) == ["One?", "Two?"])
