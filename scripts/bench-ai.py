@@ -368,9 +368,11 @@ def peers(args):
     print(json.dumps({"cases": report, "failures": failures[:10], "failure_count": len(failures)}))
 
 
-# ---------------------------------------------------------------- books
+# ---------------------------------------------------------------- ab
 
 def ab(args):
+    """Rounds of every worker cycling dev-llm directly, Tally A and Tally B (one user's token each a worker): each
+    round's first-byte p50 of the three and B - A, then their medians. Exit 1 when a call failed."""
     tokens = {"a": lines(args.tokens_a), "b": lines(args.tokens_b)}
     ports = {"direct": args.upstream_port, "a": args.port_a, "b": args.port_b}
     image = None if args.image == "text" else args.image
@@ -385,7 +387,9 @@ def ab(args):
         def worker(i):
             turn = i
             while time.monotonic() < deadline:
-                path = paths[turn % len(paths)]
+                # direct, A, B, then direct, B, A: whichever comes second after direct is faster by ~0.1 ms here.
+                cycle, step = divmod(turn, 3)
+                path = (paths if cycle % 2 == 0 else ["direct", "b", "a"])[step]
                 turn += 1
                 key = args.upstream_key if path == "direct" else "tally:" + tokens[path][i % len(tokens[path])]
                 answer = streamed(ports[path], bodies[path], key, path, failures)
@@ -398,14 +402,18 @@ def ab(args):
         for thread in threads:
             thread.join(args.seconds + TIMEOUT * 2)
         p50 = {path: median(rows[path]) for path in paths}
+        if None in p50.values():
+            failures.append(f"round {len(rounds) + 1}: a path answered nothing")
+            break
         rounds.append({"n": min(len(rows[path]) for path in paths), **p50, "b_minus_a": p50["b"] - p50["a"]})
         print(f"ab round {len(rounds)}: n {rounds[-1]['n']} direct {p50['direct']:.2f} a {p50['a']:.2f} b {p50['b']:.2f} "
               f"b-a {p50['b'] - p50['a']:+.3f} ms", file=sys.stderr)
-    summary = {path: median([r[path] for r in rounds]) for path in paths}
-    summary["b_minus_a"] = median([r["b_minus_a"] for r in rounds])
+    summary = {key: median([r[key] for r in rounds]) for key in paths + ["b_minus_a"]}
     print(json.dumps({"rounds": rounds, "median": summary, "failures": failures[:10], "failure_count": len(failures)}))
     return 1 if failures else 0
 
+
+# ---------------------------------------------------------------- books
 
 def books(args):
     admin = {"Authorization": "Bearer " + args.admin_key}
