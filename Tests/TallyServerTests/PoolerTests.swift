@@ -28,7 +28,7 @@ struct PoolerTests {
         }
     }
 
-    @Test("Without TALLY_LISTEN_DATABASE_URL, LISTEN goes through the pooler: the self-check says so, and events and sign-outs are polled within 2 s")
+    @Test("Without TALLY_LISTEN_DATABASE_URL, LISTEN goes through the pooler: the self-check says so, and events and sign-outs are polled (every second)")
     func listenerThroughPgBouncerFallsBackToPolling() async throws {
         try await ScratchDatabase.with(baseURL: try postgresURL()) { direct in
             let environment = ["TALLY_POSTGRES_STATEMENTS": "unnamed", "TALLY_POSTGRES_POOL": "4"]
@@ -44,8 +44,9 @@ struct PoolerTests {
                     #expect(lines.count == 1, "\(process.log)")
                     #expect(lines.allSatisfy { $0.contains("transaction pooler") && $0.contains("TALLY_LISTEN_DATABASE_URL") }, "\(lines)")
                 }
-                // One poll interval (1 s) plus the poll's read and the stream's own.
-                try await acrossProcesses(pair, within: .seconds(2))
+                // One poll interval (1 s) plus the poll's read and the stream's own, and the scheduling of the whole
+                // suite on two cores: a sign-out once reached B 2.8 s after it was answered under it (CI, 11-29).
+                try await acrossProcesses(pair, within: .seconds(5))
             }
         }
     }
