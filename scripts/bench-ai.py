@@ -93,19 +93,29 @@ def question(model, image_path, max_tokens, stream, detail="high"):
 
 # ---------------------------------------------------------------- one call
 
-def call(port, body, key, stream):
-    """POSTs body to /v1/chat/completions (/v1/ai/chat/completions when key is a Tally user's) on a fresh connection;
-    returns (status, first_byte_ms, total_ms, reply bytes, headers). A stream's "first byte" is its first data line's:
-    Tally opens every stream with a 2 KiB comment (for URLSession's content sniffing), sent before the model's first
-    token, which would otherwise time the head. A connection error raises."""
+def call(port, body, key, stream, connections=None):
+    """POSTs body to /v1/chat/completions (/v1/ai/chat/completions when key is a Tally user's); returns (status,
+    first_byte_ms, total_ms, reply bytes, headers). A stream's "first byte" is its first data line's: Tally opens every
+    stream with a 2 KiB comment (for URLSession's content sniffing), sent before the model's first token, which would
+    otherwise time the head. On a fresh connection, or, given connections (a dict by port, one worker's), on the one
+    kept there, as an app's HTTP client does; a kept connection the server closed meanwhile is replaced once, untimed.
+    A connection error raises."""
     path = "/v1/ai/chat/completions" if key.startswith("tally:") else "/v1/chat/completions"
     token = key.removeprefix("tally:")
-    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=TIMEOUT)
+    kept = connections.pop(port, None) if connections is not None else None
+    conn = kept or http.client.HTTPConnection("127.0.0.1", port, timeout=TIMEOUT)
+    reusable = False
     try:
         started = time.monotonic()
-        conn.request("POST", path, body=body, headers={
-            "Authorization": "Bearer " + token, "Content-Type": "application/json"})
-        resp = conn.getresponse()
+        try:
+            conn.request("POST", path, body=body, headers={
+                "Authorization": "Bearer " + token, "Content-Type": "application/json"})
+            resp = conn.getresponse()
+        except (http.client.RemoteDisconnected, ConnectionResetError, BrokenPipeError):
+            if kept is None:
+                raise
+            conn.close()
+            return call(port, body, key, stream, connections)
         first = b""
         while stream and resp.status == 200 and b"data:" not in first:
             piece = resp.read1(65536)
@@ -115,16 +125,20 @@ def call(port, body, key, stream):
         first_byte = time.monotonic()
         rest = resp.read()
         ended = time.monotonic()
+        reusable = connections is not None and not resp.will_close
         return resp.status, (first_byte - started) * 1000, (ended - started) * 1000, first + rest, dict(resp.getheaders())
     finally:
-        conn.close()
+        if reusable:
+            connections[port] = conn
+        else:
+            conn.close()
 
 
-def streamed(port, body, key, label, failures):
+def streamed(port, body, key, label, failures, connections=None):
     """call() of a stream that must answer 200 with events: (first_byte_ms, total_ms, headers), or None with the
     failure noted in failures under label."""
     try:
-        status, first, total, text, headers = call(port, body, key, True)
+        status, first, total, text, headers = call(port, body, key, True, connections)
     except (OSError, http.client.HTTPException) as error:
         failures.append(f"{label}: {type(error).__name__}: {error}")
         return None
@@ -330,12 +344,13 @@ def peers(args):
 
             def worker(i):
                 turn = i % len(paths)
+                connections = {} if args.connections == "reused" else None
                 while time.monotonic() < deadline:
                     path = paths[turn % len(paths)]
                     turn += 1
                     key = {"direct": args.upstream_key, "relay": args.upstream_key, "tally": "tally:" + tokens[i],
                            "litellm": args.litellm_key}[path]
-                    answer = streamed(ports[path], bodies[path], key, f"{path} {kind} x{concurrency}", failures)
+                    answer = streamed(ports[path], bodies[path], key, f"{path} {kind} x{concurrency}", failures, connections)
                     if answer is None:
                         continue
                     first, total, headers = answer
@@ -365,7 +380,8 @@ def peers(args):
             print(f"peers {case['label']} x{concurrency}: " + ", ".join(
                 f"{p} {case[p]['n']} first {case[p]['first_byte']['p50']:.1f} total {case[p]['total']['p50']:.1f}"
                 for p in paths if case[p]["n"]), file=sys.stderr)
-    print(json.dumps({"cases": report, "failures": failures[:10], "failure_count": len(failures)}))
+    print(json.dumps({"cases": report, "connections": args.connections, "failures": failures[:10],
+                      "failure_count": len(failures)}))
 
 
 # ---------------------------------------------------------------- ab
@@ -531,7 +547,7 @@ def render_peers(args):
             mine, theirs = case["tally"][f"added_{measure}_p50"], case["litellm"][f"added_{measure}_p50"]
             met = mine is not None and theirs is not None and theirs > 0 and mine * 10 <= theirs
             ok = ok and met
-            ratio = "—" if not mine or theirs is None else (f"{theirs / mine:.0f}×" if mine > 0 else "Tally ≤ 0")
+            ratio = "—" if not mine or theirs is None else (f"{theirs / mine:.1f}×" if mine > 0 else "Tally ≤ 0")
             cells = [f"{ms(case[p][measure]['p50'])} / {ms(case[p][measure]['p99'])}" for p in ("direct", "relay", "tally", "litellm")]
             lines_.append(f"| {label} | {title} (ms) | {' | '.join(cells)} | {signed(floor)} / {signed(mine)} / {signed(theirs)} "
                           f"| {ratio} | {'met' if met else '**not met**'} |")
@@ -546,7 +562,10 @@ def render_peers(args):
     lines_.append(f"LiteLLM {args.litellm_version}'s proxy, one worker, no database. The floor: scripts/bench-lib/relay.c, which "
                   "reads each body whole and sends it on unchanged (the second upload that any gateway pays which must see "
                   "the whole body before calling; nothing else). "
-                  f"Streams of 20 tokens {args.token_ms} ms apart; every worker cycles the four paths. Calls other than 200: "
+                  f"Streams of 20 tokens {args.token_ms} ms apart; every worker cycles the four paths"
+                  + (", keeping a connection to each (as an app's HTTP client does)" if r.get("connections") == "reused"
+                     else ", a new connection a call")
+                  + ". Calls other than 200: "
                   f"{r['failure_count']}{' (' + '; '.join(dict.fromkeys(r['failures'])) + ')' if r['failures'] else ''}. Tally's books: "
                   f"{b['users']} users, {b['held']} held, {b['captures']} captures for {answered} answers "
                   f"({'balanced' if books_ok else '**not balanced**'}).")
@@ -587,6 +606,8 @@ def main():
     p.add_argument("--litellm-key", required=True)
     p.add_argument("--concurrency", type=lambda s: [int(c) for c in s.split(",")], default=[6, 32])
     p.add_argument("--seconds", type=float, default=20)
+    p.add_argument("--connections", choices=["reused", "fresh"], default="reused",
+                   help="each worker keeps a connection a path, as an app's HTTP client does (reused), or opens one a call")
     p = sub.add_parser("ab")
     p.add_argument("--port-a", type=int, required=True)
     p.add_argument("--port-b", type=int, required=True)
