@@ -238,6 +238,8 @@ let package = Package(
                 // bench-ai's streams, each worker on an event loop of its own.
                 .product(name: "AsyncHTTPClient", package: "async-http-client"),
                 .product(name: "Crypto", package: "swift-crypto"),
+                // bare-proxy: the server's HTTP stack with none of Tally's work, a benchmark's baseline.
+                .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOHTTP1", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),

@@ -327,7 +327,7 @@ def bystander(args):
 
 def peers(args):
     tokens = lines(args.tokens)
-    paths = ["direct", "relay", "tally", "litellm"]
+    paths = ["direct", "relay", "stack", "tally", "litellm"]
     report = {}
     failures = []
     for concurrency in args.concurrency:
@@ -335,9 +335,11 @@ def peers(args):
             image = None if kind == "text" else kind
             bodies = {"direct": question(args.upstream_model, image, args.max_tokens, True),
                       "relay": question(args.upstream_model, image, args.max_tokens, True),
+                      "stack": question(args.upstream_model, image, args.max_tokens, True),
                       "tally": question(args.model, image, args.max_tokens, True),
                       "litellm": question(args.model, image, args.max_tokens, True)}
-            ports = {"direct": args.upstream_port, "relay": args.relay_port, "tally": args.port, "litellm": args.litellm_port}
+            ports = {"direct": args.upstream_port, "relay": args.relay_port, "stack": args.stack_port, "tally": args.port,
+                     "litellm": args.litellm_port}
             rows = {path: [] for path in paths}
             own = []  # Tally's Server-Timing gateway (ms) a call
             deadline = time.monotonic() + args.seconds
@@ -348,7 +350,7 @@ def peers(args):
                 while time.monotonic() < deadline:
                     path = paths[turn % len(paths)]
                     turn += 1
-                    key = {"direct": args.upstream_key, "relay": args.upstream_key, "tally": "tally:" + tokens[i],
+                    key = {"direct": args.upstream_key, "relay": args.upstream_key, "stack": args.upstream_key, "tally": "tally:" + tokens[i],
                            "litellm": args.litellm_key}[path]
                     answer = streamed(ports[path], bodies[path], key, f"{path} {kind} x{concurrency}", failures, connections)
                     if answer is None:
@@ -369,7 +371,7 @@ def peers(args):
                 case[path] = {"n": len(rows[path]),
                               "first_byte": stats([first for first, _ in rows[path]]),
                               "total": stats([total for _, total in rows[path]])}
-            for path in ("relay", "tally", "litellm"):
+            for path in ("relay", "stack", "tally", "litellm"):
                 for measure in ("first_byte", "total"):
                     for q in ("p50", "p99"):
                         mine, direct = case[path][measure][q], case["direct"][measure][q]
@@ -532,24 +534,24 @@ def render_images(args):
 
 def render_peers(args):
     r, b = json.loads(args.result), json.loads(args.books)
-    lines_ = ["| case | measure | direct p50 / p99 | floor: C relay p50 / p99 | Tally p50 / p99 | LiteLLM p50 / p99 "
-              "| added p50: floor / Tally / LiteLLM | LiteLLM ÷ Tally | ≥ 10× |",
-              "|---|---|---|---|---|---|---|---|---|"]
+    lines_ = ["| case | measure | direct p50 / p99 | floor: C relay p50 / p99 | stack: Hummingbird + AsyncHTTPClient p50 / p99 "
+              "| Tally p50 / p99 | LiteLLM p50 / p99 | added p50: floor / stack / Tally / LiteLLM | LiteLLM ÷ Tally | ≥ 10× |",
+              "|---|---|---|---|---|---|---|---|---|---|"]
     ok = r["failure_count"] == 0
     answered = 0
     for name, case in r["cases"].items():
         concurrency = name.rsplit("@", 1)[1]
         answered += case["tally"]["n"]
-        calls = " / ".join(str(case[p]["n"]) for p in ("direct", "relay", "tally", "litellm"))
+        calls = " / ".join(str(case[p]["n"]) for p in ("direct", "relay", "stack", "tally", "litellm"))
         label = f"{concurrency} streams, {case['label']} ({calls} calls)"
         for measure, title in (("first_byte", "first byte"), ("total", "total")):
-            floor = case["relay"][f"added_{measure}_p50"]
+            floor, stack = case["relay"][f"added_{measure}_p50"], case["stack"][f"added_{measure}_p50"]
             mine, theirs = case["tally"][f"added_{measure}_p50"], case["litellm"][f"added_{measure}_p50"]
             met = mine is not None and theirs is not None and theirs > 0 and mine * 10 <= theirs
             ok = ok and met
             ratio = "—" if not mine or theirs is None else (f"{theirs / mine:.1f}×" if mine > 0 else "Tally ≤ 0")
-            cells = [f"{ms(case[p][measure]['p50'])} / {ms(case[p][measure]['p99'])}" for p in ("direct", "relay", "tally", "litellm")]
-            lines_.append(f"| {label} | {title} (ms) | {' | '.join(cells)} | {signed(floor)} / {signed(mine)} / {signed(theirs)} "
+            cells = [f"{ms(case[p][measure]['p50'])} / {ms(case[p][measure]['p99'])}" for p in ("direct", "relay", "stack", "tally", "litellm")]
+            lines_.append(f"| {label} | {title} (ms) | {' | '.join(cells)} | {signed(floor)} / {signed(stack)} / {signed(mine)} / {signed(theirs)} "
                           f"| {ratio} | {'met' if met else '**not met**'} |")
     books_ok = b["ok"] and b["captures"] == answered
     ok = ok and books_ok
@@ -561,8 +563,10 @@ def render_peers(args):
     lines_.append("")
     lines_.append(f"LiteLLM {args.litellm_version}'s proxy, one worker, no database. The floor: scripts/bench-lib/relay.c, which "
                   "reads each body whole and sends it on unchanged (the second upload that any gateway pays which must see "
-                  "the whole body before calling; nothing else). "
-                  f"Streams of 20 tokens {args.token_ms} ms apart; every worker cycles the four paths"
+                  "the whole body before calling; nothing else). The stack: `tally-dev bare-proxy`, Hummingbird and "
+                  "AsyncHTTPClient relaying each body (read whole into one buffer) and streaming the answer back, with none of "
+                  "Tally's work (no token, parse, hold or capture): what Tally's HTTP stack alone costs a call. "
+                  f"Streams of 20 tokens {args.token_ms} ms apart; every worker cycles the five paths"
                   + (", keeping a connection to each (as an app's HTTP client does)" if r.get("connections") == "reused"
                      else ", a new connection a call")
                   + ". Calls other than 200: "
@@ -603,6 +607,7 @@ def main():
     p.add_argument("--bystander-out", required=True)
     p = sub.choices["peers"]
     p.add_argument("--litellm-port", type=int, required=True)
+    p.add_argument("--stack-port", type=int, required=True, help="`tally-dev bare-proxy`'s port, on dev-llm")
     p.add_argument("--litellm-key", required=True)
     p.add_argument("--concurrency", type=lambda s: [int(c) for c in s.split(",")], default=[6, 32])
     p.add_argument("--seconds", type=float, default=20)

@@ -15,7 +15,7 @@ struct TallyDev: AsyncParsableCommand {
             """,
         subcommands: [
             DevLLM.self, DevAppStoreCommand.self, Demo.self, LoadTest.self, SDKBenchmark.self, EventsBenchmark.self, AIBenchmark.self,
-            PurchasesBenchmark.self, AppAttestBenchmark.self, SessionProbe.self, SyncProbe.self,
+            PurchasesBenchmark.self, AppAttestBenchmark.self, SessionProbe.self, SyncProbe.self, BareProxy.self,
         ])
 }
 
