@@ -17,6 +17,7 @@ struct CommandLineSplitTests {
     /// What `tally-dev --help` lists.
     static let devCommands: Set = [
         "dev-llm", "dev-appstore", "demo", "loadtest", "bench-sdk", "bench-events", "bench-ai", "bench-purchases", "bench-appattest",
+        "bare-proxy",
     ]
     /// Modules that exist for development, tests and measurement, never for serving.
     static let devModules = ["TallyDevAppStore", "TallyDevLLM", "TallyLoad"]
