@@ -134,6 +134,16 @@ def call(port, body, key, stream, connections=None):
             conn.close()
 
 
+def run_workers(worker, count, seconds):
+    """Runs worker(0) … worker(count - 1) on threads of their own, each to its deadline `seconds` from now; returns
+    when all are done (or a call's timeout past it)."""
+    threads = [threading.Thread(target=worker, args=(i,), daemon=True) for i in range(count)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(seconds + TIMEOUT * 2)
+
+
 def streamed(port, body, key, label, failures, connections=None):
     """call() of a stream that must answer 200 with events: (first_byte_ms, total_ms, headers), or None with the
     failure noted in failures under label."""
@@ -361,11 +371,7 @@ def peers(args):
                     if gateway is not None:
                         own.append(gateway)
 
-            threads = [threading.Thread(target=worker, args=(i,), daemon=True) for i in range(concurrency)]
-            for thread in threads:
-                thread.start()
-            for thread in threads:
-                thread.join(args.seconds + TIMEOUT * 2)
+            run_workers(worker, concurrency, args.seconds)
             case = {}
             for path in paths:
                 case[path] = {"n": len(rows[path]),
@@ -414,11 +420,7 @@ def ab(args):
                 if answer is not None:
                     rows[path].append(answer[0])
 
-        threads = [threading.Thread(target=worker, args=(i,), daemon=True) for i in range(args.concurrency)]
-        for thread in threads:
-            thread.start()
-        for thread in threads:
-            thread.join(args.seconds + TIMEOUT * 2)
+        run_workers(worker, args.concurrency, args.seconds)
         p50 = {path: median(rows[path]) for path in paths}
         if None in p50.values():
             failures.append(f"round {len(rounds) + 1}: a path answered nothing")
