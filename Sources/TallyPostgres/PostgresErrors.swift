@@ -1,3 +1,5 @@
+import NIOCore
+import NIOPosix
 import PostgresNIO
 import TallyStore
 
@@ -13,13 +15,17 @@ public struct PostgresFailure: Error, Sendable, CustomStringConvertible {
     public var constraint: String?
     /// The table involved, when the server named one.
     public var table: String?
+    /// Why a connection failed or broke (`connectionError`): the socket's error — a refused or timed-out connect,
+    /// a reset — which names no value, only the address at most.
+    public var cause: String?
 
     /// Creates a failure.
-    public init(kind: String, sqlState: String? = nil, constraint: String? = nil, table: String? = nil) {
+    public init(kind: String, sqlState: String? = nil, constraint: String? = nil, table: String? = nil, cause: String? = nil) {
         self.kind = kind
         self.sqlState = sqlState
         self.constraint = constraint
         self.table = table
+        self.cause = cause
     }
 
     /// Any error met while talking to PostgreSQL, without its values: a server error's SQLSTATE, a
@@ -28,7 +34,10 @@ public struct PostgresFailure: Error, Sendable, CustomStringConvertible {
         switch error {
         case let error as PSQLError:
             let info = error.serverInfo
-            self.init(kind: "\(error.code)", sqlState: info?[.sqlState], constraint: info?[.constraintName], table: info?[.tableName])
+            let cause = error.code == .connectionError ? error.underlying.map(Self.cause) : nil
+            self.init(
+                kind: "\(error.code)", sqlState: info?[.sqlState], constraint: info?[.constraintName], table: info?[.tableName],
+                cause: cause)
         case let error as PostgresFailure:
             self = error
         default:
@@ -42,7 +51,19 @@ public struct PostgresFailure: Error, Sendable, CustomStringConvertible {
         if let sqlState { parts.append("sqlstate \(sqlState)") }
         if let table { parts.append("table \(table)") }
         if let constraint { parts.append("constraint \(constraint)") }
+        if let cause { parts.append("cause \(cause)") }
         return parts.joined(separator: ", ") + ")"
+    }
+
+    /// A connection's failure as the socket layer reports it (NIO's errors carry an errno, a timeout or the address
+    /// tried, never data); any other error by its type alone.
+    static func cause(_ error: any Error) -> String {
+        switch error {
+        case let error as IOError: return "\(error)"
+        case let error as ChannelError: return "\(error)"
+        case let error as NIOConnectionError: return error.connectionErrors.map { "\($0.error)" }.joined(separator: "; ")
+        default: return "\(type(of: error))"
+        }
     }
 }
 

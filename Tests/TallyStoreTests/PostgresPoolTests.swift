@@ -91,6 +91,28 @@ struct PostgresPoolTests {
     }
 }
 
+/// What a failed connect says when logged: its socket error, so an operator (or a CI log) can tell a refused connect
+/// from a timed-out one.
+@Suite("PostgreSQL connection failures name their cause", .timeLimit(.minutes(1)))
+struct PostgresFailureCauseTests {
+    @Test("A refused connect is a connectionError whose cause says refused; a server error has no cause")
+    func refusedConnectNamesItsCause() async throws {
+        let port = try await ServerBootstrapPort.free()
+        let configuration = try PostgresStore.configuration(url: "postgres://tally@127.0.0.1:\(port)/tally", maximumConnections: 1)
+        do {
+            let connection = try await PostgresConnection.connect(configuration: configuration.connection, id: 1, logger: PostgresPoolTests.logger)
+            try? await connection.close()
+            Issue.record("a connect to \(port), where nothing listens, succeeded")
+        } catch {
+            let failure = PostgresFailure(error)
+            #expect(failure.kind == "connectionError")
+            #expect(failure.cause?.contains("refused") == true, "\(failure)")
+            #expect(failure.description.contains("cause "), "\(failure)")
+        }
+        #expect(PostgresFailure(kind: "server", sqlState: "23505").description == "PostgresFailure(server, sqlstate 23505)")
+    }
+}
+
 /// A loopback TCP port that nothing listens on (bound once to find it, then released).
 enum ServerBootstrapPort {
     static func free() async throws -> Int {
