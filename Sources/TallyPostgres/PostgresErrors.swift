@@ -16,7 +16,7 @@ public struct PostgresFailure: Error, Sendable, CustomStringConvertible {
     /// The table involved, when the server named one.
     public var table: String?
     /// Why a connection failed or broke (`connectionError`): the socket's error — a refused or timed-out connect,
-    /// a reset — which names no value, only the address at most.
+    /// a reset — which names no value.
     public var cause: String?
 
     /// Creates a failure.
@@ -55,8 +55,8 @@ public struct PostgresFailure: Error, Sendable, CustomStringConvertible {
         return parts.joined(separator: ", ") + ")"
     }
 
-    /// A connection's failure as the socket layer reports it (NIO's errors carry an errno, a timeout or the address
-    /// tried, never data); any other error by its type alone.
+    /// A connection's failure as the socket layer reports it (an errno or a timeout; of a failed connect, each
+    /// address's error without the address); any other error by its type alone.
     static func cause(_ error: any Error) -> String {
         switch error {
         case let error as IOError: return "\(error)"

@@ -95,7 +95,7 @@ struct PostgresPoolTests {
 /// from a timed-out one.
 @Suite("PostgreSQL connection failures name their cause", .timeLimit(.minutes(1)))
 struct PostgresFailureCauseTests {
-    @Test("A refused connect is a connectionError whose cause says refused; a server error has no cause")
+    @Test("A refused connect is a connectionError whose cause says refused; a failure without a cause prints as before")
     func refusedConnectNamesItsCause() async throws {
         let port = try await ServerBootstrapPort.free()
         let configuration = try PostgresStore.configuration(url: "postgres://tally@127.0.0.1:\(port)/tally", maximumConnections: 1)
