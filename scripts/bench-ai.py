@@ -335,19 +335,22 @@ def bystander(args):
 
 # ---------------------------------------------------------------- peers
 
+# The peers section's paths, in each worker's cycle; the first is the baseline the others' added time is taken from.
+PEER_PATHS = ("direct", "relay", "stack", "tally", "litellm")
+# The paths that speak to dev-llm's own API (its model name, its key): directly or through a relay with no model map.
+UPSTREAM_PATHS = {"direct", "relay", "stack"}
+
+
 def peers(args):
     tokens = lines(args.tokens)
-    paths = ["direct", "relay", "stack", "tally", "litellm"]
+    paths = list(PEER_PATHS)
     report = {}
     failures = []
     for concurrency in args.concurrency:
         for kind in ["text"] + args.image.split(","):
             image = None if kind == "text" else kind
-            bodies = {"direct": question(args.upstream_model, image, args.max_tokens, True),
-                      "relay": question(args.upstream_model, image, args.max_tokens, True),
-                      "stack": question(args.upstream_model, image, args.max_tokens, True),
-                      "tally": question(args.model, image, args.max_tokens, True),
-                      "litellm": question(args.model, image, args.max_tokens, True)}
+            bodies = {path: question(args.upstream_model if path in UPSTREAM_PATHS else args.model, image, args.max_tokens, True)
+                      for path in paths}
             ports = {"direct": args.upstream_port, "relay": args.relay_port, "stack": args.stack_port, "tally": args.port,
                      "litellm": args.litellm_port}
             rows = {path: [] for path in paths}
@@ -357,12 +360,11 @@ def peers(args):
             def worker(i):
                 turn = i % len(paths)
                 connections = {} if args.connections == "reused" else None
+                keys = {path: args.upstream_key for path in UPSTREAM_PATHS} | {"tally": "tally:" + tokens[i], "litellm": args.litellm_key}
                 while time.monotonic() < deadline:
                     path = paths[turn % len(paths)]
                     turn += 1
-                    key = {"direct": args.upstream_key, "relay": args.upstream_key, "stack": args.upstream_key, "tally": "tally:" + tokens[i],
-                           "litellm": args.litellm_key}[path]
-                    answer = streamed(ports[path], bodies[path], key, f"{path} {kind} x{concurrency}", failures, connections)
+                    answer = streamed(ports[path], bodies[path], keys[path], f"{path} {kind} x{concurrency}", failures, connections)
                     if answer is None:
                         continue
                     first, total, headers = answer
@@ -377,7 +379,7 @@ def peers(args):
                 case[path] = {"n": len(rows[path]),
                               "first_byte": stats([first for first, _ in rows[path]]),
                               "total": stats([total for _, total in rows[path]])}
-            for path in ("relay", "stack", "tally", "litellm"):
+            for path in paths[1:]:
                 for measure in ("first_byte", "total"):
                     for q in ("p50", "p99"):
                         mine, direct = case[path][measure][q], case["direct"][measure][q]
@@ -544,7 +546,7 @@ def render_peers(args):
     for name, case in r["cases"].items():
         concurrency = name.rsplit("@", 1)[1]
         answered += case["tally"]["n"]
-        calls = " / ".join(str(case[p]["n"]) for p in ("direct", "relay", "stack", "tally", "litellm"))
+        calls = " / ".join(str(case[p]["n"]) for p in PEER_PATHS)
         label = f"{concurrency} streams, {case['label']} ({calls} calls)"
         for measure, title in (("first_byte", "first byte"), ("total", "total")):
             floor, stack = case["relay"][f"added_{measure}_p50"], case["stack"][f"added_{measure}_p50"]
@@ -552,7 +554,7 @@ def render_peers(args):
             met = mine is not None and theirs is not None and theirs > 0 and mine * 10 <= theirs
             ok = ok and met
             ratio = "—" if not mine or theirs is None else (f"{theirs / mine:.1f}×" if mine > 0 else "Tally ≤ 0")
-            cells = [f"{ms(case[p][measure]['p50'])} / {ms(case[p][measure]['p99'])}" for p in ("direct", "relay", "stack", "tally", "litellm")]
+            cells = [f"{ms(case[p][measure]['p50'])} / {ms(case[p][measure]['p99'])}" for p in PEER_PATHS]
             lines_.append(f"| {label} | {title} (ms) | {' | '.join(cells)} | {signed(floor)} / {signed(stack)} / {signed(mine)} / {signed(theirs)} "
                           f"| {ratio} | {'met' if met else '**not met**'} |")
     books_ok = b["ok"] and b["captures"] == answered
